@@ -1,0 +1,211 @@
+// kvq/kv.h — the transactional ordered key-value interface every kvq layer is written against.
+//
+// Shaped like a FoundationDB transaction. A Store hands out Transactions; a Transaction reads a
+// consistent snapshot, buffers its writes, and commits them atomically:
+//
+//   * Serializable and optimistic. commit() fails with kAborted if any key the transaction read
+//     without `snapshot` (or named with add_read_conflict_key, or saw in a non-snapshot range
+//     read — including keys added to or removed from that range) was changed by a transaction
+//     that committed after this one's read version. Snapshot reads add no conflict.
+//   * Reads see the transaction's own writes.
+//   * set/clear/clear_range are buffered; their errors (a key or value over the size limits)
+//     surface at commit(), and a failed commit changes nothing.
+//   * A transaction that wrote nothing commits trivially and never conflicts.
+//   * read_version() is a commit-order number: it never decreases across transactions of one
+//     store, and a transaction that begins after another committed sees a read version at least
+//     that commit's version. Layers use it where FoundationDB would use versionstamps.
+//   * watch(key) returns a Watch that fires once the key's committed value differs from the
+//     value this transaction read (at its read version), so no change after the read is missed.
+//     Watches may fire spuriously (a write of an equal value never fires, but a backend may
+//     over-report); callers re-read after a watch fires.
+//
+// Error codes and their retry meaning are in kvq/status.h. Use kv::run (below) rather than a
+// hand-written retry loop.
+//
+// Thread-safety: a Store is safe to use from many threads at once. A Transaction and a Watch are
+// used by one thread at a time; Watch::cancel and the callbacks given to Watch::on_ready may run
+// on any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "kvq/status.h"
+
+namespace kvq::kv {
+
+using Clock = std::chrono::steady_clock;
+
+// Limits every backend accepts. Larger keys or values fail at commit with kInvalidArgument.
+inline constexpr size_t kMaxKeySize = 511;             // LMDB's compiled-in key limit.
+inline constexpr size_t kMaxValueSize = 1024 * 1024;  // Under etcd's 1.5 MiB request cap.
+
+struct KeyValue {
+  std::string key;
+  std::string value;
+  friend bool operator==(const KeyValue&, const KeyValue&) = default;
+};
+
+struct ReadOptions {
+  bool snapshot = false;  // true: adds no read conflict.
+};
+
+struct RangeOptions {
+  size_t limit = 0;       // 0 means no limit.
+  bool reverse = false;   // true: from the end of the range backwards.
+  bool snapshot = false;  // true: adds no read conflict.
+};
+
+namespace detail {
+struct WatchState;
+}
+
+// A one-shot notification that a key changed. Move-only; destroying it cancels it.
+class Watch {
+ public:
+  Watch() = default;
+  explicit Watch(std::shared_ptr<detail::WatchState> state);
+  Watch(Watch&&) noexcept = default;
+  Watch& operator=(Watch&& other) noexcept;
+  Watch(const Watch&) = delete;
+  Watch& operator=(const Watch&) = delete;
+  ~Watch();
+
+  bool valid() const { return state_ != nullptr; }
+
+  // True once the watch has fired or ended with an error.
+  bool ready() const;
+
+  // Blocks until the watch fires (OK), ends with a backend error, is cancelled (kCancelled), or
+  // `deadline` passes (kDeadlineExceeded; the watch stays armed).
+  Status wait_until(Clock::time_point deadline) const;
+
+  // Calls `callback` exactly once with the final status: on the firing thread, or at once on
+  // this thread if the watch is already ready. Cancelling calls it with kCancelled.
+  void on_ready(std::function<void(const Status&)> callback);
+
+  // Disarms the watch; a later or concurrent fire is dropped. Idempotent.
+  void cancel();
+
+ private:
+  std::shared_ptr<detail::WatchState> state_;
+};
+
+class Transaction {
+ public:
+  virtual ~Transaction() = default;  // Uncommitted writes are discarded.
+
+  // The value of `key`, std::nullopt if absent.
+  virtual Result<std::optional<std::string>> get(std::string_view key, ReadOptions options = {}) = 0;
+
+  // Keys in [begin, end) in key order (or reverse), at most `limit` of them.
+  virtual Result<std::vector<KeyValue>> get_range(std::string_view begin, std::string_view end,
+                                                  RangeOptions options = {}) = 0;
+
+  virtual void set(std::string_view key, std::string_view value) = 0;
+  virtual void clear(std::string_view key) = 0;
+  // Clears every key in [begin, end).
+  virtual void clear_range(std::string_view begin, std::string_view end) = 0;
+
+  // Makes the commit conflict if `key` changes after this transaction's read version, as if it
+  // had been read without snapshot.
+  virtual Status add_read_conflict_key(std::string_view key) = 0;
+
+  virtual Result<Watch> watch(std::string_view key) = 0;
+
+  // The commit-order number this transaction reads at (fixed by its first read).
+  virtual Result<uint64_t> read_version() = 0;
+
+  // Applies the buffered writes atomically. OK means they are committed (and, for a durable
+  // store, on disk). REQUIRES: called at most once.
+  virtual Status commit() = 0;
+
+  // The version the commit got; the read version for a transaction that wrote nothing.
+  // REQUIRES: commit() returned OK.
+  virtual uint64_t committed_version() const = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  virtual Result<std::unique_ptr<Transaction>> begin() = 0;
+  // A short description for logs: "lmdb:/var/lib/kvq (sync)".
+  virtual std::string describe() const = 0;
+};
+
+// ---- The one retry loop -------------------------------------------------------------------
+
+struct RetryOptions {
+  // Gives up with kDeadlineExceeded once this much time has passed since the first attempt.
+  std::chrono::milliseconds timeout{30'000};
+  // Gives up (returning the last retryable error) after this many attempts; 0 = no limit.
+  int max_attempts = 0;
+  std::chrono::microseconds initial_backoff{500};
+  std::chrono::microseconds max_backoff{100'000};
+};
+
+namespace detail {
+// Sleeps a jittered exponential backoff for `attempt` (0-based) and returns false if the next
+// attempt would start past `deadline`.
+bool backoff_before_retry(int attempt, const RetryOptions& options, Clock::time_point deadline);
+}  // namespace detail
+
+// Runs `fn(Transaction&)` in a transaction of its own and commits it, retrying the whole thing
+// on kAborted, kUnavailable and kUnknownResult with jittered exponential backoff until it
+// succeeds, fails otherwise, or `options` run out.
+//
+// `fn` MAY RUN SEVERAL TIMES. It must have no side effects outside the transaction, and since an
+// unknown commit result is retried, it must be idempotent: read what it is about to change and
+// write only what is still missing (e.g. record an operation id, and skip if it is present).
+//
+// `fn` returns Status or Result<T>; run returns the same type. An error from `fn` is not
+// committed; a retryable one is retried like a commit conflict.
+template <typename Fn>
+auto run(Store& store, Fn&& fn, const RetryOptions& options = {})
+    -> std::invoke_result_t<Fn&, Transaction&> {
+  using R = std::invoke_result_t<Fn&, Transaction&>;
+  const auto deadline = Clock::now() + options.timeout;
+  Status last;
+  for (int attempt = 0;; ++attempt) {
+    auto txn = store.begin();
+    if (txn.ok()) {
+      R outcome = fn(**txn);
+      Status status;
+      if constexpr (std::is_same_v<R, Status>) {
+        status = outcome;
+      } else {
+        status = outcome.status();
+      }
+      if (status.ok()) status = (*txn)->commit();
+      if (status.ok()) return outcome;
+      if (!status.retryable()) return status;
+      last = status;
+    } else {
+      if (!txn.status().retryable()) return txn.status();
+      last = txn.status();
+    }
+    if (options.max_attempts > 0 && attempt + 1 >= options.max_attempts) {
+      return last.with_context("gave up after " + std::to_string(attempt + 1) + " attempts");
+    }
+    if (!detail::backoff_before_retry(attempt, options, deadline)) {
+      return DeadlineExceeded("transaction did not commit before its deadline; last error: " +
+                              last.to_string());
+    }
+  }
+}
+
+// Runs `fn` in the caller's open transaction, once: the caller commits (and retries) everything
+// together. This is what lets a layer's operation join a caller's own writes atomically.
+template <typename Fn>
+auto run(Transaction& txn, Fn&& fn) -> std::invoke_result_t<Fn&, Transaction&> {
+  return fn(txn);
+}
+
+}  // namespace kvq::kv

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every Debian package kvq needs to build, test and run. Idempotent: quiet and quick
+# when everything is already there. Runs as root, or through sudo when available.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config make
+  liblmdb-dev lmdb-utils
+  nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

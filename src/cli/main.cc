@@ -1,0 +1,39 @@
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include "commands.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: kvq <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  demo [--data DIR]   a short tour of the kvq library against an embedded LMDB data\n"
+    "                      directory (default ./kvq-data)\n"
+    "  version             print the version\n"
+    "  help                print this help\n"
+    "\n"
+    "The job server (kvq serve) and its client commands are not built yet; see README.md.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  const std::string_view command = argv[1];
+  if (command == "demo") return kvq::cli::run_demo(argc - 1, argv + 1);
+  if (command == "version" || command == "--version") {
+    std::puts("kvq 0.1.0");
+    return 0;
+  }
+  if (command == "help" || command == "--help" || command == "-h") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  std::fprintf(stderr, "kvq: unknown command '%s'\n\n%s", argv[1], kUsage);
+  return 2;
+}

@@ -1,0 +1,128 @@
+#include "kvq/fault_injection.h"
+
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace kvq::kv {
+
+// State shared by the store and the transactions it hands out (which may outlive it).
+struct FaultInjectingStore::Shared {
+  std::mutex mu;
+  FaultOptions options;
+  std::mt19937_64 rng;
+  FaultCounts counts;
+
+  bool roll(double rate) {
+    if (rate <= 0) return false;
+    return std::uniform_real_distribution<double>(0, 1)(rng) < rate;
+  }
+  bool inject_unavailable() {
+    std::lock_guard lock(mu);
+    if (!roll(options.unavailable_rate)) return false;
+    ++counts.unavailable;
+    return true;
+  }
+};
+
+namespace {
+
+enum class CommitFault { kNone, kConflict, kUnavailable, kUnknownApplied, kUnknownNotApplied };
+
+class FaultInjectingTransaction : public Transaction {
+ public:
+  FaultInjectingTransaction(std::unique_ptr<Transaction> inner,
+                            std::shared_ptr<FaultInjectingStore::Shared> shared)
+      : inner_(std::move(inner)), shared_(std::move(shared)) {}
+
+  Result<std::optional<std::string>> get(std::string_view key, ReadOptions options) override {
+    if (shared_->inject_unavailable()) return Unavailable("injected: store unavailable on read");
+    return inner_->get(key, options);
+  }
+  Result<std::vector<KeyValue>> get_range(std::string_view begin, std::string_view end,
+                                          RangeOptions options) override {
+    if (shared_->inject_unavailable()) return Unavailable("injected: store unavailable on read");
+    return inner_->get_range(begin, end, options);
+  }
+  void set(std::string_view key, std::string_view value) override { inner_->set(key, value); }
+  void clear(std::string_view key) override { inner_->clear(key); }
+  void clear_range(std::string_view begin, std::string_view end) override {
+    inner_->clear_range(begin, end);
+  }
+  Status add_read_conflict_key(std::string_view key) override {
+    return inner_->add_read_conflict_key(key);
+  }
+  Result<Watch> watch(std::string_view key) override { return inner_->watch(key); }
+  Result<uint64_t> read_version() override { return inner_->read_version(); }
+  uint64_t committed_version() const override { return inner_->committed_version(); }
+
+  Status commit() override {
+    auto [fault, latency] = pick_fault();
+    if (latency.count() > 0) std::this_thread::sleep_for(latency);
+    switch (fault) {
+      case CommitFault::kConflict: return Aborted("injected: commit conflict");
+      case CommitFault::kUnavailable: return Unavailable("injected: store unavailable on commit");
+      case CommitFault::kUnknownNotApplied: return UnknownResult("injected: commit result unknown");
+      case CommitFault::kUnknownApplied: {
+        Status s = inner_->commit();
+        return s.ok() ? UnknownResult("injected: commit result unknown (it applied)") : s;
+      }
+      case CommitFault::kNone: break;
+    }
+    return inner_->commit();
+  }
+
+ private:
+  std::pair<CommitFault, std::chrono::microseconds> pick_fault() {
+    std::lock_guard lock(shared_->mu);
+    auto& o = shared_->options;
+    auto& c = shared_->counts;
+    CommitFault fault = CommitFault::kNone;
+    if (shared_->roll(o.conflict_rate)) {
+      ++c.conflicts;
+      fault = CommitFault::kConflict;
+    } else if (shared_->roll(o.unavailable_rate)) {
+      ++c.unavailable;
+      fault = CommitFault::kUnavailable;
+    } else if (shared_->roll(o.unknown_result_rate)) {
+      const bool applied = shared_->roll(0.5);
+      ++(applied ? c.unknown_applied : c.unknown_not_applied);
+      fault = applied ? CommitFault::kUnknownApplied : CommitFault::kUnknownNotApplied;
+    }
+    return {fault, o.commit_latency};
+  }
+
+  std::unique_ptr<Transaction> inner_;
+  std::shared_ptr<FaultInjectingStore::Shared> shared_;
+};
+
+}  // namespace
+
+FaultInjectingStore::FaultInjectingStore(std::shared_ptr<Store> inner, FaultOptions options)
+    : shared_(std::make_shared<Shared>()), inner_(std::move(inner)) {
+  shared_->options = options;
+  shared_->rng.seed(options.seed);
+}
+
+FaultInjectingStore::~FaultInjectingStore() = default;
+
+Result<std::unique_ptr<Transaction>> FaultInjectingStore::begin() {
+  if (shared_->inject_unavailable()) return Unavailable("injected: store unavailable on begin");
+  KVQ_ASSIGN_OR_RETURN(auto txn, inner_->begin());
+  return std::unique_ptr<Transaction>(
+      std::make_unique<FaultInjectingTransaction>(std::move(txn), shared_));
+}
+
+std::string FaultInjectingStore::describe() const { return "faults(" + inner_->describe() + ")"; }
+
+FaultCounts FaultInjectingStore::counts() const {
+  std::lock_guard lock(shared_->mu);
+  return shared_->counts;
+}
+
+void FaultInjectingStore::set_options(const FaultOptions& options) {
+  std::lock_guard lock(shared_->mu);
+  shared_->options = options;
+}
+
+}  // namespace kvq::kv

@@ -1,0 +1,232 @@
+#include "kv/lmdb/commit_queue.h"
+
+#include <functional>
+
+#include "kv/lmdb/watch_registry.h"
+
+namespace kvq::kv::lmdb {
+namespace {
+
+uint64_t mix(uint64_t x) {  // splitmix64's finalizer: spreads every input bit.
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+Result<Fingerprint> fingerprint_range(MDB_txn* txn, MDB_dbi dbi, std::string_view begin,
+                                      std::string_view end) {
+  MDB_cursor* cursor = nullptr;
+  if (int rc = mdb_cursor_open(txn, dbi, &cursor); rc) return status_from_lmdb(rc, "mdb_cursor_open");
+  Fingerprint fp;
+  MDB_val key = as_val(begin), value;
+  int rc = mdb_cursor_get(cursor, &key, &value, MDB_SET_RANGE);
+  while (rc == MDB_SUCCESS && as_view(key) < end) {
+    auto stored = decode_stored(value);
+    if (!stored.ok()) {
+      mdb_cursor_close(cursor);
+      return stored.status();
+    }
+    fp.add(as_view(key), stored->first);
+    rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT);
+  }
+  mdb_cursor_close(cursor);
+  if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND) return status_from_lmdb(rc, "scanning a read range");
+  return fp;
+}
+
+// Deletes [begin, end), recording each deleted key when `changes` is given.
+int clear_range(MDB_txn* txn, MDB_dbi dbi, std::string_view begin, std::string_view end,
+                std::vector<KeyChange>* changes) {
+  MDB_cursor* cursor = nullptr;
+  if (int rc = mdb_cursor_open(txn, dbi, &cursor); rc) return rc;
+  MDB_val key = as_val(begin), value;
+  int rc = mdb_cursor_get(cursor, &key, &value, MDB_SET_RANGE);
+  std::string deleted;
+  while (rc == MDB_SUCCESS && as_view(key) < end) {
+    deleted.assign(as_view(key));
+    if (changes) changes->push_back({deleted, std::nullopt});
+    if (rc = mdb_cursor_del(cursor, 0); rc) break;
+    // Re-seek rather than rely on where a delete leaves the cursor.
+    key = as_val(deleted);
+    rc = mdb_cursor_get(cursor, &key, &value, MDB_SET_RANGE);
+  }
+  mdb_cursor_close(cursor);
+  return rc == MDB_NOTFOUND ? MDB_SUCCESS : rc;
+}
+
+}  // namespace
+
+void Fingerprint::add(std::string_view key, uint64_t version) {
+  ++count;
+  sum += mix(std::hash<std::string_view>{}(key) ^ mix(version));
+}
+
+CommitOutcome CommitQueue::commit(const CommitRequest& request) {
+  Member self{&request, {}, false, {}};
+  std::unique_lock lock(mu_);
+  queue_.push_back(&self);
+  self.cv.wait(lock, [&] { return self.done || queue_.front() == &self; });
+  if (self.done) return self.outcome;
+
+  // Leader: take everyone waiting (up to the group limit) and commit them together.
+  std::vector<Member*> group;
+  for (Member* m : queue_) {
+    if (group.size() >= env_.options().max_group_size) break;
+    group.push_back(m);
+  }
+  lock.unlock();
+  GroupResult result = apply_group(group);
+  lock.lock();
+  for (Member* m : group) {
+    queue_.pop_front();
+    m->done = true;
+    if (m != &self) m->cv.notify_one();
+  }
+  if (!queue_.empty()) queue_.front()->cv.notify_one();
+  lock.unlock();
+
+  if (result.new_version != 0) {
+    env_.watches().on_commit(result.changes, result.base_version, result.new_version);
+  }
+  return self.outcome;
+}
+
+CommitQueue::GroupResult CommitQueue::apply_group(const std::vector<Member*>& group) {
+  for (int attempt = 0;; ++attempt) {
+    GroupResult result;
+    bool split = false;
+    if (try_group(group, result, split)) return result;
+    if (!split) continue;  // the map grew: try the same group again
+    // Too big together: commit members one at a time; watches hear every change.
+    GroupResult merged;
+    for (Member* m : group) {
+      GroupResult one = apply_group({m});
+      if (one.new_version == 0) continue;
+      if (merged.new_version == 0) merged.base_version = one.base_version;
+      merged.new_version = one.new_version;
+      merged.changes.insert(merged.changes.end(), one.changes.begin(), one.changes.end());
+    }
+    return merged;
+  }
+}
+
+bool CommitQueue::try_group(const std::vector<Member*>& group, GroupResult& result, bool& split) {
+  auto fail_all = [&](const Status& status) {
+    for (Member* m : group) m->outcome = {status, 0};
+    return true;
+  };
+  auto txn_or = env_.begin_write();
+  if (!txn_or.ok()) return fail_all(txn_or.status());
+  MDB_txn* txn = *txn_or;
+  auto base = env_.version_in(txn);
+  if (!base.ok()) {
+    env_.end_write(txn, false, nullptr);
+    return fail_all(base.status());
+  }
+  result.base_version = *base;
+  const uint64_t version = *base + 1;
+  std::vector<KeyChange>* changes = env_.watches().armed() ? &result.changes : nullptr;
+  bool wrote = false;
+  for (Member* m : group) {
+    const CommitRequest& req = *m->request;
+    // Nothing can have changed under a member that read at the base version, unless an
+    // earlier member of this group wrote.
+    if (wrote || req.read_version != *base) {
+      if (Status s = validate(txn, req); !s.ok()) {
+        m->outcome = {s, 0};
+        continue;
+      }
+    }
+    if (int rc = apply(txn, req, version, changes); rc != MDB_SUCCESS) {
+      env_.end_write(txn, false, nullptr);
+      if (rc == MDB_MAP_FULL) {
+        if (Status s = env_.grow_map(); !s.ok()) return fail_all(s);
+        return false;
+      }
+      if (rc == MDB_TXN_FULL && group.size() > 1) {
+        split = true;
+        return false;
+      }
+      return fail_all(status_from_lmdb(rc, "applying a transaction"));
+    }
+    m->outcome = {Status::OK(), version};
+    wrote = true;
+  }
+  if (!wrote) {
+    env_.end_write(txn, false, nullptr);
+    return true;
+  }
+  std::string counter = encode_version(version);
+  MDB_val key = as_val("version"), value = as_val(counter);
+  if (int rc = mdb_put(txn, env_.meta(), &key, &value, 0); rc) {
+    env_.end_write(txn, false, nullptr);
+    if (rc == MDB_MAP_FULL) {
+      if (Status s = env_.grow_map(); !s.ok()) return fail_all(s);
+      return false;
+    }
+    return fail_all(status_from_lmdb(rc, "advancing the commit counter"));
+  }
+  Status committed;
+  env_.end_write(txn, true, &committed);
+  if (!committed.ok()) {
+    for (Member* m : group) {
+      if (m->outcome.status.ok()) m->outcome = {committed, 0};
+    }
+    result.changes.clear();
+    return true;
+  }
+  result.new_version = version;
+  return true;
+}
+
+Status CommitQueue::validate(MDB_txn* txn, const CommitRequest& request) {
+  for (const PointRead& read : request.point_reads) {
+    MDB_val key = as_val(read.key), value;
+    int rc = mdb_get(txn, env_.data(), &key, &value);
+    if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND) return status_from_lmdb(rc, "validating a read");
+    const bool present = rc == MDB_SUCCESS;
+    uint64_t version = 0;
+    if (present) {
+      auto stored = decode_stored(value);
+      if (!stored.ok()) return stored.status();
+      version = stored->first;
+    }
+    if (present != read.present || version != read.version) {
+      return Aborted("a key this transaction read was changed by a later commit");
+    }
+  }
+  for (const RangeRead& read : request.range_reads) {
+    auto now = fingerprint_range(txn, env_.data(), read.begin, read.end);
+    if (!now.ok()) return now.status();
+    if (!(*now == read.seen)) {
+      return Aborted("a key range this transaction read was changed by a later commit");
+    }
+  }
+  return Status::OK();
+}
+
+int CommitQueue::apply(MDB_txn* txn, const CommitRequest& request, uint64_t version,
+                       std::vector<KeyChange>* changes) {
+  for (const auto& [begin, end] : request.buffer.cleared) {
+    if (int rc = clear_range(txn, env_.data(), begin, end, changes); rc) return rc;
+  }
+  std::string stored;
+  for (const auto& [k, v] : request.buffer.writes) {
+    MDB_val key = as_val(k);
+    int rc;
+    if (v) {
+      stored = encode_stored(version, *v);
+      MDB_val value = as_val(stored);
+      rc = mdb_put(txn, env_.data(), &key, &value, 0);
+    } else {
+      rc = mdb_del(txn, env_.data(), &key, nullptr);
+      if (rc == MDB_NOTFOUND) rc = MDB_SUCCESS;
+    }
+    if (rc) return rc;
+    if (changes) changes->push_back({k, v});
+  }
+  return MDB_SUCCESS;
+}
+
+}  // namespace kvq::kv::lmdb

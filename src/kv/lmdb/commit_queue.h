@@ -1,0 +1,104 @@
+// kv/lmdb/commit_queue.h — group commit for one LMDB environment in this process.
+//
+// Transactions that commit at the same time form a group: the first in line (the leader) opens
+// one LMDB write transaction, validates and applies each member in arrival order, commits once
+// (one fsync in sync mode) and wakes the others — LevelDB's writer queue. There is no committer
+// thread, so a lone writer pays no hand-off. Each member is judged on its own: one that
+// conflicts gets kAborted and the rest still commit; if applying one fails for lack of room in
+// the transaction, the group is retried one member at a time.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kv/lmdb/lmdb_env.h"
+
+namespace kvq::kv::lmdb {
+
+// What a transaction saw of a key range: order-independent, so it can be rebuilt by a forward
+// scan whatever direction the read went.
+struct Fingerprint {
+  uint64_t count = 0;
+  uint64_t sum = 0;
+  void add(std::string_view key, uint64_t version);
+  friend bool operator==(const Fingerprint&, const Fingerprint&) = default;
+};
+
+struct PointRead {
+  std::string key;
+  bool present = false;
+  uint64_t version = 0;
+};
+
+struct RangeRead {
+  std::string begin;
+  std::string end;
+  Fingerprint seen;
+};
+
+// Buffered writes. `cleared` ranges apply first, then `writes` (nullopt = clear): a set made
+// after a clear_range removed the older entries it covered, so this order replays the
+// transaction faithfully.
+struct WriteBuffer {
+  std::map<std::string, std::optional<std::string>, std::less<>> writes;
+  std::vector<std::pair<std::string, std::string>> cleared;
+  bool empty() const { return writes.empty() && cleared.empty(); }
+};
+
+struct CommitRequest {
+  uint64_t read_version = 0;
+  std::vector<PointRead> point_reads;
+  std::vector<RangeRead> range_reads;
+  WriteBuffer buffer;
+};
+
+struct CommitOutcome {
+  Status status;
+  uint64_t version = 0;
+};
+
+// A change a commit made, for watches.
+struct KeyChange {
+  std::string key;
+  std::optional<std::string> value;
+};
+
+class CommitQueue {
+ public:
+  explicit CommitQueue(Env& env) : env_(env) {}
+  // Blocks until `request` is committed or rejected.
+  CommitOutcome commit(const CommitRequest& request);
+
+ private:
+  struct Member {
+    const CommitRequest* request;
+    CommitOutcome outcome;
+    bool done = false;
+    std::condition_variable cv;
+  };
+  struct GroupResult {
+    std::vector<KeyChange> changes;
+    uint64_t base_version = 0;
+    uint64_t new_version = 0;
+  };
+
+  GroupResult apply_group(const std::vector<Member*>& group);
+  // Tries the whole group in one LMDB transaction. Returns true when every member has its
+  // outcome; false when the group must be retried (map grown, or members to go one by one).
+  bool try_group(const std::vector<Member*>& group, GroupResult& result, bool& split);
+  Status validate(MDB_txn* txn, const CommitRequest& request);
+  int apply(MDB_txn* txn, const CommitRequest& request, uint64_t version,
+            std::vector<KeyChange>* changes);
+
+  Env& env_;
+  std::mutex mu_;
+  std::deque<Member*> queue_;
+};
+
+}  // namespace kvq::kv::lmdb

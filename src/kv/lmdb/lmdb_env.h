@@ -1,0 +1,127 @@
+// kv/lmdb/lmdb_env.h — one open LMDB environment, shared by every Store on its directory in
+// this process (LMDB forbids opening one environment twice in a process).
+//
+// Layout inside the environment (two named databases):
+//   "data": user key -> [8-byte big-endian version of the commit that wrote it][user value]
+//   "meta": "version" -> 8-byte big-endian number of the last commit (absent = 0)
+// Every commit increments "version" by one, inside the same LMDB write transaction, so the
+// counter a read transaction sees is its read version, and comparing a key's stored version
+// with it tells whether the key changed since.
+//
+// Resizing the memory map requires that no transaction of this process is open, so every
+// transaction holds a slot of the MapGate and a resize waits for all slots to be released.
+#pragma once
+
+#include <lmdb.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvq/kv.h"
+#include "kvq/lmdb_store.h"
+
+namespace kvq::kv::lmdb {
+
+class CommitQueue;
+class WatchRegistry;
+
+Status status_from_lmdb(int rc, std::string_view what);
+
+inline MDB_val as_val(std::string_view s) {
+  return MDB_val{s.size(), const_cast<char*>(s.data())};
+}
+inline std::string_view as_view(const MDB_val& v) {
+  return {static_cast<const char*>(v.mv_data), v.mv_size};
+}
+
+// Stored values are prefixed with the version of the commit that wrote them.
+inline constexpr size_t kVersionPrefix = 8;
+std::string encode_stored(uint64_t version, std::string_view value);
+// InvalidArgument-free by construction: a value shorter than the prefix is corruption.
+Result<std::pair<uint64_t, std::string_view>> decode_stored(const MDB_val& stored);
+std::string encode_version(uint64_t version);
+uint64_t decode_version(std::string_view bytes);
+
+// Counts open transactions so that the map is resized only when there are none.
+class MapGate {
+ public:
+  void enter();
+  void leave();
+  // Waits until no slot is held (new enter() calls wait meanwhile), then runs `fn`.
+  // Unavailable if open transactions did not finish within `patience`.
+  Status exclusive(const std::function<Status()>& fn, std::chrono::milliseconds patience);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int active_ = 0;
+  bool resizing_ = false;
+};
+
+class Env : public std::enable_shared_from_this<Env> {
+ public:
+  static Result<std::shared_ptr<Env>> open(const LmdbOptions& options);
+  ~Env();
+  Env(const Env&) = delete;
+  Env& operator=(const Env&) = delete;
+
+  // A read snapshot. Returns its LMDB transaction to a pool when destroyed.
+  class ReadTxn {
+   public:
+    ReadTxn(Env* env, MDB_txn* txn) : env_(env), txn_(txn) {}
+    ReadTxn(ReadTxn&& o) noexcept : env_(o.env_), txn_(o.txn_) { o.txn_ = nullptr; }
+    ReadTxn& operator=(ReadTxn&&) = delete;
+    ~ReadTxn();
+    MDB_txn* get() const { return txn_; }
+
+   private:
+    Env* env_;
+    MDB_txn* txn_;
+  };
+
+  Result<ReadTxn> begin_read();
+  // REQUIRES: called only by the commit queue's leader. Holds a gate slot until end_write.
+  Result<MDB_txn*> begin_write();
+  void end_write(MDB_txn* txn, bool commit_it, Status* commit_status);
+  // Doubles the map size. REQUIRES: the caller holds no gate slot.
+  Status grow_map();
+
+  // The commit counter as seen by `txn`.
+  Result<uint64_t> version_in(MDB_txn* txn) const;
+
+  MDB_dbi data() const { return data_dbi_; }
+  MDB_dbi meta() const { return meta_dbi_; }
+  const LmdbOptions& options() const { return options_; }
+  const std::string& path() const { return path_; }
+  CommitQueue& commit_queue() { return *commit_queue_; }
+  WatchRegistry& watches() { return *watches_; }
+
+ private:
+  Env(LmdbOptions options, std::string path);
+  Status init();
+  Result<MDB_txn*> begin_txn(unsigned flags);
+  Status adopt_map_size_from_other_process();
+  void release_read(MDB_txn* txn);
+
+  LmdbOptions options_;
+  std::string path_;
+  MDB_env* env_ = nullptr;
+  MDB_dbi data_dbi_ = 0;
+  MDB_dbi meta_dbi_ = 0;
+  MapGate gate_;
+  std::mutex pool_mu_;
+  std::vector<MDB_txn*> read_pool_;
+  std::unique_ptr<CommitQueue> commit_queue_;
+  std::shared_ptr<WatchRegistry> watches_;
+  bool registered_ = false;
+};
+
+}  // namespace kvq::kv::lmdb

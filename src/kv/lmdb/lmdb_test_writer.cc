@@ -1,0 +1,69 @@
+// A helper process for the LMDB tests: it opens a data directory and writes to it, printing
+// each acknowledged step, so a test can kill it mid-write or run it beside itself.
+//
+//   lmdb_test_writer DIR count        increments "n" and "n_copy" together forever, printing
+//                                     each acknowledged value
+//   lmdb_test_writer DIR incr K ID    K idempotent increments of "n", then prints "done"
+//   lmdb_test_writer DIR set KEY VAL  one write, then prints "done"
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "kvq/kv.h"
+#include "kvq/lmdb_store.h"
+
+using namespace kvq;
+
+namespace {
+
+Status increment(kv::Store& store, const std::string& op) {
+  return kv::run(store, [&](kv::Transaction& txn) -> Status {
+    if (!op.empty()) {
+      KVQ_ASSIGN_OR_RETURN(auto done, txn.get("ops/" + op));
+      if (done) return Status::OK();
+      txn.set("ops/" + op, "");
+    }
+    KVQ_ASSIGN_OR_RETURN(auto n, txn.get("n"));
+    const std::string next = std::to_string(std::stoll(n.value_or("0")) + 1);
+    txn.set("n", next);
+    txn.set("n_copy", next);
+    return Status::OK();
+  });
+}
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "lmdb_test_writer: %s\n", s.to_string().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) return 2;
+  auto store = open_lmdb_store({.path = argv[1]});
+  if (!store.ok()) return fail(store.status());
+  const std::string mode = argv[2];
+  if (mode == "count") {
+    for (long long acked = 0;;) {
+      if (Status s = increment(**store, ""); !s.ok()) return fail(s);
+      std::printf("%lld\n", ++acked);
+      std::fflush(stdout);
+    }
+  }
+  if (mode == "incr" && argc == 5) {
+    const int k = std::atoi(argv[3]);
+    for (int i = 0; i < k; ++i) {
+      if (Status s = increment(**store, std::string(argv[4]) + "-" + std::to_string(i)); !s.ok()) return fail(s);
+    }
+  } else if (mode == "set" && argc == 5) {
+    Status s = kv::run(**store, [&](kv::Transaction& txn) {
+      txn.set(argv[3], argv[4]);
+      return Status::OK();
+    });
+    if (!s.ok()) return fail(s);
+  } else {
+    return 2;
+  }
+  std::printf("done\n");
+  return 0;
+}

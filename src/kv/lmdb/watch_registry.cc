@@ -1,0 +1,146 @@
+#include "kv/lmdb/watch_registry.h"
+
+#include <set>
+
+namespace kvq::kv::lmdb {
+namespace {
+
+// The committed value of `key` now, in a fresh snapshot.
+Result<std::optional<std::string>> read_now(Env& env, const std::string& key, uint64_t* version) {
+  KVQ_ASSIGN_OR_RETURN(auto snapshot, env.begin_read());
+  if (version) {
+    KVQ_ASSIGN_OR_RETURN(*version, env.version_in(snapshot.get()));
+  }
+  MDB_val k = as_val(key), v;
+  int rc = mdb_get(snapshot.get(), env.data(), &k, &v);
+  if (rc == MDB_NOTFOUND) return std::optional<std::string>();
+  if (rc) return status_from_lmdb(rc, "reading a watched key");
+  KVQ_ASSIGN_OR_RETURN(auto stored, decode_stored(v));
+  return std::optional<std::string>(std::string(stored.second));
+}
+
+}  // namespace
+
+WatchRegistry::~WatchRegistry() { shutdown(); }
+
+Result<Watch> WatchRegistry::add(std::string key, std::optional<std::string> expected) {
+  auto state = std::make_shared<detail::WatchState>();
+  uint64_t id;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return Unavailable("the store is closing");
+    id = next_id_++;
+    entries_.emplace(key, Entry{id, expected, state});
+    count_.fetch_add(1, std::memory_order_relaxed);
+    if (!poller_.joinable()) poller_ = std::thread([this] { poll_loop(); });
+  }
+  poll_cv_.notify_all();
+  std::weak_ptr<WatchRegistry> weak = weak_from_this();
+  state->unregister = [weak, key, id] {
+    if (auto self = weak.lock()) self->remove(key, id);
+  };
+  // A commit between the transaction's read and the registration above is invisible to
+  // on_commit, so compare with the committed value once now; later commits are reported.
+  auto current = read_now(env_, key, nullptr);
+  if (!current.ok()) {
+    remove(key, id);
+    return current.status();
+  }
+  if (*current != expected) fire_if_changed(key, *current);
+  return Watch(std::move(state));
+}
+
+void WatchRegistry::remove(const std::string& key, uint64_t id) {
+  std::lock_guard lock(mu_);
+  auto [first, last] = entries_.equal_range(key);
+  for (auto it = first; it != last; ++it) {
+    if (it->second.id == id) {
+      entries_.erase(it);
+      count_.fetch_sub(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+}
+
+void WatchRegistry::fire_if_changed(const std::string& key, const std::optional<std::string>& value) {
+  std::vector<std::shared_ptr<detail::WatchState>> fired;
+  {
+    std::lock_guard lock(mu_);
+    auto [first, last] = entries_.equal_range(key);
+    for (auto it = first; it != last;) {
+      if (it->second.expected != value) {
+        fired.push_back(std::move(it->second.state));
+        it = entries_.erase(it);
+        count_.fetch_sub(1, std::memory_order_relaxed);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& state : fired) state->complete(Status::OK());
+}
+
+void WatchRegistry::on_commit(const std::vector<KeyChange>& changes, uint64_t base_version,
+                              uint64_t new_version) {
+  {
+    std::lock_guard lock(mu_);
+    // Only when nothing from another process slipped in between can the poller skip ahead.
+    if (reported_version_ == base_version) reported_version_ = new_version;
+  }
+  for (const KeyChange& change : changes) fire_if_changed(change.key, change.value);
+}
+
+void WatchRegistry::poll_loop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    if (entries_.empty()) {
+      poll_cv_.wait(lock, [&] { return stopping_ || !entries_.empty(); });
+      continue;
+    }
+    poll_cv_.wait_for(lock, env_.options().watch_poll_interval, [&] { return stopping_; });
+    if (stopping_) break;
+    lock.unlock();
+    check_all_keys();
+    lock.lock();
+  }
+}
+
+void WatchRegistry::check_all_keys() {
+  uint64_t version = 0;
+  {
+    auto snapshot = env_.begin_read();
+    if (!snapshot.ok()) return;  // transient (e.g. a resize); the next poll tries again
+    auto v = env_.version_in(snapshot->get());
+    if (!v.ok()) return;
+    version = *v;
+  }
+  std::set<std::string> keys;
+  {
+    std::lock_guard lock(mu_);
+    if (version == reported_version_) return;
+    for (const auto& [key, entry] : entries_) keys.insert(key);
+  }
+  for (const std::string& key : keys) {
+    auto value = read_now(env_, key, nullptr);
+    if (value.ok()) fire_if_changed(key, *value);
+  }
+  std::lock_guard lock(mu_);
+  if (version > reported_version_) reported_version_ = version;
+}
+
+void WatchRegistry::shutdown() {
+  std::vector<std::shared_ptr<detail::WatchState>> ending;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ && !poller_.joinable()) return;
+    stopping_ = true;
+    for (auto& [key, entry] : entries_) ending.push_back(std::move(entry.state));
+    entries_.clear();
+    count_.store(0);
+  }
+  poll_cv_.notify_all();
+  if (poller_.joinable() && poller_.get_id() != std::this_thread::get_id()) poller_.join();
+  for (auto& state : ending) state->complete(Unavailable("the store was closed"));
+}
+
+}  // namespace kvq::kv::lmdb

@@ -1,0 +1,65 @@
+// kv/lmdb/watch_registry.h — the armed watches of one LMDB environment in this process.
+//
+// A watch remembers the value its transaction read. It fires when a commit leaves the key with
+// a different value. Commits made by this process report their changes directly (on_commit);
+// commits made by other processes are found by a poller thread that, while any watch is armed,
+// reads the commit counter every watch_poll_interval and re-reads the watched keys when the
+// counter moved past what this process has already reported.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kv/lmdb/commit_queue.h"
+#include "kv/watch_state.h"
+
+namespace kvq::kv::lmdb {
+
+class WatchRegistry : public std::enable_shared_from_this<WatchRegistry> {
+ public:
+  explicit WatchRegistry(Env& env) : env_(env) {}
+  ~WatchRegistry();
+
+  // Arms a watch on `key` expecting `expected` (the value the transaction read).
+  Result<Watch> add(std::string key, std::optional<std::string> expected);
+
+  bool armed() const { return count_.load(std::memory_order_relaxed) > 0; }
+
+  // Called after this process committed `changes` as `new_version` on top of `base_version`.
+  void on_commit(const std::vector<KeyChange>& changes, uint64_t base_version, uint64_t new_version);
+
+  // Stops the poller and ends every armed watch with kUnavailable (the store is closing).
+  void shutdown();
+
+ private:
+  struct Entry {
+    uint64_t id;
+    std::optional<std::string> expected;
+    std::shared_ptr<detail::WatchState> state;
+  };
+
+  void remove(const std::string& key, uint64_t id);
+  // Fires (and removes) the watches on `key` whose expectation differs from `value`.
+  void fire_if_changed(const std::string& key, const std::optional<std::string>& value);
+  void poll_loop();
+  void check_all_keys();
+
+  Env& env_;
+  mutable std::mutex mu_;
+  std::multimap<std::string, Entry> entries_;
+  uint64_t next_id_ = 1;
+  std::atomic<size_t> count_{0};
+  uint64_t reported_version_ = 0;  // every commit up to here has been checked against watches
+  bool stopping_ = false;
+  std::condition_variable poll_cv_;
+  std::thread poller_;
+};
+
+}  // namespace kvq::kv::lmdb
