@@ -33,9 +33,9 @@ std::condition_variable& registry_changed() {
 }  // namespace
 
 Status status_from_lmdb(int rc, std::string_view what) {
+  if (rc == MDB_SUCCESS) return Status::OK();  // the hot path: no message to build
   std::string message = std::string(what) + ": " + mdb_strerror(rc);
   switch (rc) {
-    case MDB_SUCCESS: return Status::OK();
     case MDB_NOTFOUND: return NotFound(message);
     case MDB_MAP_FULL:
     case MDB_TXN_FULL:

@@ -1,0 +1,269 @@
+// kvq/jobs.h — durable background jobs on any kv::Store (after CouchDB's couch_jobs).
+//
+// A job has a type (a short name), an id unique within its type, JSON-object data, a scheduled
+// time (wall-clock milliseconds since the Unix epoch; default: now) and a priority (lower runs
+// first; default 0). Its state is pending, running or finished:
+//
+//   add ──► pending ──accept──► running ──finish──► finished ──add──► pending
+//              ▲                  │  ▲ update (heartbeat)
+//              └─ activity timeout, worker death, or finish after resubmit
+//
+// Audiences, as in couch_jobs:
+//   * type timeouts — a type exists while it has an activity timeout; add requires one.
+//   * producers     — add, remove, get, list, pending_count.
+//   * workers       — accept a due job (highest priority first, then earliest scheduled time),
+//                     then update (heartbeat) / resubmit / finish it. Every worker call checks the
+//                     job's lock in its own transaction and fails with kFailedPrecondition
+//                     ("halt") once the worker has been fenced out — the job was removed,
+//                     re-enqueued by the activity monitor, or accepted by someone else. A worker
+//                     that writes its own results in the same transaction as update or finish can
+//                     therefore never commit after being fenced out.
+//   * watchers      — subscribe to a job and receive its state changes; wait for a state.
+//
+// Every operation that only touches the store has two forms: one runs in its own transaction
+// (with kv::run's retries), one joins the caller's open transaction so that job changes commit
+// atomically with the caller's own data (and the caller retries). Calls are idempotent under
+// retries, including after an unknown commit result, except that remove may then report
+// kNotFound for the job it did remove.
+//
+// Background work runs in every process that opens a Jobs, and is safe to run in any number of
+// processes at once: an activity monitor re-enqueues running jobs whose worker has not called
+// update within the type's timeout (judged from the store's commit order between the monitor's
+// own checks, never by comparing clocks of different machines), and a notifier serves every
+// local waiter and subscriber of a type from one store watch per type.
+//
+// Limits: type 1..64 bytes, id 1..256 bytes (any bytes but NUL); data a JSON object of at most
+// JobsOptions::max_data_bytes (default 256 KiB) once compacted. Violations get kInvalidArgument
+// and change nothing.
+//
+// Thread-safety: a Jobs is safe to use from many threads. Subscription handles are used by one
+// thread at a time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvq/kv.h"
+#include "kvq/status.h"
+
+namespace kvq::jobs {
+
+using Millis = std::chrono::milliseconds;
+
+inline constexpr size_t kMaxTypeBytes = 64;
+inline constexpr size_t kMaxIdBytes = 256;
+
+enum class State { kPending, kRunning, kFinished };
+std::string_view state_name(State state);  // "pending", "running", "finished"
+// kInvalidArgument for anything else.
+Result<State> parse_state(std::string_view name);
+
+struct JobsOptions {
+  // Every key kvq writes starts with this prefix, so several deployments (or the host
+  // application's own data) can share one store.
+  std::string key_prefix = "kvq";
+  size_t max_data_bytes = 256 * 1024;
+  // Concurrent acceptors pick at random among this many of the first due jobs, so they rarely
+  // pick the same one (couch_jobs uses up to 1024).
+  size_t accept_spread = 64;
+  // Run the activity monitor in this process (every process may; turning it off is for tests
+  // and tools that must not re-enqueue anything).
+  bool run_activity_monitor = true;
+  // The monitor checks each type about this many times per timeout (jittered).
+  int monitor_checks_per_timeout = 4;
+  // The most running jobs one monitor transaction re-enqueues; the batch adapts below it.
+  size_t monitor_max_batch = 500;
+  kv::RetryOptions retry;
+};
+
+struct AddOptions {
+  std::optional<int64_t> scheduled_time_ms;  // default: now
+  int64_t priority = 0;
+};
+
+struct JobInfo {
+  std::string type;
+  std::string id;
+  State state = State::kPending;
+  std::string data;  // JSON object text
+  int64_t scheduled_time_ms = 0;
+  int64_t priority = 0;
+  bool resubmitted = false;  // running, and set to run again after this run
+  std::string worker;        // who holds it while running ("" if not named)
+  uint32_t attempts = 0;     // how many times it has been accepted
+  int64_t created_at_ms = 0;
+  int64_t updated_at_ms = 0;
+};
+
+// A running job as its worker holds it. Copyable; the lock is what fences.
+struct Job {
+  std::string type;
+  std::string id;
+  std::string lock;
+  std::string data;
+  std::string worker;
+};
+
+struct AcceptOptions {
+  std::optional<int64_t> max_scheduled_time_ms;  // default: now (only due jobs)
+  std::optional<int64_t> max_priority;           // default: any
+  Millis timeout{0};                             // 0: never block
+  std::string worker;                            // recorded on the job; "" for none
+};
+
+struct UpdateResult {
+  bool resubmitted = false;  // someone asked for another run after this one
+};
+
+struct ResubmitOptions {
+  std::optional<int64_t> scheduled_time_ms;  // default: now
+  std::optional<std::string> data;           // default: keep
+};
+
+struct ListOptions {
+  std::optional<State> state;
+  std::optional<std::string> worker;  // only jobs running on this worker
+  size_t limit = 100;
+  std::string cursor;  // "" for the first page; JobPage::next_cursor for the next
+};
+
+struct JobPage {
+  std::vector<JobInfo> jobs;
+  std::string next_cursor;  // "" when there is nothing more
+};
+
+struct PendingCountOptions {
+  std::optional<int64_t> max_scheduled_time_ms;  // default: now (due jobs only)
+  size_t limit = 100'000;
+};
+
+// One observation of a subscribed job. `found` is false once the job is gone (removed).
+struct JobEvent {
+  std::string type;
+  std::string id;
+  bool found = true;
+  State state = State::kPending;
+  std::string data;
+  uint64_t seq = 0;  // grows with every change of the job
+};
+
+class Subscription;
+
+class Jobs {
+ public:
+  // Starts the background work lazily (on first use of a type). The store must outlive nothing:
+  // Jobs keeps a reference.
+  static Result<std::unique_ptr<Jobs>> open(std::shared_ptr<kv::Store> store, JobsOptions options = {});
+  ~Jobs();
+  Jobs(const Jobs&) = delete;
+  Jobs& operator=(const Jobs&) = delete;
+
+  // ---- Type timeouts ----
+  // REQUIRES: timeout > 0.
+  Status set_type_timeout(std::string_view type, Millis timeout);
+  Status set_type_timeout(kv::Transaction& txn, std::string_view type, Millis timeout);
+  // kNotFound if the type has no timeout.
+  Result<Millis> get_type_timeout(std::string_view type);
+  Status clear_type_timeout(std::string_view type);
+  Result<std::vector<std::string>> types();
+
+  // ---- Producers ----
+  // new -> pending; pending -> data, time and priority replaced; running -> marked resubmitted
+  // (data unchanged; time and priority apply to the next run); finished -> pending with `data`.
+  // An add that would change nothing writes nothing. kFailedPrecondition if the type has no
+  // timeout.
+  Status add(std::string_view type, std::string_view id, std::string_view data, AddOptions options = {});
+  Status add(kv::Transaction& txn, std::string_view type, std::string_view id, std::string_view data,
+             AddOptions options = {});
+  // Deletes the job in any state; a running worker is halted at its next call. kNotFound if absent.
+  Status remove(std::string_view type, std::string_view id);
+  Status remove(kv::Transaction& txn, std::string_view type, std::string_view id);
+  // kNotFound if absent.
+  Result<JobInfo> get(std::string_view type, std::string_view id);
+  Result<JobInfo> get(kv::Transaction& txn, std::string_view type, std::string_view id);
+  // Jobs in id order, a page at a time.
+  Result<JobPage> list(std::string_view type, const ListOptions& options = {});
+  // Pending jobs due by options.max_scheduled_time_ms, counting at most options.limit.
+  Result<uint64_t> pending_count(std::string_view type, const PendingCountOptions& options = {});
+
+  // ---- Workers ----
+  // Hands one due job to the caller with a fresh lock. Waits (on a store watch, never polling)
+  // until one is due or options.timeout passes — a deadline that wake-ups do not restart —
+  // then kDeadlineExceeded. A delayed job wakes the waiter when it becomes due.
+  Result<Job> accept(std::string_view type, const AcceptOptions& options = {});
+  // One non-blocking attempt inside the caller's transaction; kNotFound when nothing is due.
+  Result<Job> accept(kv::Transaction& txn, std::string_view type, const AcceptOptions& options = {});
+  // Heartbeat, optionally replacing the data. kFailedPrecondition ("halt") if fenced out.
+  Result<UpdateResult> update(Job& job, std::optional<std::string_view> data = std::nullopt);
+  Result<UpdateResult> update(kv::Transaction& txn, Job& job, std::optional<std::string_view> data = std::nullopt);
+  // running -> finished with `data` (default: the current data), or -> pending if resubmitted.
+  Status finish(Job& job, std::optional<std::string_view> data = std::nullopt);
+  Status finish(kv::Transaction& txn, Job& job, std::optional<std::string_view> data = std::nullopt);
+  // Asks for another run at options.scheduled_time_ms once this run finishes.
+  Status resubmit(Job& job, const ResubmitOptions& options = {});
+  Status resubmit(kv::Transaction& txn, Job& job, const ResubmitOptions& options = {});
+
+  // ---- Watchers ----
+  // The job's current state, then every later change (see Subscription). kNotFound if absent.
+  Result<std::unique_ptr<Subscription>> subscribe(std::string_view type, std::string_view id);
+
+  // Blocks until any of `subscriptions` reports `state` (or, with no state, any event), its
+  // job disappears, or `deadline`. Returns the index of the subscription and the event.
+  static Result<std::pair<size_t, JobEvent>> wait_any(const std::vector<Subscription*>& subscriptions,
+                                                      std::optional<State> state, kv::Clock::time_point deadline);
+
+  kv::Store& store() { return *store_; }
+  const JobsOptions& options() const { return options_; }
+
+  // Counters of what this process's background work did, for metrics and tests.
+  struct Stats {
+    uint64_t reenqueued_by_monitor = 0;
+    uint64_t monitor_checks = 0;
+  };
+  Stats stats() const;
+
+  struct Impl;
+
+ private:
+  Jobs(std::shared_ptr<kv::Store> store, JobsOptions options);
+  std::shared_ptr<kv::Store> store_;
+  JobsOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A live view of one job. Events arrive in commit order: first the state at subscribe time,
+// then each change the notifier observes (a state change, or new data from update while
+// running). Changes that land between two observations coalesce into the latest one, but the
+// final `finished` or not-found event is always delivered, after which the subscription ends.
+// Destroying the handle unsubscribes and drops anything queued.
+class Subscription {
+ public:
+  ~Subscription();
+  const std::string& type() const;
+  const std::string& id() const;
+  // The state at subscribe time.
+  const JobEvent& initial() const;
+  // The next event; kDeadlineExceeded if none by `deadline`; kNotFound after the final event.
+  Result<JobEvent> next(kv::Clock::time_point deadline);
+  // Skips events until one has `state` (any state if none), or the job is gone (returned with
+  // found = false, so callers see why the wait ended), or `deadline`.
+  Result<JobEvent> wait(std::optional<State> state, kv::Clock::time_point deadline);
+  // Calls `callback` (from the notifier's thread) whenever an event is queued; used to
+  // integrate with event loops. The callback must not block.
+  void set_listener(std::function<void()> callback);
+  bool ended() const;
+
+  struct State_;
+  explicit Subscription(std::shared_ptr<State_> state);
+
+ private:
+  std::shared_ptr<State_> state_;
+};
+
+}  // namespace kvq::jobs

@@ -1,0 +1,67 @@
+// jobs/activity_monitor.h — re-enqueues running jobs whose worker went quiet.
+//
+// One thread per Jobs. It keeps the set of types (from their timeouts, re-read whenever the
+// types token changes) and checks each type about monitor_checks_per_timeout times per
+// timeout, jittered. A check records (local steady time, store read version). A running job
+// whose activity seq is below the read version of a check made at least one timeout ago has
+// not been updated since that check: it has been idle for at least one timeout, and is
+// re-enqueued (at most about 1 + 1/checks_per_timeout timeouts after its last update). Only
+// the store's commit order and this process's own monotonic clock are compared, never clocks of
+// different machines. Any number of processes may run monitors at once: re-enqueueing re-reads
+// each job row, so two monitors conflict and the loser finds nothing left to do.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "jobs/schema.h"
+#include "kvq/jobs.h"
+
+namespace kvq::jobs {
+
+class ActivityMonitor {
+ public:
+  ActivityMonitor(kv::Store& store, const Keys& keys, const JobsOptions& options);
+  ~ActivityMonitor();
+
+  uint64_t reenqueued() const { return reenqueued_.load(); }
+  uint64_t checks() const { return checks_.load(); }
+
+ private:
+  struct Check {
+    kv::Clock::time_point at;
+    uint64_t version;
+  };
+  struct TypeState {
+    Millis timeout{0};
+    std::deque<Check> checks;
+    kv::Clock::time_point next_check{};
+    size_t batch = 16;
+  };
+
+  void run();
+  Status refresh_types();
+  void check(const std::string& type, TypeState& state);
+  // Re-enqueues running jobs of `type` whose seq is below `below`; returns how many.
+  Result<size_t> reenqueue_batch(const std::string& type, uint64_t below, size_t batch);
+
+  kv::Store& store_;
+  const Keys& keys_;
+  const JobsOptions& options_;
+  std::map<std::string, TypeState> types_;  // only the monitor thread touches it
+  kv::Watch types_watch_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool types_changed_ = true;
+  bool stopping_ = false;
+  std::atomic<uint64_t> reenqueued_{0};
+  std::atomic<uint64_t> checks_{0};
+  std::thread thread_;
+};
+
+}  // namespace kvq::jobs

@@ -1,0 +1,67 @@
+#include "jobs/job_store.h"
+
+#include <chrono>
+
+#include "util/random.h"
+
+namespace kvq::jobs {
+
+int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+Result<std::optional<JobRow>> load_job(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                                       std::string_view id) {
+  KVQ_ASSIGN_OR_RETURN(auto bytes, txn.get(keys.job(type, id)));
+  if (!bytes) return std::optional<JobRow>();
+  KVQ_ASSIGN_OR_RETURN(JobRow row, decode_row(*bytes));
+  return std::optional<JobRow>(std::move(row));
+}
+
+Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, std::string_view id,
+                const std::optional<JobRow>& before, std::optional<JobRow> after) {
+  KVQ_ASSIGN_OR_RETURN(uint64_t version, txn.read_version());
+  const bool was_pending = before && state_of(*before) == State::kPending;
+  const bool was_running = before && state_of(*before) == State::kRunning;
+  if (was_pending) txn.clear(keys.pending(type, before->priority, before->scheduled, id));
+  if (was_running) txn.clear(keys.activity(type, before->seq, id));
+  if (!after) {
+    txn.clear(keys.job(type, id));
+  } else {
+    after->seq = version;
+    after->updated = now_ms();
+    txn.set(keys.job(type, id), encode_row(*after));
+    switch (state_of(*after)) {
+      case State::kPending:
+        txn.set(keys.pending(type, after->priority, after->scheduled, id), "");
+        txn.set(keys.pending_token(type), util::random_hex(8));
+        break;
+      case State::kRunning:
+        txn.set(keys.activity(type, after->seq, id), "");
+        break;
+      case State::kFinished:
+        break;
+    }
+  }
+  txn.set(keys.activity_token(type), util::random_hex(8));
+  return Status::OK();
+}
+
+JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row) {
+  JobInfo info;
+  info.type = type;
+  info.id = id;
+  info.state = state_of(row);
+  info.data = row.data;
+  info.scheduled_time_ms = row.scheduled;
+  info.priority = row.priority;
+  info.resubmitted = row.resubmit;
+  info.worker = row.worker;
+  info.attempts = row.attempts;
+  info.created_at_ms = row.created;
+  info.updated_at_ms = row.updated;
+  return info;
+}
+
+}  // namespace kvq::jobs

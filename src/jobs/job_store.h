@@ -1,0 +1,28 @@
+// jobs/job_store.h — reading and writing job rows inside a transaction. save_job is the only
+// writer of job rows and their index entries, so invariants I1–I3 of schema.h hold by
+// construction: it removes the entries `before` implied and adds those `after` implies.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "jobs/schema.h"
+#include "kvq/kv.h"
+
+namespace kvq::jobs {
+
+int64_t now_ms();
+
+// The row of (type, id), read without snapshot (so a later change conflicts); nullopt if absent.
+Result<std::optional<JobRow>> load_job(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                                       std::string_view id);
+
+// Replaces `before` (nullopt: absent) by `after` (nullopt: delete). Sets after->seq to the
+// transaction's read version and after->updated to now, and rewrites the type's tokens so
+// waiters and subscribers hear of it.
+Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, std::string_view id,
+                const std::optional<JobRow>& before, std::optional<JobRow> after);
+
+JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row);
+
+}  // namespace kvq::jobs

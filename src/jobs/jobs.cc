@@ -1,0 +1,254 @@
+// Type timeouts and the producers' operations.
+#include <algorithm>
+
+#include "jobs/job_store.h"
+#include "jobs/jobs_impl.h"
+#include "jobs/validation.h"
+#include "util/random.h"
+
+namespace kvq::jobs {
+
+std::string_view state_name(State state) {
+  switch (state) {
+    case State::kPending: return "pending";
+    case State::kRunning: return "running";
+    case State::kFinished: return "finished";
+  }
+  return "pending";
+}
+
+Result<State> parse_state(std::string_view name) {
+  if (name == "pending") return State::kPending;
+  if (name == "running") return State::kRunning;
+  if (name == "finished") return State::kFinished;
+  return InvalidArgument("unknown job state '" + std::string(name) + "' (pending, running or finished)");
+}
+
+Jobs::Jobs(std::shared_ptr<kv::Store> store, JobsOptions options)
+    : store_(std::move(store)), options_(std::move(options)) {
+  impl_ = std::make_unique<Impl>(*store_, options_);
+}
+
+Jobs::~Jobs() = default;
+
+Result<std::unique_ptr<Jobs>> Jobs::open(std::shared_ptr<kv::Store> store, JobsOptions options) {
+  if (!store) return InvalidArgument("no store");
+  if (options.max_data_bytes == 0 || options.max_data_bytes > kv::kMaxValueSize / 2) {
+    return InvalidArgument("max_data_bytes must be in 1.." + std::to_string(kv::kMaxValueSize / 2));
+  }
+  if (options.accept_spread == 0) return InvalidArgument("accept_spread must be at least 1");
+  if (options.monitor_max_batch == 0) return InvalidArgument("monitor_max_batch must be at least 1");
+  return std::unique_ptr<Jobs>(new Jobs(std::move(store), std::move(options)));
+}
+
+Jobs::Stats Jobs::stats() const {
+  Stats s;
+  if (impl_->monitor) {
+    s.reenqueued_by_monitor = impl_->monitor->reenqueued();
+    s.monitor_checks = impl_->monitor->checks();
+  }
+  return s;
+}
+
+// ---- Type timeouts ----
+
+Status Jobs::set_type_timeout(std::string_view type, Millis timeout) {
+  return kv::run(*store_, [&](kv::Transaction& txn) { return set_type_timeout(txn, type, timeout); }, options_.retry);
+}
+
+Status Jobs::set_type_timeout(kv::Transaction& txn, std::string_view type, Millis timeout) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  if (timeout.count() <= 0) return InvalidArgument("type timeout must be positive");
+  const std::string key = impl_->keys.timeout(type);
+  const std::string value = Tuple{static_cast<int64_t>(timeout.count())}.pack();
+  KVQ_ASSIGN_OR_RETURN(auto current, txn.get(key));
+  if (current == value) return Status::OK();
+  txn.set(key, value);
+  txn.set(impl_->keys.types_token(), util::random_hex(8));
+  return Status::OK();
+}
+
+Result<Millis> Jobs::get_type_timeout(std::string_view type) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  auto value = kv::run(*store_, [&](kv::Transaction& txn) { return txn.get(impl_->keys.timeout(type)); }, options_.retry);
+  if (!value.ok()) return value.status();
+  if (!*value) return NotFound("type '" + std::string(type) + "' has no timeout");
+  auto t = Tuple::unpack(**value);
+  if (!t.ok() || t->size() != 1 || !(*t)[0].is_int()) return Internal("corrupt type timeout");
+  return Millis((*t)[0].as_int());
+}
+
+Status Jobs::clear_type_timeout(std::string_view type) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  return kv::run(*store_, [&](kv::Transaction& txn) -> Status {
+    KVQ_ASSIGN_OR_RETURN(auto current, txn.get(impl_->keys.timeout(type)));
+    if (!current) return NotFound("type '" + std::string(type) + "' has no timeout");
+    txn.clear(impl_->keys.timeout(type));
+    txn.set(impl_->keys.types_token(), util::random_hex(8));
+    return Status::OK();
+  }, options_.retry);
+}
+
+Result<std::vector<std::string>> Jobs::types() {
+  return kv::run(*store_, [&](kv::Transaction& txn) -> Result<std::vector<std::string>> {
+    auto [begin, end] = impl_->keys.timeouts();
+    KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end));
+    std::vector<std::string> out;
+    for (const auto& kv : rows) {
+      KVQ_ASSIGN_OR_RETURN(auto type, impl_->keys.parse_timeout_type(kv.key));
+      out.push_back(std::move(type));
+    }
+    return out;
+  }, options_.retry);
+}
+
+// ---- Producers ----
+
+namespace {
+
+// What `add` turns `before` into, or nullopt when it would change nothing.
+std::optional<JobRow> added(const std::optional<JobRow>& before, const std::string& data, const AddOptions& o,
+                            int64_t now) {
+  if (!before) {
+    JobRow row;
+    row.data = data;
+    row.scheduled = o.scheduled_time_ms.value_or(now);
+    row.priority = o.priority;
+    row.created = now;
+    return row;
+  }
+  JobRow after = *before;
+  switch (state_of(*before)) {
+    case State::kPending:
+      // Without an explicit time a pending job keeps its place in the queue.
+      after.scheduled = o.scheduled_time_ms.value_or(before->scheduled);
+      after.priority = o.priority;
+      after.data = data;
+      if (after.scheduled == before->scheduled && after.priority == before->priority && after.data == before->data) {
+        return std::nullopt;
+      }
+      return after;
+    case State::kRunning:
+      after.resubmit = true;
+      after.next_scheduled = o.scheduled_time_ms.value_or(before->resubmit ? before->next_scheduled : now);
+      after.next_priority = o.priority;
+      if (before->resubmit && after.next_scheduled == before->next_scheduled &&
+          after.next_priority == before->next_priority) {
+        return std::nullopt;
+      }
+      return after;
+    case State::kFinished:
+      after.finished = false;
+      after.data = data;
+      after.scheduled = o.scheduled_time_ms.value_or(now);
+      after.priority = o.priority;
+      return after;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Status Jobs::add(std::string_view type, std::string_view id, std::string_view data, AddOptions options) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  KVQ_RETURN_IF_ERROR(validate_id(id));
+  KVQ_ASSIGN_OR_RETURN(std::string normalized, normalize_data(data, options_.max_data_bytes));
+  return kv::run(*store_, [&](kv::Transaction& txn) { return add(txn, type, id, normalized, options); }, options_.retry);
+}
+
+Status Jobs::add(kv::Transaction& txn, std::string_view type, std::string_view id, std::string_view data,
+                 AddOptions options) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  KVQ_RETURN_IF_ERROR(validate_id(id));
+  KVQ_ASSIGN_OR_RETURN(std::string normalized, normalize_data(data, options_.max_data_bytes));
+  const auto& keys = impl_->keys;
+  KVQ_ASSIGN_OR_RETURN(auto timeout, txn.get(keys.timeout(type)));
+  if (!timeout) {
+    return FailedPrecondition("type '" + std::string(type) + "' has no timeout; set one with set_type_timeout");
+  }
+  KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id));
+  auto after = added(before, normalized, options, now_ms());
+  if (!after) return Status::OK();
+  return save_job(txn, keys, type, id, before, std::move(after));
+}
+
+Status Jobs::remove(std::string_view type, std::string_view id) {
+  return kv::run(*store_, [&](kv::Transaction& txn) { return remove(txn, type, id); }, options_.retry);
+}
+
+Status Jobs::remove(kv::Transaction& txn, std::string_view type, std::string_view id) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  KVQ_RETURN_IF_ERROR(validate_id(id));
+  KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, impl_->keys, type, id));
+  if (!before) return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) + "' does not exist");
+  return save_job(txn, impl_->keys, type, id, before, std::nullopt);
+}
+
+Result<JobInfo> Jobs::get(std::string_view type, std::string_view id) {
+  return kv::run(*store_, [&](kv::Transaction& txn) { return get(txn, type, id); }, options_.retry);
+}
+
+Result<JobInfo> Jobs::get(kv::Transaction& txn, std::string_view type, std::string_view id) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  KVQ_RETURN_IF_ERROR(validate_id(id));
+  KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, impl_->keys, type, id));
+  if (!row) return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) + "' does not exist");
+  return to_info(type, id, *row);
+}
+
+Result<JobPage> Jobs::list(std::string_view type, const ListOptions& options) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  if (options.limit == 0 || options.limit > 10'000) return InvalidArgument("list limit must be in 1..10000");
+  const auto& keys = impl_->keys;
+  // Filtering happens after reading, so bound the rows one page may scan.
+  const size_t scan_budget = std::max<size_t>(options.limit * 10, 1000);
+  return kv::run(*store_, [&](kv::Transaction& txn) -> Result<JobPage> {
+    auto [begin, end] = keys.jobs_of(type);
+    if (!options.cursor.empty()) begin = keys.job(type, options.cursor) + '\0';
+    KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end, {.limit = scan_budget, .snapshot = true}));
+    JobPage page;
+    std::string last_id;
+    for (const auto& kv : rows) {
+      KVQ_ASSIGN_OR_RETURN(last_id, keys.parse_job_id(kv.key));
+      KVQ_ASSIGN_OR_RETURN(JobRow row, decode_row(kv.value));
+      if (options.state && state_of(row) != *options.state) continue;
+      if (options.worker && row.worker != *options.worker) continue;
+      page.jobs.push_back(to_info(type, last_id, row));
+      if (page.jobs.size() == options.limit) break;
+    }
+    const bool more = page.jobs.size() == options.limit || rows.size() == scan_budget;
+    if (more && !last_id.empty()) page.next_cursor = last_id;
+    return page;
+  }, options_.retry);
+}
+
+Result<uint64_t> Jobs::pending_count(std::string_view type, const PendingCountOptions& options) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  const int64_t max_time = options.max_scheduled_time_ms.value_or(now_ms());
+  const auto& keys = impl_->keys;
+  constexpr size_t kPage = 1000;
+  return kv::run(*store_, [&](kv::Transaction& txn) -> Result<uint64_t> {
+    uint64_t count = 0;
+    const auto end = keys.pending_of(type).second;
+    std::string from = keys.pending_of(type).first;
+    // One priority level at a time: due entries of a level are contiguous.
+    while (count < options.limit) {
+      KVQ_ASSIGN_OR_RETURN(auto first, txn.get_range(from, end, {.limit = 1, .snapshot = true}));
+      if (first.empty()) break;
+      KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_pending(first[0].key));
+      auto [lo, hi] = keys.pending_due(type, entry.priority, max_time);
+      while (count < options.limit) {
+        const size_t want = std::min<uint64_t>(kPage, options.limit - count);
+        KVQ_ASSIGN_OR_RETURN(auto due, txn.get_range(lo, hi, {.limit = want, .snapshot = true}));
+        count += due.size();
+        if (due.size() < want) break;
+        lo = due.back().key + '\0';
+      }
+      if (entry.priority == INT64_MAX) break;
+      from = keys.pending_from_priority(type, entry.priority + 1);
+    }
+    return count;
+  }, options_.retry);
+}
+
+}  // namespace kvq::jobs

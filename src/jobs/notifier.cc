@@ -1,0 +1,213 @@
+#include "jobs/notifier.h"
+
+#include <cstdio>
+
+#include "jobs/job_store.h"
+
+namespace kvq::jobs {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr auto kRetryPause = 50ms;
+
+bool is_final(const JobEvent& e) { return !e.found || e.state == State::kFinished; }
+
+}  // namespace
+
+Notifier::Notifier(kv::Store& store, const Keys& keys, const kv::RetryOptions& retry)
+    : store_(store), keys_(keys), retry_(retry), thread_([this] { run(); }) {}
+
+Notifier::~Notifier() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  pending_cv_.notify_all();
+  thread_.join();
+  // Only now, with the thread gone, are the watches safe to touch; their callbacks see
+  // kCancelled and do nothing.
+  for (auto& [type, tw] : types_) {
+    tw.pending.cancel();
+    tw.activity.cancel();
+  }
+}
+
+uint64_t Notifier::pending_generation(const std::string& type) {
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = types_.try_emplace(type);
+  if (inserted) {
+    dirty_ = true;
+    work_cv_.notify_all();
+  }
+  return it->second.pending_gen;
+}
+
+void Notifier::wait_pending_change(const std::string& type, uint64_t seen, kv::Clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  pending_cv_.wait_until(lock, deadline, [&] { return stopping_ || types_[type].pending_gen != seen; });
+}
+
+void Notifier::add_subscription(const std::shared_ptr<Subscription::State_>& sub) {
+  std::lock_guard lock(mu_);
+  auto& tw = types_[sub->type];
+  tw.subs.push_back(sub);
+  tw.refresh_subscribers = true;
+  dirty_ = true;
+  work_cv_.notify_all();
+}
+
+void Notifier::remove_subscription(Subscription::State_* sub) {
+  {
+    std::lock_guard hub(hub_mu_);
+    sub->closed = true;
+    sub->queue.clear();
+    sub->listener = nullptr;
+  }
+  std::lock_guard lock(mu_);
+  auto it = types_.find(sub->type);
+  if (it == types_.end()) return;
+  auto& subs = it->second.subs;
+  std::erase_if(subs, [&](const auto& s) { return s.get() == sub; });
+}
+
+void Notifier::deliver(Subscription::State_& sub, const JobEvent& event) {
+  std::function<void()> listener;
+  {
+    std::lock_guard hub(hub_mu_);
+    if (sub.closed || sub.final_queued || event.seq <= sub.last_seq) return;
+    sub.last_seq = event.seq;
+    sub.final_queued = is_final(event);
+    sub.queue.push_back(event);
+    listener = sub.listener;
+  }
+  hub_cv_.notify_all();
+  if (listener) listener();
+}
+
+void Notifier::on_watch_fired(const std::string& type, bool pending) {
+  std::lock_guard lock(mu_);
+  if (stopping_) return;
+  auto it = types_.find(type);
+  if (it == types_.end()) return;
+  (pending ? it->second.pending_live : it->second.activity_live) = false;
+  dirty_ = true;
+  work_cv_.notify_all();
+}
+
+std::vector<Notifier::Plan> Notifier::take_plans() {
+  std::vector<Plan> plans;
+  for (auto& [type, tw] : types_) {
+    // Subscriptions that have ended are dropped here, on the notifier's own thread.
+    std::erase_if(tw.subs, [&](const auto& s) {
+      std::lock_guard hub(hub_mu_);
+      return s->closed || s->final_queued;
+    });
+    Plan plan{type, !tw.pending_live, !tw.activity_live || tw.refresh_subscribers, {}};
+    if (!plan.arm_pending && !plan.arm_activity) continue;
+    if (plan.arm_activity) plan.subs = tw.subs;
+    tw.refresh_subscribers = false;
+    plans.push_back(std::move(plan));
+  }
+  return plans;
+}
+
+void Notifier::run() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    work_cv_.wait(lock, [&] { return stopping_ || dirty_; });
+    if (stopping_) break;
+    dirty_ = false;
+    std::vector<Plan> plans = take_plans();
+    lock.unlock();
+    Status s = rearm(plans);
+    lock.lock();
+    if (!s.ok()) {
+      // Put the work back and try again shortly; the store may be briefly unavailable.
+      for (auto& plan : plans) {
+        auto& tw = types_[plan.type];
+        if (plan.arm_pending) tw.pending_live = false;
+        if (plan.arm_activity) tw.refresh_subscribers = true;
+      }
+      dirty_ = true;
+      work_cv_.wait_for(lock, kRetryPause, [&] { return stopping_; });
+    }
+  }
+}
+
+Status Notifier::rearm(std::vector<Plan>& plans) {
+  if (plans.empty()) return Status::OK();
+  KVQ_ASSIGN_OR_RETURN(auto txn, store_.begin());
+  struct Armed {
+    std::string type;
+    bool pending;
+    kv::Watch watch;
+  };
+  std::vector<Armed> armed;
+  std::vector<std::pair<Subscription::State_*, JobEvent>> events;
+  for (auto& plan : plans) {
+    if (plan.arm_pending) {
+      KVQ_ASSIGN_OR_RETURN(auto w, txn->watch(keys_.pending_token(plan.type)));
+      armed.push_back({plan.type, true, std::move(w)});
+    }
+    if (plan.arm_activity) {
+      KVQ_ASSIGN_OR_RETURN(auto w, txn->watch(keys_.activity_token(plan.type)));
+      armed.push_back({plan.type, false, std::move(w)});
+      for (auto& sub : plan.subs) {
+        Status error;
+        JobEvent e = observe(*txn, *sub, &error);
+        KVQ_RETURN_IF_ERROR(error);
+        events.emplace_back(sub.get(), std::move(e));
+      }
+    }
+  }
+  std::vector<kv::Watch> replaced;
+  std::vector<kv::Watch*> installed;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& a : armed) {
+      auto& tw = types_[a.type];
+      kv::Watch& slot = a.pending ? tw.pending : tw.activity;
+      replaced.push_back(std::move(slot));
+      slot = std::move(a.watch);
+      installed.push_back(&slot);
+      if (a.pending) {
+        tw.pending_live = true;
+        ++tw.pending_gen;
+      } else {
+        tw.activity_live = true;
+      }
+    }
+  }
+  // Outside the lock: a callback may run at once (the watch already fired), and cancelling a
+  // replaced watch runs its callback too. Only this thread touches the installed watches.
+  for (auto& w : replaced) w.cancel();
+  for (size_t i = 0; i < armed.size(); ++i) {
+    installed[i]->on_ready([this, type = armed[i].type, pending = armed[i].pending](const Status& s) {
+      if (s.code() != Code::kCancelled) on_watch_fired(type, pending);
+    });
+  }
+  pending_cv_.notify_all();
+  for (auto& [sub, event] : events) deliver(*sub, event);
+  return Status::OK();
+}
+
+JobEvent Notifier::observe(kv::Transaction& txn, const Subscription::State_& sub, Status* error) {
+  JobEvent e{sub.type, sub.id, true, State::kPending, "", 0};
+  auto row = load_job(txn, keys_, sub.type, sub.id);
+  if (!row.ok()) {
+    *error = row.status();
+    return e;
+  }
+  if (!*row) {
+    e.found = false;
+    e.seq = UINT64_MAX;  // after everything: the job is gone
+    return e;
+  }
+  e.state = state_of(**row);
+  e.data = (*row)->data;
+  e.seq = (*row)->seq;
+  return e;
+}
+
+}  // namespace kvq::jobs

@@ -1,0 +1,133 @@
+#include "jobs/schema.h"
+
+#include <limits>
+
+namespace kvq::jobs {
+namespace {
+
+constexpr int64_t kRowFormat = 1;
+constexpr size_t kRowFields = 15;
+
+std::pair<std::string, std::string> between(const Subspace& s, const Tuple& lo, const Tuple& hi) {
+  return {s.pack(lo), s.pack(hi)};
+}
+
+}  // namespace
+
+State state_of(const JobRow& row) {
+  if (!row.lock.empty()) return State::kRunning;
+  return row.finished ? State::kFinished : State::kPending;
+}
+
+std::string encode_row(const JobRow& r) {
+  return Tuple{kRowFormat,
+               static_cast<int64_t>(r.seq),
+               r.lock,
+               r.worker,
+               r.finished,
+               r.resubmit,
+               r.scheduled,
+               r.priority,
+               r.next_scheduled,
+               r.next_priority,
+               r.finished_lock,
+               static_cast<int64_t>(r.attempts),
+               r.created,
+               r.updated,
+               r.data}
+      .pack();
+}
+
+Result<JobRow> decode_row(std::string_view bytes) {
+  KVQ_ASSIGN_OR_RETURN(Tuple t, Tuple::unpack(bytes));
+  if (t.size() != kRowFields || !t[0].is_int() || t[0].as_int() != kRowFormat) {
+    return Internal("job row has an unknown format");
+  }
+  const bool shaped = t[1].is_int() && t[2].is_string() && t[3].is_string() && t[4].is_bool() &&
+                      t[5].is_bool() && t[6].is_int() && t[7].is_int() && t[8].is_int() && t[9].is_int() &&
+                      t[10].is_string() && t[11].is_int() && t[12].is_int() && t[13].is_int() && t[14].is_string();
+  if (!shaped) return Internal("job row has fields of the wrong kind");
+  JobRow r;
+  r.seq = static_cast<uint64_t>(t[1].as_int());
+  r.lock = t[2].as_string();
+  r.worker = t[3].as_string();
+  r.finished = t[4].as_bool();
+  r.resubmit = t[5].as_bool();
+  r.scheduled = t[6].as_int();
+  r.priority = t[7].as_int();
+  r.next_scheduled = t[8].as_int();
+  r.next_priority = t[9].as_int();
+  r.finished_lock = t[10].as_string();
+  r.attempts = static_cast<uint32_t>(t[11].as_int());
+  r.created = t[12].as_int();
+  r.updated = t[13].as_int();
+  r.data = t[14].as_string();
+  return r;
+}
+
+std::string Keys::job(std::string_view type, std::string_view id) const {
+  return space(kJobs).pack({type, id});
+}
+std::pair<std::string, std::string> Keys::jobs_of(std::string_view type) const {
+  return space(kJobs).range({type});
+}
+std::string Keys::pending(std::string_view type, int64_t priority, int64_t scheduled, std::string_view id) const {
+  return space(kPending).pack({type, priority, scheduled, id});
+}
+std::pair<std::string, std::string> Keys::pending_of(std::string_view type) const {
+  return space(kPending).range({type});
+}
+std::pair<std::string, std::string> Keys::pending_due(std::string_view type, int64_t priority,
+                                                      int64_t max_scheduled) const {
+  auto lo = space(kPending).range({type, priority}).first;
+  // Every id sorts after (.., max_scheduled) and before (.., max_scheduled + 1).
+  auto hi = max_scheduled == std::numeric_limits<int64_t>::max()
+                ? space(kPending).range({type, priority}).second
+                : space(kPending).pack({type, priority, max_scheduled + 1});
+  return {lo, hi};
+}
+std::string Keys::pending_from_priority(std::string_view type, int64_t priority) const {
+  return space(kPending).pack({type, priority});
+}
+std::string Keys::activity(std::string_view type, uint64_t seq, std::string_view id) const {
+  return space(kActivity).pack({type, static_cast<int64_t>(seq), id});
+}
+std::pair<std::string, std::string> Keys::activity_before(std::string_view type, uint64_t below) const {
+  return between(space(kActivity), {type, int64_t{0}}, {type, static_cast<int64_t>(below)});
+}
+std::pair<std::string, std::string> Keys::activity_at(std::string_view type, uint64_t seq) const {
+  return space(kActivity).range({type, static_cast<int64_t>(seq)});
+}
+std::string Keys::timeout(std::string_view type) const { return space(kTimeouts).pack({type}); }
+std::pair<std::string, std::string> Keys::timeouts() const { return space(kTimeouts).range(); }
+std::string Keys::pending_token(std::string_view type) const { return space(kPendingToken).pack({type}); }
+std::string Keys::activity_token(std::string_view type) const { return space(kActivityToken).pack({type}); }
+std::string Keys::types_token() const { return space(kTypesToken).pack({int64_t{0}}); }
+
+Result<Keys::PendingEntry> Keys::parse_pending(std::string_view key) const {
+  KVQ_ASSIGN_OR_RETURN(Tuple t, space(kPending).unpack(key));
+  if (t.size() != 4 || !t[1].is_int() || !t[2].is_int() || !t[3].is_string()) {
+    return InvalidArgument("not a pending-index key");
+  }
+  return PendingEntry{t[1].as_int(), t[2].as_int(), t[3].as_string()};
+}
+
+Result<Keys::ActivityEntry> Keys::parse_activity(std::string_view key) const {
+  KVQ_ASSIGN_OR_RETURN(Tuple t, space(kActivity).unpack(key));
+  if (t.size() != 3 || !t[1].is_int() || !t[2].is_string()) return InvalidArgument("not an activity key");
+  return ActivityEntry{static_cast<uint64_t>(t[1].as_int()), t[2].as_string()};
+}
+
+Result<std::string> Keys::parse_timeout_type(std::string_view key) const {
+  KVQ_ASSIGN_OR_RETURN(Tuple t, space(kTimeouts).unpack(key));
+  if (t.size() != 1 || !t[0].is_string()) return InvalidArgument("not a timeout key");
+  return t[0].as_string();
+}
+
+Result<std::string> Keys::parse_job_id(std::string_view key) const {
+  KVQ_ASSIGN_OR_RETURN(Tuple t, space(kJobs).unpack(key));
+  if (t.size() != 2 || !t[1].is_string()) return InvalidArgument("not a job key");
+  return t[1].as_string();
+}
+
+}  // namespace kvq::jobs

@@ -1,0 +1,117 @@
+// jobs/schema.h — the jobs data model: every key and value the jobs layer stores.
+//
+// All keys are tuples under JobsOptions::key_prefix (raw bytes) + a subspace id. The subspace
+// ids are stored on disk: NEVER RENUMBER, only add.
+//
+//   (1, type, id)                       -> job row: Tuple(format=1, seq, lock, worker, finished,
+//                                          resubmit, scheduled, priority, next_scheduled,
+//                                          next_priority, finished_lock, attempts, created,
+//                                          updated, data)
+//   (2, type, priority, scheduled, id)  -> ""  pending index, in accept order
+//   (3, type, seq, id)                  -> ""  activity index of running jobs, by commit order
+//   (4, type)                           -> Tuple(timeout_ms)  a type exists while this does
+//   (5, type)                           -> random token, rewritten whenever a job of the type
+//                                          becomes pending (accept waiters watch it)
+//   (6, type)                           -> random token, rewritten on every change of a job of
+//                                          the type (the notifier watches it)
+//   (7)                                 -> random token, rewritten when a type timeout is set or
+//                                          cleared (the activity monitor watches it)
+//
+// `seq` is the read version of the transaction that last changed the job. Every such
+// transaction reads the job row without snapshot, so seq grows strictly with each change; it
+// stands in for FoundationDB's versionstamps, which etcd lacks. Token keys are written blindly
+// (never read inside a transaction that writes them), so they add no conflicts.
+//
+// Invariants, kept by every transaction that changes a job:
+//   I1. pending  (lock "" and !finished) <=> exactly one pending-index entry, at the row's
+//       (priority, scheduled).
+//   I2. running  (lock != "")            <=> exactly one activity-index entry, at the row's seq.
+//   I3. finished (finished)               => no index entry.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kvq/jobs.h"
+#include "kvq/tuple.h"
+
+namespace kvq::jobs {
+
+struct JobRow {
+  uint64_t seq = 0;
+  std::string lock;
+  std::string worker;
+  bool finished = false;
+  bool resubmit = false;
+  int64_t scheduled = 0;
+  int64_t priority = 0;
+  int64_t next_scheduled = 0;  // for the run after this one, when resubmit
+  int64_t next_priority = 0;
+  std::string finished_lock;   // the lock of the run that finished it: makes finish idempotent
+  uint32_t attempts = 0;
+  int64_t created = 0;
+  int64_t updated = 0;
+  std::string data;
+};
+
+// The one place a job's state is derived from its stored fields.
+State state_of(const JobRow& row);
+
+std::string encode_row(const JobRow& row);
+Result<JobRow> decode_row(std::string_view bytes);
+
+class Keys {
+ public:
+  explicit Keys(std::string prefix) : root_(std::move(prefix)) {}
+
+  std::string job(std::string_view type, std::string_view id) const;
+  std::pair<std::string, std::string> jobs_of(std::string_view type) const;
+  std::string pending(std::string_view type, int64_t priority, int64_t scheduled, std::string_view id) const;
+  std::pair<std::string, std::string> pending_of(std::string_view type) const;
+  // Pending entries of one priority scheduled at or before `max_scheduled`.
+  std::pair<std::string, std::string> pending_due(std::string_view type, int64_t priority, int64_t max_scheduled) const;
+  // The first key of priority `priority` and above.
+  std::string pending_from_priority(std::string_view type, int64_t priority) const;
+  std::string activity(std::string_view type, uint64_t seq, std::string_view id) const;
+  // Activity entries with seq < `below`.
+  std::pair<std::string, std::string> activity_before(std::string_view type, uint64_t below) const;
+  std::pair<std::string, std::string> activity_at(std::string_view type, uint64_t seq) const;
+  std::string timeout(std::string_view type) const;
+  std::pair<std::string, std::string> timeouts() const;
+  std::string pending_token(std::string_view type) const;
+  std::string activity_token(std::string_view type) const;
+  std::string types_token() const;
+
+  // Decoders for index keys; kInvalidArgument for a key of another shape.
+  struct PendingEntry {
+    int64_t priority;
+    int64_t scheduled;
+    std::string id;
+  };
+  Result<PendingEntry> parse_pending(std::string_view key) const;
+  struct ActivityEntry {
+    uint64_t seq;
+    std::string id;
+  };
+  Result<ActivityEntry> parse_activity(std::string_view key) const;
+  Result<std::string> parse_timeout_type(std::string_view key) const;
+  Result<std::string> parse_job_id(std::string_view key) const;
+
+ private:
+  enum Space : int64_t {
+    kJobs = 1,
+    kPending = 2,
+    kActivity = 3,
+    kTimeouts = 4,
+    kPendingToken = 5,
+    kActivityToken = 6,
+    kTypesToken = 7,
+  };
+  Subspace space(Space s) const { return root_.sub(Tuple{static_cast<int64_t>(s)}); }
+
+  Subspace root_;
+};
+
+}  // namespace kvq::jobs

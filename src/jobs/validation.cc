@@ -1,0 +1,82 @@
+#include "jobs/validation.h"
+
+#include <nlohmann/json.hpp>
+
+#include "kvq/jobs.h"
+
+namespace kvq::jobs {
+namespace {
+
+bool is_type_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.' || c == ':' || c == '-';
+}
+
+// nlohmann's default depth is unbounded recursion; refuse pathological nesting up front.
+constexpr int kMaxDepth = 64;
+
+bool nesting_within_limit(std::string_view text) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxDepth) return false;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Status validate_type(std::string_view type) {
+  if (type.empty()) return InvalidArgument("job type is empty");
+  if (type.size() > kMaxTypeBytes) {
+    return InvalidArgument("job type is " + std::to_string(type.size()) + " bytes; the limit is " +
+                           std::to_string(kMaxTypeBytes));
+  }
+  for (char c : type) {
+    if (!is_type_char(c)) return InvalidArgument("job type may only contain A-Z a-z 0-9 _ . : -");
+  }
+  return Status::OK();
+}
+
+Status validate_id(std::string_view id) {
+  if (id.empty()) return InvalidArgument("job id is empty");
+  if (id.size() > kMaxIdBytes) {
+    return InvalidArgument("job id is " + std::to_string(id.size()) + " bytes; the limit is " +
+                           std::to_string(kMaxIdBytes));
+  }
+  for (unsigned char c : id) {
+    if (c < 0x20 || c == 0x7F) return InvalidArgument("job id contains a control character");
+  }
+  return Status::OK();
+}
+
+Result<std::string> normalize_data(std::string_view data, size_t max_bytes) {
+  if (data.size() > 4 * max_bytes + 1024) {
+    return InvalidArgument("job data is " + std::to_string(data.size()) + " bytes; the limit is " +
+                           std::to_string(max_bytes));
+  }
+  if (!nesting_within_limit(data)) {
+    return InvalidArgument("job data nests deeper than " + std::to_string(kMaxDepth) + " levels");
+  }
+  auto parsed = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return InvalidArgument("job data is not valid JSON");
+  if (!parsed.is_object()) return InvalidArgument("job data must be a JSON object");
+  std::string compact = parsed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (compact.size() > max_bytes) {
+    return InvalidArgument("job data is " + std::to_string(compact.size()) + " bytes; the limit is " +
+                           std::to_string(max_bytes));
+  }
+  return compact;
+}
+
+}  // namespace kvq::jobs
