@@ -242,6 +242,7 @@ class Jobs {
 // running). Changes that land between two observations coalesce into the latest one, but the
 // final `finished` or not-found event is always delivered, after which the subscription ends.
 // Destroying the handle unsubscribes and drops anything queued.
+// REQUIRES: a Subscription does not outlive the Jobs that made it.
 class Subscription {
  public:
   ~Subscription();
@@ -251,8 +252,9 @@ class Subscription {
   const JobEvent& initial() const;
   // The next event; kDeadlineExceeded if none by `deadline`; kNotFound after the final event.
   Result<JobEvent> next(kv::Clock::time_point deadline);
-  // Skips events until one has `state` (any state if none), or the job is gone (returned with
-  // found = false, so callers see why the wait ended), or `deadline`.
+  // Returns once the job is in `state` (any state if none) — at once if the latest event seen
+  // (initially the state at subscribe time) is — skipping other events; or when the job is
+  // gone (an event with found = false, so callers see why the wait ended); or at `deadline`.
   Result<JobEvent> wait(std::optional<State> state, kv::Clock::time_point deadline);
   // Calls `callback` (from the notifier's thread) whenever an event is queued; used to
   // integrate with event loops. The callback must not block.
@@ -263,6 +265,7 @@ class Subscription {
   explicit Subscription(std::shared_ptr<State_> state);
 
  private:
+  friend class Jobs;
   std::shared_ptr<State_> state_;
 };
 

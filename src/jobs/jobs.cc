@@ -153,7 +153,17 @@ Status Jobs::add(std::string_view type, std::string_view id, std::string_view da
   KVQ_RETURN_IF_ERROR(validate_type(type));
   KVQ_RETURN_IF_ERROR(validate_id(id));
   KVQ_ASSIGN_OR_RETURN(std::string normalized, normalize_data(data, options_.max_data_bytes));
-  return kv::run(*store_, [&](kv::Transaction& txn) { return add(txn, type, id, normalized, options); }, options_.retry);
+  std::optional<uint64_t> attempt_version;
+  return kv::run(*store_, [&](kv::Transaction& txn) -> Status {
+    if (attempt_version) {
+      // An earlier attempt may have committed (unknown result) and the job moved on since —
+      // even finished. Re-applying would run it again, so recognise our own earlier add.
+      KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, impl_->keys, type, id));
+      if (row && row->add_seq == *attempt_version) return Status::OK();
+    }
+    KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
+    return add(txn, type, id, normalized, options);
+  }, options_.retry);
 }
 
 Status Jobs::add(kv::Transaction& txn, std::string_view type, std::string_view id, std::string_view data,
@@ -169,6 +179,7 @@ Status Jobs::add(kv::Transaction& txn, std::string_view type, std::string_view i
   KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id));
   auto after = added(before, normalized, options, now_ms());
   if (!after) return Status::OK();
+  KVQ_ASSIGN_OR_RETURN(after->add_seq, txn.read_version());
   return save_job(txn, keys, type, id, before, std::move(after));
 }
 

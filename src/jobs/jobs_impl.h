@@ -21,6 +21,11 @@ struct Jobs::Impl {
   std::unique_ptr<ActivityMonitor> monitor;
 };
 
+// A fresh random lock. Its suffix tags the type, so a handle used with another type is caught
+// as invalid input rather than reported as a fenced-out worker.
+std::string new_lock(std::string_view type);
+std::string type_tag(std::string_view type);
+
 // The non-blocking heart of accept, in the caller's transaction. On nothing due: kNotFound,
 // and *next_due (if given) receives the earliest scheduled time of a pending job not yet due.
 Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,

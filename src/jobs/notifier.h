@@ -34,6 +34,7 @@ struct Subscription::State_ {
   std::string type;
   std::string id;
   JobEvent initial;
+  JobEvent latest;  // the last event handed to the caller (initially `initial`)
   // Guarded by the notifier's hub mutex:
   uint64_t last_seq = 0;
   bool final_queued = false;  // finished or not found has been queued

@@ -6,7 +6,7 @@ namespace kvq::jobs {
 namespace {
 
 constexpr int64_t kRowFormat = 1;
-constexpr size_t kRowFields = 15;
+constexpr size_t kRowFields = 16;
 
 std::pair<std::string, std::string> between(const Subspace& s, const Tuple& lo, const Tuple& hi) {
   return {s.pack(lo), s.pack(hi)};
@@ -34,7 +34,8 @@ std::string encode_row(const JobRow& r) {
                static_cast<int64_t>(r.attempts),
                r.created,
                r.updated,
-               r.data}
+               r.data,
+               static_cast<int64_t>(r.add_seq)}
       .pack();
 }
 
@@ -45,7 +46,7 @@ Result<JobRow> decode_row(std::string_view bytes) {
   }
   const bool shaped = t[1].is_int() && t[2].is_string() && t[3].is_string() && t[4].is_bool() &&
                       t[5].is_bool() && t[6].is_int() && t[7].is_int() && t[8].is_int() && t[9].is_int() &&
-                      t[10].is_string() && t[11].is_int() && t[12].is_int() && t[13].is_int() && t[14].is_string();
+                      t[10].is_string() && t[11].is_int() && t[12].is_int() && t[13].is_int() && t[14].is_string() && t[15].is_int();
   if (!shaped) return Internal("job row has fields of the wrong kind");
   JobRow r;
   r.seq = static_cast<uint64_t>(t[1].as_int());
@@ -62,6 +63,7 @@ Result<JobRow> decode_row(std::string_view bytes) {
   r.created = t[12].as_int();
   r.updated = t[13].as_int();
   r.data = t[14].as_string();
+  r.add_seq = static_cast<uint64_t>(t[15].as_int());
   return r;
 }
 

@@ -6,7 +6,7 @@
 //   (1, type, id)                       -> job row: Tuple(format=1, seq, lock, worker, finished,
 //                                          resubmit, scheduled, priority, next_scheduled,
 //                                          next_priority, finished_lock, attempts, created,
-//                                          updated, data)
+//                                          updated, data, add_seq)
 //   (2, type, priority, scheduled, id)  -> ""  pending index, in accept order
 //   (3, type, seq, id)                  -> ""  activity index of running jobs, by commit order
 //   (4, type)                           -> Tuple(timeout_ms)  a type exists while this does
@@ -54,6 +54,7 @@ struct JobRow {
   int64_t created = 0;
   int64_t updated = 0;
   std::string data;
+  uint64_t add_seq = 0;  // read version of the add that last changed it: makes add idempotent
 };
 
 // The one place a job's state is derived from its stored fields.

@@ -20,9 +20,6 @@ constexpr unsigned char kFalse = 0x26;
 constexpr unsigned char kTrue = 0x27;
 constexpr unsigned char kEscape = 0xFF;
 
-// Tuples nest through recursion on decode; the cap keeps hostile input from exhausting the stack.
-constexpr int kMaxDepth = kMaxTupleNesting;
-
 void put(std::string& out, unsigned char c) { out.push_back(static_cast<char>(c)); }
 
 // The terminator must sort below every continuation byte, so embedded zeros become 0x00 0xFF.
@@ -180,7 +177,8 @@ Status Decoder::decode_int(std::vector<Element>& out, unsigned char code) {
 }
 
 Status Decoder::decode_nested(std::vector<Element>& out, int depth) {
-  if (depth > kMaxDepth) return error("tuple nested too deeply");
+  // Decoding recurses once per level; the cap keeps hostile input from exhausting the stack.
+  if (depth > kMaxTupleNesting) return error("tuple nested too deeply");
   std::vector<Element> t;
   while (!at_end()) {
     if (peek() != kNull) {

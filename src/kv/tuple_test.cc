@@ -9,6 +9,7 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <ostream>
 #include <random>
 #include <string>
@@ -57,15 +58,23 @@ Tuple must_unpack(std::string_view bytes) {
   return r.ok() ? *r : Tuple();
 }
 
+// Decodes from an exactly-sized heap copy so that ASan flags a read even one byte past the end,
+// which a std::string's NUL terminator or a substring's parent would otherwise absorb.
+Result<Tuple> unpack_exact(std::string_view bytes) {
+  auto copy = std::make_unique<char[]>(bytes.size());
+  std::copy(bytes.begin(), bytes.end(), copy.get());
+  return Tuple::unpack(std::string_view(copy.get(), bytes.size()));
+}
+
 void expect_rejected(std::string_view bytes) {
-  Result<Tuple> r = Tuple::unpack(bytes);
+  Result<Tuple> r = unpack_exact(bytes);
   ASSERT_FALSE(r.ok()) << hex(bytes) << " unpacked to " << r->debug_string();
   EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << hex(bytes);
 }
 
 // Any accepted input must be the canonical packing of what it decoded to.
 void expect_rejected_or_canonical(std::string_view bytes) {
-  Result<Tuple> r = Tuple::unpack(bytes);
+  Result<Tuple> r = unpack_exact(bytes);
   if (r.ok()) {
     ASSERT_EQ(r->pack(), bytes) << hex(bytes) << " unpacked to " << r->debug_string();
   } else {

@@ -1,0 +1,600 @@
+// The jobs conformance suite (kvq/jobs.h), on every backend and through the fault injector.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "kvq/fault_injection.h"
+#include "kvq/jobs.h"
+#include "support/backends.h"
+#include "support/kv_helpers.h"
+
+namespace kvq::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using jobs::AcceptOptions;
+using jobs::Job;
+using jobs::Jobs;
+using jobs::State;
+
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+struct JobsParam {
+  Backend backend;
+  bool faults;
+};
+
+void PrintTo(const JobsParam& p, std::ostream* os) { *os << p.backend.name << (p.faults ? "_faults" : ""); }
+
+class JobsTest : public ::testing::TestWithParam<JobsParam> {
+ protected:
+  void SetUp() override {
+    auto opened = GetParam().backend.open(dir_.path());
+    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+    raw_ = *opened;
+    std::shared_ptr<kv::Store> store = raw_;
+    if (GetParam().faults) {
+      faulty_ = std::make_shared<kv::FaultInjectingStore>(
+          raw_, kv::FaultOptions{.conflict_rate = 0.05, .unavailable_rate = 0.02, .unknown_result_rate = 0.05,
+                                 .seed = 1234});
+      store = faulty_;
+    }
+    auto j = Jobs::open(store, {.key_prefix = "t", .monitor_checks_per_timeout = 4});
+    ASSERT_TRUE(j.ok()) << j.status().to_string();
+    jobs_ = std::move(*j);
+    ASSERT_TRUE(jobs_->set_type_timeout("work", 60s).ok());
+  }
+  void TearDown() override { jobs_.reset(); }
+
+  Jobs& jobs() { return *jobs_; }
+  kv::Store& raw() { return *raw_; }
+
+  Job accept_now(const std::string& type = "work", AcceptOptions o = {}) {
+    auto job = jobs_->accept(type, o);
+    EXPECT_TRUE(job.ok()) << job.status().to_string();
+    return job.ok() ? *job : Job{};
+  }
+  State state_of(const std::string& id, const std::string& type = "work") {
+    auto info = jobs_->get(type, id);
+    EXPECT_TRUE(info.ok()) << info.status().to_string();
+    return info.ok() ? info->state : State::kPending;
+  }
+  uint64_t store_version() {
+    auto v = kv::run(raw(), [](kv::Transaction& t) { return t.read_version(); });
+    EXPECT_TRUE(v.ok());
+    return v.ok() ? *v : 0;
+  }
+
+ private:
+  TempDir dir_;
+  std::shared_ptr<kv::Store> raw_;
+  std::shared_ptr<kv::FaultInjectingStore> faulty_;
+  std::unique_ptr<Jobs> jobs_;
+};
+
+std::vector<JobsParam> params() {
+  std::vector<JobsParam> out;
+  for (auto& b : all_backends()) out.push_back({b, false});
+  for (auto& b : all_backends()) {
+    if (b.name == "lmdb_nosync") out.push_back({b, true});
+  }
+  return out;
+}
+
+std::string param_name(const ::testing::TestParamInfo<JobsParam>& info) {
+  return info.param.backend.name + (info.param.faults ? "_faults" : "");
+}
+
+// ---- Type timeouts ----
+
+TEST_P(JobsTest, AddRequiresATypeTimeout) {
+  EXPECT_EQ(jobs().add("untimed", "a", "{}").code(), Code::kFailedPrecondition);
+  EXPECT_EQ(jobs().get("untimed", "a").status().code(), Code::kNotFound);
+}
+
+TEST_P(JobsTest, TypeTimeoutsCanBeSetReadListedAndCleared) {
+  ASSERT_TRUE(jobs().set_type_timeout("other", 1500ms).ok());
+  EXPECT_EQ(*jobs().get_type_timeout("other"), 1500ms);
+  EXPECT_EQ(*jobs().types(), (std::vector<std::string>{"other", "work"}));
+  ASSERT_TRUE(jobs().clear_type_timeout("other").ok());
+  EXPECT_EQ(jobs().get_type_timeout("other").status().code(), Code::kNotFound);
+  EXPECT_EQ(jobs().clear_type_timeout("other").code(), Code::kNotFound);
+  EXPECT_EQ(jobs().set_type_timeout("x", 0ms).code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().set_type_timeout("x", -5ms).code(), Code::kInvalidArgument);
+}
+
+// ---- Producers ----
+
+TEST_P(JobsTest, AddedJobIsPendingWithItsData) {
+  ASSERT_TRUE(jobs().add("work", "j1", R"({"n": 1})", {.priority = 2}).ok());
+  auto info = jobs().get("work", "j1");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, State::kPending);
+  EXPECT_EQ(info->data, R"({"n":1})");
+  EXPECT_EQ(info->priority, 2);
+  EXPECT_NEAR(static_cast<double>(info->scheduled_time_ms), static_cast<double>(wall_ms()), 5000);
+}
+
+TEST_P(JobsTest, AddToPendingJobReplacesDataTimeAndPriority) {
+  ASSERT_TRUE(jobs().add("work", "j", R"({"v":1})").ok());
+  ASSERT_TRUE(jobs().add("work", "j", R"({"v":2})", {.scheduled_time_ms = 5, .priority = -1}).ok());
+  auto info = jobs().get("work", "j");
+  EXPECT_EQ(info->data, R"({"v":2})");
+  EXPECT_EQ(info->scheduled_time_ms, 5);
+  EXPECT_EQ(info->priority, -1);
+  EXPECT_EQ(*jobs().pending_count("work"), 1u) << "still exactly one pending entry";
+}
+
+TEST_P(JobsTest, ReAddingAnUnchangedJobWritesNothing) {
+  ASSERT_TRUE(jobs().add("work", "same", R"({"a": 1, "b": 2})").ok());
+  const uint64_t before = store_version();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(jobs().add("work", "same", R"({"b":2,"a":1})").ok());
+  EXPECT_EQ(store_version(), before) << "an add that changes nothing must not commit writes";
+}
+
+TEST_P(JobsTest, AddWhileRunningMarksResubmittedAndKeepsData) {
+  ASSERT_TRUE(jobs().add("work", "r", R"({"v":1})").ok());
+  Job job = accept_now();
+  ASSERT_TRUE(jobs().add("work", "r", R"({"v":2})").ok());
+  auto info = jobs().get("work", "r");
+  EXPECT_EQ(info->state, State::kRunning);
+  EXPECT_TRUE(info->resubmitted);
+  EXPECT_EQ(info->data, R"({"v":1})");
+  auto upd = jobs().update(job);
+  ASSERT_TRUE(upd.ok());
+  EXPECT_TRUE(upd->resubmitted);
+  ASSERT_TRUE(jobs().finish(job, R"({"done":1})").ok());
+  info = jobs().get("work", "r");
+  EXPECT_EQ(info->state, State::kPending) << "a resubmitted job runs again";
+  EXPECT_FALSE(info->resubmitted);
+  EXPECT_EQ(info->data, R"({"done":1})");
+}
+
+TEST_P(JobsTest, AddToFinishedJobMakesItPendingWithTheNewData) {
+  ASSERT_TRUE(jobs().add("work", "f", R"({"v":1})").ok());
+  Job job = accept_now();
+  ASSERT_TRUE(jobs().finish(job, R"({"result":1})").ok());
+  EXPECT_EQ(state_of("f"), State::kFinished);
+  ASSERT_TRUE(jobs().add("work", "f", R"({"v":3})").ok());
+  auto info = jobs().get("work", "f");
+  EXPECT_EQ(info->state, State::kPending);
+  EXPECT_EQ(info->data, R"({"v":3})");
+}
+
+TEST_P(JobsTest, RemoveDeletesAJobInAnyStateAndHaltsItsWorker) {
+  ASSERT_TRUE(jobs().add("work", "p", "{}").ok());
+  ASSERT_TRUE(jobs().remove("work", "p").ok());
+  EXPECT_EQ(jobs().get("work", "p").status().code(), Code::kNotFound);
+  EXPECT_EQ(*jobs().pending_count("work"), 0u);
+
+  ASSERT_TRUE(jobs().add("work", "r", "{}").ok());
+  Job job = accept_now();
+  ASSERT_TRUE(jobs().remove("work", "r").ok());
+  EXPECT_EQ(jobs().update(job).status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(jobs().finish(job).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(jobs().remove("work", "r").code(), Code::kNotFound);
+}
+
+TEST_P(JobsTest, ListPagesThroughJobsAndFiltersByStateAndWorker) {
+  for (int i = 0; i < 25; ++i) ASSERT_TRUE(jobs().add("work", "j" + std::to_string(100 + i), "{}").ok());
+  Job a = accept_now("work", {.worker = "w-a"});
+  std::set<std::string> seen;
+  std::string cursor;
+  int pages = 0;
+  do {
+    auto page = jobs().list("work", {.limit = 10, .cursor = cursor});
+    ASSERT_TRUE(page.ok()) << page.status().to_string();
+    for (auto& j : page->jobs) EXPECT_TRUE(seen.insert(j.id).second) << "listed twice: " << j.id;
+    cursor = page->next_cursor;
+    ++pages;
+  } while (!cursor.empty() && pages < 10);
+  EXPECT_EQ(seen.size(), 25u);
+  auto running = jobs().list("work", {.state = State::kRunning});
+  ASSERT_EQ(running->jobs.size(), 1u);
+  EXPECT_EQ(running->jobs[0].id, a.id);
+  EXPECT_EQ(running->jobs[0].worker, "w-a");
+  EXPECT_EQ(jobs().list("work", {.worker = std::string("w-a")})->jobs.size(), 1u);
+  EXPECT_EQ(jobs().list("work", {.state = State::kPending})->jobs.size(), 24u);
+}
+
+TEST_P(JobsTest, PendingCountCountsDueJobsUpToItsLimit) {
+  const int64_t later = wall_ms() + 3'600'000;
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(jobs().add("work", "now" + std::to_string(i), "{}", {.priority = i % 2}).ok());
+  ASSERT_TRUE(jobs().add("work", "later", "{}", {.scheduled_time_ms = later}).ok());
+  EXPECT_EQ(*jobs().pending_count("work"), 5u);
+  EXPECT_EQ(*jobs().pending_count("work", {.max_scheduled_time_ms = later}), 6u);
+  EXPECT_EQ(*jobs().pending_count("work", {.limit = 3}), 3u);
+}
+
+// ---- Accept ----
+
+TEST_P(JobsTest, AcceptHandsOutADueJobWithAFreshLock) {
+  ASSERT_TRUE(jobs().add("work", "a", R"({"x":1})").ok());
+  Job job = accept_now("work", {.worker = "me"});
+  EXPECT_EQ(job.id, "a");
+  EXPECT_EQ(job.data, R"({"x":1})");
+  EXPECT_FALSE(job.lock.empty());
+  auto info = jobs().get("work", "a");
+  EXPECT_EQ(info->state, State::kRunning);
+  EXPECT_EQ(info->worker, "me");
+  EXPECT_EQ(info->attempts, 1u);
+}
+
+TEST_P(JobsTest, AcceptSkipsJobsScheduledInTheFuture) {
+  const int64_t later = wall_ms() + 3'600'000;
+  ASSERT_TRUE(jobs().add("work", "later", "{}", {.scheduled_time_ms = later}).ok());
+  EXPECT_EQ(jobs().accept("work").status().code(), Code::kDeadlineExceeded);
+  auto job = jobs().accept("work", {.max_scheduled_time_ms = later});
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->id, "later");
+}
+
+TEST_P(JobsTest, AcceptTakesHighestPriorityFirstThenEarliestScheduled) {
+  ASSERT_TRUE(jobs().add("work", "low-early", "{}", {.scheduled_time_ms = 1, .priority = 5}).ok());
+  ASSERT_TRUE(jobs().add("work", "high-late", "{}", {.scheduled_time_ms = 30, .priority = 0}).ok());
+  ASSERT_TRUE(jobs().add("work", "high-early", "{}", {.scheduled_time_ms = 20, .priority = 0}).ok());
+  ASSERT_TRUE(jobs().add("work", "urgent", "{}", {.scheduled_time_ms = 99, .priority = -1}).ok());
+  std::vector<std::string> order;
+  for (int i = 0; i < 4; ++i) order.push_back(accept_now().id);
+  // accept_spread picks at random among the first due jobs *of one priority*; with one job per
+  // (priority, time) here the order is exact except within priority 0.
+  EXPECT_EQ(order[0], "urgent");
+  EXPECT_EQ(std::set<std::string>(order.begin() + 1, order.begin() + 3),
+            (std::set<std::string>{"high-early", "high-late"}));
+  EXPECT_EQ(order[3], "low-early");
+}
+
+TEST_P(JobsTest, AcceptHonoursMaxPriority) {
+  ASSERT_TRUE(jobs().add("work", "low", "{}", {.priority = 9}).ok());
+  EXPECT_EQ(jobs().accept("work", {.max_priority = 5}).status().code(), Code::kDeadlineExceeded);
+  EXPECT_EQ(accept_now("work", {.max_priority = 9}).id, "low");
+}
+
+TEST_P(JobsTest, AcceptWithTimeoutZeroNeverBlocks) {
+  const auto start = kv::Clock::now();
+  EXPECT_EQ(jobs().accept("work").status().code(), Code::kDeadlineExceeded);
+  EXPECT_LT(kv::Clock::now() - start, 1s);
+}
+
+TEST_P(JobsTest, AcceptTimeoutIsADeadlineNotRestartedByWakeUps) {
+  // Adds of future jobs wake the waiter without giving it anything.
+  std::atomic<bool> stop{false};
+  std::thread noise([&] {
+    for (int i = 0; !stop && i < 200; ++i) {
+      jobs().add("work", "future" + std::to_string(i), "{}", {.scheduled_time_ms = wall_ms() + 3'600'000}).ignore();
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+  const auto start = kv::Clock::now();
+  auto job = jobs().accept("work", {.timeout = 400ms});
+  const auto waited = kv::Clock::now() - start;
+  stop = true;
+  noise.join();
+  EXPECT_EQ(job.status().code(), Code::kDeadlineExceeded);
+  EXPECT_GE(waited, 390ms);
+  EXPECT_LT(waited, 2s);
+}
+
+TEST_P(JobsTest, BlockingAcceptIsWokenByAnAdd) {
+  std::thread producer([&] {
+    std::this_thread::sleep_for(100ms);
+    EXPECT_TRUE(jobs().add("work", "wake", "{}").ok());
+  });
+  const auto start = kv::Clock::now();
+  auto job = jobs().accept("work", {.timeout = 10s});
+  producer.join();
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  EXPECT_EQ(job->id, "wake");
+  EXPECT_LT(kv::Clock::now() - start, 5s);
+}
+
+TEST_P(JobsTest, BlockingAcceptWakesWhenADelayedJobBecomesDue) {
+  ASSERT_TRUE(jobs().add("work", "soon", "{}", {.scheduled_time_ms = wall_ms() + 300}).ok());
+  const auto start = kv::Clock::now();
+  auto job = jobs().accept("work", {.timeout = 10s});
+  const auto waited = kv::Clock::now() - start;
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  EXPECT_GE(waited, 250ms);
+  EXPECT_LT(waited, 3s) << "woken by the due time, not by the accept deadline";
+}
+
+TEST_P(JobsTest, ConcurrentAcceptorsNeverGetTheSameJob) {
+  constexpr int kJobs = 200, kThreads = 8;
+  for (int i = 0; i < kJobs; ++i) ASSERT_TRUE(jobs().add("work", "c" + std::to_string(i), "{}").ok());
+  std::mutex mu;
+  std::map<std::string, int> taken;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (;;) {
+        auto job = jobs().accept("work", {.timeout = 0ms});
+        if (!job.ok()) {
+          EXPECT_EQ(job.status().code(), Code::kDeadlineExceeded) << job.status().to_string();
+          return;
+        }
+        std::lock_guard lock(mu);
+        ++taken[job->id];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(taken.size(), static_cast<size_t>(kJobs));
+  for (auto& [id, n] : taken) EXPECT_EQ(n, 1) << id << " was accepted " << n << " times";
+}
+
+// ---- Workers ----
+
+TEST_P(JobsTest, UpdateReplacesDataWhileRunning) {
+  ASSERT_TRUE(jobs().add("work", "u", R"({"p":0})").ok());
+  Job job = accept_now();
+  auto r = jobs().update(job, R"({"p":50})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->resubmitted);
+  EXPECT_EQ(jobs().get("work", "u")->data, R"({"p":50})");
+  EXPECT_TRUE(jobs().update(job).ok()) << "a plain heartbeat";
+  EXPECT_EQ(jobs().get("work", "u")->data, R"({"p":50})");
+}
+
+TEST_P(JobsTest, FinishStoresTheResultAndHaltsLaterCalls) {
+  ASSERT_TRUE(jobs().add("work", "f", R"({"in":1})").ok());
+  Job job = accept_now();
+  ASSERT_TRUE(jobs().finish(job, R"({"out":2})").ok());
+  auto info = jobs().get("work", "f");
+  EXPECT_EQ(info->state, State::kFinished);
+  EXPECT_EQ(info->data, R"({"out":2})");
+  EXPECT_EQ(jobs().update(job).status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(jobs().resubmit(job).code(), Code::kFailedPrecondition);
+}
+
+TEST_P(JobsTest, ResubmitThenFinishInOneTransactionMakesARecurringJob) {
+  ASSERT_TRUE(jobs().add("work", "cron", R"({"run":1})").ok());
+  Job job = accept_now();
+  const int64_t next = wall_ms() + 3'600'000;
+  Status s = kv::run(raw(), [&](kv::Transaction& txn) -> Status {
+    KVQ_RETURN_IF_ERROR(jobs().resubmit(txn, job, {.scheduled_time_ms = next, .data = R"({"run":2})"}));
+    return jobs().finish(txn, job);
+  });
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  auto info = jobs().get("work", "cron");
+  EXPECT_EQ(info->state, State::kPending);
+  EXPECT_EQ(info->scheduled_time_ms, next);
+  EXPECT_EQ(info->data, R"({"run":2})");
+  EXPECT_EQ(jobs().accept("work").status().code(), Code::kDeadlineExceeded) << "not due until `next`";
+}
+
+TEST_P(JobsTest, ResubmitMatrixAcrossStates) {
+  // pending x add: replaced (above). running x add / resubmit: runs again. finished x add: pending.
+  ASSERT_TRUE(jobs().add("work", "m", "{}").ok());
+  Job job = accept_now();
+  ASSERT_TRUE(jobs().resubmit(job).ok());
+  EXPECT_TRUE(jobs().get("work", "m")->resubmitted);
+  ASSERT_TRUE(jobs().finish(job).ok());
+  EXPECT_EQ(state_of("m"), State::kPending);
+  Job again = accept_now();
+  EXPECT_EQ(again.id, "m");
+  EXPECT_NE(again.lock, job.lock);
+  EXPECT_EQ(jobs().finish(job).code(), Code::kFailedPrecondition) << "the old run is fenced";
+  ASSERT_TRUE(jobs().finish(again).ok());
+  EXPECT_EQ(state_of("m"), State::kFinished);
+  EXPECT_EQ(jobs().get("work", "m")->attempts, 2u);
+}
+
+TEST_P(JobsTest, StalledWorkerIsReenqueuedWithinTheWindowAndHalted) {
+  ASSERT_TRUE(jobs().set_type_timeout("slow", 400ms).ok());
+  ASSERT_TRUE(jobs().add("slow", "s", "{}").ok());
+  Job job = accept_now("slow");
+  auto sub = jobs().subscribe("slow", "s");
+  ASSERT_TRUE(sub.ok());
+  const auto accepted = kv::Clock::now();
+  auto back = (*sub)->wait(State::kPending, kv::Clock::now() + 10s);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  const auto idle = kv::Clock::now() - accepted;
+  EXPECT_GE(idle, 400ms) << "re-enqueued before one timeout";
+  EXPECT_LT(idle, 2400ms) << "took far longer than the documented window";
+  EXPECT_EQ(jobs().update(job).status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(jobs().finish(job).code(), Code::kFailedPrecondition);
+  EXPECT_GE(jobs().stats().reenqueued_by_monitor, 1u);
+  Job next = accept_now("slow");
+  EXPECT_EQ(next.id, "s");
+}
+
+TEST_P(JobsTest, AWorkerThatKeepsUpdatingIsNeverReenqueued) {
+  ASSERT_TRUE(jobs().set_type_timeout("busy", 300ms).ok());
+  ASSERT_TRUE(jobs().add("busy", "b", "{}").ok());
+  Job job = accept_now("busy");
+  const auto until = kv::Clock::now() + 1500ms;
+  while (kv::Clock::now() < until) {
+    ASSERT_TRUE(jobs().update(job).ok());
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(jobs().finish(job).ok());
+}
+
+TEST_P(JobsTest, WorkerWritesInAFencedTransactionNeverCommit) {
+  ASSERT_TRUE(jobs().add("work", "w", "{}").ok());
+  Job job = accept_now();
+  auto txn = begin(raw());
+  ASSERT_TRUE(jobs().update(*txn, job, R"({"progress":1})").ok());
+  txn->set("app/result", "written with the job's update");
+  ASSERT_TRUE(jobs().remove("work", "w").ok());  // fenced while the transaction is open
+  EXPECT_EQ(txn->commit().code(), Code::kAborted);
+  EXPECT_EQ(read(raw(), "app/result"), std::nullopt);
+  auto retry = begin(raw());
+  EXPECT_EQ(jobs().update(*retry, job).status().code(), Code::kFailedPrecondition);
+}
+
+// ---- Subscriptions ----
+
+TEST_P(JobsTest, SubscribingToAnAbsentJobIsNotFound) {
+  EXPECT_EQ(jobs().subscribe("work", "nope").status().code(), Code::kNotFound);
+}
+
+TEST_P(JobsTest, SubscriptionSeesEachTransitionInOrder) {
+  ASSERT_TRUE(jobs().add("work", "s", R"({"step":0})").ok());
+  auto sub = jobs().subscribe("work", "s");
+  ASSERT_TRUE(sub.ok());
+  EXPECT_EQ((*sub)->initial().state, State::kPending);
+  const auto deadline = [] { return kv::Clock::now() + 5s; };
+
+  Job job = accept_now();
+  auto e = (*sub)->next(deadline());
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  EXPECT_EQ(e->state, State::kRunning);
+
+  ASSERT_TRUE(jobs().update(job, R"({"step":1})").ok());
+  e = (*sub)->next(deadline());
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->state, State::kRunning);
+  EXPECT_EQ(e->data, R"({"step":1})");
+
+  ASSERT_TRUE(jobs().finish(job, R"({"step":2})").ok());
+  e = (*sub)->next(deadline());
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->state, State::kFinished);
+  EXPECT_EQ(e->data, R"({"step":2})");
+  EXPECT_EQ((*sub)->next(deadline()).status().code(), Code::kNotFound) << "ends after finished";
+  EXPECT_TRUE((*sub)->ended());
+}
+
+TEST_P(JobsTest, SubscriptionEventsNeverGoBackwardsAndAlwaysEndWithTheFinalState) {
+  ASSERT_TRUE(jobs().add("work", "burst", "{}").ok());
+  auto sub = jobs().subscribe("work", "burst");
+  ASSERT_TRUE(sub.ok());
+  Job job = accept_now();
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(jobs().update(job, "{\"i\":" + std::to_string(i) + "}").ok());
+  ASSERT_TRUE(jobs().finish(job).ok());
+  uint64_t last = (*sub)->initial().seq;
+  for (;;) {
+    auto e = (*sub)->next(kv::Clock::now() + 5s);
+    ASSERT_TRUE(e.ok()) << e.status().to_string();
+    EXPECT_GT(e->seq, last);
+    last = e->seq;
+    if (e->state == State::kFinished) break;
+  }
+}
+
+TEST_P(JobsTest, SubscriptionHearsNotFoundWhenTheJobIsRemoved) {
+  ASSERT_TRUE(jobs().add("work", "gone", "{}").ok());
+  auto sub = jobs().subscribe("work", "gone");
+  ASSERT_TRUE(sub.ok());
+  ASSERT_TRUE(jobs().remove("work", "gone").ok());
+  auto e = (*sub)->wait(State::kFinished, kv::Clock::now() + 5s);
+  ASSERT_TRUE(e.ok());
+  EXPECT_FALSE(e->found);
+}
+
+TEST_P(JobsTest, WaitReturnsAtOnceWhenTheJobIsAlreadyInTheState) {
+  ASSERT_TRUE(jobs().add("work", "w", "{}").ok());
+  auto sub = jobs().subscribe("work", "w");
+  ASSERT_TRUE(sub.ok());
+  auto e = (*sub)->wait(State::kPending, kv::Clock::now());
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->state, State::kPending);
+  EXPECT_EQ((*sub)->wait(State::kFinished, kv::Clock::now() + 50ms).status().code(), Code::kDeadlineExceeded);
+}
+
+TEST_P(JobsTest, WaitAnyReturnsTheFirstSubscriptionToReachTheState) {
+  ASSERT_TRUE(jobs().add("work", "a", "{}").ok());
+  ASSERT_TRUE(jobs().add("work", "b", "{}", {.priority = 1}).ok());
+  auto a = jobs().subscribe("work", "a");
+  auto b = jobs().subscribe("work", "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  Job first = accept_now();  // "a": higher priority
+  ASSERT_EQ(first.id, "a");
+  ASSERT_TRUE(jobs().finish(first).ok());
+  auto hit = Jobs::wait_any({a->get(), b->get()}, State::kFinished, kv::Clock::now() + 5s);
+  ASSERT_TRUE(hit.ok()) << hit.status().to_string();
+  EXPECT_EQ(hit->first, 0u);
+  EXPECT_EQ(hit->second.id, "a");
+}
+
+TEST_P(JobsTest, DroppingASubscriptionUnsubscribes) {
+  ASSERT_TRUE(jobs().add("work", "d", "{}").ok());
+  {
+    auto sub = jobs().subscribe("work", "d");
+    ASSERT_TRUE(sub.ok());
+    Job job = accept_now();
+    ASSERT_TRUE(jobs().finish(job).ok());
+  }
+  ASSERT_TRUE(jobs().add("work", "d", "{}").ok());  // nothing left to deliver to; must not crash
+}
+
+// ---- Invalid input ----
+
+TEST_P(JobsTest, InvalidInputIsRejectedByNameAndChangesNothing) {
+  const uint64_t before = store_version();
+  EXPECT_EQ(jobs().add("", "a", "{}").code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().add("work", "", "{}").code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().add("work", std::string(jobs::kMaxIdBytes + 1, 'i'), "{}").code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().add("work", "a", "[1,2]").code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().add("work", "a", "{not json").code(), Code::kInvalidArgument);
+  const std::string huge = "{\"x\":\"" + std::string(jobs().options().max_data_bytes, 'x') + "\"}";
+  EXPECT_EQ(jobs().add("work", "a", huge).code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().accept("work", {.timeout = -1ms}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().list("work", {.limit = 0}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_version(), before);
+  EXPECT_EQ(jobs().get("work", "a").status().code(), Code::kNotFound);
+}
+
+TEST_P(JobsTest, AHandleUsedWithAnotherTypeIsInvalid) {
+  ASSERT_TRUE(jobs().set_type_timeout("other", 60s).ok());
+  ASSERT_TRUE(jobs().add("work", "h", "{}").ok());
+  Job job = accept_now();
+  Job wrong = job;
+  wrong.type = "other";
+  EXPECT_EQ(jobs().update(wrong).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().finish(wrong).code(), Code::kInvalidArgument);
+  Job forged = job;
+  forged.lock = "";
+  EXPECT_EQ(jobs().finish(forged).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(jobs().finish(job).ok());
+}
+
+// ---- Whole lifecycle under concurrency (and, in the faults variant, injected faults) ----
+
+TEST_P(JobsTest, EveryJobIsFinishedExactlyOnceByConcurrentWorkers) {
+  constexpr int kJobs = 150, kWorkers = 4;
+  std::atomic<int> finished{0};
+  std::mutex mu;
+  std::map<std::string, int> finishes;
+  std::thread producer([&] {
+    for (int i = 0; i < kJobs; ++i) {
+      Status s = jobs().add("work", "life" + std::to_string(i), "{\"i\":" + std::to_string(i) + "}");
+      EXPECT_TRUE(s.ok()) << s.to_string();
+    }
+  });
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&] {
+      while (finished.load() < kJobs) {
+        auto job = jobs().accept("work", {.timeout = 200ms});
+        if (!job.ok()) continue;
+        if (!jobs().update(*job).ok()) continue;
+        Status s = jobs().finish(*job, R"({"ok":true})");
+        if (!s.ok()) continue;
+        std::lock_guard lock(mu);
+        ++finishes[job->id];
+        ++finished;
+      }
+    });
+  }
+  producer.join();
+  for (auto& t : workers) t.join();
+  EXPECT_EQ(finishes.size(), static_cast<size_t>(kJobs));
+  for (auto& [id, n] : finishes) EXPECT_EQ(n, 1) << id;
+  auto done = jobs().list("work", {.state = State::kFinished, .limit = 1000});
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->jobs.size(), static_cast<size_t>(kJobs));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, JobsTest, ::testing::ValuesIn(params()), param_name);
+
+}  // namespace
+}  // namespace kvq::testing
