@@ -13,7 +13,9 @@
 //   BM_AcceptScale/<n>       nosync only: n (1,000 or 1,000,000) pending jobs, prefilled in
 //                            transactions of kPrefillBatch adds; each iteration accepts, finishes
 //                            and adds one new job, so the backlog stays at n. Reports the mean and
-//                            p99 accept latency and the resident set size after prefilling.
+//                            p99 accept latency and the resident set size after prefilling
+//                            (rss_mb = VmRSS, rss_anon_mb = RssAnon, i.e. without the mapped LMDB
+//                            file pages) and at the end of the run (*_end).
 //
 // <mode> is sync (Durability::kSync) or nosync (Durability::kNoSync). items_per_second is jobs
 // completed (accepted + finished) per second of wall time, summed over the threads. Every job
@@ -97,13 +99,15 @@ void remove_dir(std::string& dir) {
   dir.clear();
 }
 
-// VmRSS of this process in MiB, or -1 if /proc/self/status cannot be read.
-double rss_mb() {
+// A field of /proc/self/status ("VmRSS", "RssAnon", "RssFile") in MiB, or -1 if unreadable.
+// RssFile includes the pages of LMDB's memory-mapped data file that this process touched.
+double status_mb(std::string_view field = "VmRSS") {
   std::ifstream in("/proc/self/status");
   std::string line;
+  const std::string prefix = std::string(field) + ":";
   while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) {
-      return static_cast<double>(std::strtoull(line.c_str() + 6, nullptr, 10)) / 1024.0;
+    if (line.rfind(prefix, 0) == 0) {
+      return static_cast<double>(std::strtoull(line.c_str() + prefix.size(), nullptr, 10)) / 1024.0;
     }
   }
   return -1;
@@ -117,6 +121,7 @@ struct Fixture {
   std::unique_ptr<jobs::Jobs> jobs;
   std::string error;
   double rss_after_prefill_mb = 0;
+  double rss_anon_after_prefill_mb = 0;
   double prefill_seconds = 0;
 
   void open(Durability mode, uint64_t map_size) {
@@ -159,7 +164,8 @@ struct Fixture {
       if (!st.ok()) error = "prefill: " + st.to_string();
     }
     prefill_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    rss_after_prefill_mb = rss_mb();
+    rss_after_prefill_mb = status_mb("VmRSS");
+    rss_anon_after_prefill_mb = status_mb("RssAnon");
   }
 
   void close() {
@@ -292,7 +298,9 @@ void BM_AcceptScale(benchmark::State& state) {
     state.counters["accept_us_p99"] = accept_us[accept_us.size() * 99 / 100];
   }
   state.counters["rss_mb"] = g_fx.rss_after_prefill_mb;
-  state.counters["rss_mb_end"] = rss_mb();
+  state.counters["rss_anon_mb"] = g_fx.rss_anon_after_prefill_mb;
+  state.counters["rss_mb_end"] = status_mb("VmRSS");
+  state.counters["rss_anon_mb_end"] = status_mb("RssAnon");
   state.counters["prefill_s"] = g_fx.prefill_seconds;
   auto pending = j.pending_count(kType, {.limit = 2'000'000});
   state.counters["pending_end"] = pending.ok() ? static_cast<double>(*pending) : -1.0;

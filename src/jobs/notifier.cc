@@ -35,17 +35,19 @@ Notifier::~Notifier() {
 
 uint64_t Notifier::pending_generation(const std::string& type) {
   std::lock_guard lock(mu_);
-  auto [it, inserted] = types_.try_emplace(type);
-  if (inserted) {
-    dirty_ = true;
-    work_cv_.notify_all();
-  }
-  return it->second.pending_gen;
+  return types_[type].pending_gen;
 }
 
 void Notifier::wait_pending_change(const std::string& type, uint64_t seen, kv::Clock::time_point deadline) {
   std::unique_lock lock(mu_);
-  pending_cv_.wait_until(lock, deadline, [&] { return stopping_ || types_[type].pending_gen != seen; });
+  auto& tw = types_[type];
+  ++tw.waiters;
+  if (!tw.pending_live) {
+    dirty_ = true;
+    work_cv_.notify_all();
+  }
+  pending_cv_.wait_until(lock, deadline, [&] { return stopping_ || tw.pending_gen != seen; });
+  --tw.waiters;
 }
 
 void Notifier::add_subscription(const std::shared_ptr<Subscription::State_>& sub) {
@@ -103,7 +105,9 @@ std::vector<Notifier::Plan> Notifier::take_plans() {
       std::lock_guard hub(hub_mu_);
       return s->closed || s->final_queued;
     });
-    Plan plan{type, !tw.pending_live, !tw.activity_live || tw.refresh_subscribers, {}};
+    const bool serve_waiters = !tw.pending_live && tw.waiters > 0;
+    const bool serve_subscribers = (!tw.activity_live || tw.refresh_subscribers) && !tw.subs.empty();
+    Plan plan{type, serve_waiters, serve_subscribers, {}};
     if (!plan.arm_pending && !plan.arm_activity) continue;
     if (plan.arm_activity) plan.subs = tw.subs;
     tw.refresh_subscribers = false;

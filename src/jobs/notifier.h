@@ -4,10 +4,16 @@
 // type's pending token (accept waiters) and on its activity token (subscribers). However many
 // local waiters and subscribers there are, the store sees two watches per type.
 //
+// Watches are kept armed only while they serve someone — the pending watch while an accept is
+// blocked on the type, the activity watch while the type has subscribers — so a process where
+// nobody waits pays nothing for commits it makes.
+//
 // Accept waiters use a generation number per type, bumped each time the pending watch is
-// re-armed. A waiter reads the generation *before* its accept transaction and sleeps until it
-// changes: any add committed after that transaction's read fires the watch that was armed at
-// the time (or is seen by a re-arm that started after the read), so no add is missed.
+// (re-)armed. A waiter reads the generation *before* its accept transaction and sleeps until it
+// changes: an add committed after that transaction's read either fires the watch that was armed
+// then, or happened before an arm that started later — and every arm bumps the generation, so
+// the waiter looks again. No add is missed; after an idle spell the first wait costs one extra
+// look.
 //
 // Subscribers: whenever a type's activity watch is re-armed — and whenever a subscription is
 // added — the notifier re-reads the rows of every subscribed job of that type in the same
@@ -72,6 +78,7 @@ class Notifier {
     bool activity_live = false;
     bool refresh_subscribers = false;
     uint64_t pending_gen = 0;
+    int waiters = 0;  // accept calls blocked in wait_pending_change
     std::vector<std::shared_ptr<Subscription::State_>> subs;
   };
   struct Plan {
