@@ -44,6 +44,7 @@
 #include <system_error>
 #include <vector>
 
+#include "bench_dirs.h"
 #include "kvq/jobs.h"
 #include "kvq/kv.h"
 #include "kvq/lmdb_store.h"
@@ -73,31 +74,10 @@ const std::string& payload() {
   return p;
 }
 
-std::string bench_base_dir() {
-  for (const char* var : {"KVQ_BENCH_DIR", "TMPDIR"}) {
-    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') return v;
-  }
-  return "/tmp";
-}
+using kvq::bench::bench_base_dir;
+using kvq::bench::remove_dir;
 
-// A fresh directory, or "" (with `error` set) if mkdtemp failed.
-std::string make_temp_dir(std::string& error) {
-  std::string templ = bench_base_dir() + "/jobs_bench.XXXXXX";
-  std::vector<char> buf(templ.begin(), templ.end());
-  buf.push_back('\0');
-  if (mkdtemp(buf.data()) == nullptr) {
-    error = "mkdtemp(" + templ + ") failed: " + std::error_code(errno, std::generic_category()).message();
-    return "";
-  }
-  return std::string(buf.data());
-}
-
-void remove_dir(std::string& dir) {
-  if (dir.empty()) return;
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  dir.clear();
-}
+std::string make_temp_dir(std::string& error) { return kvq::bench::make_temp_dir("jobs_bench", error); }
 
 // A field of /proc/self/status ("VmRSS", "RssAnon", "RssFile") in MiB, or -1 if unreadable.
 // RssFile includes the pages of LMDB's memory-mapped data file that this process touched.

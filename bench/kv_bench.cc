@@ -34,6 +34,7 @@
 #include <system_error>
 #include <vector>
 
+#include "bench_dirs.h"
 #include "kvq/kv.h"
 #include "kvq/lmdb_store.h"
 
@@ -43,31 +44,10 @@ using kvq::Durability;
 
 constexpr uint64_t kMapSize = uint64_t{1} << 30;
 
-std::string bench_base_dir() {
-  for (const char* var : {"KVQ_BENCH_DIR", "TMPDIR"}) {
-    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') return v;
-  }
-  return "/tmp";
-}
+using kvq::bench::bench_base_dir;
+using kvq::bench::remove_dir;
 
-// A fresh directory, or "" (with `error` set) if mkdtemp failed.
-std::string make_temp_dir(std::string& error) {
-  std::string templ = bench_base_dir() + "/kv_bench.XXXXXX";
-  std::vector<char> buf(templ.begin(), templ.end());
-  buf.push_back('\0');
-  if (mkdtemp(buf.data()) == nullptr) {
-    error = "mkdtemp(" + templ + ") failed: " + std::error_code(errno, std::generic_category()).message();
-    return "";
-  }
-  return std::string(buf.data());
-}
-
-void remove_dir(std::string& dir) {
-  if (dir.empty()) return;
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  dir.clear();
-}
+std::string make_temp_dir(std::string& error) { return kvq::bench::make_temp_dir("kv_bench", error); }
 
 std::string thread_key(const benchmark::State& state) {
   return "c/" + std::to_string(state.thread_index());
