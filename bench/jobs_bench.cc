@@ -44,7 +44,7 @@
 #include <system_error>
 #include <vector>
 
-#include "bench_dirs.h"
+#include "bench_common.h"
 #include "kvq/jobs.h"
 #include "kvq/kv.h"
 #include "kvq/lmdb_store.h"
@@ -319,17 +319,7 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // A default of 0.5 s per benchmark that a --benchmark_min_time on the command line (parsed
-  // later, so it wins) overrides.
-  static char default_min_time[] = "--benchmark_min_time=0.5";
-  std::vector<char*> args;
-  args.push_back(argv[0]);
-  args.push_back(default_min_time);
-  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
-  args.push_back(nullptr);
-  int n = argc + 1;
-  benchmark::Initialize(&n, args.data());
-  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  if (!kvq::bench::init_benchmarks(argc, argv, "--benchmark_min_time=0.5")) return 1;
   benchmark::AddCustomContext("jobs_bench_dir", bench_base_dir());
   register_all();
   benchmark::RunSpecifiedBenchmarks();

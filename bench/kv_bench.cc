@@ -34,7 +34,7 @@
 #include <system_error>
 #include <vector>
 
-#include "bench_dirs.h"
+#include "bench_common.h"
 #include "kvq/kv.h"
 #include "kvq/lmdb_store.h"
 
@@ -277,18 +277,7 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // A default of 1 s per benchmark that a --benchmark_min_time on the command line (parsed
-  // later, so it wins) overrides. MinTime() on the benchmarks would ignore the flag and put
-  // "min_time:1.000" into every name.
-  static char default_min_time[] = "--benchmark_min_time=1";
-  std::vector<char*> args;
-  args.push_back(argv[0]);
-  args.push_back(default_min_time);
-  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
-  args.push_back(nullptr);
-  int n = argc + 1;
-  benchmark::Initialize(&n, args.data());
-  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  if (!kvq::bench::init_benchmarks(argc, argv, "--benchmark_min_time=1")) return 1;
   benchmark::AddCustomContext("kv_bench_dir", bench_base_dir());
   benchmark::AddCustomContext("lmdb_version", mdb_version(nullptr, nullptr, nullptr));
   register_all();
