@@ -149,10 +149,33 @@ std::optional<JobRow> added(const std::optional<JobRow>& before, const std::stri
 
 }  // namespace
 
-Status Jobs::add(std::string_view type, std::string_view id, std::string_view data, AddOptions options) {
+namespace {
+
+// add, once its input is validated and its data normalized.
+Status add_normalized(kv::Transaction& txn, const Keys& keys, std::string_view type, std::string_view id,
+                      const std::string& data, const AddOptions& options) {
+  KVQ_ASSIGN_OR_RETURN(auto timeout, txn.get(keys.timeout(type)));
+  if (!timeout) {
+    return FailedPrecondition("type '" + std::string(type) + "' has no timeout; set one with set_type_timeout");
+  }
+  KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id));
+  auto after = added(before, data, options, now_ms());
+  if (!after) return Status::OK();
+  KVQ_ASSIGN_OR_RETURN(after->add_seq, txn.read_version());
+  return save_job(txn, keys, type, id, before, std::move(after));
+}
+
+Result<std::string> validate_add(std::string_view type, std::string_view id, std::string_view data,
+                                 size_t max_data_bytes) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   KVQ_RETURN_IF_ERROR(validate_id(id));
-  KVQ_ASSIGN_OR_RETURN(std::string normalized, normalize_data(data, options_.max_data_bytes));
+  return normalize_data(data, max_data_bytes);
+}
+
+}  // namespace
+
+Status Jobs::add(std::string_view type, std::string_view id, std::string_view data, AddOptions options) {
+  KVQ_ASSIGN_OR_RETURN(std::string normalized, validate_add(type, id, data, options_.max_data_bytes));
   std::optional<uint64_t> attempt_version;
   return kv::run(*store_, [&](kv::Transaction& txn) -> Status {
     if (attempt_version) {
@@ -162,25 +185,14 @@ Status Jobs::add(std::string_view type, std::string_view id, std::string_view da
       if (row && row->add_seq == *attempt_version) return Status::OK();
     }
     KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
-    return add(txn, type, id, normalized, options);
+    return add_normalized(txn, impl_->keys, type, id, normalized, options);
   }, options_.retry);
 }
 
 Status Jobs::add(kv::Transaction& txn, std::string_view type, std::string_view id, std::string_view data,
                  AddOptions options) {
-  KVQ_RETURN_IF_ERROR(validate_type(type));
-  KVQ_RETURN_IF_ERROR(validate_id(id));
-  KVQ_ASSIGN_OR_RETURN(std::string normalized, normalize_data(data, options_.max_data_bytes));
-  const auto& keys = impl_->keys;
-  KVQ_ASSIGN_OR_RETURN(auto timeout, txn.get(keys.timeout(type)));
-  if (!timeout) {
-    return FailedPrecondition("type '" + std::string(type) + "' has no timeout; set one with set_type_timeout");
-  }
-  KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id));
-  auto after = added(before, normalized, options, now_ms());
-  if (!after) return Status::OK();
-  KVQ_ASSIGN_OR_RETURN(after->add_seq, txn.read_version());
-  return save_job(txn, keys, type, id, before, std::move(after));
+  KVQ_ASSIGN_OR_RETURN(std::string normalized, validate_add(type, id, data, options_.max_data_bytes));
+  return add_normalized(txn, impl_->keys, type, id, normalized, options);
 }
 
 Status Jobs::remove(std::string_view type, std::string_view id) {

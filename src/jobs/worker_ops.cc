@@ -30,45 +30,25 @@ Result<JobRow> load_held(kv::Transaction& txn, const Keys& keys, const Job& job)
   return std::move(*row);
 }
 
-Result<std::optional<std::string>> normalize_optional(std::optional<std::string_view> data, size_t max) {
+// A worker call's input, checked once: the handle, and the data normalized (if any).
+Result<std::optional<std::string>> check_call(const Job& job, std::optional<std::string_view> data, size_t max) {
+  KVQ_RETURN_IF_ERROR(validate_handle(job));
   if (!data) return std::optional<std::string>();
   KVQ_ASSIGN_OR_RETURN(std::string normalized, normalize_data(*data, max));
   return std::optional<std::string>(std::move(normalized));
 }
 
-}  // namespace
-
-Result<UpdateResult> Jobs::update(Job& job, std::optional<std::string_view> data) {
-  KVQ_RETURN_IF_ERROR(validate_handle(job));
-  KVQ_ASSIGN_OR_RETURN(auto normalized, normalize_optional(data, options_.max_data_bytes));
-  std::optional<std::string_view> view;
-  if (normalized) view = *normalized;
-  return kv::run(*store_, [&](kv::Transaction& txn) { return update(txn, job, view); }, options_.retry);
-}
-
-Result<UpdateResult> Jobs::update(kv::Transaction& txn, Job& job, std::optional<std::string_view> data) {
-  KVQ_RETURN_IF_ERROR(validate_handle(job));
-  KVQ_ASSIGN_OR_RETURN(auto normalized, normalize_optional(data, options_.max_data_bytes));
-  KVQ_ASSIGN_OR_RETURN(JobRow before, load_held(txn, impl_->keys, job));
+Result<UpdateResult> update_checked(kv::Transaction& txn, const Keys& keys, Job& job,
+                                    const std::optional<std::string>& data) {
+  KVQ_ASSIGN_OR_RETURN(JobRow before, load_held(txn, keys, job));
   JobRow after = before;
-  if (normalized) after.data = std::move(*normalized);
-  KVQ_RETURN_IF_ERROR(save_job(txn, impl_->keys, job.type, job.id, before, after));
-  if (normalized) job.data = after.data;
+  if (data) after.data = *data;
+  KVQ_RETURN_IF_ERROR(save_job(txn, keys, job.type, job.id, before, after));
+  if (data) job.data = *data;
   return UpdateResult{before.resubmit};
 }
 
-Status Jobs::finish(Job& job, std::optional<std::string_view> data) {
-  KVQ_RETURN_IF_ERROR(validate_handle(job));
-  KVQ_ASSIGN_OR_RETURN(auto normalized, normalize_optional(data, options_.max_data_bytes));
-  std::optional<std::string_view> view;
-  if (normalized) view = *normalized;
-  return kv::run(*store_, [&](kv::Transaction& txn) { return finish(txn, job, view); }, options_.retry);
-}
-
-Status Jobs::finish(kv::Transaction& txn, Job& job, std::optional<std::string_view> data) {
-  KVQ_RETURN_IF_ERROR(validate_handle(job));
-  KVQ_ASSIGN_OR_RETURN(auto normalized, normalize_optional(data, options_.max_data_bytes));
-  const auto& keys = impl_->keys;
+Status finish_checked(kv::Transaction& txn, const Keys& keys, const Job& job, const std::optional<std::string>& data) {
   KVQ_ASSIGN_OR_RETURN(auto current, load_job(txn, keys, job.type, job.id));
   // A retry after an unknown commit result finds its own finish already applied.
   if (current && current->lock.empty() && current->finished_lock == job.lock) return Status::OK();
@@ -77,7 +57,7 @@ Status Jobs::finish(kv::Transaction& txn, Job& job, std::optional<std::string_vi
   after.lock.clear();
   after.worker.clear();
   after.finished_lock = job.lock;
-  if (normalized) after.data = std::move(*normalized);
+  if (data) after.data = *data;
   if (before.resubmit) {
     after.resubmit = false;
     after.scheduled = before.next_scheduled;
@@ -88,30 +68,53 @@ Status Jobs::finish(kv::Transaction& txn, Job& job, std::optional<std::string_vi
   return save_job(txn, keys, job.type, job.id, before, after);
 }
 
+Status resubmit_checked(kv::Transaction& txn, const Keys& keys, Job& job, std::optional<int64_t> scheduled_time_ms,
+                        const std::optional<std::string>& data) {
+  KVQ_ASSIGN_OR_RETURN(JobRow before, load_held(txn, keys, job));
+  JobRow after = before;
+  after.resubmit = true;
+  after.next_scheduled = scheduled_time_ms.value_or(now_ms());
+  after.next_priority = before.priority;
+  if (data) after.data = *data;
+  KVQ_RETURN_IF_ERROR(save_job(txn, keys, job.type, job.id, before, after));
+  if (data) job.data = *data;
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<UpdateResult> Jobs::update(Job& job, std::optional<std::string_view> data) {
+  KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, data, options_.max_data_bytes));
+  return kv::run(*store_, [&](kv::Transaction& txn) { return update_checked(txn, impl_->keys, job, checked); },
+                 options_.retry);
+}
+
+Result<UpdateResult> Jobs::update(kv::Transaction& txn, Job& job, std::optional<std::string_view> data) {
+  KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, data, options_.max_data_bytes));
+  return update_checked(txn, impl_->keys, job, checked);
+}
+
+Status Jobs::finish(Job& job, std::optional<std::string_view> data) {
+  KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, data, options_.max_data_bytes));
+  return kv::run(*store_, [&](kv::Transaction& txn) { return finish_checked(txn, impl_->keys, job, checked); },
+                 options_.retry);
+}
+
+Status Jobs::finish(kv::Transaction& txn, Job& job, std::optional<std::string_view> data) {
+  KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, data, options_.max_data_bytes));
+  return finish_checked(txn, impl_->keys, job, checked);
+}
+
 Status Jobs::resubmit(Job& job, const ResubmitOptions& options) {
-  KVQ_RETURN_IF_ERROR(validate_handle(job));
-  ResubmitOptions normalized = options;
-  if (options.data) {
-    KVQ_ASSIGN_OR_RETURN(normalized.data, normalize_data(*options.data, options_.max_data_bytes));
-  }
-  return kv::run(*store_, [&](kv::Transaction& txn) { return resubmit(txn, job, normalized); }, options_.retry);
+  KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, options.data, options_.max_data_bytes));
+  return kv::run(*store_, [&](kv::Transaction& txn) {
+    return resubmit_checked(txn, impl_->keys, job, options.scheduled_time_ms, checked);
+  }, options_.retry);
 }
 
 Status Jobs::resubmit(kv::Transaction& txn, Job& job, const ResubmitOptions& options) {
-  KVQ_RETURN_IF_ERROR(validate_handle(job));
-  std::optional<std::string> data;
-  if (options.data) {
-    KVQ_ASSIGN_OR_RETURN(data, normalize_data(*options.data, options_.max_data_bytes));
-  }
-  KVQ_ASSIGN_OR_RETURN(JobRow before, load_held(txn, impl_->keys, job));
-  JobRow after = before;
-  after.resubmit = true;
-  after.next_scheduled = options.scheduled_time_ms.value_or(now_ms());
-  after.next_priority = before.priority;
-  if (data) after.data = std::move(*data);
-  KVQ_RETURN_IF_ERROR(save_job(txn, impl_->keys, job.type, job.id, before, after));
-  if (data) job.data = after.data;
-  return Status::OK();
+  KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, options.data, options_.max_data_bytes));
+  return resubmit_checked(txn, impl_->keys, job, options.scheduled_time_ms, checked);
 }
 
 }  // namespace kvq::jobs
