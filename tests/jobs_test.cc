@@ -430,6 +430,27 @@ TEST_P(JobsTest, WorkerWritesInAFencedTransactionNeverCommit) {
   EXPECT_EQ(jobs().update(*retry, job).status().code(), Code::kFailedPrecondition);
 }
 
+TEST_P(JobsTest, ReleasingAWorkerReenqueuesExactlyTheJobsItHolds) {
+  for (auto id : {"a", "b", "c", "d"}) ASSERT_TRUE(jobs().add("work", id, "{}").ok());
+  Job a = accept_now("work", {.worker = "w1"});
+  Job b = accept_now("work", {.worker = "w1"});
+  Job c = accept_now("work", {.worker = "w2"});
+  Job d = accept_now("work");
+  auto released = jobs().release_worker("w1");
+  ASSERT_TRUE(released.ok()) << released.status().to_string();
+  EXPECT_EQ(*released, 2u);
+  EXPECT_EQ(state_of(a.id), State::kPending);
+  EXPECT_EQ(state_of(b.id), State::kPending);
+  EXPECT_EQ(state_of(c.id), State::kRunning);
+  EXPECT_EQ(state_of(d.id), State::kRunning);
+  EXPECT_EQ(jobs().update(a).status().code(), Code::kFailedPrecondition) << "the departed worker is halted";
+  EXPECT_TRUE(jobs().update(c).ok());
+  EXPECT_EQ(*jobs().release_worker("w1"), 0u) << "nothing left to release";
+  ASSERT_TRUE(jobs().finish(c).ok());
+  EXPECT_EQ(*jobs().release_worker("w2"), 0u) << "a finished job is no longer held";
+  EXPECT_EQ(jobs().release_worker("").status().code(), Code::kInvalidArgument);
+}
+
 // ---- Subscriptions ----
 
 TEST_P(JobsTest, SubscribingToAnAbsentJobIsNotFound) {

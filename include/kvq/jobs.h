@@ -114,7 +114,7 @@ struct AcceptOptions {
   std::optional<int64_t> max_scheduled_time_ms;  // default: now (only due jobs)
   std::optional<int64_t> max_priority;           // default: any
   Millis timeout{0};                             // 0: never block
-  std::string worker;                            // recorded on the job; "" for none
+  std::string worker;  // recorded on the job (at most 256 bytes); "" for none
 };
 
 struct UpdateResult {
@@ -208,6 +208,13 @@ class Jobs {
   // Asks for another run at options.scheduled_time_ms once this run finishes.
   Status resubmit(Job& job, const ResubmitOptions& options = {});
   Status resubmit(kv::Transaction& txn, Job& job, const ResubmitOptions& options = {});
+
+  // Re-enqueues every job that `worker` (the name given at accept) holds, at once, clearing
+  // their locks so the worker's later calls halt. The workers layer calls this in the
+  // transaction that removes a worker that unregistered or was declared dead. Returns how many
+  // jobs went back to pending. Jobs accepted without a worker name are never touched.
+  Result<size_t> release_worker(std::string_view worker);
+  Result<size_t> release_worker(kv::Transaction& txn, std::string_view worker);
 
   // ---- Watchers ----
   // The job's current state, then every later change (see Subscription). kNotFound if absent.

@@ -90,12 +90,14 @@ Result<std::optional<Job>> find_accepted(kv::Transaction& txn, const Keys& keys,
 
 Result<Job> Jobs::accept(kv::Transaction& txn, std::string_view type, const AcceptOptions& options) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
+  KVQ_RETURN_IF_ERROR(validate_worker(options.worker));
   if (options.timeout.count() < 0) return InvalidArgument("accept timeout must not be negative");
   return try_accept(txn, impl_->keys, options_, type, options, new_lock(type), nullptr);
 }
 
 Result<Job> Jobs::accept(std::string_view type, const AcceptOptions& options) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
+  KVQ_RETURN_IF_ERROR(validate_worker(options.worker));
   if (options.timeout.count() < 0) return InvalidArgument("accept timeout must not be negative");
   const auto deadline = kv::Clock::now() + options.timeout;
   const std::string type_name(type);

@@ -124,15 +124,7 @@ Result<size_t> ActivityMonitor::reenqueue_batch(const std::string& type, uint64_
           KVQ_ASSIGN_OR_RETURN(auto entry, keys_.parse_activity(kv.key));
           KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys_, type, entry.id));
           if (!before || state_of(*before) != State::kRunning || before->seq != entry.seq) continue;
-          JobRow after = *before;
-          after.lock.clear();
-          after.worker.clear();
-          if (after.resubmit) {
-            after.resubmit = false;
-            after.scheduled = after.next_scheduled;
-            after.priority = after.next_priority;
-          }
-          KVQ_RETURN_IF_ERROR(save_job(txn, keys_, type, entry.id, before, after));
+          KVQ_RETURN_IF_ERROR(save_job(txn, keys_, type, entry.id, before, requeued(*before)));
           ++count;
         }
         return count;

@@ -25,7 +25,10 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
   const bool was_pending = before && state_of(*before) == State::kPending;
   const bool was_running = before && state_of(*before) == State::kRunning;
   if (was_pending) txn.clear(keys.pending(type, before->priority, before->scheduled, id));
-  if (was_running) txn.clear(keys.activity(type, before->seq, id));
+  if (was_running) {
+    txn.clear(keys.activity(type, before->seq, id));
+    if (!before->worker.empty()) txn.clear(keys.held_by(before->worker, type, id));
+  }
   if (!after) {
     txn.clear(keys.job(type, id));
   } else {
@@ -39,6 +42,7 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
         break;
       case State::kRunning:
         txn.set(keys.activity(type, after->seq, id), "");
+        if (!after->worker.empty()) txn.set(keys.held_by(after->worker, type, id), "");
         break;
       case State::kFinished:
         break;
@@ -46,6 +50,18 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
   }
   txn.set(keys.activity_token(type), util::random_hex(8));
   return Status::OK();
+}
+
+JobRow requeued(const JobRow& running) {
+  JobRow after = running;
+  after.lock.clear();
+  after.worker.clear();
+  if (after.resubmit) {
+    after.resubmit = false;
+    after.scheduled = after.next_scheduled;
+    after.priority = after.next_priority;
+  }
+  return after;
 }
 
 JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row) {

@@ -23,6 +23,10 @@ Result<std::optional<JobRow>> load_job(kv::Transaction& txn, const Keys& keys, s
 Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, std::string_view id,
                 const std::optional<JobRow>& before, std::optional<JobRow> after);
 
+// A running job put back to pending (its lock cleared, so its worker is halted), keeping its
+// place in the queue — or taking the next run's time and priority if it was resubmitted.
+JobRow requeued(const JobRow& running);
+
 JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row);
 
 }  // namespace kvq::jobs

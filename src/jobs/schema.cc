@@ -105,6 +105,12 @@ std::pair<std::string, std::string> Keys::timeouts() const { return space(kTimeo
 std::string Keys::pending_token(std::string_view type) const { return space(kPendingToken).pack({type}); }
 std::string Keys::activity_token(std::string_view type) const { return space(kActivityToken).pack({type}); }
 std::string Keys::types_token() const { return space(kTypesToken).pack({int64_t{0}}); }
+std::string Keys::held_by(std::string_view worker, std::string_view type, std::string_view id) const {
+  return space(kHeldBy).pack({worker, type, id});
+}
+std::pair<std::string, std::string> Keys::held_by(std::string_view worker) const {
+  return space(kHeldBy).range({worker});
+}
 
 Result<Keys::PendingEntry> Keys::parse_pending(std::string_view key) const {
   KVQ_ASSIGN_OR_RETURN(Tuple t, space(kPending).unpack(key));
@@ -124,6 +130,12 @@ Result<std::string> Keys::parse_timeout_type(std::string_view key) const {
   KVQ_ASSIGN_OR_RETURN(Tuple t, space(kTimeouts).unpack(key));
   if (t.size() != 1 || !t[0].is_string()) return InvalidArgument("not a timeout key");
   return t[0].as_string();
+}
+
+Result<std::pair<std::string, std::string>> Keys::parse_held(std::string_view key) const {
+  KVQ_ASSIGN_OR_RETURN(Tuple t, space(kHeldBy).unpack(key));
+  if (t.size() != 3 || !t[1].is_string() || !t[2].is_string()) return InvalidArgument("not a worker-index key");
+  return std::pair{t[1].as_string(), t[2].as_string()};
 }
 
 Result<std::string> Keys::parse_job_id(std::string_view key) const {

@@ -16,6 +16,10 @@
 //                                          the type (the notifier watches it)
 //   (7)                                 -> random token, rewritten when a type timeout is set or
 //                                          cleared (the activity monitor watches it)
+//   (8, worker, type, id)               -> ""  running jobs held by a named worker, so a worker
+//                                          that leaves or dies can have its jobs re-enqueued
+//
+// Subspace ids 1–19 belong to the jobs layer; the workers layer uses 20–39 of the same prefix.
 //
 // `seq` is the read version of the transaction that last changed the job. Every such
 // transaction reads the job row without snapshot, so seq grows strictly with each change; it
@@ -27,6 +31,7 @@
 //       (priority, scheduled).
 //   I2. running  (lock != "")            <=> exactly one activity-index entry, at the row's seq.
 //   I3. finished (finished)               => no index entry.
+//   I4. running with a worker named       <=> exactly one worker-index entry, at (worker, type, id).
 #pragma once
 
 #include <cstdint>
@@ -84,6 +89,8 @@ class Keys {
   std::string pending_token(std::string_view type) const;
   std::string activity_token(std::string_view type) const;
   std::string types_token() const;
+  std::string held_by(std::string_view worker, std::string_view type, std::string_view id) const;
+  std::pair<std::string, std::string> held_by(std::string_view worker) const;
 
   // Decoders for index keys; kInvalidArgument for a key of another shape.
   struct PendingEntry {
@@ -99,6 +106,8 @@ class Keys {
   Result<ActivityEntry> parse_activity(std::string_view key) const;
   Result<std::string> parse_timeout_type(std::string_view key) const;
   Result<std::string> parse_job_id(std::string_view key) const;
+  // (type, id) of a worker-index key.
+  Result<std::pair<std::string, std::string>> parse_held(std::string_view key) const;
 
  private:
   enum Space : int64_t {
@@ -109,6 +118,7 @@ class Keys {
     kPendingToken = 5,
     kActivityToken = 6,
     kTypesToken = 7,
+    kHeldBy = 8,
   };
   Subspace space(Space s) const { return root_.sub(Tuple{static_cast<int64_t>(s)}); }
 

@@ -60,6 +60,17 @@ Status validate_id(std::string_view id) {
   return Status::OK();
 }
 
+Status validate_worker(std::string_view worker) {
+  if (worker.size() > kMaxIdBytes) {
+    return InvalidArgument("worker name is " + std::to_string(worker.size()) + " bytes; the limit is " +
+                           std::to_string(kMaxIdBytes));
+  }
+  for (unsigned char c : worker) {
+    if (c < 0x20 || c == 0x7F) return InvalidArgument("worker name contains a control character");
+  }
+  return Status::OK();
+}
+
 Result<std::string> normalize_data(std::string_view data, size_t max_bytes) {
   if (data.size() > 4 * max_bytes + 1024) {
     return InvalidArgument("job data is " + std::to_string(data.size()) + " bytes; the limit is " +

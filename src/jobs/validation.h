@@ -13,6 +13,8 @@ namespace kvq::jobs {
 Status validate_type(std::string_view type);
 // Ids: 1..kMaxIdBytes bytes, no ASCII control characters.
 Status validate_id(std::string_view id);
+// Worker names (recorded on accepted jobs): 0..256 bytes, no ASCII control characters.
+Status validate_worker(std::string_view worker);
 // Parses `data` as a JSON object and returns it compacted (so that re-adding equal data in
 // another layout is recognised as no change). kInvalidArgument if it is not a JSON object or
 // its compact form is over `max_bytes`.

@@ -117,4 +117,28 @@ Status Jobs::resubmit(kv::Transaction& txn, Job& job, const ResubmitOptions& opt
   return resubmit_checked(txn, impl_->keys, job, options.scheduled_time_ms, checked);
 }
 
+Result<size_t> Jobs::release_worker(std::string_view worker) {
+  return kv::run(*store_, [&](kv::Transaction& txn) { return release_worker(txn, worker); }, options_.retry);
+}
+
+Result<size_t> Jobs::release_worker(kv::Transaction& txn, std::string_view worker) {
+  KVQ_RETURN_IF_ERROR(validate_worker(worker));
+  if (worker.empty()) return InvalidArgument("release_worker needs a worker name");
+  const auto& keys = impl_->keys;
+  auto [begin, end] = keys.held_by(worker);
+  KVQ_ASSIGN_OR_RETURN(auto held, txn.get_range(begin, end));
+  size_t released = 0;
+  for (const auto& kv : held) {
+    KVQ_ASSIGN_OR_RETURN(auto type_and_id, keys.parse_held(kv.key));
+    const auto& [type, id] = type_and_id;
+    KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id));
+    if (!before || state_of(*before) != State::kRunning || before->worker != worker) {
+      return Internal("worker index entry for job '" + id + "' does not match its row");
+    }
+    KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, requeued(*before)));
+    ++released;
+  }
+  return released;
+}
+
 }  // namespace kvq::jobs
