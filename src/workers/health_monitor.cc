@@ -1,0 +1,122 @@
+#include "workers/health_monitor.h"
+
+#include <algorithm>
+
+#include "util/random.h"
+
+namespace kvq::workers {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr auto kIdlePeriod = 1s;  // check period of a type with no workers
+constexpr auto kMinPeriod = 25ms;
+constexpr auto kErrorPause = 100ms;
+
+}  // namespace
+
+HealthMonitor::HealthMonitor(std::shared_ptr<Core> core) : core_(std::move(core)), thread_([this] { run(); }) {}
+
+HealthMonitor::~HealthMonitor() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  types_watch_.cancel();
+}
+
+void HealthMonitor::run() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    if (types_changed_) {
+      types_changed_ = false;
+      lock.unlock();
+      Status s = refresh_types();
+      lock.lock();
+      if (!s.ok()) {
+        types_changed_ = true;
+        cv_.wait_for(lock, kErrorPause, [&] { return stopping_; });
+        continue;
+      }
+    }
+    auto wake = kv::Clock::now() + kIdlePeriod;
+    lock.unlock();
+    for (auto& [type, state] : types_) {
+      if (kv::Clock::now() >= state.next_check) check(type, state);
+      wake = std::min(wake, state.next_check);
+    }
+    lock.lock();
+    cv_.wait_until(lock, wake, [&] { return stopping_ || types_changed_; });
+  }
+}
+
+Status HealthMonitor::refresh_types() {
+  KVQ_ASSIGN_OR_RETURN(auto txn, core_->store->begin());
+  auto [begin, end] = core_->keys.known_types();
+  KVQ_ASSIGN_OR_RETURN(auto rows, txn->get_range(begin, end, {.snapshot = true}));
+  KVQ_ASSIGN_OR_RETURN(auto watch, txn->watch(core_->keys.types_token()));
+  for (const auto& kv : rows) {
+    auto type = core_->keys.parse_known_type(kv.key);
+    if (type.ok()) types_.try_emplace(*type);
+  }
+  types_watch_ = std::move(watch);
+  types_watch_.on_ready([this](const Status& s) {
+    if (s.code() == Code::kCancelled) return;
+    std::lock_guard lock(mu_);
+    types_changed_ = true;
+    cv_.notify_all();
+  });
+  return Status::OK();
+}
+
+void HealthMonitor::check(const std::string& type, TypeState& state) {
+  const auto now = kv::Clock::now();
+  state.next_check = now + kErrorPause;
+  struct Seen {
+    std::string id;
+    uint64_t seq;
+    Millis timeout;
+  };
+  // One snapshot: the check's version and every worker's last heartbeat, as of that version.
+  auto observed = kv::run(*core_->store, [&](kv::Transaction& txn) -> Result<std::pair<uint64_t, std::vector<Seen>>> {
+    KVQ_ASSIGN_OR_RETURN(uint64_t version, txn.read_version());
+    auto [begin, end] = core_->keys.workers_of(type);
+    KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end, {.snapshot = true}));
+    std::vector<Seen> seen;
+    for (const auto& kv : rows) {
+      KVQ_ASSIGN_OR_RETURN(std::string id, core_->keys.parse_worker_id(kv.key));
+      KVQ_ASSIGN_OR_RETURN(WorkerRow row, decode_row(kv.value));
+      seen.push_back({std::move(id), row.seq, Millis(row.timeout_ms)});
+    }
+    return std::pair{version, std::move(seen)};
+  }, core_->options.retry);
+  if (!observed.ok()) return;  // tried again at the next check
+  checks_.fetch_add(1);
+  auto& [version, seen] = *observed;
+  state.checks.push_back({now, version});
+
+  Millis shortest = std::chrono::duration_cast<Millis>(kIdlePeriod * 4), longest{0};
+  for (const auto& w : seen) {
+    shortest = std::min(shortest, w.timeout);
+    longest = std::max(longest, w.timeout);
+    // The newest check at least this worker's timeout old.
+    const Check* threshold = nullptr;
+    for (const auto& c : state.checks) {
+      if (c.at > now - w.timeout) break;
+      threshold = &c;
+    }
+    if (!threshold || w.seq >= threshold->version) continue;
+    auto removed = kv::run(*core_->store, [&](kv::Transaction& txn) {
+      return core_->registry.declare_dead(txn, type, w.id, w.seq);
+    }, core_->options.retry);
+    if (removed.ok() && *removed) dead_.fetch_add(1);
+  }
+  // Keep the checks the longest timeout still needs: everything newer than it, plus the newest
+  // one older.
+  while (state.checks.size() > 1 && state.checks[1].at <= now - longest) state.checks.pop_front();
+  const auto period = std::max<kv::Clock::duration>(kMinPeriod, shortest / 4);
+  state.next_check = now + util::jittered(std::chrono::duration_cast<std::chrono::microseconds>(period), 0.2);
+}
+
+}  // namespace kvq::workers

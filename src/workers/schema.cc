@@ -1,0 +1,181 @@
+#include "workers/schema.h"
+
+#include <nlohmann/json.hpp>
+
+#include "util/random.h"
+
+namespace kvq::workers {
+namespace {
+
+constexpr int64_t kRowFormat = 1;
+
+bool is_type_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.' || c == ':' || c == '-';
+}
+
+}  // namespace
+
+int64_t wall_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string encode_row(const WorkerRow& r) {
+  return Tuple{kRowFormat, r.token, static_cast<int64_t>(r.seq), r.info, r.registered_at, r.last_heartbeat,
+               r.timeout_ms}
+      .pack();
+}
+
+Result<WorkerRow> decode_row(std::string_view bytes) {
+  KVQ_ASSIGN_OR_RETURN(Tuple t, Tuple::unpack(bytes));
+  const bool shaped = t.size() == 7 && t[0].is_int() && t[0].as_int() == kRowFormat && t[1].is_string() &&
+                      t[2].is_int() && t[3].is_string() && t[4].is_int() && t[5].is_int() && t[6].is_int();
+  if (!shaped) return Internal("worker row has an unknown format");
+  return WorkerRow{t[1].as_string(), static_cast<uint64_t>(t[2].as_int()), t[3].as_string(),
+                   t[4].as_int(),    t[5].as_int(),                         t[6].as_int()};
+}
+
+std::string Keys::worker(std::string_view type, std::string_view id) const { return space(kWorkers).pack({type, id}); }
+std::pair<std::string, std::string> Keys::workers_of(std::string_view type) const {
+  return space(kWorkers).range({type});
+}
+std::string Keys::version(std::string_view type) const { return space(kVersion).pack({type}); }
+std::string Keys::known_type(std::string_view type) const { return space(kKnownTypes).pack({type}); }
+std::pair<std::string, std::string> Keys::known_types() const { return space(kKnownTypes).range(); }
+std::string Keys::types_token() const { return space(kTypesToken).pack({int64_t{0}}); }
+
+Result<std::string> Keys::parse_worker_id(std::string_view key) const {
+  KVQ_ASSIGN_OR_RETURN(Tuple t, space(kWorkers).unpack(key));
+  if (t.size() != 2 || !t[1].is_string()) return InvalidArgument("not a worker key");
+  return t[1].as_string();
+}
+
+Result<std::string> Keys::parse_known_type(std::string_view key) const {
+  KVQ_ASSIGN_OR_RETURN(Tuple t, space(kKnownTypes).unpack(key));
+  if (t.size() != 1 || !t[0].is_string()) return InvalidArgument("not a worker type key");
+  return t[0].as_string();
+}
+
+Status validate_worker_type(std::string_view type) {
+  if (type.empty()) return InvalidArgument("worker type is empty");
+  if (type.size() > 64) return InvalidArgument("worker type is longer than 64 bytes");
+  for (char c : type) {
+    if (!is_type_char(c)) return InvalidArgument("worker type may only contain A-Z a-z 0-9 _ . : -");
+  }
+  return Status::OK();
+}
+
+Status validate_worker_id(std::string_view id) {
+  if (id.empty()) return InvalidArgument("worker id is empty");
+  if (id.size() > 256) return InvalidArgument("worker id is longer than 256 bytes");
+  for (unsigned char c : id) {
+    if (c < 0x20 || c == 0x7F) return InvalidArgument("worker id contains a control character");
+  }
+  return Status::OK();
+}
+
+Result<std::string> normalize_info(std::string_view info) {
+  if (info.size() > 4 * kMaxInfoBytes) return InvalidArgument("worker info is larger than 64 KiB");
+  auto parsed = nlohmann::json::parse(info, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return InvalidArgument("worker info is not valid JSON");
+  if (!parsed.is_object()) return InvalidArgument("worker info must be a JSON object");
+  std::string compact = parsed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (compact.size() > kMaxInfoBytes) return InvalidArgument("worker info is larger than 64 KiB");
+  return compact;
+}
+
+// ---- Registry ----
+
+Status Registry::join(kv::Transaction& txn, const std::string& type, const std::string& id, const std::string& token,
+                      const RegisterOptions& options) const {
+  KVQ_ASSIGN_OR_RETURN(auto existing, txn.get(keys.worker(type, id)));
+  std::optional<WorkerRow> before;
+  if (existing) {
+    KVQ_ASSIGN_OR_RETURN(before, decode_row(*existing));
+    if (before->token == token) return Status::OK();  // an earlier attempt of this join committed
+    if (!options.take_over) {
+      return AlreadyExists("worker '" + id + "' of type '" + type + "' is alive elsewhere; register with take_over");
+    }
+    if (on_departure) KVQ_RETURN_IF_ERROR(on_departure(txn, type, id));
+  }
+  KVQ_ASSIGN_OR_RETURN(uint64_t version, txn.read_version());
+  const int64_t now = wall_ms();
+  txn.set(keys.worker(type, id), encode_row({token, version, options.info, now, now, options.health_timeout.count()}));
+  KVQ_ASSIGN_OR_RETURN(auto known, txn.get(keys.known_type(type), {.snapshot = true}));
+  if (!known) {
+    txn.set(keys.known_type(type), "");
+    txn.set(keys.types_token(), util::random_hex(8));
+  }
+  return bump_version(txn, type);
+}
+
+Status Registry::beat(kv::Transaction& txn, const std::string& type, const std::string& id,
+                      const std::string& token) const {
+  KVQ_ASSIGN_OR_RETURN(auto existing, txn.get(keys.worker(type, id)));
+  if (!existing) return FailedPrecondition("worker '" + id + "' was declared dead or unregistered");
+  KVQ_ASSIGN_OR_RETURN(WorkerRow row, decode_row(*existing));
+  if (row.token != token) return FailedPrecondition("worker '" + id + "' was taken over by another registration");
+  KVQ_ASSIGN_OR_RETURN(row.seq, txn.read_version());
+  row.last_heartbeat = wall_ms();
+  txn.set(keys.worker(type, id), encode_row(row));
+  return Status::OK();
+}
+
+Status Registry::leave(kv::Transaction& txn, const std::string& type, const std::string& id,
+                       const std::string& token) const {
+  KVQ_ASSIGN_OR_RETURN(auto existing, txn.get(keys.worker(type, id)));
+  if (!existing) return Status::OK();
+  KVQ_ASSIGN_OR_RETURN(WorkerRow row, decode_row(*existing));
+  if (row.token != token) return Status::OK();
+  return remove(txn, type, id);
+}
+
+Result<bool> Registry::declare_dead(kv::Transaction& txn, const std::string& type, const std::string& id,
+                                    uint64_t seq) const {
+  KVQ_ASSIGN_OR_RETURN(auto existing, txn.get(keys.worker(type, id)));
+  if (!existing) return false;
+  KVQ_ASSIGN_OR_RETURN(WorkerRow row, decode_row(*existing));
+  if (row.seq != seq) return false;  // it heartbeated (or re-registered) since the check
+  KVQ_RETURN_IF_ERROR(remove(txn, type, id));
+  return true;
+}
+
+Status Registry::remove(kv::Transaction& txn, const std::string& type, const std::string& id) const {
+  if (on_departure) KVQ_RETURN_IF_ERROR(on_departure(txn, type, id));
+  txn.clear(keys.worker(type, id));
+  return bump_version(txn, type);
+}
+
+Status Registry::bump_version(kv::Transaction& txn, const std::string& type) const {
+  KVQ_ASSIGN_OR_RETURN(auto current, txn.get(keys.version(type)));
+  int64_t version = 0;
+  if (current) {
+    auto t = Tuple::unpack(*current);
+    if (!t.ok() || t->size() != 1 || !(*t)[0].is_int()) return Internal("corrupt membership version");
+    version = (*t)[0].as_int();
+  }
+  txn.set(keys.version(type), Tuple{version + 1}.pack());
+  return Status::OK();
+}
+
+Result<Membership> Registry::read(kv::Transaction& txn, std::string_view type, bool snapshot) const {
+  Membership m;
+  KVQ_ASSIGN_OR_RETURN(auto version, txn.get(keys.version(type), {.snapshot = snapshot}));
+  if (version) {
+    auto t = Tuple::unpack(*version);
+    if (!t.ok() || t->size() != 1 || !(*t)[0].is_int()) return Internal("corrupt membership version");
+    m.version = static_cast<uint64_t>((*t)[0].as_int());
+  }
+  auto [begin, end] = keys.workers_of(type);
+  KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end, {.snapshot = snapshot}));
+  for (const auto& kv : rows) {
+    KVQ_ASSIGN_OR_RETURN(std::string id, keys.parse_worker_id(kv.key));
+    KVQ_ASSIGN_OR_RETURN(WorkerRow row, decode_row(kv.value));
+    m.workers.push_back(WorkerInfo{std::string(type), std::move(id), std::move(row.info), row.registered_at,
+                                   row.last_heartbeat, Millis(row.timeout_ms)});
+  }
+  return m;
+}
+
+}  // namespace kvq::workers

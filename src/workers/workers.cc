@@ -1,0 +1,110 @@
+// Workers: registration, membership reads and subscriptions, over the Core and its loops.
+#include "kvq/workers.h"
+
+#include "util/random.h"
+#include "workers/health_monitor.h"
+#include "workers/heartbeater.h"
+#include "workers/membership_notifier.h"
+#include "workers/workers_impl.h"
+
+namespace kvq::workers {
+
+RegistrationImpl::~RegistrationImpl() { unregister().ignore(); }
+
+Status RegistrationImpl::unregister() {
+  if (unregistered_.exchange(true) || lost_.load()) return Status::OK();
+  return kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.leave(txn, type_, id_, token_); },
+                 core_->options.retry);
+}
+
+Status RegistrationImpl::heartbeat() {
+  if (lost_.load()) return FailedPrecondition("worker '" + id_ + "' was lost");
+  if (unregistered_.load()) return FailedPrecondition("worker '" + id_ + "' has unregistered");
+  Status s = kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.beat(txn, type_, id_, token_); },
+                     core_->options.retry);
+  if (s.code() == Code::kFailedPrecondition) lost_ = true;
+  if (s.ok()) core_->heartbeats.fetch_add(1);
+  return s;
+}
+
+namespace {
+
+class WorkersImpl : public Workers {
+ public:
+  explicit WorkersImpl(std::shared_ptr<Core> core) : core_(std::move(core)) {
+    notifier_ = std::make_unique<MembershipNotifier>(core_);
+    if (core_->options.run_health_monitor) monitor_ = std::make_unique<HealthMonitor>(core_);
+  }
+
+  Result<std::shared_ptr<Registration>> register_worker(std::string_view type, std::string_view id,
+                                                        const RegisterOptions& options) override {
+    KVQ_RETURN_IF_ERROR(validate_worker_type(type));
+    KVQ_RETURN_IF_ERROR(validate_worker_id(id));
+    if (options.health_timeout < kMinHealthTimeout) {
+      return InvalidArgument("health timeout must be at least " + std::to_string(kMinHealthTimeout.count()) + " ms");
+    }
+    RegisterOptions checked = options;
+    KVQ_ASSIGN_OR_RETURN(checked.info, normalize_info(options.info));
+    const std::pair<std::string, std::string> name{std::string(type), std::string(id)};
+    // Serialised per Workers, so registering one id from two threads yields one registration.
+    std::lock_guard lock(register_mu_);
+    {
+      std::lock_guard held(core_->mu);
+      if (auto existing = core_->held[name].lock(); existing && existing->active()) {
+        return std::shared_ptr<Registration>(existing);
+      }
+    }
+    const std::string token = util::random_hex(12);
+    Status s = kv::run(*core_->store, [&](kv::Transaction& txn) {
+      return core_->registry.join(txn, name.first, name.second, token, checked);
+    }, core_->options.retry);
+    if (!s.ok()) return s;
+    auto registration = std::make_shared<RegistrationImpl>(core_, name.first, name.second, token, options.health_timeout);
+    {
+      std::lock_guard held(core_->mu);
+      core_->held[name] = registration;
+    }
+    heartbeater_.add(registration);
+    return std::shared_ptr<Registration>(registration);
+  }
+
+  Result<Membership> workers(std::string_view type) override {
+    KVQ_RETURN_IF_ERROR(validate_worker_type(type));
+    return kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.read(txn, type, false); },
+                   core_->options.retry);
+  }
+
+  Result<std::unique_ptr<MembershipSubscription>> subscribe(std::string_view type,
+                                                            std::function<void(const Membership&)> callback) override {
+    KVQ_RETURN_IF_ERROR(validate_worker_type(type));
+    if (!callback) return InvalidArgument("subscribe needs a callback");
+    return notifier_->add(std::string(type), std::move(callback));
+  }
+
+  Stats stats() const override {
+    Stats s;
+    s.heartbeats = core_->heartbeats.load();
+    if (monitor_) {
+      s.declared_dead = monitor_->declared_dead();
+      s.monitor_checks = monitor_->checks();
+    }
+    return s;
+  }
+
+ private:
+  std::shared_ptr<Core> core_;
+  std::mutex register_mu_;
+  Heartbeater heartbeater_;
+  std::unique_ptr<MembershipNotifier> notifier_;
+  std::unique_ptr<HealthMonitor> monitor_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Workers>> Workers::open(std::shared_ptr<kv::Store> store, WorkersOptions options) {
+  if (!store) return InvalidArgument("no store");
+  auto core = std::make_shared<Core>(std::move(store), std::move(options));
+  return std::unique_ptr<Workers>(std::make_unique<WorkersImpl>(std::move(core)));
+}
+
+}  // namespace kvq::workers
