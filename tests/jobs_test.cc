@@ -394,7 +394,10 @@ TEST_P(JobsTest, StalledWorkerIsReenqueuedWithinTheWindowAndHalted) {
   ASSERT_TRUE(sub.ok());
   const auto accepted = kv::Clock::now();
   auto back = (*sub)->wait(State::kPending, kv::Clock::now() + 10s);
-  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  ASSERT_TRUE(back.ok()) << back.status().to_string() << "; the job is now "
+                         << jobs::state_name(state_of("s", "slow")) << ", monitor re-enqueued "
+                         << jobs().stats().reenqueued_by_monitor << " after " << jobs().stats().monitor_checks
+                         << " checks";
   const auto idle = kv::Clock::now() - accepted;
   EXPECT_GE(idle, 400ms) << "re-enqueued before one timeout";
   EXPECT_LT(idle, 2400ms) << "took far longer than the documented window";

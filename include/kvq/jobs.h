@@ -23,8 +23,7 @@
 // Every operation that only touches the store has two forms: one runs in its own transaction
 // (with kv::run's retries), one joins the caller's open transaction so that job changes commit
 // atomically with the caller's own data (and the caller retries). Calls are idempotent under
-// retries, including after an unknown commit result, except that remove may then report
-// kNotFound for the job it did remove.
+// retries, including after an unknown commit result.
 //
 // Background work runs in every process that opens a Jobs, and is safe to run in any number of
 // processes at once: an activity monitor re-enqueues running jobs whose worker has not called
@@ -181,7 +180,8 @@ class Jobs {
   Status add(std::string_view type, std::string_view id, std::string_view data, AddOptions options = {});
   Status add(kv::Transaction& txn, std::string_view type, std::string_view id, std::string_view data,
              AddOptions options = {});
-  // Deletes the job in any state; a running worker is halted at its next call. kNotFound if absent.
+  // Deletes the job in any state; a running worker is halted at its next call. kNotFound if
+  // absent at the first attempt (a retry that finds it gone reports success).
   Status remove(std::string_view type, std::string_view id);
   Status remove(kv::Transaction& txn, std::string_view type, std::string_view id);
   // kNotFound if absent.
@@ -197,6 +197,14 @@ class Jobs {
   // until one is due or options.timeout passes — a deadline that wake-ups do not restart —
   // then kDeadlineExceeded. A delayed job wakes the waiter when it becomes due.
   Result<Job> accept(std::string_view type, const AcceptOptions& options = {});
+  // The same without a blocked thread: `done` is called exactly once — at once (on this thread)
+  // when a job is due, the input is bad or options.timeout is 0; otherwise later, from the jobs
+  // layer's acceptor thread (it must not block). Any number of accepts may wait this way; per
+  // type they are served in arrival order. Returns a ticket for cancel_accept (0 if `done` has
+  // already been called).
+  uint64_t accept_async(std::string_view type, const AcceptOptions& options, std::function<void(Result<Job>)> done);
+  // Ends a waiting accept_async with kCancelled; false if it had already completed.
+  bool cancel_accept(uint64_t ticket);
   // One non-blocking attempt inside the caller's transaction; kNotFound when nothing is due.
   Result<Job> accept(kv::Transaction& txn, std::string_view type, const AcceptOptions& options = {});
   // Heartbeat, optionally replacing the data. kFailedPrecondition ("halt") if fenced out.

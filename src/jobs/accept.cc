@@ -1,6 +1,9 @@
 // accept: handing a due job to a worker.
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 
+#include "jobs/acceptor.h"
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
 #include "jobs/validation.h"
@@ -13,16 +16,6 @@ namespace {
 // the next change). Priorities are meant to be a handful of levels.
 constexpr int kMaxPriorityLevels = 64;
 constexpr size_t kLockBytes = 12;
-
-std::chrono::system_clock::time_point wall(int64_t ms) {
-  return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
-}
-
-// Converts a wall-clock instant into this process's steady clock, for waiting.
-kv::Clock::time_point steady_at(int64_t ms) {
-  const auto delta = wall(ms) - std::chrono::system_clock::now();
-  return kv::Clock::now() + std::chrono::duration_cast<kv::Clock::duration>(delta);
-}
 
 }  // namespace
 
@@ -95,36 +88,46 @@ Result<Job> Jobs::accept(kv::Transaction& txn, std::string_view type, const Acce
   return try_accept(txn, impl_->keys, options_, type, options, new_lock(type), nullptr);
 }
 
-Result<Job> Jobs::accept(std::string_view type, const AcceptOptions& options) {
-  KVQ_RETURN_IF_ERROR(validate_type(type));
-  KVQ_RETURN_IF_ERROR(validate_worker(options.worker));
-  if (options.timeout.count() < 0) return InvalidArgument("accept timeout must not be negative");
+uint64_t Jobs::accept_async(std::string_view type, const AcceptOptions& options,
+                            std::function<void(Result<Job>)> done) {
+  Status invalid = validate_type(type);
+  if (invalid.ok()) invalid = validate_worker(options.worker);
+  if (invalid.ok() && options.timeout.count() < 0) invalid = InvalidArgument("accept timeout must not be negative");
+  if (!invalid.ok()) {
+    done(invalid);
+    return 0;
+  }
   const auto deadline = kv::Clock::now() + options.timeout;
   const std::string type_name(type);
   const std::string lock = new_lock(type);
-  for (;;) {
-    // Read the generation before looking, so an add after our look always wakes us.
-    const uint64_t generation = impl_->notifier.pending_generation(type_name);
-    std::optional<int64_t> next_due;
-    std::optional<uint64_t> attempt_version;
-    auto job = kv::run(*store_, [&](kv::Transaction& txn) -> Result<Job> {
-      if (attempt_version) {
-        // An earlier attempt's commit result was unknown: it may have taken a job already.
-        KVQ_ASSIGN_OR_RETURN(auto taken, find_accepted(txn, impl_->keys, type, *attempt_version, lock));
-        if (taken) return std::move(*taken);
-      }
-      KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
-      next_due.reset();
-      return try_accept(txn, impl_->keys, options_, type, options, lock, &next_due);
-    }, options_.retry);
-    if (job.ok() || job.status().code() != Code::kNotFound) return job;
-    if (kv::Clock::now() >= deadline) {
-      return DeadlineExceeded("no job of type '" + type_name + "' became due within the timeout");
-    }
-    auto wake = deadline;
-    if (next_due) wake = std::min(wake, steady_at(*next_due + 1));
-    impl_->notifier.wait_pending_change(type_name, generation, wake);
+  // Read the generation before looking, so an add after our look always shows as a newer one.
+  const uint64_t generation = impl_->notifier.pending_generation(type_name);
+  auto job = attempt_accept(*store_, impl_->keys, options_, type, options, lock, nullptr);
+  if (job.ok() || job.status().code() != Code::kNotFound) {
+    done(std::move(job));
+    return 0;
   }
+  if (options.timeout.count() == 0) {
+    done(DeadlineExceeded("no job of type '" + type_name + "' is due"));
+    return 0;
+  }
+  return impl_->acceptor.submit(type_name, options, lock, deadline, generation, std::move(done));
+}
+
+bool Jobs::cancel_accept(uint64_t ticket) { return ticket != 0 && impl_->acceptor.cancel(ticket); }
+
+Result<Job> Jobs::accept(std::string_view type, const AcceptOptions& options) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<Result<Job>> outcome;
+  accept_async(type, options, [&](Result<Job> r) {
+    std::lock_guard lock(mu);
+    outcome.emplace(std::move(r));
+    cv.notify_all();
+  });
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return outcome.has_value(); });
+  return std::move(*outcome);
 }
 
 }  // namespace kvq::jobs

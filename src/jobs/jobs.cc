@@ -196,7 +196,20 @@ Status Jobs::add(kv::Transaction& txn, std::string_view type, std::string_view i
 }
 
 Status Jobs::remove(std::string_view type, std::string_view id) {
-  return kv::run(*store_, [&](kv::Transaction& txn) { return remove(txn, type, id); }, options_.retry);
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  KVQ_RETURN_IF_ERROR(validate_id(id));
+  bool attempted = false;
+  return kv::run(*store_, [&](kv::Transaction& txn) -> Status {
+    KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, impl_->keys, type, id));
+    if (!before) {
+      // Gone on a retry: our earlier attempt committed (an unknown result), or someone else
+      // removed it meanwhile. Either way the caller's wish holds.
+      if (attempted) return Status::OK();
+      return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) + "' does not exist");
+    }
+    attempted = true;
+    return save_job(txn, impl_->keys, type, id, before, std::nullopt);
+  }, options_.retry);
 }
 
 Status Jobs::remove(kv::Transaction& txn, std::string_view type, std::string_view id) {

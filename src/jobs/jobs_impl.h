@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "jobs/acceptor.h"
 #include "jobs/activity_monitor.h"
 #include "jobs/notifier.h"
 #include "jobs/schema.h"
@@ -13,11 +14,12 @@ namespace kvq::jobs {
 
 struct Jobs::Impl {
   Impl(kv::Store& store, const JobsOptions& options)
-      : keys(options.key_prefix), notifier(store, keys, options.retry) {
+      : keys(options.key_prefix), notifier(store, keys, options.retry), acceptor(store, keys, options, notifier) {
     if (options.run_activity_monitor) monitor = std::make_unique<ActivityMonitor>(store, keys, options);
   }
   Keys keys;
   Notifier notifier;
+  Acceptor acceptor;  // after the notifier: it is destroyed first
   std::unique_ptr<ActivityMonitor> monitor;
 };
 

@@ -23,7 +23,6 @@ Notifier::~Notifier() {
     stopping_ = true;
   }
   work_cv_.notify_all();
-  pending_cv_.notify_all();
   thread_.join();
   // Only now, with the thread gone, are the watches safe to touch; their callbacks see
   // kCancelled and do nothing.
@@ -38,16 +37,23 @@ uint64_t Notifier::pending_generation(const std::string& type) {
   return types_[type].pending_gen;
 }
 
-void Notifier::wait_pending_change(const std::string& type, uint64_t seen, kv::Clock::time_point deadline) {
-  std::unique_lock lock(mu_);
+void Notifier::hold_pending_interest(const std::string& type) {
+  std::lock_guard lock(mu_);
   auto& tw = types_[type];
-  ++tw.waiters;
-  if (!tw.pending_live) {
+  if (++tw.interest == 1 && !tw.pending_live) {
     dirty_ = true;
     work_cv_.notify_all();
   }
-  pending_cv_.wait_until(lock, deadline, [&] { return stopping_ || tw.pending_gen != seen; });
-  --tw.waiters;
+}
+
+void Notifier::release_pending_interest(const std::string& type) {
+  std::lock_guard lock(mu_);
+  --types_[type].interest;
+}
+
+void Notifier::set_pending_listener(std::function<void(const std::string& type)> listener) {
+  std::lock_guard lock(mu_);
+  pending_listener_ = std::move(listener);
 }
 
 void Notifier::add_subscription(const std::shared_ptr<Subscription::State_>& sub) {
@@ -105,7 +111,7 @@ std::vector<Notifier::Plan> Notifier::take_plans() {
       std::lock_guard hub(hub_mu_);
       return s->closed || s->final_queued;
     });
-    const bool serve_waiters = !tw.pending_live && tw.waiters > 0;
+    const bool serve_waiters = !tw.pending_live && tw.interest > 0;
     const bool serve_subscribers = (!tw.activity_live || tw.refresh_subscribers) && !tw.subs.empty();
     Plan plan{type, serve_waiters, serve_subscribers, {}};
     if (!plan.arm_pending && !plan.arm_activity) continue;
@@ -167,6 +173,8 @@ Status Notifier::rearm(std::vector<Plan>& plans) {
   }
   std::vector<kv::Watch> replaced;
   std::vector<kv::Watch*> installed;
+  std::vector<std::string> bumped;
+  std::function<void(const std::string&)> listener;
   {
     std::lock_guard lock(mu_);
     for (auto& a : armed) {
@@ -178,10 +186,12 @@ Status Notifier::rearm(std::vector<Plan>& plans) {
       if (a.pending) {
         tw.pending_live = true;
         ++tw.pending_gen;
+        bumped.push_back(a.type);
       } else {
         tw.activity_live = true;
       }
     }
+    listener = pending_listener_;
   }
   // Outside the lock: a callback may run at once (the watch already fired), and cancelling a
   // replaced watch runs its callback too. Only this thread touches the installed watches.
@@ -191,7 +201,9 @@ Status Notifier::rearm(std::vector<Plan>& plans) {
       if (s.code() != Code::kCancelled) on_watch_fired(type, pending);
     });
   }
-  pending_cv_.notify_all();
+  if (listener) {
+    for (const auto& type : bumped) listener(type);
+  }
   for (auto& [sub, event] : events) deliver(*sub, event);
   return Status::OK();
 }

@@ -4,13 +4,13 @@
 // type's pending token (accept waiters) and on its activity token (subscribers). However many
 // local waiters and subscribers there are, the store sees two watches per type.
 //
-// Watches are kept armed only while they serve someone — the pending watch while an accept is
-// blocked on the type, the activity watch while the type has subscribers — so a process where
+// Watches are kept armed only while they serve someone — the pending watch while accepts wait
+// on the type, the activity watch while the type has subscribers — so a process where
 // nobody waits pays nothing for commits it makes.
 //
 // Accept waiters use a generation number per type, bumped each time the pending watch is
-// (re-)armed. A waiter reads the generation *before* its accept transaction and sleeps until it
-// changes: an add committed after that transaction's read either fires the watch that was armed
+// (re-)armed. A waiter reads the generation *before* its accept transaction and waits until it
+// changes (the acceptor hears of each change through the pending listener): an add committed after that transaction's read either fires the watch that was armed
 // then, or happened before an arm that started later — and every arm bumps the generation, so
 // the waiter looks again. No add is missed; after an idle spell the first wait costs one extra
 // look.
@@ -55,10 +55,15 @@ class Notifier {
   Notifier(kv::Store& store, const Keys& keys, const kv::RetryOptions& retry);
   ~Notifier();
 
-  // Starts watching `type` if needed and returns its pending generation.
+  // The pending generation of `type`.
   uint64_t pending_generation(const std::string& type);
-  // Sleeps until the pending generation of `type` differs from `seen`, or `deadline`.
-  void wait_pending_change(const std::string& type, uint64_t seen, kv::Clock::time_point deadline);
+  // Keeps the pending watch of `type` armed while interest is held (the acceptor holds it while
+  // accepts wait on the type).
+  void hold_pending_interest(const std::string& type);
+  void release_pending_interest(const std::string& type);
+  // Called (from the notifier's thread, without its lock) after each bump of a type's pending
+  // generation. Set once, before any interest is held.
+  void set_pending_listener(std::function<void(const std::string& type)> listener);
 
   // Registers `sub` and makes the notifier re-read its job soon.
   void add_subscription(const std::shared_ptr<Subscription::State_>& sub);
@@ -78,7 +83,7 @@ class Notifier {
     bool activity_live = false;
     bool refresh_subscribers = false;
     uint64_t pending_gen = 0;
-    int waiters = 0;  // accept calls blocked in wait_pending_change
+    int interest = 0;  // holders of pending interest (the acceptor, while accepts wait)
     std::vector<std::shared_ptr<Subscription::State_>> subs;
   };
   struct Plan {
@@ -99,7 +104,7 @@ class Notifier {
   kv::RetryOptions retry_;
   std::mutex mu_;
   std::condition_variable work_cv_;     // the notifier thread waits on this
-  std::condition_variable pending_cv_;  // accept waiters wait on this
+  std::function<void(const std::string&)> pending_listener_;
   std::map<std::string, TypeWatch> types_;
   bool dirty_ = false;
   bool stopping_ = false;

@@ -87,7 +87,7 @@ CommitOutcome CommitQueue::commit(const CommitRequest& request) {
   lock.unlock();
 
   if (result.new_version != 0) {
-    env_.watches().on_commit(result.changes, result.base_version, result.new_version);
+    env_.watches().on_commit(result.changes, result.changes_complete, result.base_version, result.new_version);
   }
   return self.outcome;
 }
@@ -103,7 +103,11 @@ CommitQueue::GroupResult CommitQueue::apply_group(const std::vector<Member*>& gr
     for (Member* m : group) {
       GroupResult one = apply_group({m});
       if (one.new_version == 0) continue;
-      if (merged.new_version == 0) merged.base_version = one.base_version;
+      if (merged.new_version == 0) {
+        merged.base_version = one.base_version;
+        merged.changes_complete = true;
+      }
+      merged.changes_complete = merged.changes_complete && one.changes_complete;
       merged.new_version = one.new_version;
       merged.changes.insert(merged.changes.end(), one.changes.begin(), one.changes.end());
     }
@@ -126,7 +130,8 @@ bool CommitQueue::try_group(const std::vector<Member*>& group, GroupResult& resu
   }
   result.base_version = *base;
   const uint64_t version = *base + 1;
-  std::vector<KeyChange>* changes = env_.watches().armed() ? &result.changes : nullptr;
+  result.changes_complete = env_.watches().armed();
+  std::vector<KeyChange>* changes = result.changes_complete ? &result.changes : nullptr;
   bool wrote = false;
   for (Member* m : group) {
     const CommitRequest& req = *m->request;

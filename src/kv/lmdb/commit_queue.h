@@ -84,6 +84,7 @@ class CommitQueue {
   };
   struct GroupResult {
     std::vector<KeyChange> changes;
+    bool changes_complete = false;  // false: no watch was armed when the group began
     uint64_t base_version = 0;
     uint64_t new_version = 0;
   };

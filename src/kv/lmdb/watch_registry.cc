@@ -80,14 +80,34 @@ void WatchRegistry::fire_if_changed(const std::string& key, const std::optional<
   for (auto& state : fired) state->complete(Status::OK());
 }
 
-void WatchRegistry::on_commit(const std::vector<KeyChange>& changes, uint64_t base_version,
+void WatchRegistry::on_commit(const std::vector<KeyChange>& changes, bool complete, uint64_t base_version,
                               uint64_t new_version) {
+  bool recheck = false;
   {
     std::lock_guard lock(mu_);
     // Only when nothing from another process slipped in between can the poller skip ahead.
     if (reported_version_ == base_version) reported_version_ = new_version;
+    // A watch registered while this commit was in flight may have read the old value and yet
+    // be missing from `changes`.
+    recheck = !complete && !entries_.empty();
+  }
+  if (recheck) {
+    recheck_watched_keys();
+    return;
   }
   for (const KeyChange& change : changes) fire_if_changed(change.key, change.value);
+}
+
+void WatchRegistry::recheck_watched_keys() {
+  std::set<std::string> keys;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, entry] : entries_) keys.insert(key);
+  }
+  for (const std::string& key : keys) {
+    auto value = read_now(env_, key, nullptr);
+    if (value.ok()) fire_if_changed(key, *value);
+  }
 }
 
 void WatchRegistry::poll_loop() {
@@ -114,16 +134,11 @@ void WatchRegistry::check_all_keys() {
     if (!v.ok()) return;
     version = *v;
   }
-  std::set<std::string> keys;
   {
     std::lock_guard lock(mu_);
     if (version == reported_version_) return;
-    for (const auto& [key, entry] : entries_) keys.insert(key);
   }
-  for (const std::string& key : keys) {
-    auto value = read_now(env_, key, nullptr);
-    if (value.ok()) fire_if_changed(key, *value);
-  }
+  recheck_watched_keys();
   std::lock_guard lock(mu_);
   if (version > reported_version_) reported_version_ = version;
 }

@@ -33,7 +33,10 @@ class WatchRegistry : public std::enable_shared_from_this<WatchRegistry> {
   bool armed() const { return count_.load(std::memory_order_relaxed) > 0; }
 
   // Called after this process committed `changes` as `new_version` on top of `base_version`.
-  void on_commit(const std::vector<KeyChange>& changes, uint64_t base_version, uint64_t new_version);
+  // `complete` is false when the commit did not record its changes (no watch was armed as it
+  // began); any watch armed since is then re-checked against the store.
+  void on_commit(const std::vector<KeyChange>& changes, bool complete, uint64_t base_version,
+                 uint64_t new_version);
 
   // Stops the poller and ends every armed watch with kUnavailable (the store is closing).
   void shutdown();
@@ -50,6 +53,8 @@ class WatchRegistry : public std::enable_shared_from_this<WatchRegistry> {
   void fire_if_changed(const std::string& key, const std::optional<std::string>& value);
   void poll_loop();
   void check_all_keys();
+  // Re-reads every watched key and fires the watches whose value moved.
+  void recheck_watched_keys();
 
   Env& env_;
   mutable std::mutex mu_;

@@ -1,0 +1,209 @@
+#include "jobs/acceptor.h"
+
+#include <algorithm>
+
+#include "jobs/job_store.h"
+#include "jobs/jobs_impl.h"
+
+namespace kvq::jobs {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr auto kIdle = 1h;
+
+// Converts a wall-clock instant into this process's steady clock, for waiting.
+kv::Clock::time_point steady_at(int64_t wall_ms) {
+  const auto delta = std::chrono::milliseconds(wall_ms - now_ms());
+  return kv::Clock::now() + std::chrono::duration_cast<kv::Clock::duration>(delta);
+}
+
+bool same_options(const AcceptOptions& a, const AcceptOptions& b) {
+  return a.max_scheduled_time_ms == b.max_scheduled_time_ms && a.max_priority == b.max_priority;
+}
+
+Status timed_out(const std::string& type) {
+  return DeadlineExceeded("no job of type '" + type + "' became due within the timeout");
+}
+
+}  // namespace
+
+Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
+                           const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due) {
+  std::optional<uint64_t> attempt_version;
+  return kv::run(store, [&](kv::Transaction& txn) -> Result<Job> {
+    if (attempt_version) {
+      // An earlier attempt's commit result was unknown: it may have taken a job already.
+      KVQ_ASSIGN_OR_RETURN(auto taken, find_accepted(txn, keys, type, *attempt_version, lock));
+      if (taken) return std::move(*taken);
+    }
+    KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
+    if (next_due) next_due->reset();
+    return try_accept(txn, keys, options, type, accept, lock, next_due);
+  }, options.retry);
+}
+
+Acceptor::Acceptor(kv::Store& store, const Keys& keys, const JobsOptions& options, Notifier& notifier)
+    : store_(store), keys_(keys), options_(options), notifier_(notifier) {
+  notifier_.set_pending_listener([this](const std::string& type) {
+    std::lock_guard lock(mu_);
+    auto it = queues_.find(type);
+    if (it == queues_.end()) return;
+    it->second.attempt = true;
+    cv_.notify_all();
+  });
+  thread_ = std::thread([this] { run(); });
+}
+
+Acceptor::~Acceptor() {
+  Done done;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    for (auto& [type, queue] : queues_) {
+      for (auto& w : queue.waiters) done.emplace_back(std::move(w.callback), Cancelled("the jobs layer is closing"));
+    }
+    queues_.clear();
+  }
+  cv_.notify_all();
+  thread_.join();
+  notifier_.set_pending_listener(nullptr);
+  for (auto& [callback, result] : done) callback(std::move(result));
+}
+
+uint64_t Acceptor::submit(const std::string& type, const AcceptOptions& options, const std::string& lock,
+                          kv::Clock::time_point deadline, uint64_t generation, Callback callback) {
+  std::lock_guard guard(mu_);
+  const uint64_t ticket = next_ticket_++;
+  auto [it, created] = queues_.try_emplace(type);
+  // A queue holds the type's pending interest for as long as it exists (lock order: ours, then
+  // the notifier's; the notifier never calls us holding its own).
+  if (created) {
+    notifier_.hold_pending_interest(type);
+    it->second.seen_generation = generation;
+  }
+  it->second.waiters.push_back({ticket, options, lock, deadline, std::move(callback)});
+  // Anything that moved since the caller's own attempt shows as a newer generation.
+  if (notifier_.pending_generation(type) != it->second.seen_generation) it->second.attempt = true;
+  cv_.notify_all();
+  return ticket;
+}
+
+bool Acceptor::cancel(uint64_t ticket) {
+  Callback callback;
+  {
+    std::lock_guard lock(mu_);
+    for (auto qit = queues_.begin(); qit != queues_.end(); ++qit) {
+      auto& waiters = qit->second.waiters;
+      auto it = std::find_if(waiters.begin(), waiters.end(), [&](const Waiter& w) { return w.ticket == ticket; });
+      if (it == waiters.end()) continue;
+      callback = std::move(it->callback);
+      waiters.erase(it);
+      drop_if_empty(qit);
+      break;
+    }
+  }
+  if (!callback) return false;
+  callback(Cancelled("accept cancelled"));
+  return true;
+}
+
+void Acceptor::drop_if_empty(std::map<std::string, Queue>::iterator it) {
+  if (!it->second.waiters.empty()) return;
+  notifier_.release_pending_interest(it->first);
+  queues_.erase(it);
+}
+
+void Acceptor::expire(const std::string& type, Queue& queue, kv::Clock::time_point now, Done& done) {
+  for (auto it = queue.waiters.begin(); it != queue.waiters.end();) {
+    if (it->deadline > now) {
+      ++it;
+      continue;
+    }
+    done.emplace_back(std::move(it->callback), timed_out(type));
+    it = queue.waiters.erase(it);
+  }
+}
+
+kv::Clock::time_point Acceptor::next_wake(kv::Clock::time_point now) const {
+  auto wake = now + kIdle;
+  for (const auto& [type, queue] : queues_) {
+    for (const auto& w : queue.waiters) wake = std::min(wake, w.deadline);
+    if (queue.next_due) wake = std::min(wake, *queue.next_due);
+  }
+  return wake;
+}
+
+void Acceptor::run() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    const auto now = kv::Clock::now();
+    Done done;
+    std::vector<std::string> to_attempt;
+    for (auto& [type, queue] : queues_) {
+      expire(type, queue, now, done);
+      const bool due = queue.next_due && *queue.next_due <= now;
+      if (!queue.waiters.empty() && (queue.attempt || due)) {
+        queue.attempt = false;
+        queue.next_due.reset();
+        to_attempt.push_back(type);
+      }
+    }
+    // By name: a round releases the lock, and the map may change meanwhile.
+    for (const auto& type : to_attempt) round(type, lock, done);
+    for (auto it = queues_.begin(); it != queues_.end();) {
+      auto next = std::next(it);
+      drop_if_empty(it);
+      it = next;
+    }
+    lock.unlock();
+    for (auto& [callback, result] : done) callback(std::move(result));
+    lock.lock();
+    const bool more = std::any_of(queues_.begin(), queues_.end(), [](const auto& q) { return q.second.attempt; });
+    if (!more && !stopping_) cv_.wait_until(lock, next_wake(kv::Clock::now()));
+  }
+}
+
+// One round for `type`: serve waiters in order while jobs are due. REQUIRES: `lock` held; it
+// is released around store access.
+void Acceptor::round(const std::string& type, std::unique_lock<std::mutex>& lock, Done& done) {
+  std::vector<AcceptOptions> found_nothing;
+  for (;;) {
+    auto qit = queues_.find(type);
+    if (qit == queues_.end()) return;
+    auto& queue = qit->second;
+    if (found_nothing.empty()) queue.seen_generation = notifier_.pending_generation(type);
+    auto candidate = std::find_if(queue.waiters.begin(), queue.waiters.end(), [&](const Waiter& w) {
+      return std::none_of(found_nothing.begin(), found_nothing.end(),
+                          [&](const AcceptOptions& o) { return same_options(o, w.options); });
+    });
+    if (candidate == queue.waiters.end()) return;
+    const uint64_t ticket = candidate->ticket;
+    const AcceptOptions options = candidate->options;
+    const std::string job_lock = candidate->lock;
+    std::optional<int64_t> next_due;
+    lock.unlock();
+    auto job = attempt_accept(store_, keys_, options_, type, options, job_lock, &next_due);
+    lock.lock();
+    qit = queues_.find(type);
+    if (qit == queues_.end()) return;  // every waiter was cancelled meanwhile
+    auto& waiters = qit->second.waiters;
+    if (job.ok() || job.status().code() != Code::kNotFound) {
+      auto it = std::find_if(waiters.begin(), waiters.end(), [&](const Waiter& w) { return w.ticket == ticket; });
+      if (it != waiters.end()) {
+        done.emplace_back(std::move(it->callback), std::move(job));
+        waiters.erase(it);
+      }
+      // A job taken for a waiter cancelled meanwhile stays running until its activity timeout
+      // (or its worker's departure) returns it: cancel raced the accept itself.
+      found_nothing.clear();
+      continue;
+    }
+    found_nothing.push_back(options);
+    if (next_due) {
+      auto at = steady_at(*next_due + 1);
+      qit->second.next_due = qit->second.next_due ? std::min(*qit->second.next_due, at) : at;
+    }
+  }
+}
+
+}  // namespace kvq::jobs
