@@ -134,6 +134,27 @@ TEST_P(WorkersTest, AnIdAliveElsewhereIsAlreadyExistsUnlessTakenOver) {
   EXPECT_EQ(ids(), (std::set<std::string>{"a"})) << "a lost registration must not remove its successor";
 }
 
+TEST_P(WorkersTest, BackgroundHeartbeatsMarkATakenOverRegistrationLostAndKeepTheRestAlive) {
+  std::vector<std::shared_ptr<workers::Registration>> mine;
+  for (auto id : {"a", "b", "c"}) {
+    auto r = workers_->register_worker("w", id, {.health_timeout = 300ms});
+    ASSERT_TRUE(r.ok());
+    mine.push_back(*r);
+  }
+  auto elsewhere = open_workers();
+  auto taken = elsewhere->register_worker("w", "b", {.health_timeout = 300ms, .take_over = true});
+  ASSERT_TRUE(taken.ok());
+  const auto deadline = kv::Clock::now() + 5s;  // heartbeats go out every ~100 ms
+  while (!mine[1]->lost() && kv::Clock::now() < deadline) std::this_thread::yield();
+  EXPECT_TRUE(mine[1]->lost());
+  const uint64_t beats = workers_->stats().heartbeats;
+  while (workers_->stats().heartbeats < beats + 4 && kv::Clock::now() < deadline) std::this_thread::yield();
+  EXPECT_GE(workers_->stats().heartbeats, beats + 4) << "the others kept heartbeating";
+  EXPECT_FALSE(mine[0]->lost());
+  EXPECT_FALSE(mine[2]->lost());
+  EXPECT_EQ(ids(), (std::set<std::string>{"a", "b", "c"}));
+}
+
 TEST_P(WorkersTest, AWorkerWhoseHeartbeatsStopIsDeclaredDeadWithinItsTimeoutAndACheck) {
   auto quiet = open_workers();
   auto reg = quiet->register_worker("w", "q", {.health_timeout = 400ms});

@@ -10,9 +10,10 @@
 // job activity, death is judged from the store's commit order between a monitor's own checks
 // (measured on that monitor's own monotonic clock), never by comparing clocks of different
 // machines: a worker is dead once it has not heartbeated since a check made at least one
-// health timeout ago, so it disappears between one timeout and one timeout plus one check
-// period (a quarter of its timeout) after its last heartbeat. Every process that opens a Workers
-// runs such a monitor; any number may run at once.
+// health timeout ago. Checks come about every quarter of the shortest timeout of the type
+// (±20%), and the first check after the last heartbeat may come up to a period later, so a
+// worker disappears between one timeout and about 1.6 timeouts after its last heartbeat.
+// Every process that opens a Workers runs such a monitor; any number may run at once.
 //
 // The membership version of a type changes exactly when its set of workers changes (a join, a
 // leave, a death, a take-over), never on a heartbeat.

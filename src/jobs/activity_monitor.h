@@ -5,7 +5,9 @@
 // timeout, jittered. A check records (local steady time, store read version). A running job
 // whose activity seq is below the read version of a check made at least one timeout ago has
 // not been updated since that check: it has been idle for at least one timeout, and is
-// re-enqueued (at most about 1 + 1/checks_per_timeout timeouts after its last update). Only
+// re-enqueued — at most about 1 + 2.4/checks_per_timeout timeouts after its last update (the
+// first check after the update may come one jittered period late, the deciding one a period
+// after the timeout). Only
 // the store's commit order and this process's own monotonic clock are compared, never clocks of
 // different machines. Any number of processes may run monitors at once: re-enqueueing re-reads
 // each job row, so two monitors conflict and the loser finds nothing left to do.

@@ -6,6 +6,8 @@
 namespace kvq::workers {
 namespace {
 
+constexpr size_t kMaxBatch = 256;
+
 kv::Clock::time_point next_beat(const RegistrationImpl& r, bool after_error) {
   auto period = std::chrono::duration_cast<std::chrono::microseconds>(r.timeout()) / (after_error ? 10 : 3);
   return kv::Clock::now() + util::jittered(period, 0.1);
@@ -39,24 +41,27 @@ void Heartbeater::run() {
       cv_.wait(lock, [&] { return stopping_ || !due_.empty(); });
       continue;
     }
-    auto first = due_.begin();
-    if (kv::Clock::now() < first->first) {
-      cv_.wait_until(lock, first->first);
+    if (kv::Clock::now() < due_.begin()->first) {
+      cv_.wait_until(lock, due_.begin()->first);
       continue;
     }
-    auto weak = first->second;
-    due_.erase(first);
-    auto registration = weak.lock();
-    if (!registration || !registration->active()) continue;
-    lock.unlock();
-    Status s = registration->heartbeat();
-    lock.lock();
-    // A lost registration is not rescheduled; a transient error is retried sooner.
-    if (s.ok() || s.code() != Code::kFailedPrecondition) {
-      due_.emplace(next_beat(*registration, !s.ok()), registration);
+    // Everything due goes out together: one transaction, one commit (one fsync) per batch
+    // rather than per worker.
+    std::vector<std::shared_ptr<RegistrationImpl>> batch;
+    const auto now = kv::Clock::now();
+    while (!due_.empty() && due_.begin()->first <= now && batch.size() < kMaxBatch) {
+      if (auto r = due_.begin()->second.lock(); r && r->active()) batch.push_back(std::move(r));
+      due_.erase(due_.begin());
     }
     lock.unlock();
-    registration.reset();  // may run the destructor (unregister): not under our lock
+    const Status s = RegistrationImpl::heartbeat_all(batch);
+    lock.lock();
+    for (const auto& r : batch) {
+      // A lost registration is not rescheduled; after a transient error all retry sooner.
+      if (r->active()) due_.emplace(next_beat(*r, !s.ok()), r);
+    }
+    lock.unlock();
+    batch.clear();  // may run destructors (unregister): not under our lock
     lock.lock();
   }
 }

@@ -27,6 +27,28 @@ Status RegistrationImpl::heartbeat() {
   return s;
 }
 
+Status RegistrationImpl::heartbeat_all(const std::vector<std::shared_ptr<RegistrationImpl>>& batch) {
+  if (batch.empty()) return Status::OK();
+  Core& core = *batch.front()->core_;
+  std::vector<RegistrationImpl*> lost;
+  Status s = kv::run(*core.store, [&](kv::Transaction& txn) -> Status {
+    lost.clear();
+    for (const auto& r : batch) {
+      Status beat = core.registry.beat(txn, r->type_, r->id_, r->token_);
+      if (beat.code() == Code::kFailedPrecondition) {
+        lost.push_back(r.get());  // it wrote nothing; the others still commit
+      } else if (!beat.ok()) {
+        return beat;
+      }
+    }
+    return Status::OK();
+  }, core.options.retry);
+  if (!s.ok()) return s;
+  for (auto* r : lost) r->lost_ = true;
+  core.heartbeats.fetch_add(batch.size() - lost.size());
+  return Status::OK();
+}
+
 namespace {
 
 class WorkersImpl : public Workers {

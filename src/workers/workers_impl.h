@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "workers/schema.h"
 
@@ -42,6 +43,9 @@ class RegistrationImpl : public Registration {
   Status unregister() override;
   bool lost() const override { return lost_.load(); }
   Status heartbeat() override;
+  // One transaction heartbeating every registration in `batch` (all of one Core). A
+  // registration found replaced or dead is marked lost without failing the others.
+  static Status heartbeat_all(const std::vector<std::shared_ptr<RegistrationImpl>>& batch);
 
   bool active() const { return !lost_.load() && !unregistered_.load(); }
   Millis timeout() const { return timeout_; }
