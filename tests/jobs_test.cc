@@ -213,6 +213,19 @@ TEST_P(JobsTest, PendingCountCountsDueJobsUpToItsLimit) {
   EXPECT_EQ(*jobs().pending_count("work", {.limit = 3}), 3u);
 }
 
+TEST_P(JobsTest, CountReportsPendingAndRunningFromTheIndexes) {
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(jobs().add("work", "n" + std::to_string(i), "{}").ok());
+  ASSERT_TRUE(jobs().add("work", "later", "{}", {.scheduled_time_ms = wall_ms() + 3'600'000}).ok());
+  Job a = accept_now();
+  Job b = accept_now();
+  ASSERT_TRUE(jobs().finish(b).ok());
+  auto counts = jobs().count("work");
+  ASSERT_TRUE(counts.ok()) << counts.status().to_string();
+  EXPECT_EQ(counts->pending, 3u) << "two due and one scheduled later";
+  EXPECT_EQ(counts->running, 1u);
+  EXPECT_EQ(jobs().count("work", 2)->pending, 2u) << "counted up to the limit";
+}
+
 // ---- Accept ----
 
 TEST_P(JobsTest, AcceptHandsOutADueJobWithAFreshLock) {

@@ -369,6 +369,7 @@ TEST_P(KvConformance, RetryLoopGivesUpAtItsDeadline) {
 }
 
 TEST_P(KvConformance, RetryLoopStopsAtItsAttemptLimit) {
+  const auto before = kv::retry_counts();
   int attempts = 0;
   Status s = kv::run(
       store(),
@@ -379,6 +380,7 @@ TEST_P(KvConformance, RetryLoopStopsAtItsAttemptLimit) {
       kv::RetryOptions{.max_attempts = 3});
   EXPECT_EQ(s.code(), Code::kUnavailable);
   EXPECT_EQ(attempts, 3);
+  EXPECT_GE(kv::retry_counts().unavailable, before.unavailable + 3) << "retries are counted for metrics";
 }
 
 TEST_P(KvConformance, RetryLoopDoesNotRetryOtherErrorsNorCommitThem) {

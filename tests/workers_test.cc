@@ -276,6 +276,31 @@ TEST_P(WorkersTest, ACallbackThatThrowsDoesNotStopDeliveryToOthers) {
   EXPECT_GT(bad_calls, bad_before) << "the throwing subscriber is still called";
 }
 
+TEST_P(WorkersTest, ARemoteRegistrationLivesOnItsOwnHeartbeatsFromAnyProcess) {
+  auto token = workers_->register_remote("w", "http-1", {.health_timeout = 400ms});
+  ASSERT_TRUE(token.ok()) << token.status().to_string();
+  auto other = open_workers();  // another server process taking the heartbeats
+  const auto until = kv::Clock::now() + 1200ms;
+  while (kv::Clock::now() < until) {
+    ASSERT_TRUE(other->heartbeat("w", "http-1", *token).ok()) << "declared dead while heartbeating";
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(ids(), (std::set<std::string>{"http-1"}));
+  EXPECT_EQ(other->heartbeat("w", "http-1", "not-the-token").code(), Code::kFailedPrecondition);
+  ASSERT_TRUE(other->unregister("w", "http-1", *token).ok());
+  EXPECT_TRUE(ids().empty());
+  EXPECT_EQ(workers_->heartbeat("w", "http-1", *token).code(), Code::kFailedPrecondition);
+  EXPECT_TRUE(workers_->unregister("w", "http-1", *token).ok()) << "idempotent";
+}
+
+TEST_P(WorkersTest, ARemoteRegistrationThatStopsHeartbeatingIsDeclaredDead) {
+  auto token = workers_->register_remote("w", "http-2", {.health_timeout = 300ms});
+  ASSERT_TRUE(token.ok());
+  const auto deadline = kv::Clock::now() + 5s;
+  while (!ids().empty() && kv::Clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(ids().empty()) << "nothing heartbeats a remote registration but its owner";
+}
+
 TEST_P(WorkersTest, BadInputGetsANamedErrorAndChangesNothing) {
   EXPECT_EQ(workers_->register_worker("", "a").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(workers_->register_worker("w", "").status().code(), Code::kInvalidArgument);

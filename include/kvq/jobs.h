@@ -192,6 +192,14 @@ class Jobs {
   // Pending jobs due by options.max_scheduled_time_ms, counting at most options.limit.
   Result<uint64_t> pending_count(std::string_view type, const PendingCountOptions& options = {});
 
+  // Pending (due or not) and running jobs of `type`, each counted up to `limit`, from the
+  // indexes (finished jobs have none). For dashboards and metrics.
+  struct StateCounts {
+    uint64_t pending = 0;
+    uint64_t running = 0;
+  };
+  Result<StateCounts> count(std::string_view type, size_t limit = 100'000);
+
   // ---- Workers ----
   // Hands one due job to the caller with a fresh lock. Waits (on a store watch, never polling)
   // until one is due or options.timeout passes — a deadline that wake-ups do not restart —

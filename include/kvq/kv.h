@@ -151,7 +151,16 @@ struct RetryOptions {
   std::chrono::microseconds max_backoff{100'000};
 };
 
+// How often kv::run retried in this process, by reason, since it started. For metrics.
+struct RetryCounts {
+  uint64_t aborted = 0;
+  uint64_t unavailable = 0;
+  uint64_t unknown_result = 0;
+};
+RetryCounts retry_counts();
+
 namespace detail {
+void count_retry(Code code);
 // Sleeps a jittered exponential backoff for `attempt` (0-based) and returns false if the next
 // attempt would start past `deadline`.
 bool backoff_before_retry(int attempt, const RetryOptions& options, Clock::time_point deadline);
@@ -191,6 +200,7 @@ auto run(Store& store, Fn&& fn, const RetryOptions& options = {})
       if (!txn.status().retryable()) return txn.status();
       last = txn.status();
     }
+    detail::count_retry(last.code());
     if (options.max_attempts > 0 && attempt + 1 >= options.max_attempts) {
       return last.with_context("gave up after " + std::to_string(attempt + 1) + " attempts");
     }

@@ -112,6 +112,16 @@ class Workers {
   virtual Result<std::shared_ptr<Registration>> register_worker(std::string_view type, std::string_view id,
                                                                 const RegisterOptions& options = {}) = 0;
 
+  // The same registration without a handle, for a worker that heartbeats itself from
+  // elsewhere (an HTTP client): nothing heartbeats it and nothing unregisters it; the caller
+  // keeps the returned token and passes it to heartbeat/unregister below, on any process.
+  virtual Result<std::string> register_remote(std::string_view type, std::string_view id,
+                                              const RegisterOptions& options = {}) = 0;
+  // kFailedPrecondition if `token` no longer holds the worker (declared dead or taken over).
+  virtual Status heartbeat(std::string_view type, std::string_view id, std::string_view token) = 0;
+  // Removes the worker if `token` still holds it (running on_departure); OK either way.
+  virtual Status unregister(std::string_view type, std::string_view id, std::string_view token) = 0;
+
   // Every live worker of `type` and the membership version, read in one transaction.
   virtual Result<Membership> workers(std::string_view type) = 0;
 

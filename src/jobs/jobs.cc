@@ -258,6 +258,30 @@ Result<JobPage> Jobs::list(std::string_view type, const ListOptions& options) {
   }, options_.retry);
 }
 
+Result<Jobs::StateCounts> Jobs::count(std::string_view type, size_t limit) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  const auto& keys = impl_->keys;
+  // Index entries are empty values, so counting reads keys only; pages bound each read.
+  auto count_range = [&](kv::Transaction& txn, std::pair<std::string, std::string> range) -> Result<uint64_t> {
+    constexpr size_t kPage = 1000;
+    uint64_t n = 0;
+    while (n < limit) {
+      const size_t want = std::min<uint64_t>(kPage, limit - n);
+      KVQ_ASSIGN_OR_RETURN(auto page, txn.get_range(range.first, range.second, {.limit = want, .snapshot = true}));
+      n += page.size();
+      if (page.size() < want) break;
+      range.first = page.back().key + '\0';
+    }
+    return n;
+  };
+  return kv::run(*store_, [&](kv::Transaction& txn) -> Result<StateCounts> {
+    StateCounts counts;
+    KVQ_ASSIGN_OR_RETURN(counts.pending, count_range(txn, keys.pending_of(type)));
+    KVQ_ASSIGN_OR_RETURN(counts.running, count_range(txn, keys.activity_before(type, UINT64_MAX >> 1)));
+    return counts;
+  }, options_.retry);
+}
+
 Result<uint64_t> Jobs::pending_count(std::string_view type, const PendingCountOptions& options) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   const int64_t max_time = options.max_scheduled_time_ms.value_or(now_ms());

@@ -60,13 +60,7 @@ class WorkersImpl : public Workers {
 
   Result<std::shared_ptr<Registration>> register_worker(std::string_view type, std::string_view id,
                                                         const RegisterOptions& options) override {
-    KVQ_RETURN_IF_ERROR(validate_worker_type(type));
-    KVQ_RETURN_IF_ERROR(validate_worker_id(id));
-    if (options.health_timeout < kMinHealthTimeout) {
-      return InvalidArgument("health timeout must be at least " + std::to_string(kMinHealthTimeout.count()) + " ms");
-    }
-    RegisterOptions checked = options;
-    KVQ_ASSIGN_OR_RETURN(checked.info, normalize_info(options.info));
+    KVQ_ASSIGN_OR_RETURN(RegisterOptions checked, check(type, id, options));
     const std::pair<std::string, std::string> name{std::string(type), std::string(id)};
     // Serialised per Workers, so registering one id from two threads yields one registration.
     std::lock_guard lock(register_mu_);
@@ -76,11 +70,7 @@ class WorkersImpl : public Workers {
         return std::shared_ptr<Registration>(existing);
       }
     }
-    const std::string token = util::random_hex(12);
-    Status s = kv::run(*core_->store, [&](kv::Transaction& txn) {
-      return core_->registry.join(txn, name.first, name.second, token, checked);
-    }, core_->options.retry);
-    if (!s.ok()) return s;
+    KVQ_ASSIGN_OR_RETURN(std::string token, join(name.first, name.second, checked));
     auto registration = std::make_shared<RegistrationImpl>(core_, name.first, name.second, token, options.health_timeout);
     {
       std::lock_guard held(core_->mu);
@@ -88,6 +78,30 @@ class WorkersImpl : public Workers {
     }
     heartbeater_.add(registration);
     return std::shared_ptr<Registration>(registration);
+  }
+
+  Result<std::string> register_remote(std::string_view type, std::string_view id,
+                                      const RegisterOptions& options) override {
+    KVQ_ASSIGN_OR_RETURN(RegisterOptions checked, check(type, id, options));
+    return join(std::string(type), std::string(id), checked);
+  }
+
+  Status heartbeat(std::string_view type, std::string_view id, std::string_view token) override {
+    KVQ_RETURN_IF_ERROR(validate_worker_type(type));
+    KVQ_RETURN_IF_ERROR(validate_worker_id(id));
+    const std::string t(type), i(id), k(token);
+    Status s = kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.beat(txn, t, i, k); },
+                       core_->options.retry);
+    if (s.ok()) core_->heartbeats.fetch_add(1);
+    return s;
+  }
+
+  Status unregister(std::string_view type, std::string_view id, std::string_view token) override {
+    KVQ_RETURN_IF_ERROR(validate_worker_type(type));
+    KVQ_RETURN_IF_ERROR(validate_worker_id(id));
+    const std::string t(type), i(id), k(token);
+    return kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.leave(txn, t, i, k); },
+                   core_->options.retry);
   }
 
   Result<Membership> workers(std::string_view type) override {
@@ -101,6 +115,26 @@ class WorkersImpl : public Workers {
     KVQ_RETURN_IF_ERROR(validate_worker_type(type));
     if (!callback) return InvalidArgument("subscribe needs a callback");
     return notifier_->add(std::string(type), std::move(callback));
+  }
+
+  Result<RegisterOptions> check(std::string_view type, std::string_view id, const RegisterOptions& options) const {
+    KVQ_RETURN_IF_ERROR(validate_worker_type(type));
+    KVQ_RETURN_IF_ERROR(validate_worker_id(id));
+    if (options.health_timeout < kMinHealthTimeout) {
+      return InvalidArgument("health timeout must be at least " + std::to_string(kMinHealthTimeout.count()) + " ms");
+    }
+    RegisterOptions checked = options;
+    KVQ_ASSIGN_OR_RETURN(checked.info, normalize_info(options.info));
+    return checked;
+  }
+
+  // Joins with a fresh token; the same token on a retry recognises an earlier attempt's commit.
+  Result<std::string> join(const std::string& type, const std::string& id, const RegisterOptions& checked) {
+    const std::string token = util::random_hex(12);
+    Status s = kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.join(txn, type, id, token, checked); },
+                       core_->options.retry);
+    if (!s.ok()) return s;
+    return token;
   }
 
   Stats stats() const override {
