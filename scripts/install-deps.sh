@@ -7,6 +7,8 @@ packages=(
   build-essential cmake pkg-config make
   liblmdb-dev lmdb-utils
   nlohmann-json3-dev
+  libboost-dev
+  python3
   libgtest-dev libgmock-dev libbenchmark-dev
   clang
 )

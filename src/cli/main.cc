@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "commands.h"
+#include "kvq/server.h"
 
 namespace {
 
@@ -10,12 +11,13 @@ constexpr char kUsage[] =
     "usage: kvq <command> [options]\n"
     "\n"
     "commands:\n"
+    "  serve [options]     run the HTTP/JSON server (kvq serve --help)\n"
     "  demo [--data DIR]   a short tour of the kvq library (storage and jobs) on an embedded\n"
     "                      LMDB data directory (default ./kvq-data)\n"
     "  version             print the version\n"
     "  help                print this help\n"
     "\n"
-    "The job server (kvq serve) and its client commands are not built yet; see README.md.\n";
+    "See README.md and docs/http-api.md.\n";
 
 }  // namespace
 
@@ -25,6 +27,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string_view command = argv[1];
+  if (command == "serve") return kvq::server::run_serve(argc - 1, argv + 1);
   if (command == "demo") return kvq::cli::run_demo(argc - 1, argv + 1);
   if (command == "version" || command == "--version") {
     std::puts("kvq 0.1.0");

@@ -55,13 +55,13 @@ bool Subscription::ended() const {
 }
 
 void Subscription::set_listener(std::function<void()> callback) {
-  bool pending;
+  std::function<void()> call_now;
   {
     std::lock_guard hub(state_->notifier->hub_mutex());
     state_->listener = std::move(callback);
-    pending = !state_->queue.empty();
+    if (!state_->queue.empty()) call_now = state_->listener;  // a copy: it may unsubscribe
   }
-  if (pending && state_->listener) state_->listener();
+  if (call_now) call_now();
 }
 
 Result<JobEvent> Subscription::next(kv::Clock::time_point deadline) {

@@ -1,0 +1,204 @@
+// Tests of the client commands' pure parts: argument parsing, URLs, encoding, SSE parsing,
+// formatting, metrics parsing and percentiles.
+#include <gtest/gtest.h>
+
+#include "cli/client.h"
+#include "cli/output.h"
+
+namespace kvq::cli {
+namespace {
+
+std::optional<ParsedArgs> parse(std::vector<std::string> args,
+                                const std::vector<OptionSpec>& specs, std::string* error) {
+  args.insert(args.begin(), "cmd");
+  return parse_args(args, specs, error);
+}
+
+TEST(ParseArgs, PositionalsOptionsAndFlags) {
+  std::string error;
+  auto a = parse({"work", "j1", "--priority", "-5", "{\"k\":1}", "--at=123", "--json"},
+                 {{"priority", true}, {"at", true}}, &error);
+  ASSERT_TRUE(a) << error;
+  EXPECT_EQ(a->positional, (std::vector<std::string>{"work", "j1", "{\"k\":1}"}));
+  EXPECT_EQ(a->value("priority"), "-5");
+  EXPECT_EQ(a->value("at"), "123");
+  EXPECT_TRUE(a->flag("json"));
+  EXPECT_FALSE(a->flag("help"));
+}
+
+TEST(ParseArgs, HelpDashDashAndNegativePositionals) {
+  std::string error;
+  auto a = parse({"-h", "-1", "--", "--not-an-option", "-"}, {}, &error);
+  ASSERT_TRUE(a) << error;
+  EXPECT_TRUE(a->flag("help"));
+  EXPECT_EQ(a->positional, (std::vector<std::string>{"-1", "--not-an-option", "-"}));
+}
+
+TEST(ParseArgs, Errors) {
+  std::string error;
+  EXPECT_FALSE(parse({"--nope"}, {}, &error));
+  EXPECT_EQ(error, "unknown option '--nope'");
+  EXPECT_FALSE(parse({"--lock"}, {{"lock", true}}, &error));
+  EXPECT_EQ(error, "option '--lock' needs a value");
+  EXPECT_FALSE(parse({"--json=1"}, {}, &error));
+  EXPECT_EQ(error, "option '--json' takes no value");
+}
+
+TEST(ParseArgs, Connection) {
+  std::string error;
+  auto a = parse({}, {}, &error);
+  ASSERT_TRUE(a);
+  auto c = connection_from(*a, nullptr, nullptr);
+  EXPECT_EQ(c.url, "http://127.0.0.1:7411");
+  EXPECT_EQ(c.token, "");
+  c = connection_from(*a, "http://h:1", "tok");
+  EXPECT_EQ(c.url, "http://h:1");
+  EXPECT_EQ(c.token, "tok");
+  a = parse({"--url", "http://x:2", "--token", "t2"}, {}, &error);
+  c = connection_from(*a, "http://h:1", "tok");
+  EXPECT_EQ(c.url, "http://x:2");
+  EXPECT_EQ(c.token, "t2");
+}
+
+TEST(Numbers, Strict) {
+  EXPECT_EQ(parse_int("42"), 42);
+  EXPECT_EQ(parse_int("-7"), -7);
+  EXPECT_FALSE(parse_int("4x"));
+  EXPECT_FALSE(parse_int(""));
+  EXPECT_FALSE(parse_int(" 4"));
+  EXPECT_FALSE(parse_int("99999999999999999999"));
+  EXPECT_EQ(parse_double("1.5"), 1.5);
+  EXPECT_FALSE(parse_double("inf"));
+  EXPECT_FALSE(parse_double("1s"));
+}
+
+TEST(Url, Parse) {
+  std::string error;
+  auto u = parse_url("http://127.0.0.1:7411", &error);
+  ASSERT_TRUE(u) << error;
+  EXPECT_EQ(u->host, "127.0.0.1");
+  EXPECT_EQ(u->port, "7411");
+  EXPECT_EQ(u->prefix, "");
+  EXPECT_EQ(u->base, "http://127.0.0.1:7411");
+  u = parse_url("http://example.com/", &error);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->port, "80");
+  EXPECT_EQ(u->base, "http://example.com:80");
+  u = parse_url("http://[::1]:9000/api/", &error);
+  ASSERT_TRUE(u) << error;
+  EXPECT_EQ(u->host, "::1");
+  EXPECT_EQ(u->prefix, "/api");
+  EXPECT_EQ(u->base, "http://[::1]:9000/api");
+  EXPECT_FALSE(parse_url("https://h:1", &error));
+  EXPECT_NE(error.find("only http://"), std::string::npos);
+  EXPECT_FALSE(parse_url("http://h:port", &error));
+  EXPECT_FALSE(parse_url("http://:80", &error));
+}
+
+TEST(Encoding, PercentAndQuery) {
+  EXPECT_EQ(percent_encode("a-b_c.d~9"), "a-b_c.d~9");
+  EXPECT_EQ(percent_encode("a b/c?d%"), "a%20b%2Fc%3Fd%25");
+  EXPECT_EQ(percent_encode("\xc3\xa9"), "%C3%A9");
+  EXPECT_EQ(path("/v1/jobs", {"t:1", "id/x"}), "/v1/jobs/t%3A1/id%2Fx");
+  EXPECT_EQ(query_string({{"state", "pending"}, {"worker", ""}, {"cursor", "a&b"}}),
+            "?state=pending&cursor=a%26b");
+  EXPECT_EQ(query_string({{"x", ""}}), "");
+}
+
+TEST(Sse, ParsesEventsAcrossChunks) {
+  std::vector<SseEvent> events;
+  SseParser p([&](const SseEvent& e) {
+    events.push_back(e);
+    return true;
+  });
+  EXPECT_TRUE(p.feed("event: job\nda"));
+  EXPECT_TRUE(p.feed("ta: {\"a\":1}\n\n: keep-alive\n\n"));
+  EXPECT_TRUE(p.feed("data: x\r\ndata:y\r\n\r\n"));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].event, "job");
+  EXPECT_EQ(events[0].data, "{\"a\":1}");
+  EXPECT_EQ(events[1].event, "message");
+  EXPECT_EQ(events[1].data, "x\ny");
+}
+
+TEST(Sse, StopsWhenTheCallbackSaysSo) {
+  int n = 0;
+  SseParser p([&](const SseEvent&) { return ++n < 1; });
+  EXPECT_FALSE(p.feed("data: 1\n\ndata: 2\n\n"));
+  EXPECT_EQ(n, 1);
+}
+
+TEST(Format, TimesTablesAndKeyValues) {
+  EXPECT_EQ(format_time_ms(1764432000000), "2025-11-29T16:00:00.000Z");
+  EXPECT_EQ(format_time_ms(1500), "1970-01-01T00:00:01.500Z");
+  EXPECT_EQ(format_table({"ID", "STATE"}, {{"j1", "pending"}, {"long-id", "x"}}),
+            "ID       STATE\nj1       pending\nlong-id  x\n");
+  EXPECT_EQ(format_key_values({{"id", "j1"}, {"state", "x"}}), "id:    j1\nstate: x\n");
+  EXPECT_EQ(truncate("abcdefgh", 6), "abc...");
+  EXPECT_EQ(truncate("abc", 6), "abc");
+  EXPECT_EQ(format_seconds(30), "30s");
+  EXPECT_EQ(format_seconds(1.5), "1.5s");
+}
+
+TEST(Format, Job) {
+  auto job = nlohmann::json::parse(
+      R"({"type":"t","id":"j1","state":"pending","data":{"k":1},"scheduled_time":1500,
+          "priority":0,"resubmitted":false,"worker":"","attempts":0,"extra":"e"})");
+  EXPECT_EQ(format_job(job),
+            "type:           t\n"
+            "id:             j1\n"
+            "state:          pending\n"
+            "priority:       0\n"
+            "scheduled_time: 1500 (1970-01-01T00:00:01.500Z)\n"
+            "attempts:       0\n"
+            "worker:\n"
+            "resubmitted:    false\n"
+            "extra:          e\n"
+            "data:           {\"k\":1}\n");
+  EXPECT_EQ(format_job_event(nlohmann::json::parse(
+                R"({"type":"t","id":"j1","found":true,"state":"running","data":{},"seq":4})")),
+            "running  seq=4  data={}");
+  EXPECT_EQ(format_job_event(nlohmann::json::parse(R"({"type":"t","id":"j1","found":false})")),
+            "removed");
+}
+
+TEST(Metrics, ParsesSamples) {
+  auto samples = parse_metrics(
+      "# HELP kvq_jobs jobs\n# TYPE kvq_jobs gauge\n"
+      "kvq_jobs{type=\"a\\\"b\",state=\"pending\"} 12\n"
+      "kvq_jobs{type=\"w\",state=\"running\"} 3 1700000000\n"
+      "kvq_monitor_reenqueues_total 7\n"
+      "bucket{le=\"+Inf\"} +Inf\n"
+      "garbage{ 1\n");
+  ASSERT_EQ(samples.size(), 4u);
+  EXPECT_EQ(samples[0].name, "kvq_jobs");
+  EXPECT_EQ(samples[0].labels.at("type"), "a\"b");
+  EXPECT_EQ(samples[0].labels.at("state"), "pending");
+  EXPECT_EQ(samples[0].value, 12);
+  EXPECT_EQ(samples[1].value, 3);
+  EXPECT_EQ(samples[2].name, "kvq_monitor_reenqueues_total");
+  EXPECT_TRUE(samples[2].labels.empty());
+  EXPECT_EQ(samples[2].value, 7);
+}
+
+TEST(Stats, Percentile) {
+  std::vector<double> v;
+  EXPECT_EQ(percentile(v, 50), 0);
+  for (int i = 1; i <= 100; ++i) v.push_back(i);
+  EXPECT_EQ(percentile(v, 50), 50);
+  EXPECT_EQ(percentile(v, 90), 90);
+  EXPECT_EQ(percentile(v, 99), 99);
+  EXPECT_EQ(percentile(v, 100), 100);
+  EXPECT_EQ(percentile({7}, 99), 7);
+}
+
+TEST(ValueOf, Fallbacks) {
+  auto j = nlohmann::json::parse(R"({"a":1,"s":"x"})");
+  EXPECT_EQ(value_of(j, "a", 0), 1);
+  EXPECT_EQ(value_of(j, "s", 0), 0);
+  EXPECT_EQ(value_of(j, "missing", std::string("d")), "d");
+  EXPECT_EQ(value_of(nlohmann::json::array(), "a", 5), 5);
+}
+
+}  // namespace
+}  // namespace kvq::cli

@@ -1,0 +1,79 @@
+// server/api.h — the routes of docs/http-api.md over the public library API (kvq/jobs.h,
+// kvq/workers.h). Handlers validate before acting and answer through api_error.h's names.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "kvq/jobs.h"
+#include "kvq/workers.h"
+#include "server/http.h"
+#include "server/metrics.h"
+#include "server/router.h"
+
+namespace kvq::server {
+
+// Deadlines for long-polls, on one thread: far cheaper than a timer per connection's thread.
+class Timers {
+ public:
+  Timers();
+  ~Timers();
+  uint64_t at(kv::Clock::time_point when, std::function<void()> fn);
+  void cancel(uint64_t id);
+
+ private:
+  void run();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::multimap<kv::Clock::time_point, std::pair<uint64_t, std::function<void()>>> due_;
+  uint64_t next_ = 1;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+struct Api {
+  jobs::Jobs& jobs;
+  workers::Workers& workers;
+  kv::Store& store;
+  Metrics& metrics;
+  Timers timers;
+
+  // Everything still waiting (long-polls, streams), so shutdown can end it; each entry ends
+  // its exchange when called.
+  std::mutex waiting_mu;
+  std::map<uint64_t, std::function<void()>> waiting;
+  uint64_t next_waiting = 1;
+  uint64_t hold(std::function<void()> end);
+  void release(uint64_t id);
+  // Ends every waiting exchange (long-polls answer 204, streams close).
+  void end_all_waiting();
+};
+
+void add_meta_routes(Router& router, Api& api);
+void add_type_routes(Router& router, Api& api);
+void add_job_routes(Router& router, Api& api);
+void add_worker_routes(Router& router, Api& api);
+
+// ---- helpers shared by the route files ----
+void reply_json(Exchange& ex, unsigned status, const nlohmann::json& body);
+void reply_error(Exchange& ex, const ApiError& error);
+void reply_status(Exchange& ex, const Status& status);
+std::string dump(const nlohmann::json& j);
+// Job data / info stored as JSON text, embedded as JSON.
+nlohmann::json embed(const std::string& json_text);
+nlohmann::json job_json(const jobs::JobInfo& info);
+nlohmann::json event_json(const jobs::JobEvent& event);
+// A query parameter as a number; nullopt if absent; an ApiError if malformed.
+std::optional<double> query_number(const Request& r, const std::string& name, ApiError* error);
+// Seconds (a JSON number or query value) to milliseconds, checked against [0, max_seconds].
+std::optional<jobs::Millis> seconds_field(std::optional<double> value, double max_seconds, const std::string& name,
+                                          ApiError* error);
+
+}  // namespace kvq::server

@@ -1,0 +1,132 @@
+#include <cmath>
+
+#include "server/api.h"
+
+namespace kvq::server {
+
+Timers::Timers() : thread_([this] { run(); }) {}
+
+Timers::~Timers() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+uint64_t Timers::at(kv::Clock::time_point when, std::function<void()> fn) {
+  std::lock_guard lock(mu_);
+  const uint64_t id = next_++;
+  due_.emplace(when, std::pair{id, std::move(fn)});
+  cv_.notify_all();
+  return id;
+}
+
+void Timers::cancel(uint64_t id) {
+  std::lock_guard lock(mu_);
+  for (auto it = due_.begin(); it != due_.end(); ++it) {
+    if (it->second.first == id) {
+      due_.erase(it);
+      return;
+    }
+  }
+}
+
+void Timers::run() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    if (due_.empty()) {
+      cv_.wait(lock);
+      continue;
+    }
+    if (kv::Clock::now() < due_.begin()->first) {
+      cv_.wait_until(lock, due_.begin()->first);
+      continue;
+    }
+    auto fn = std::move(due_.begin()->second.second);
+    due_.erase(due_.begin());
+    lock.unlock();
+    fn();
+    lock.lock();
+  }
+}
+
+uint64_t Api::hold(std::function<void()> end) {
+  std::lock_guard lock(waiting_mu);
+  const uint64_t id = next_waiting++;
+  waiting.emplace(id, std::move(end));
+  return id;
+}
+
+void Api::release(uint64_t id) {
+  std::lock_guard lock(waiting_mu);
+  waiting.erase(id);
+}
+
+void Api::end_all_waiting() {
+  std::map<uint64_t, std::function<void()>> all;
+  {
+    std::lock_guard lock(waiting_mu);
+    all.swap(waiting);
+  }
+  for (auto& [id, end] : all) end();
+}
+
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+void reply_json(Exchange& ex, unsigned status, const nlohmann::json& body) { ex.reply({status, dump(body)}); }
+
+void reply_error(Exchange& ex, const ApiError& error) { ex.reply({error.status, error_body(error)}); }
+
+void reply_status(Exchange& ex, const Status& status) { reply_error(ex, from_status(status)); }
+
+nlohmann::json embed(const std::string& json_text) {
+  auto parsed = nlohmann::json::parse(json_text, nullptr, false);
+  return parsed.is_discarded() ? nlohmann::json::object() : parsed;
+}
+
+nlohmann::json job_json(const jobs::JobInfo& info) {
+  return {{"type", info.type},
+          {"id", info.id},
+          {"state", jobs::state_name(info.state)},
+          {"data", embed(info.data)},
+          {"scheduled_time", info.scheduled_time_ms},
+          {"priority", info.priority},
+          {"resubmitted", info.resubmitted},
+          {"worker", info.worker},
+          {"attempts", info.attempts},
+          {"created_at", info.created_at_ms},
+          {"updated_at", info.updated_at_ms}};
+}
+
+nlohmann::json event_json(const jobs::JobEvent& e) {
+  if (!e.found) return {{"type", e.type}, {"id", e.id}, {"found", false}};
+  return {{"type", e.type}, {"id", e.id}, {"found", true}, {"state", jobs::state_name(e.state)},
+          {"data", embed(e.data)}, {"seq", e.seq}};
+}
+
+std::optional<double> query_number(const Request& r, const std::string& name, ApiError* error) {
+  auto it = r.query.find(name);
+  if (it == r.query.end() || it->second.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(it->second.c_str(), &end);
+  if (end == it->second.c_str() || *end != '\0' || !std::isfinite(v)) {
+    *error = invalid_argument("query parameter '" + name + "' must be a number");
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<jobs::Millis> seconds_field(std::optional<double> value, double max_seconds, const std::string& name,
+                                          ApiError* error) {
+  if (!value) return std::nullopt;
+  if (!(*value >= 0) || *value > max_seconds) {
+    *error = invalid_argument("'" + name + "' must be between 0 and " + std::to_string(static_cast<int>(max_seconds)) +
+                              " seconds");
+    return std::nullopt;
+  }
+  return jobs::Millis(static_cast<int64_t>(std::ceil(*value * 1000)));
+}
+
+}  // namespace kvq::server

@@ -1,0 +1,27 @@
+#include "server/api_error.h"
+
+#include <nlohmann/json.hpp>
+
+namespace kvq::server {
+
+ApiError from_status(const Status& status) {
+  switch (status.code()) {
+    case Code::kInvalidArgument: return {400, "invalid_argument", status.message()};
+    case Code::kNotFound: return {404, "not_found", status.message()};
+    case Code::kAlreadyExists: return {409, "already_exists", status.message()};
+    case Code::kFailedPrecondition: return {409, "failed_precondition", status.message()};
+    case Code::kAborted:
+    case Code::kUnavailable:
+    case Code::kUnknownResult:
+    case Code::kResourceExhausted:
+    case Code::kDeadlineExceeded: return {503, "unavailable", status.to_string()};
+    default: return {500, "internal", status.to_string()};
+  }
+}
+
+std::string error_body(const ApiError& error) {
+  return nlohmann::json{{"error", error.name}, {"message", error.message}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace kvq::server

@@ -1,0 +1,129 @@
+// The worker membership routes.
+#include <cmath>
+
+#include "server/api.h"
+#include "server/json_body.h"
+
+namespace kvq::server {
+namespace {
+
+using Ex = std::shared_ptr<Exchange>;
+
+nlohmann::json membership_json(const workers::Membership& m) {
+  auto list = nlohmann::json::array();
+  for (const auto& w : m.workers) {
+    list.push_back({{"id", w.id},
+                    {"info", embed(w.info)},
+                    {"registered_at", w.registered_at_ms},
+                    {"last_heartbeat", w.last_heartbeat_ms},
+                    {"health_timeout", static_cast<double>(w.health_timeout.count()) / 1000.0}});
+  }
+  return {{"version", m.version}, {"workers", list}};
+}
+
+std::optional<std::string> token_from(Request& r, Exchange& ex) {
+  auto parsed = JsonBody::parse(r.body, {"token"});
+  if (auto* e = std::get_if<ApiError>(&parsed)) {
+    reply_error(ex, *e);
+    return std::nullopt;
+  }
+  ApiError error{0, "", ""};
+  auto token = std::get<JsonBody>(parsed).string("token", &error);
+  if (!error.status && (!token || token->empty())) error = invalid_argument("field 'token' is required");
+  if (error.status) {
+    reply_error(ex, error);
+    return std::nullopt;
+  }
+  return token;
+}
+
+}  // namespace
+
+void add_worker_routes(Router& router, Api& api) {
+  router.add("POST", "/v1/workers/{wtype}", [&api](Request& r, Ex ex) {
+    auto parsed = JsonBody::parse(r.body, {"id", "info", "health_timeout", "take_over"});
+    if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*ex, *e);
+    const auto& body = std::get<JsonBody>(parsed);
+    ApiError error{0, "", ""};
+    auto id = body.string("id", &error);
+    auto info = body.object_text("info", &error);
+    auto timeout = body.number("health_timeout", &error);
+    auto take_over = body.boolean("take_over", &error);
+    if (!error.status && !id) error = invalid_argument("field 'id' is required");
+    if (!error.status && timeout && !(*timeout >= 0.1 && *timeout <= 86400)) {
+      error = invalid_argument("'health_timeout' must be between 0.1 and 86400 seconds");
+    }
+    if (error.status) return reply_error(*ex, error);
+    workers::RegisterOptions options;
+    if (info) options.info = *info;
+    if (timeout) options.health_timeout = workers::Millis(static_cast<int64_t>(std::ceil(*timeout * 1000)));
+    options.take_over = take_over.value_or(false);
+    auto token = api.workers.register_remote(r.params["wtype"], *id, options);
+    if (!token.ok()) return reply_status(*ex, token.status());
+    reply_json(*ex, 200, {{"id", *id}, {"token", *token}});
+  });
+  router.add("POST", "/v1/workers/{wtype}/{id}/heartbeat", [&api](Request& r, Ex ex) {
+    auto token = token_from(r, *ex);
+    if (!token) return;
+    Status s = api.workers.heartbeat(r.params["wtype"], r.params["id"], *token);
+    if (s.code() == Code::kFailedPrecondition) return reply_error(*ex, {409, "halted", s.message()});
+    if (!s.ok()) return reply_status(*ex, s);
+    reply_json(*ex, 200, nlohmann::json::object());
+  });
+  router.add("DELETE", "/v1/workers/{wtype}/{id}", [&api](Request& r, Ex ex) {
+    auto it = r.query.find("token");
+    if (it == r.query.end() || it->second.empty()) {
+      return reply_error(*ex, invalid_argument("query parameter 'token' is required"));
+    }
+    Status s = api.workers.unregister(r.params["wtype"], r.params["id"], it->second);
+    if (!s.ok()) return reply_status(*ex, s);
+    reply_json(*ex, 200, nlohmann::json::object());
+  });
+  router.add("GET", "/v1/workers/{wtype}", [&api](Request& r, Ex ex) {
+    auto m = api.workers.workers(r.params["wtype"]);
+    if (!m.ok()) return reply_status(*ex, m.status());
+    reply_json(*ex, 200, membership_json(*m));
+  });
+  router.add("GET", "/v1/workers/{wtype}/events", [&api](Request& r, Ex ex) {
+    struct Stream {
+      std::mutex mu;
+      std::unique_ptr<workers::MembershipSubscription> sub;
+      bool done = false;
+      uint64_t held = 0;
+    };
+    if (auto check = api.workers.workers(r.params["wtype"]); !check.ok()) return reply_status(*ex, check.status());
+    auto stream = std::make_shared<Stream>();
+    auto end = [&api, ex, stream] {
+      std::unique_ptr<workers::MembershipSubscription> drop;
+      {
+        std::lock_guard lock(stream->mu);
+        if (stream->done) return;
+        stream->done = true;
+        drop = std::move(stream->sub);
+        if (stream->held) api.release(stream->held);
+      }
+      // Off this thread: destroying waits out a callback in progress, which may be ours.
+      if (drop) {
+        std::shared_ptr<workers::MembershipSubscription> shared = std::move(drop);
+        api.timers.at(kv::Clock::now(), [shared] {});
+      }
+      ex->end_stream();
+    };
+    ex->start_stream();
+    auto sub = api.workers.subscribe(r.params["wtype"], [ex](const workers::Membership& m) {
+      ex->send_event("membership", dump(membership_json(m)));
+    });
+    if (!sub.ok()) {
+      ex->send_event("error", error_body(from_status(sub.status())));
+      return ex->end_stream();
+    }
+    {
+      std::lock_guard lock(stream->mu);
+      stream->sub = std::move(*sub);
+      stream->held = api.hold(end);
+    }
+    ex->on_disconnect(end);
+  });
+}
+
+}  // namespace kvq::server

@@ -1,0 +1,105 @@
+#include "server/json_body.h"
+
+namespace kvq::server {
+namespace {
+
+constexpr int kMaxDepth = 64;
+
+bool within_depth(std::string_view text) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if ((c == '{' || c == '[') && ++depth > kMaxDepth) {
+      return false;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return true;
+}
+
+ApiError wrong_type(std::string_view field, std::string_view want) {
+  return invalid_argument("field '" + std::string(field) + "' must be " + std::string(want));
+}
+
+}  // namespace
+
+std::optional<nlohmann::json> parse_json(std::string_view text) {
+  if (!within_depth(text)) return std::nullopt;
+  auto parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return std::nullopt;
+  return parsed;
+}
+
+std::variant<JsonBody, ApiError> JsonBody::parse(std::string_view text, std::initializer_list<std::string_view> allowed) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return JsonBody(nlohmann::json::object());
+  auto parsed = parse_json(text);
+  if (!parsed) return malformed_json("the request body is not valid JSON (or nests deeper than 64 levels)");
+  if (!parsed->is_object()) return malformed_json("the request body must be a JSON object");
+  for (const auto& [key, value] : parsed->items()) {
+    bool known = false;
+    for (auto a : allowed) known = known || a == key;
+    if (!known) return unknown_field("this route does not take a field '" + key + "'");
+  }
+  return JsonBody(std::move(*parsed));
+}
+
+bool JsonBody::has(std::string_view field) const { return object_.contains(field); }
+
+std::optional<std::string> JsonBody::string(std::string_view field, ApiError* error) const {
+  auto it = object_.find(field);
+  if (it == object_.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string()) {
+    *error = wrong_type(field, "a string");
+    return std::nullopt;
+  }
+  return it->get<std::string>();
+}
+
+std::optional<int64_t> JsonBody::integer(std::string_view field, ApiError* error) const {
+  auto it = object_.find(field);
+  if (it == object_.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number_integer()) {
+    *error = wrong_type(field, "an integer");
+    return std::nullopt;
+  }
+  return it->get<int64_t>();
+}
+
+std::optional<double> JsonBody::number(std::string_view field, ApiError* error) const {
+  auto it = object_.find(field);
+  if (it == object_.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) {
+    *error = wrong_type(field, "a number");
+    return std::nullopt;
+  }
+  return it->get<double>();
+}
+
+std::optional<bool> JsonBody::boolean(std::string_view field, ApiError* error) const {
+  auto it = object_.find(field);
+  if (it == object_.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) {
+    *error = wrong_type(field, "true or false");
+    return std::nullopt;
+  }
+  return it->get<bool>();
+}
+
+std::optional<std::string> JsonBody::object_text(std::string_view field, ApiError* error) const {
+  auto it = object_.find(field);
+  if (it == object_.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) {
+    *error = wrong_type(field, "a JSON object");
+    return std::nullopt;
+  }
+  return it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace kvq::server

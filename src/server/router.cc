@@ -1,0 +1,78 @@
+#include "server/router.h"
+
+#include <variant>
+
+namespace kvq::server {
+namespace {
+
+std::vector<std::string> split(const std::string& pattern) {
+  std::vector<std::string> parts;
+  size_t start = 1;
+  while (start <= pattern.size()) {
+    size_t end = pattern.find('/', start);
+    if (end == std::string::npos) end = pattern.size();
+    parts.push_back(pattern.substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+bool is_placeholder(const std::string& part) { return part.size() > 2 && part.front() == '{' && part.back() == '}'; }
+
+}  // namespace
+
+std::string percent_decode(std::string_view text, bool plus_is_space) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '%' && i + 2 < text.size()) {
+      auto hex = [](char h) -> int {
+        if (h >= '0' && h <= '9') return h - '0';
+        if (h >= 'a' && h <= 'f') return h - 'a' + 10;
+        if (h >= 'A' && h <= 'F') return h - 'A' + 10;
+        return -1;
+      };
+      const int hi = hex(text[i + 1]), lo = hex(text[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out += static_cast<char>(hi * 16 + lo);
+        i += 2;
+        continue;
+      }
+    }
+    out += (plus_is_space && c == '+') ? ' ' : c;
+  }
+  return out;
+}
+
+void Router::add(std::string method, std::string pattern, Handler handler) {
+  auto parts = split(pattern);
+  routes_.push_back({std::move(method), std::move(pattern), std::move(parts), std::move(handler)});
+}
+
+std::variant<Router::Match, ApiError> Router::match(Request& request) const {
+  bool path_matched = false;
+  for (const auto& route : routes_) {
+    if (route.parts.size() != request.segments.size()) continue;
+    std::map<std::string, std::string> params;
+    bool ok = true;
+    for (size_t i = 0; i < route.parts.size() && ok; ++i) {
+      if (is_placeholder(route.parts[i])) {
+        if (request.segments[i].empty()) ok = false;
+        else params[route.parts[i].substr(1, route.parts[i].size() - 2)] = request.segments[i];
+      } else {
+        ok = route.parts[i] == request.segments[i];
+      }
+    }
+    if (!ok) continue;
+    path_matched = true;
+    if (route.method != request.method) continue;
+    request.params = std::move(params);
+    request.route = route.pattern;
+    return Match{&route.handler, route.pattern};
+  }
+  if (path_matched) return ApiError{405, "method_not_allowed", request.method + " is not allowed on this path"};
+  return ApiError{404, "no_route", "no route for this path"};
+}
+
+}  // namespace kvq::server

@@ -1,0 +1,113 @@
+#include "kvq/server.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "kvq/jobs.h"
+#include "kvq/lmdb_store.h"
+#include "kvq/workers.h"
+#include "server/api.h"
+#include "server/http_server.h"
+#include "server/serve_options.h"
+
+namespace kvq::server {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr auto kStopGrace = 5s;
+
+// Many idle long-polls need many descriptors: take all the system allows this process.
+void raise_descriptor_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "kvq serve: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int run_serve(int argc, char** argv) {
+  auto parsed = parse_serve_options(argc, argv);
+  if (auto* error = std::get_if<std::string>(&parsed)) {
+    std::fprintf(stderr, "kvq serve: %s\n\n%s", error->c_str(), kServeUsage);
+    return 2;
+  }
+  const ServeOptions& options = std::get<ServeOptions>(parsed);
+  if (options.help) {
+    std::fputs(kServeUsage, stdout);
+    return 0;
+  }
+  HttpOptions http;
+  const auto colon = options.listen.rfind(':');
+  http.host = options.listen.substr(0, colon);
+  if (http.host.size() > 1 && http.host.front() == '[') http.host = http.host.substr(1, http.host.size() - 2);
+  unsigned long port = std::strtoul(options.listen.c_str() + colon + 1, nullptr, 10);
+  if (port > 65535) return fail("port out of range in --listen " + options.listen);
+  http.port = static_cast<unsigned short>(port);
+  http.token = options.token;
+  http.max_body = options.max_body;
+  http.io_threads = options.io_threads;
+  http.worker_threads = options.worker_threads;
+
+  raise_descriptor_limit();
+  // Signals are taken by one thread with sigwait; every thread started from here blocks them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto store = open_lmdb_store({.path = options.data, .durability = options.durability});
+  if (!store.ok()) return fail("cannot open the data directory: " + store.status().to_string());
+  auto jobs = jobs::Jobs::open(*store);
+  if (!jobs.ok()) return fail(jobs.status().to_string());
+  jobs::Jobs& jobs_ref = **jobs;
+  auto workers = workers::Workers::open(*store, {.on_departure = [&jobs_ref](kv::Transaction& txn, const std::string&,
+                                                                             const std::string& id) {
+                                                   return jobs_ref.release_worker(txn, id).status();
+                                                 }});
+  if (!workers.ok()) return fail(workers.status().to_string());
+
+  Metrics metrics;
+  Api api{jobs_ref, **workers, **store, metrics};
+  Router router;
+  add_meta_routes(router, api);
+  add_type_routes(router, api);
+  add_job_routes(router, api);
+  add_worker_routes(router, api);
+  const bool debug = options.log_level == "debug";
+  HttpServer server(http, std::move(router), [&metrics, debug](const std::string& route, unsigned status) {
+    metrics.request(route, status);
+    if (debug) std::fprintf(stderr, "kvq serve: %u %s\n", status, route.empty() ? "-" : route.c_str());
+  });
+  auto bound = server.listen();
+  if (auto* error = std::get_if<std::string>(&bound)) return fail(*error);
+  std::printf("kvq serve: listening on http://%s:%u store %s\n", http.host.c_str(), std::get<unsigned short>(bound),
+              (*store)->describe().c_str());
+  std::fflush(stdout);
+
+  std::thread stopper([&] {
+    int signal_number = 0;
+    sigwait(&stop_signals, &signal_number);
+    if (options.log_level != "error") std::fprintf(stderr, "kvq serve: stopping (signal %d)\n", signal_number);
+    api.end_all_waiting();
+    server.stop(kStopGrace);
+  });
+  server.run();
+  stopper.join();
+  if (options.log_level != "error") std::fprintf(stderr, "kvq serve: stopped\n");
+  return 0;
+}
+
+}  // namespace kvq::server

@@ -1,0 +1,126 @@
+#include "server/serve_options.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+namespace kvq::server {
+
+const char kServeUsage[] =
+    "usage: kvq serve [options]\n"
+    "\n"
+    "Serves the kvq HTTP/JSON API (docs/http-api.md) over an embedded LMDB data directory.\n"
+    "\n"
+    "options:\n"
+    "  --listen HOST:PORT   address to listen on (default 127.0.0.1:7411; port 0 picks a free one;\n"
+    "                       0.0.0.0 listens on all interfaces, only if you ask for it)\n"
+    "  --data DIR           data directory, created if missing (default ./kvq-data)\n"
+    "  --durability MODE    sync (default: nothing is acknowledged before it is on disk) or nosync\n"
+    "  --token TOKEN        require 'Authorization: Bearer TOKEN' (default: $KVQ_TOKEN; none)\n"
+    "  --max-body BYTES     largest request body accepted (default 1048576)\n"
+    "  --log-level LEVEL    error, warn, info (default) or debug (logs every request)\n"
+    "  --io-threads N       threads serving connections (default 2)\n"
+    "  --worker-threads N   threads running store operations (default 8)\n"
+    "  --config FILE        read 'name = value' lines with these option names first\n"
+    "  --help               this text\n"
+    "\n"
+    "Stops cleanly on SIGINT or SIGTERM: in-flight requests finish, waiting long-polls answer\n"
+    "204, event streams close.\n";
+
+namespace {
+
+bool to_number(const std::string& text, unsigned long long max, unsigned long long& out) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  out = std::strtoull(text.c_str(), nullptr, 10);
+  return out <= max;
+}
+
+std::string apply(ServeOptions& o, const std::string& name, const std::string& value) {
+  unsigned long long n = 0;
+  if (name == "listen") {
+    if (value.rfind(':') == std::string::npos) return "--listen wants HOST:PORT, got '" + value + "'";
+    o.listen = value;
+  } else if (name == "data") {
+    if (value.empty()) return "--data wants a directory";
+    o.data = value;
+  } else if (name == "durability") {
+    if (value == "sync") o.durability = Durability::kSync;
+    else if (value == "nosync") o.durability = Durability::kNoSync;
+    else return "--durability wants sync or nosync, got '" + value + "'";
+  } else if (name == "token") {
+    o.token = value;
+  } else if (name == "max-body") {
+    if (!to_number(value, 64ull << 20, n) || n < 1024) return "--max-body wants 1024..67108864 bytes";
+    o.max_body = n;
+  } else if (name == "log-level") {
+    if (value != "error" && value != "warn" && value != "info" && value != "debug") {
+      return "--log-level wants error, warn, info or debug";
+    }
+    o.log_level = value;
+  } else if (name == "io-threads" || name == "worker-threads") {
+    if (!to_number(value, 256, n) || n == 0) return "--" + name + " wants 1..256";
+    (name == "io-threads" ? o.io_threads : o.worker_threads) = static_cast<unsigned>(n);
+  } else {
+    return "unknown option '" + name + "'";
+  }
+  return "";
+}
+
+std::string read_config(ServeOptions& o, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return "cannot read config file '" + path + "'";
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    line = line.substr(0, line.find('#'));
+    const auto eq = line.find('=');
+    auto trim = [](std::string s) {
+      s.erase(0, s.find_first_not_of(" \t\r"));
+      s.erase(s.find_last_not_of(" \t\r") + 1);
+      return s;
+    };
+    if (trim(line).empty()) continue;
+    if (eq == std::string::npos) return path + ":" + std::to_string(number) + ": expected 'name = value'";
+    if (auto e = apply(o, trim(line.substr(0, eq)), trim(line.substr(eq + 1))); !e.empty()) {
+      return path + ":" + std::to_string(number) + ": " + e;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+std::variant<ServeOptions, std::string> parse_serve_options(int argc, char** argv) {
+  ServeOptions o;
+  if (const char* t = std::getenv("KVQ_TOKEN")) o.token = t;
+  std::vector<std::pair<std::string, std::string>> flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      o.help = true;
+      return o;
+    }
+    if (arg.rfind("--", 0) != 0) return "unexpected argument '" + arg + "'";
+    std::string name = arg.substr(2), value;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return "option --" + name + " needs a value";
+    }
+    flags.emplace_back(name, value);
+  }
+  for (const auto& [name, value] : flags) {
+    if (name == "config") {
+      if (auto e = read_config(o, value); !e.empty()) return e;
+    }
+  }
+  for (const auto& [name, value] : flags) {
+    if (name == "config") continue;
+    if (auto e = apply(o, name, value); !e.empty()) return e;
+  }
+  return o;
+}
+
+}  // namespace kvq::server

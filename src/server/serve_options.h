@@ -1,0 +1,30 @@
+// server/serve_options.h — kvq serve's settings: defaults, flags, and a config file of
+// `name = value` lines using the flags' names (without the dashes; '#' starts a comment).
+// Flags given on the command line win over the file.
+#pragma once
+
+#include <string>
+#include <variant>
+
+#include "kvq/lmdb_store.h"
+
+namespace kvq::server {
+
+struct ServeOptions {
+  std::string listen = "127.0.0.1:7411";
+  std::string data = "./kvq-data";
+  Durability durability = Durability::kSync;
+  std::string token;  // also from $KVQ_TOKEN
+  size_t max_body = 1024 * 1024;
+  std::string log_level = "info";  // error, warn, info, debug
+  unsigned io_threads = 2;
+  unsigned worker_threads = 8;
+  bool help = false;
+};
+
+extern const char kServeUsage[];
+
+// The options, or a message saying what is wrong with the arguments.
+std::variant<ServeOptions, std::string> parse_serve_options(int argc, char** argv);
+
+}  // namespace kvq::server
