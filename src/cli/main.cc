@@ -12,11 +12,21 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  serve [options]     run the HTTP/JSON server (kvq serve --help)\n"
+    "  add TYPE ID [DATA_JSON]          add a job            get TYPE ID     show a job\n"
+    "  ls TYPE [--state S]              list jobs            rm TYPE ID      remove a job\n"
+    "  accept TYPE [--timeout S]        take due jobs (worker)\n"
+    "  update|finish|resubmit TYPE ID --lock L [DATA_JSON]   worker calls on an accepted job\n"
+    "  wait TYPE ID [--state S]         wait for a state     watch TYPE ID   stream a job's changes\n"
+    "  types                            list types           timeout TYPE [SECONDS|--clear]\n"
+    "  workers WTYPE                    list workers         top [--once]    live counts per type\n"
+    "  bench [--jobs J ...]             load-test a server\n"
+    "  (client commands: --url URL (default $KVQ_URL or http://127.0.0.1:7411), --token T, --json, --help)\n"
     "  demo [--data DIR]   a short tour of the kvq library (storage and jobs) on an embedded\n"
     "                      LMDB data directory (default ./kvq-data)\n"
     "  version             print the version\n"
     "  help                print this help\n"
     "\n"
+    "exit codes: 0 ok, 1 server/network error, 2 usage, 3 nothing in time, 4 halted, 5 not found\n"
     "See README.md and docs/http-api.md.\n";
 
 }  // namespace
@@ -29,6 +39,21 @@ int main(int argc, char** argv) {
   const std::string_view command = argv[1];
   if (command == "serve") return kvq::server::run_serve(argc - 1, argv + 1);
   if (command == "demo") return kvq::cli::run_demo(argc - 1, argv + 1);
+  if (command == "add") return kvq::cli::run_add(argc - 1, argv + 1);
+  if (command == "get") return kvq::cli::run_get(argc - 1, argv + 1);
+  if (command == "ls") return kvq::cli::run_ls(argc - 1, argv + 1);
+  if (command == "rm") return kvq::cli::run_rm(argc - 1, argv + 1);
+  if (command == "accept") return kvq::cli::run_accept(argc - 1, argv + 1);
+  if (command == "update") return kvq::cli::run_update(argc - 1, argv + 1);
+  if (command == "finish") return kvq::cli::run_finish(argc - 1, argv + 1);
+  if (command == "resubmit") return kvq::cli::run_resubmit(argc - 1, argv + 1);
+  if (command == "wait") return kvq::cli::run_wait(argc - 1, argv + 1);
+  if (command == "watch") return kvq::cli::run_watch(argc - 1, argv + 1);
+  if (command == "types") return kvq::cli::run_types(argc - 1, argv + 1);
+  if (command == "timeout") return kvq::cli::run_timeout(argc - 1, argv + 1);
+  if (command == "workers") return kvq::cli::run_workers(argc - 1, argv + 1);
+  if (command == "top") return kvq::cli::run_top(argc - 1, argv + 1);
+  if (command == "bench") return kvq::cli::run_bench(argc - 1, argv + 1);
   if (command == "version" || command == "--version") {
     std::puts("kvq 0.1.0");
     return 0;
