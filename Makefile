@@ -3,11 +3,21 @@
 
 JOBS ?= $(shell nproc)
 DATA ?= ./kvq-data
+LISTEN ?= 127.0.0.1:7411
 
 .PHONY: run test test-asan test-clang build deps bench clean
 
-run: build
-	./build/release/src/cli/kvq demo --data $(DATA)
+# Starts kvq serve on the embedded default (an LMDB data directory) in the foreground.
+run: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS) --target kvq
+	@echo "kvq: starting the server on http://$(LISTEN) with data in $(DATA) (Ctrl-C stops it)"
+	@echo "kvq: try, from another terminal:"
+	@echo "  curl -X PUT http://$(LISTEN)/v1/types/email -d '{\"timeout\": 30}'"
+	@echo "  curl -X POST http://$(LISTEN)/v1/jobs/email -d '{\"id\": \"welcome-1\", \"data\": {\"to\": \"ada@example.com\"}}'"
+	@echo "  curl -X POST http://$(LISTEN)/v1/accept/email -d '{\"timeout\": 30}'"
+	@echo "  ./build/release/src/cli/kvq ls email        (the CLI: ./build/release/src/cli/kvq help)"
+	./build/release/src/cli/kvq serve --listen $(LISTEN) --data $(DATA)
 
 test: deps
 	cmake --preset release >/dev/null

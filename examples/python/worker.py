@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""A kvq worker over the HTTP API: accept jobs of a type, work on them, finish them.
+
+Example:
+    ./worker.py --type example
+
+What it does:
+  1. registers as a worker (so the server knows it is alive),
+  2. heartbeats in a background thread, every health_timeout / 3 seconds,
+  3. long-polls for a job, "works" on it (sleeps, reporting progress with
+     /update, which also tells the server it is still alive), then finishes it,
+  4. on Ctrl-C (SIGINT) or SIGTERM, unregisters: the server puts any job it
+     held back to pending at once, so another worker can take it.
+
+Only the Python standard library is used.
+"""
+
+import argparse
+import json
+import os
+import signal
+import socket
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+
+class Api:
+    """A minimal client for the kvq HTTP API."""
+
+    def __init__(self, url, token):
+        self.url = url.rstrip("/")
+        self.token = token
+
+    def call(self, method, path, body=None, timeout=30):
+        """Send one request; return (status, parsed JSON body or None)."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        if self.token:
+            req.add_header("Authorization", "Bearer " + self.token)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                raw = resp.read()
+                return resp.status, (json.loads(raw) if raw else None)
+        except urllib.error.HTTPError as err:  # 4xx/5xx: the body says why
+            raw = err.read()
+            return err.code, (json.loads(raw) if raw else None)
+
+
+def quote(segment):
+    return urllib.parse.quote(segment, safe="")
+
+
+def heartbeat_loop(api, wpath, state, every, stop):
+    """Tell the server we are alive until `stop` is set. If the server declared us
+    dead (409 halted), register again: our old jobs were already given away."""
+    while not stop.wait(every):
+        try:
+            status, body = api.call("POST", wpath + "/heartbeat", {"token": state["token"]})
+            if status == 409:
+                print("heartbeat: declared dead, registering again")
+                status, body = api.call("POST", state["register_path"], state["register_body"])
+                if status == 200:
+                    state["token"] = body["token"]
+            elif status != 200:
+                print("heartbeat failed: %s %s" % (status, body))
+        except OSError as err:  # server unreachable: try again next time
+            print("heartbeat failed: %s" % err)
+
+
+def process(api, job, work_seconds, steps=5):
+    """Pretend to work; report progress after each step. Returns False if the job
+    was taken away from us (409 halted) and we should drop it."""
+    jpath = "/v1/jobs/%s/%s" % (quote(job["type"]), quote(job["id"]))
+    for step in range(1, steps + 1):
+        time.sleep(work_seconds / steps)
+        # An update is also a heartbeat for the job: without one within the
+        # type's timeout, the server gives the job to another worker.
+        status, body = api.call("POST", jpath + "/update",
+                                {"lock": job["lock"], "data": {**job["data"], "progress": step}})
+        if status == 409:
+            return False
+    status, body = api.call("POST", jpath + "/finish",
+                            {"lock": job["lock"], "data": {"result": "done", "input": job["data"]}})
+    return status == 200
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Accept and process jobs from a kvq server.")
+    parser.add_argument("--url", default=os.environ.get("KVQ_URL", "http://127.0.0.1:7411"),
+                        help="server URL (default: $KVQ_URL or %(default)s)")
+    parser.add_argument("--token", default=os.environ.get("KVQ_TOKEN"),
+                        help="bearer token, if the server has one (default: $KVQ_TOKEN)")
+    parser.add_argument("--type", default="example", help="job type (default: %(default)s)")
+    parser.add_argument("--id", default="%s-%d" % (socket.gethostname(), os.getpid()),
+                        help="worker id (default: HOST-PID)")
+    parser.add_argument("--health-timeout", type=float, default=10,
+                        help="seconds without a heartbeat before the server declares this "
+                             "worker dead (default: %(default)s)")
+    parser.add_argument("--work-seconds", type=float, default=1.0,
+                        help="how long each job 'takes' (default: %(default)s)")
+    args = parser.parse_args()
+    api = Api(args.url, args.token)
+
+    # SIGTERM behaves like Ctrl-C: both raise KeyboardInterrupt in this thread,
+    # even while it waits in a long-poll, so the `finally` below always runs.
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    # 1. Register. Workers are grouped by a "worker type"; we use the job type.
+    register_path = "/v1/workers/" + quote(args.type)
+    register_body = {"id": args.id, "info": {"pid": os.getpid()},
+                     "health_timeout": args.health_timeout}
+    status, body = api.call("POST", register_path, register_body)
+    if status != 200:
+        raise SystemExit("register failed: %s %s" % (status, body))
+    state = {"token": body["token"], "register_path": register_path,
+             "register_body": register_body}
+    wpath = "%s/%s" % (register_path, quote(args.id))
+    print("worker %s registered for type %r at %s" % (args.id, args.type, api.url))
+
+    # 2. Heartbeat in the background.
+    stop = threading.Event()
+    threading.Thread(target=heartbeat_loop, daemon=True,
+                     args=(api, wpath, state, args.health_timeout / 3, stop)).start()
+
+    try:
+        while True:
+            # 3. Wait up to 30 s for a job. Passing our worker id ties the job to
+            #    us: if we die or unregister, it goes back to pending at once.
+            try:
+                status, body = api.call("POST", "/v1/accept/" + quote(args.type),
+                                        {"timeout": 30, "worker": args.id}, timeout=45)
+            except OSError as err:  # server unreachable: back off, then retry
+                print("accept failed: %s" % err)
+                time.sleep(1)
+                continue
+            if status == 204:       # no job in 30 s: just ask again
+                continue
+            if status != 200:
+                print("accept failed: %s %s" % (status, body))
+                time.sleep(1)
+                continue
+            for job in body["jobs"]:
+                if process(api, job, args.work_seconds):
+                    print("finished %s" % job["id"])
+                else:
+                    print("abandoned %s (halted: no longer ours)" % job["id"])
+    except KeyboardInterrupt:
+        print("stopping")
+    finally:
+        # 4. Unregister, so any job we held is pending again right away.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)   # don't interrupt the goodbye
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        stop.set()
+        try:
+            api.call("DELETE", "%s?token=%s" % (wpath, quote(state["token"])), timeout=5)
+            print("worker %s unregistered" % args.id)
+        except OSError as err:
+            print("unregister failed: %s" % err)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,393 @@
+"""Helpers for the kvq end-to-end tests: run a real `kvq serve` and talk to it.
+
+Standard library only. The kvq binary comes from $KVQ_BIN
+(default /work/main/build/release/src/cli/kvq).
+"""
+
+import http.client
+import itertools
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.parse
+
+KVQ_BIN = os.environ.get("KVQ_BIN", "/work/main/build/release/src/cli/kvq")
+
+_LISTEN_RE = re.compile(r"listening on (http://\S+)")
+_ids = itertools.count(1)
+
+
+def uniq(prefix="t"):
+    """A name unique within this test run (valid as a type, id or worker id)."""
+    return "%s-%d-%d" % (prefix, os.getpid(), next(_ids))
+
+
+def q(segment):
+    """Percent-encode one path segment."""
+    return urllib.parse.quote(segment, safe="")
+
+
+def wait_until(predicate, timeout, interval=0.02, message="condition"):
+    """Poll predicate() until it returns a truthy value or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError("timed out after %.1f s waiting for %s" % (timeout, message))
+        time.sleep(interval)
+
+
+def proc_status(pid):
+    """Threads and VmRSS (bytes) of a process, from /proc/PID/status."""
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key == "Threads":
+                out["threads"] = int(value)
+            elif key == "VmRSS":
+                out["rss"] = int(value.split()[0]) * 1024
+    return out
+
+
+def note(*args):
+    """Print a line of numbers only when KVQ_E2E_VERBOSE is set."""
+    if os.environ.get("KVQ_E2E_VERBOSE"):
+        print("[e2e]", *args, file=sys.stderr)
+
+
+def open_fds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers  # dict, lower-case names
+        self.body = body        # bytes
+
+    @property
+    def json(self):
+        return json.loads(self.body) if self.body else None
+
+    @property
+    def error(self):
+        try:
+            return (self.json or {}).get("error")
+        except ValueError:
+            return None
+
+    def __repr__(self):
+        return "<HTTP %d %r>" % (self.status, self.body[:600])
+
+
+_DEFAULT = object()
+
+
+class Client:
+    """A tiny blocking HTTP client: one connection per request."""
+
+    def __init__(self, url, token=None, timeout=30):
+        parts = urllib.parse.urlsplit(url)
+        self.host, self.port = parts.hostname, parts.port
+        self.token = token
+        self.timeout = timeout
+
+    def _headers(self, token, extra):
+        h = {}
+        token = self.token if token is _DEFAULT else token
+        if token is not None:
+            h["Authorization"] = "Bearer " + token
+        h.update(extra or {})
+        return h
+
+    def request(self, method, path, body=None, raw=None, headers=None,
+                timeout=None, token=_DEFAULT):
+        """body: a JSON value to send; raw: bytes/str sent as is."""
+        h = self._headers(token, headers)
+        data = raw
+        if body is not None:
+            data = json.dumps(body)
+        if isinstance(data, str):
+            data = data.encode()
+        if data is not None:
+            h.setdefault("Content-Type", "application/json")
+        conn = http.client.HTTPConnection(self.host, self.port,
+                                          timeout=timeout or self.timeout)
+        try:
+            conn.request(method, path, body=data, headers=h)
+            r = conn.getresponse()
+            payload = r.read()
+            return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, payload)
+        finally:
+            conn.close()
+
+    def raw_request(self, method, path, body, timeout=10):
+        """Send a request over a plain socket and read the response even if the
+        server answers (and stops reading) before the whole body is sent, as it may
+        for 413. Returns a Response; raises if no response arrived at all."""
+        head = "%s %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n" \
+               "Content-Length: %d\r\nConnection: close\r\n" % (method, path, self.host,
+                                                                 self.port, len(body))
+        if self.token:
+            head += "Authorization: Bearer %s\r\n" % self.token
+        sock = socket.create_connection((self.host, self.port), timeout=timeout)
+        send_error = None
+        try:
+            try:
+                sock.sendall(head.encode() + b"\r\n" + body)
+            except OSError as e:  # the server stopped reading; its answer may be there
+                send_error = e
+            r = http.client.HTTPResponse(sock, method=method)
+            try:
+                r.begin()
+            except (OSError, http.client.HTTPException) as e:
+                raise AssertionError("no response (send error: %r, read error: %r)"
+                                     % (send_error, e))
+            payload = r.read()
+            return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, payload)
+        finally:
+            sock.close()
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.request("POST", path, body=body, **kw)
+
+    def put(self, path, body=None, **kw):
+        return self.request("PUT", path, body=body, **kw)
+
+    def delete(self, path, **kw):
+        return self.request("DELETE", path, **kw)
+
+    # -- conveniences used by many tests ----------------------------------
+    def set_timeout(self, jtype, seconds):
+        r = self.put("/v1/types/%s" % q(jtype), {"timeout": seconds})
+        if r.status != 200:
+            raise AssertionError("PUT type %s: %r" % (jtype, r))
+        return r
+
+    def add(self, jtype, jid, data=None, **fields):
+        body = {"id": jid, "data": {} if data is None else data}
+        body.update(fields)
+        return self.post("/v1/jobs/%s" % q(jtype), body)
+
+    def job(self, jtype, jid):
+        return self.get("/v1/jobs/%s/%s" % (q(jtype), q(jid)))
+
+    def accept(self, jtype, timeout=None, **fields):
+        body = dict(fields)
+        if timeout is not None:
+            body["timeout"] = timeout
+        return self.post("/v1/accept/%s" % q(jtype), body,
+                         timeout=(timeout or 0) + 15)
+
+    def events(self, path, timeout=10):
+        return EventStream(self, path, timeout)
+
+
+class EventStream:
+    """A text/event-stream reader. `status`/`response` tell whether it opened."""
+
+    def __init__(self, client, path, timeout):
+        self.conn = http.client.HTTPConnection(client.host, client.port, timeout=timeout)
+        self.conn.request("GET", path, headers=client._headers(_DEFAULT, {"Accept": "text/event-stream"}))
+        self.response = self.conn.getresponse()
+        self.status = self.response.status
+        self.headers = {k.lower(): v for k, v in self.response.getheaders()}
+        self.body = self.response.read() if self.status != 200 else None
+
+    def next_event(self):
+        """(event name, parsed data) of the next event, or None when the stream ends.
+        Raises socket.timeout (TimeoutError) if nothing arrives in time."""
+        name, data = None, []
+        while True:
+            line = self.response.readline()
+            if not line:
+                return None
+            line = line.decode().rstrip("\r\n")
+            if line == "":
+                if name is None and not data:
+                    continue
+                return name or "message", json.loads("\n".join(data)) if data else None
+            if line.startswith(":"):
+                continue
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "event":
+                name = value
+            elif field == "data":
+                data.append(value)
+
+    def close(self):
+        self.conn.close()
+
+
+class KvqServer:
+    """A `kvq serve` subprocess on a free port, with its own data directory
+    (or a given one, so a restart can reuse it)."""
+
+    def __init__(self, data_dir=None, token=None, durability="nosync",
+                 max_body=None, extra_args=()):
+        self._own_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="kvq-e2e-")
+        self.token = token
+        self.durability = durability
+        self.max_body = max_body
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.url = None
+        self.first_line = None
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def args(self):
+        a = [KVQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", self.data_dir]
+        if self.token is not None:
+            a += ["--token", self.token]
+        if self.durability is not None:
+            a += ["--durability", self.durability]
+        if self.max_body is not None:
+            a += ["--max-body", str(self.max_body)]
+        return a + self.extra_args
+
+    def start(self, timeout=20):
+        if not os.access(KVQ_BIN, os.X_OK):
+            raise RuntimeError("kvq binary not found at %s (set KVQ_BIN)" % KVQ_BIN)
+        self._stderr = tempfile.TemporaryFile()
+        env = dict(os.environ)
+        env.pop("KVQ_TOKEN", None)
+        self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=self._stderr, env=env)
+        found = queue.Queue()
+
+        def pump(stream):
+            # Find the URL, then keep draining stdout so the server never blocks on it.
+            try:
+                for raw in stream:
+                    line = raw.decode(errors="replace")
+                    m = _LISTEN_RE.search(line)
+                    if m and self.first_line is None:
+                        self.first_line = line.strip()
+                        found.put(m.group(1).rstrip("/"))
+            except (OSError, ValueError):
+                pass
+            found.put(None)
+
+        self._pump = threading.Thread(target=pump, args=(self.proc.stdout,), daemon=True)
+        self._pump.start()
+        try:
+            url = found.get(timeout=timeout)
+        except queue.Empty:
+            url = None
+        if url is None:
+            self.kill()
+            raise RuntimeError("kvq serve did not report its URL (args %s); stderr:\n%s"
+                               % (self.args(), self.stderr()))
+        self.url = url
+        return self
+
+    def stderr(self):
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")[-4000:]
+
+    def client(self, token=_DEFAULT, timeout=30):
+        return Client(self.url, self.token if token is _DEFAULT else token, timeout)
+
+    def stop(self, grace=10):
+        """SIGTERM, wait up to `grace` seconds, then SIGKILL. Returns True if it
+        exited on SIGTERM."""
+        if self.proc is None or self.proc.poll() is not None:
+            return True
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(grace)
+            return True
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return False
+
+    def kill(self):
+        """kill -9."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def _close_files(self):
+        if getattr(self, "_pump", None) is not None:
+            self._pump.join(2)
+        for f in (self.proc and self.proc.stdout, getattr(self, "_stderr", None)):
+            try:
+                f and f.close()
+            except (OSError, ValueError):
+                pass
+
+    def cleanup(self):
+        self.stop()
+        self._close_files()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+class ServerTestCase(unittest.TestCase):
+    """One server per test class; override server_kwargs."""
+
+    server_kwargs = {}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = KvqServer(**cls.server_kwargs).start()
+        cls.c = cls.server.client()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.cleanup()
+
+    def setUp(self):
+        self._check_alive()
+        self.addCleanup(self._check_alive)
+
+    def _check_alive(self):
+        # Name the test during which the server died, with its last words, and start a
+        # fresh server so the rest of the class still tests something.
+        code = self.server.proc.poll()
+        if code is not None:
+            last_words = self.server.stderr()
+            self.server.cleanup()
+            cls = type(self)
+            cls.server = KvqServer(**cls.server_kwargs).start()
+            cls.c = cls.server.client()
+            self.fail("kvq serve exited with %s during this test (restarted it); stderr:\n%s"
+                      % (code, last_words))
+
+    # -- assertions --------------------------------------------------------
+    def assertStatus(self, r, status, error=None):
+        self.assertEqual(r.status, status, "unexpected response %r" % (r,))
+        if error is not None:
+            body = r.json
+            self.assertIsInstance(body, dict, r)
+            self.assertEqual(body.get("error"), error, r)
+            self.assertIsInstance(body.get("message"), str, r)
+        return r.json if r.body else None
+
+    def assertJobState(self, jtype, jid, state):
+        r = self.c.job(jtype, jid)
+        job = self.assertStatus(r, 200)
+        self.assertEqual(job["state"], state, job)
+        return job

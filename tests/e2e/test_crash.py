@@ -1,0 +1,130 @@
+"""kill -9 under load with durability sync: acknowledged work survives, nothing is
+finished twice, and everything left over drains after a restart."""
+
+import collections
+import http.client
+import threading
+import time
+import unittest
+
+from kvq_server import KvqServer, note, q, wait_until
+
+TYPE = "crash"
+
+
+class CrashUnderLoad(unittest.TestCase):
+
+    def setUp(self):
+        self.server = KvqServer(durability=None).start()  # default durability: sync
+        self.addCleanup(self.server.cleanup)
+
+    def test_kill9_loses_no_acknowledged_add_or_finish(self):
+        s = self.server
+        c = s.client(timeout=5)
+        store = c.get("/healthz").json["store"]
+        self.assertTrue(store.endswith("(sync)"), store)
+        # short job timeout so jobs running at the crash come back quickly after it
+        c.set_timeout(TYPE, 2)
+
+        added = []                      # ids whose add returned 200
+        finished = []                   # (id, lock) whose finish returned 200
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def producer(n):
+            cl = s.client(timeout=5)
+            i = 0
+            while not stop.is_set():
+                jid = "p%d-%06d" % (n, i)
+                i += 1
+                try:
+                    r = cl.add(TYPE, jid, {"n": i})
+                except (OSError, http.client.HTTPException):
+                    time.sleep(0.02)
+                    continue
+                if r.status == 200:
+                    with lock:
+                        added.append(jid)
+
+        def worker():
+            cl = s.client(timeout=5)
+            while not stop.is_set():
+                try:
+                    r = cl.post("/v1/accept/%s" % TYPE, {"timeout": 0.5, "count": 5})
+                    if r.status != 200:
+                        continue
+                    for j in r.json["jobs"]:
+                        f = cl.post("/v1/jobs/%s/%s/finish" % (TYPE, q(j["id"])),
+                                    {"lock": j["lock"], "data": {"done": True}})
+                        if f.status == 200:
+                            with lock:
+                                finished.append((j["id"], j["lock"]))
+                except (OSError, http.client.HTTPException):
+                    time.sleep(0.02)
+
+        threads = [threading.Thread(target=producer, args=(n,), daemon=True) for n in range(2)]
+        threads += [threading.Thread(target=worker, daemon=True) for _ in range(2)]
+        for th in threads:
+            th.start()
+        wait_until(lambda: len(added) >= 20 and len(finished) >= 10, 10, 0.05,
+                   "load to get going")
+        time.sleep(1.5)                 # ~1.5 s of load, then the crash, mid-load
+        s.kill()
+        time.sleep(0.5)                 # clients now fail against a dead server
+        stop.set()
+        for th in threads:
+            th.join(10)
+        self.assertFalse(any(th.is_alive() for th in threads))
+
+        # at most one successful finish per job (we never re-add an id)
+        counts = collections.Counter(jid for jid, _ in finished)
+        twice = {jid: n for jid, n in counts.items() if n > 1}
+        self.assertEqual(twice, {}, "jobs finished successfully more than once")
+
+        note("crash: %d adds and %d finishes acknowledged before kill -9" % (len(added), len(finished)))
+        s2 = KvqServer(data_dir=s.data_dir, durability=None).start()
+        self.addCleanup(s2.cleanup)
+        c = s2.client(timeout=10)
+
+        def all_jobs():
+            out, cursor = {}, ""
+            while True:
+                path = "/v1/jobs/%s?limit=10000" % TYPE + ("&cursor=" + q(cursor) if cursor else "")
+                page = c.get(path)
+                self.assertEqual(page.status, 200, page)
+                for j in page.json["jobs"]:
+                    out[j["id"]] = j
+                cursor = page.json["next_cursor"]
+                if not cursor:
+                    return out
+
+        jobs = all_jobs()
+        lost = [jid for jid in added if jid not in jobs]
+        self.assertEqual(lost, [], "%d of %d acknowledged adds lost" % (len(lost), len(added)))
+        unfinished = [jid for jid, _ in finished if jobs[jid]["state"] != "finished"]
+        self.assertEqual(unfinished, [], "acknowledged finishes lost: %r" %
+                         [jobs[j] for j in unfinished[:5]])
+
+        # drain: jobs running at the crash come back after the 2 s timeout
+        deadline = time.monotonic() + 30
+        while True:
+            r = c.post("/v1/accept/%s" % TYPE, {"timeout": 0.5, "count": 100})
+            if r.status == 200:
+                for j in r.json["jobs"]:
+                    f = c.post("/v1/jobs/%s/%s/finish" % (TYPE, q(j["id"])), {"lock": j["lock"]})
+                    self.assertEqual(f.status, 200, f)
+            else:
+                self.assertEqual(r.status, 204, r)
+                left = [j for j in all_jobs().values() if j["state"] != "finished"]
+                if not left:
+                    break
+                self.assertLess(time.monotonic(), deadline,
+                                "jobs not drained after restart: %r" % left[:5])
+        jobs = all_jobs()
+        note("crash: %d jobs after restart, all finished" % len(jobs))
+        self.assertTrue(all(j["state"] == "finished" for j in jobs.values()))
+        self.assertTrue(set(added) <= set(jobs))
+
+
+if __name__ == "__main__":
+    unittest.main()

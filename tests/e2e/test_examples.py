@@ -1,0 +1,71 @@
+"""The Python examples in examples/python work against a real server."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+from kvq_server import ServerTestCase, uniq, wait_until
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "python")
+PRODUCER = os.path.join(EXAMPLES, "producer.py")
+WORKER = os.path.join(EXAMPLES, "worker.py")
+
+
+class Examples(ServerTestCase):
+
+    def run_example(self, *args, **kw):
+        return subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                              timeout=30, **kw)
+
+    def start_worker(self, *args):
+        p = subprocess.Popen([sys.executable, WORKER, "--url", self.server.url, *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        return p
+
+    def stop_worker(self, p, sig):
+        p.send_signal(sig)
+        out, _ = p.communicate(timeout=10)
+        self.assertEqual(p.returncode, 0, out)
+        self.assertIn("unregistered", out)
+        return out
+
+    def test_help(self):
+        for script in (PRODUCER, WORKER):
+            with self.subTest(script=script):
+                r = self.run_example(script, "--help")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn("--url", r.stdout)
+
+    def test_producer_then_worker_finishes_all_jobs_and_unregisters_on_sigint(self):
+        t = uniq("ex")
+        r = self.run_example(PRODUCER, "--url", self.server.url, "--type", t, "--count", "3")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("added 3 jobs", r.stdout)
+        jobs = self.assertStatus(self.c.get("/v1/jobs/%s" % t), 200)["jobs"]
+        self.assertEqual([j["state"] for j in jobs], ["pending"] * 3)
+
+        p = self.start_worker("--type", t, "--id", "exw", "--work-seconds", "0.1")
+        wait_until(lambda: [j["state"] for j in self.c.get("/v1/jobs/%s" % t).json["jobs"]]
+                   == ["finished"] * 3, 15, 0.05, "the example worker to finish 3 jobs")
+        ws = self.assertStatus(self.c.get("/v1/workers/%s" % t), 200)["workers"]
+        self.assertEqual([w["id"] for w in ws], ["exw"])
+        self.stop_worker(p, signal.SIGINT)
+        self.assertEqual(self.c.get("/v1/workers/%s" % t).json["workers"], [])
+
+    def test_worker_sigterm_gives_its_job_back_at_once(self):
+        t = uniq("ex")
+        self.c.set_timeout(t, 60)
+        self.assertStatus(self.c.add(t, "slow"), 200)
+        p = self.start_worker("--type", t, "--id", "slowpoke", "--work-seconds", "60")
+        wait_until(lambda: self.c.job(t, "slow").json["state"] == "running", 10, 0.05,
+                   "the example worker to accept the job")
+        self.stop_worker(p, signal.SIGTERM)
+        self.assertJobState(t, "slow", "pending")
+
+
+if __name__ == "__main__":
+    unittest.main()

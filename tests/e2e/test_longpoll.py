@@ -1,0 +1,193 @@
+"""Long-polls (accept, wait) and the job event stream."""
+
+import threading
+import time
+import unittest
+
+from kvq_server import ServerTestCase, uniq
+
+
+def in_thread(fn, *args, **kw):
+    """Run fn in a thread; returns (thread, result dict with 'value'/'error'/'elapsed')."""
+    out = {}
+
+    def run():
+        t0 = time.monotonic()
+        try:
+            out["value"] = fn(*args, **kw)
+        except BaseException as e:  # reported by the test
+            out["error"] = e
+        out["elapsed"] = time.monotonic() - t0
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return th, out
+
+
+class LongPolls(ServerTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.t = uniq("lp")
+        self.c.set_timeout(self.t, 30)
+
+    def test_accept_long_poll_is_woken_by_add_from_another_client(self):
+        t = self.t
+        th, out = in_thread(self.server.client().accept, t, timeout=10)
+        time.sleep(0.3)  # let the accept start waiting (the point of this test)
+        self.assertTrue(th.is_alive(), "accept returned before any job was added: %r" % out)
+        self.assertStatus(self.server.client().add(t, "wake", {"x": 1}), 200)
+        th.join(12)
+        self.assertFalse(th.is_alive())
+        self.assertNotIn("error", out)
+        body = self.assertStatus(out["value"], 200)
+        self.assertEqual([(j["id"], j["data"]) for j in body["jobs"]], [("wake", {"x": 1})])
+        self.assertLess(out["elapsed"], 3.0, "woken accept took %.2f s" % out["elapsed"])
+        self.assertJobState(t, "wake", "running")
+
+    def test_accept_returns_204_after_its_timeout(self):
+        t0 = time.monotonic()
+        r = self.c.accept(self.t, timeout=0.5)
+        elapsed = time.monotonic() - t0
+        self.assertEqual(r.status, 204, r)
+        self.assertEqual(r.body, b"", r)
+        self.assertGreaterEqual(elapsed, 0.45)
+        self.assertLess(elapsed, 5.0)
+
+    def test_accept_without_timeout_returns_204_at_once(self):
+        t0 = time.monotonic()
+        self.assertStatus(self.c.accept(self.t), 204)
+        self.assertLess(time.monotonic() - t0, 2.0)
+
+    def test_accept_count_returns_several_jobs(self):
+        t, c = self.t, self.c
+        for i in range(5):
+            self.assertStatus(c.add(t, "n%d" % i, {"i": i}), 200)
+        first = self.assertStatus(c.accept(t, timeout=5, count=3), 200)["jobs"]
+        self.assertEqual(len(first), 3, first)
+        rest = self.assertStatus(c.accept(t, timeout=5, count=10), 200)["jobs"]
+        self.assertEqual(len(rest), 2, rest)
+        ids = [j["id"] for j in first + rest]
+        self.assertEqual(sorted(ids), ["n%d" % i for i in range(5)])
+        self.assertEqual(len({j["lock"] for j in first + rest}), 5)
+        self.assertEqual(self.assertStatus(c.get("/v1/types/%s/pending" % t), 200), {"pending": 0})
+
+    def test_wait_returns_when_job_finishes(self):
+        t, c = self.t, self.c
+        self.assertStatus(c.add(t, "w1"), 200)
+        lock = self.assertStatus(c.accept(t), 200)["jobs"][0]["lock"]
+        th, out = in_thread(self.server.client().get, "/v1/jobs/%s/w1/wait?timeout=10" % t)
+        time.sleep(0.3)
+        self.assertTrue(th.is_alive(), "wait returned before the job finished: %r" % out)
+        self.assertStatus(c.post("/v1/jobs/%s/w1/finish" % t, {"lock": lock, "data": {"r": 1}}), 200)
+        th.join(12)
+        self.assertNotIn("error", out)
+        ev = self.assertStatus(out["value"], 200)
+        self.assertEqual((ev["type"], ev["id"], ev["found"], ev["state"], ev["data"]),
+                         (t, "w1", True, "finished", {"r": 1}))
+        self.assertIsInstance(ev["seq"], int)
+        self.assertLess(out["elapsed"], 3.0)
+
+    def test_wait_for_state_already_reached_returns_at_once(self):
+        t, c = self.t, self.c
+        self.assertStatus(c.add(t, "w2"), 200)
+        t0 = time.monotonic()
+        ev = self.assertStatus(c.get("/v1/jobs/%s/w2/wait?state=pending&timeout=10" % t), 200)
+        self.assertLess(time.monotonic() - t0, 2.0)
+        self.assertEqual(ev["state"], "pending")
+
+    def test_wait_for_state_already_reached_many_times_keeps_server_up(self):
+        # Repeats the immediate-answer case: it once crashed the server (SIGABRT in
+        # Beast's stream_base pending_guard) within a few dozen requests.
+        t, c = self.t, self.c
+        self.assertStatus(c.add(t, "rep"), 200)
+        for i in range(60):
+            r = c.get("/v1/jobs/%s/rep/wait?state=pending&timeout=10" % t)
+            self.assertEqual((r.status, r.json["state"]), (200, "pending"), "request %d: %r" % (i, r))
+
+    def test_keep_alive_connection_serves_several_requests(self):
+        import http.client
+        t = self.t
+        conn = http.client.HTTPConnection(self.c.host, self.c.port, timeout=10)
+        try:
+            for i in range(3):
+                conn.request("POST", "/v1/jobs/%s" % t, body='{"id": "k%d", "data": {}}' % i,
+                             headers={"Content-Type": "application/json"})
+                r = conn.getresponse()
+                self.assertEqual((r.status, r.read()), (200, b'{"id":"k%d"}' % i))
+            conn.request("GET", "/v1/types/%s/pending" % t)
+            r = conn.getresponse()
+            self.assertEqual(r.status, 200)
+            self.assertEqual(__import__("json").loads(r.read()), {"pending": 3})
+        finally:
+            conn.close()
+
+    def test_wait_returns_204_after_its_timeout(self):
+        t, c = self.t, self.c
+        self.assertStatus(c.add(t, "w3"), 200)
+        t0 = time.monotonic()
+        r = c.get("/v1/jobs/%s/w3/wait?timeout=0.5" % t)
+        self.assertEqual(r.status, 204, r)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.45)
+
+    def test_wait_returns_not_found_event_when_job_is_deleted(self):
+        t, c = self.t, self.c
+        self.assertStatus(c.add(t, "w4"), 200)
+        th, out = in_thread(self.server.client().get, "/v1/jobs/%s/w4/wait?timeout=10" % t)
+        time.sleep(0.3)
+        self.assertStatus(c.delete("/v1/jobs/%s/w4" % t), 200)
+        th.join(12)
+        ev = self.assertStatus(out["value"], 200)
+        self.assertEqual(ev, {"type": t, "id": "w4", "found": False})
+
+    def test_events_stream_shows_running_update_finished_then_closes(self):
+        t, c = self.t, self.c
+        self.assertStatus(c.add(t, "e1", {"step": 0}), 200)
+        s = c.events("/v1/jobs/%s/e1/events" % t, timeout=10)
+        try:
+            self.assertEqual(s.status, 200, s.body)
+            self.assertTrue(s.headers.get("content-type", "").startswith("text/event-stream"),
+                            s.headers)
+            name, ev = s.next_event()
+            self.assertEqual(name, "job")
+            self.assertEqual((ev["type"], ev["id"], ev["found"], ev["state"], ev["data"]),
+                             (t, "e1", True, "pending", {"step": 0}))
+            seq = ev["seq"]
+
+            lock = self.assertStatus(c.accept(t), 200)["jobs"][0]["lock"]
+            name, ev = s.next_event()
+            self.assertEqual((name, ev["state"]), ("job", "running"), ev)
+            self.assertGreater(ev["seq"], seq)
+            seq = ev["seq"]
+
+            self.assertStatus(c.post("/v1/jobs/%s/e1/update" % t,
+                                     {"lock": lock, "data": {"step": 1}}), 200)
+            name, ev = s.next_event()
+            self.assertEqual((name, ev["state"], ev["data"]), ("job", "running", {"step": 1}), ev)
+            self.assertGreater(ev["seq"], seq)
+
+            self.assertStatus(c.post("/v1/jobs/%s/e1/finish" % t,
+                                     {"lock": lock, "data": {"done": True}}), 200)
+            name, ev = s.next_event()
+            self.assertEqual((name, ev["state"], ev["data"]), ("job", "finished", {"done": True}), ev)
+            self.assertIsNone(s.next_event(), "stream did not close after finished")
+        finally:
+            s.close()
+
+    def test_events_stream_ends_with_found_false_when_job_is_deleted(self):
+        t, c = self.t, self.c
+        self.assertStatus(c.add(t, "e2"), 200)
+        s = c.events("/v1/jobs/%s/e2/events" % t, timeout=10)
+        try:
+            self.assertEqual(s.status, 200, s.body)
+            self.assertEqual(s.next_event()[1]["state"], "pending")
+            self.assertStatus(c.delete("/v1/jobs/%s/e2" % t), 200)
+            name, ev = s.next_event()
+            self.assertEqual((name, ev), ("job", {"type": t, "id": "e2", "found": False}))
+            self.assertIsNone(s.next_event(), "stream did not close after found:false")
+        finally:
+            s.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
