@@ -17,7 +17,7 @@ Status validate_handle(const Job& job) {
   if (job.lock.empty()) return InvalidArgument("job handle has no lock; it did not come from accept");
   const auto dash = job.lock.rfind('-');
   if (dash == std::string::npos || job.lock.substr(dash + 1) != type_tag(job.type)) {
-    return InvalidArgument("job handle was accepted from another type than '" + job.type + "'");
+    return InvalidArgument("lock '" + job.lock + "' was not issued by accept for type '" + job.type + "'");
   }
   return Status::OK();
 }

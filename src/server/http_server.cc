@@ -103,30 +103,36 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // ---- the Exchange side (any thread) ----
-  void reply(Response response) {
-    asio::post(stream_.get_executor(), [self = shared_from_this(), r = std::move(response)]() mutable {
-      self->finish(std::move(r));
+  // Each call names the request it belongs to: on a keep-alive connection a late call from an
+  // exchange that has already been answered must not touch the next request.
+  void reply(uint64_t request, Response response) {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), request, r = std::move(response)]() mutable {
+      if (request == self->request_) self->finish(std::move(r));
     });
   }
-  void start_stream() {
-    asio::post(stream_.get_executor(), [self = shared_from_this()] { self->begin_stream(); });
-  }
-  void send(std::string chunk) {
-    asio::post(stream_.get_executor(), [self = shared_from_this(), c = std::move(chunk)]() mutable {
-      if (self->streaming_ && !self->gone_) self->queue_write(std::move(c));
+  void start_stream(uint64_t request) {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), request] {
+      if (request == self->request_) self->begin_stream();
     });
   }
-  void end_stream() {
-    asio::post(stream_.get_executor(), [self = shared_from_this()] {
-      if (!self->streaming_) return;
+  void send(uint64_t request, std::string chunk) {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), request, c = std::move(chunk)]() mutable {
+      if (request == self->request_ && self->streaming_ && !self->gone_) self->queue_write(std::move(c));
+    });
+  }
+  void end_stream(uint64_t request) {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), request] {
+      if (request != self->request_ || !self->streaming_) return;
       self->streaming_ = false;
       self->keep_alive_timer_.cancel();
       self->close_after_writes_ = true;
       if (!self->writing_) self->close();
     });
   }
-  void on_disconnect(std::function<void()> callback) {
-    asio::post(stream_.get_executor(), [self = shared_from_this(), cb = std::move(callback)]() mutable {
+  void on_disconnect(uint64_t request, std::function<void()> callback) {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), request, cb = std::move(callback)]() mutable {
+      // Answered already (and not a stream): nothing is waiting, so nothing to watch.
+      if (request != self->request_ || (self->done_ && !self->streaming_)) return;
       if (self->gone_) {
         cb();
         return;
@@ -259,6 +265,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void read_next_request() {
     done_ = false;
+    ++request_;
     route_.clear();
     read_request();
   }
@@ -321,6 +328,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::function<void()> disconnect_;
   std::string route_;
   After after_write_ = After::kNothing;
+  uint64_t request_ = 1;  // which request of this connection is being served
   bool keep_alive_ = false, busy_ = false, done_ = false, streaming_ = false, writing_ = false;
   bool watching_ = false, resume_after_watch_ = false, close_after_writes_ = false, gone_ = false, closed_ = false;
 };
@@ -329,23 +337,29 @@ namespace {
 
 class SessionExchange : public Exchange {
  public:
-  explicit SessionExchange(std::shared_ptr<Session> session) : session_(std::move(session)) {}
-  void reply(Response response) override { session_->reply(std::move(response)); }
-  void start_stream() override { session_->start_stream(); }
+  SessionExchange(std::shared_ptr<Session> session, uint64_t request)
+      : session_(std::move(session)), request_(request) {}
+  void reply(Response response) override { session_->reply(request_, std::move(response)); }
+  void start_stream() override { session_->start_stream(request_); }
   void send_event(std::string_view event, std::string_view data) override {
-    session_->send("event: " + std::string(event) + "\ndata: " + std::string(data) + "\n\n");
+    session_->send(request_, "event: " + std::string(event) + "\ndata: " + std::string(data) + "\n\n");
   }
-  void send_comment(std::string_view text) override { session_->send(": " + std::string(text) + "\n\n"); }
-  void end_stream() override { session_->end_stream(); }
-  void on_disconnect(std::function<void()> callback) override { session_->on_disconnect(std::move(callback)); }
+  void send_comment(std::string_view text) override { session_->send(request_, ": " + std::string(text) + "\n\n"); }
+  void end_stream() override { session_->end_stream(request_); }
+  void on_disconnect(std::function<void()> callback) override {
+    session_->on_disconnect(request_, std::move(callback));
+  }
 
  private:
   std::shared_ptr<Session> session_;
+  uint64_t request_;
 };
 
 }  // namespace
 
-std::shared_ptr<Exchange> Session::make_exchange() { return std::make_shared<SessionExchange>(shared_from_this()); }
+std::shared_ptr<Exchange> Session::make_exchange() {
+  return std::make_shared<SessionExchange>(shared_from_this(), request_);
+}
 
 void HttpServer::Impl::track(const std::shared_ptr<Session>& s) {
   std::lock_guard lock(sessions_mu);

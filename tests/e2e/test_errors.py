@@ -185,15 +185,17 @@ class NamedErrors(ServerTestCase):
         self.assertStatus(c.post("/v1/workers/%s/w/heartbeat" % wt, {"token": tok}), 200)
         self.assertUnchanged()
 
-    def test_accept_for_unregistered_worker_changes_nothing(self):
-        # The doc lists 'worker' among things that can be not_found; whatever the
-        # status, a failed accept must leave the job pending.
+    def test_accept_records_a_worker_name_that_need_not_be_registered(self):
+        # docs/http-api.md: "worker" is a free-form name; registration only adds rescue.
         c, t = self.c, self.t
-        r = c.accept(t, worker=uniq("ghost"))
-        if r.status == 200:
-            self.fail("accept with an unregistered worker id succeeded: %r" % r)
-        self.assertStatus(r, 404, "not_found")
-        self.assertUnchanged()
+        name = uniq("ghost")
+        r = c.accept(t, worker=name)
+        self.assertEqual(r.status, 200, r)
+        job = r.json["jobs"][0]
+        info = c.job(t, job["id"])
+        self.assertEqual(info.status, 200, info)
+        self.assertEqual(info.json["state"], "running")
+        self.assertEqual(info.json["worker"], name)
 
 
 class BodyLimit(ServerTestCase):

@@ -101,7 +101,7 @@ class LongPolls(ServerTestCase):
         # Beast's stream_base pending_guard) within a few dozen requests.
         t, c = self.t, self.c
         self.assertStatus(c.add(t, "rep"), 200)
-        for i in range(60):
+        for i in range(200):
             r = c.get("/v1/jobs/%s/rep/wait?state=pending&timeout=10" % t)
             self.assertEqual((r.status, r.json["state"]), (200, "pending"), "request %d: %r" % (i, r))
 
