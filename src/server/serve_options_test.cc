@@ -1,0 +1,54 @@
+#include "server/serve_options.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "support/temp_dir.h"
+
+namespace kvq::server {
+namespace {
+
+std::variant<ServeOptions, std::string> parse(std::vector<std::string> args) {
+  std::vector<char*> argv{const_cast<char*>("serve")};
+  for (auto& a : args) argv.push_back(a.data());
+  return parse_serve_options(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(ServeOptionsTest, DefaultsListenOnLoopbackWithDurableStorage) {
+  auto o = std::get<ServeOptions>(parse({}));
+  EXPECT_EQ(o.listen, "127.0.0.1:7411");
+  EXPECT_EQ(o.data, "./kvq-data");
+  EXPECT_EQ(o.durability, Durability::kSync);
+}
+
+TEST(ServeOptionsTest, FlagsWinOverTheConfigFile) {
+  testing::TempDir dir;
+  std::ofstream(dir.sub("kvq.conf")) << "# a comment\nlisten = 127.0.0.1:9000\ndurability = nosync\n"
+                                     << "data = /srv/kvq   # trailing comment\n";
+  auto parsed = parse({"--config", dir.sub("kvq.conf"), "--listen=127.0.0.1:9100"});
+  ASSERT_TRUE(std::holds_alternative<ServeOptions>(parsed)) << std::get<std::string>(parsed);
+  auto o = std::get<ServeOptions>(parsed);
+  EXPECT_EQ(o.listen, "127.0.0.1:9100");
+  EXPECT_EQ(o.durability, Durability::kNoSync);
+  EXPECT_EQ(o.data, "/srv/kvq");
+}
+
+TEST(ServeOptionsTest, BadValuesAreNamed) {
+  EXPECT_NE(std::get<std::string>(parse({"--durability", "sometimes"})).find("durability"), std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--max-body", "12"})).find("max-body"), std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--listen", "nowhere"})).find("HOST:PORT"), std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--frobnicate", "1"})).find("frobnicate"), std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--data"})).find("needs a value"), std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--config", "/nonexistent/kvq.conf"})).find("cannot read"), std::string::npos);
+}
+
+TEST(ServeOptionsTest, ConfigFileErrorsNameTheLine) {
+  testing::TempDir dir;
+  std::ofstream(dir.sub("bad.conf")) << "listen = 127.0.0.1:1\nio-threads = 0\n";
+  auto error = std::get<std::string>(parse({"--config", dir.sub("bad.conf")}));
+  EXPECT_NE(error.find("bad.conf:2"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace kvq::server
