@@ -41,7 +41,8 @@ void Timers::run() {
       continue;
     }
     if (kv::Clock::now() < due_.begin()->first) {
-      cv_.wait_until(lock, due_.begin()->first);
+      const auto when = due_.begin()->first;  // a copy: the entry may be erased while we wait
+      cv_.wait_until(lock, when);
       continue;
     }
     auto fn = std::move(due_.begin()->second.second);

@@ -42,7 +42,8 @@ void Heartbeater::run() {
       continue;
     }
     if (kv::Clock::now() < due_.begin()->first) {
-      cv_.wait_until(lock, due_.begin()->first);
+      const auto when = due_.begin()->first;  // a copy: the entry may be erased while we wait
+      cv_.wait_until(lock, when);
       continue;
     }
     // Everything due goes out together: one transaction, one commit (one fsync) per batch

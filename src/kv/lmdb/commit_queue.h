@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kv/lmdb/lmdb_env.h"
+#include "kv/overlay.h"
 
 namespace kvq::kv::lmdb {
 
@@ -40,15 +41,6 @@ struct RangeRead {
   std::string begin;
   std::string end;
   Fingerprint seen;
-};
-
-// Buffered writes. `cleared` ranges apply first, then `writes` (nullopt = clear): a set made
-// after a clear_range removed the older entries it covered, so this order replays the
-// transaction faithfully.
-struct WriteBuffer {
-  std::map<std::string, std::optional<std::string>, std::less<>> writes;
-  std::vector<std::pair<std::string, std::string>> cleared;
-  bool empty() const { return writes.empty() && cleared.empty(); }
 };
 
 struct CommitRequest {

@@ -6,7 +6,7 @@ namespace kvq::kv::lmdb {
 namespace {
 
 // Walks the stored keys of [begin, end) in either direction.
-class RangeCursor {
+class RangeCursor : public RangeSource {
  public:
   RangeCursor(MDB_txn* txn, MDB_dbi dbi, std::string_view begin, std::string_view end, bool reverse)
       : txn_(txn), dbi_(dbi), begin_(begin), end_(end), reverse_(reverse) {}
@@ -25,12 +25,14 @@ class RangeCursor {
     rc = mdb_cursor_get(cursor_, &key_, &value_, rc == MDB_SUCCESS ? MDB_PREV : MDB_LAST);
     return settle(rc);
   }
-  Status next() { return settle(mdb_cursor_get(cursor_, &key_, &value_, reverse_ ? MDB_PREV : MDB_NEXT)); }
+  Status next() override {
+    return settle(mdb_cursor_get(cursor_, &key_, &value_, reverse_ ? MDB_PREV : MDB_NEXT));
+  }
 
-  bool valid() const { return valid_; }
-  std::string_view key() const { return as_view(key_); }
+  bool valid() const override { return valid_; }
+  std::string_view key() const override { return as_view(key_); }
   uint64_t version() const { return version_; }
-  std::string_view value() const { return payload_; }
+  std::string_view value() const override { return payload_; }
 
  private:
   Status settle(int rc) {
@@ -84,17 +86,8 @@ Result<std::optional<std::pair<uint64_t, std::string>>> LmdbTransaction::read_st
   return std::optional(std::pair{stored.first, std::string(stored.second)});
 }
 
-bool LmdbTransaction::in_cleared_range(std::string_view key) const {
-  for (const auto& [begin, end] : request_.buffer.cleared) {
-    if (key >= begin && key < end) return true;
-  }
-  return false;
-}
-
 Result<std::optional<std::string>> LmdbTransaction::get(std::string_view key, ReadOptions options) {
-  const auto& writes = request_.buffer.writes;
-  if (auto it = writes.find(key); it != writes.end()) return it->second;
-  if (in_cleared_range(key)) return std::optional<std::string>();
+  if (auto buffered = request_.buffer.lookup(key)) return *buffered;
   KVQ_ASSIGN_OR_RETURN(auto stored, read_stored(key));
   if (!options.snapshot) {
     request_.point_reads.push_back({std::string(key), stored.has_value(), stored ? stored->first : 0});
@@ -105,54 +98,19 @@ Result<std::optional<std::string>> LmdbTransaction::get(std::string_view key, Re
 
 Result<std::vector<KeyValue>> LmdbTransaction::get_range(std::string_view begin, std::string_view end,
                                                          RangeOptions options) {
-  std::vector<KeyValue> out;
-  if (begin >= end) return out;
+  if (begin >= end) return std::vector<KeyValue>();
   KVQ_RETURN_IF_ERROR(ensure_snapshot());
   RangeCursor db(snapshot_->get(), env_->data(), begin, end, options.reverse);
   KVQ_RETURN_IF_ERROR(db.start());
 
-  const auto& writes = request_.buffer.writes;
-  auto w_lo = writes.lower_bound(begin), w_hi = writes.lower_bound(end);
-  auto w_fwd = w_lo;
-  auto w_rev = std::make_reverse_iterator(w_hi);
-  auto w_rend = std::make_reverse_iterator(w_lo);
-  auto w_valid = [&] { return options.reverse ? w_rev != w_rend : w_fwd != w_hi; };
-  auto w_entry = [&]() -> const auto& { return options.reverse ? *w_rev : *w_fwd; };
-  auto w_next = [&] { options.reverse ? void(++w_rev) : void(++w_fwd); };
-  // `a` comes before `b` in the direction of the read.
-  auto before = [&](std::string_view a, std::string_view b) { return options.reverse ? a > b : a < b; };
-
-  // Every stored key consumed, so the commit can re-check exactly the covered part.
+  // Every stored key the merge passes, so the commit can re-check exactly the covered part.
   Fingerprint seen;
-  while (options.limit == 0 || out.size() < options.limit) {
-    const bool have_db = db.valid(), have_w = w_valid();
-    if (!have_db && !have_w) break;
-    if (have_db && (!have_w || !before(w_entry().first, db.key()))) {
-      seen.add(db.key(), db.version());
-      if (have_w && w_entry().first == db.key()) {
-        if (w_entry().second) out.push_back({w_entry().first, *w_entry().second});
-        w_next();
-      } else if (!in_cleared_range(db.key())) {
-        out.push_back({std::string(db.key()), std::string(db.value())});
-      }
-      KVQ_RETURN_IF_ERROR(db.next());
-    } else {
-      if (w_entry().second) out.push_back({w_entry().first, *w_entry().second});
-      w_next();
-    }
-  }
+  KVQ_ASSIGN_OR_RETURN(auto merged, merge_range(db, request_.buffer, begin, end, options,
+                                                [&] { seen.add(db.key(), db.version()); }));
   if (!options.snapshot) {
-    RangeRead read{std::string(begin), std::string(end), seen};
-    if (options.limit != 0 && out.size() == options.limit) {
-      if (options.reverse) {
-        read.begin = out.back().key;
-      } else {
-        read.end = out.back().key + '\0';
-      }
-    }
-    request_.range_reads.push_back(std::move(read));
+    request_.range_reads.push_back({std::move(merged.covered_begin), std::move(merged.covered_end), seen});
   }
-  return out;
+  return std::move(merged.rows);
 }
 
 void LmdbTransaction::fail_later(Status status) {
@@ -168,19 +126,16 @@ void LmdbTransaction::set(std::string_view key, std::string_view value) {
     return fail_later(InvalidArgument("value of " + std::to_string(value.size()) + " bytes exceeds " +
                                       std::to_string(kMaxValueSize)));
   }
-  request_.buffer.writes.insert_or_assign(std::string(key), std::string(value));
+  request_.buffer.set(key, value);
 }
 
 void LmdbTransaction::clear(std::string_view key) {
   if (key.empty() || key.size() > kMaxKeySize) return;  // such a key cannot exist
-  request_.buffer.writes.insert_or_assign(std::string(key), std::nullopt);
+  request_.buffer.clear(key);
 }
 
 void LmdbTransaction::clear_range(std::string_view begin, std::string_view end) {
-  if (begin >= end) return;
-  auto& writes = request_.buffer.writes;
-  writes.erase(writes.lower_bound(begin), writes.lower_bound(end));
-  request_.buffer.cleared.emplace_back(begin, end);
+  request_.buffer.clear_range(begin, end);
 }
 
 Status LmdbTransaction::add_read_conflict_key(std::string_view key) {

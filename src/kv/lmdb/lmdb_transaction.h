@@ -34,7 +34,6 @@ class LmdbTransaction : public Transaction {
   Status ensure_snapshot();
   // The stored version and value of `key` in the snapshot, ignoring this transaction's writes.
   Result<std::optional<std::pair<uint64_t, std::string>>> read_stored(std::string_view key);
-  bool in_cleared_range(std::string_view key) const;
   void fail_later(Status status);
 
   std::shared_ptr<Env> env_;
