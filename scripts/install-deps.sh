@@ -8,6 +8,8 @@ packages=(
   liblmdb-dev lmdb-utils
   nlohmann-json3-dev
   libboost-dev
+  etcd-server
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   python3
   libgtest-dev libgmock-dev libbenchmark-dev
   clang

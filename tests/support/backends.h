@@ -10,8 +10,13 @@
 #include <string>
 #include <vector>
 
+#include <cstdlib>
+#include <fstream>
+
+#include "kvq/etcd_store.h"
 #include "kvq/kv.h"
 #include "kvq/lmdb_store.h"
+#include "support/etcd_process.h"
 #include "support/temp_dir.h"
 
 namespace kvq::testing {
@@ -21,6 +26,23 @@ struct Backend {
   // Opens a store whose state lives in `dir` (a directory the test owns).
   std::function<Result<std::shared_ptr<kv::Store>>(const std::string& dir)> open;
 };
+
+// The etcd every test of this process uses: the ctest fixture's (its endpoint in the file
+// $KVQ_TEST_ETCD_FILE), or one started here on first use and killed when the process exits.
+inline std::string test_etcd_endpoint() {
+  static const std::string endpoint = [] {
+    if (const char* file = std::getenv("KVQ_TEST_ETCD_FILE")) {
+      std::string e;
+      std::ifstream in(file);
+      in >> e;
+      if (!e.empty()) return e;
+    }
+    static TempDir dir;
+    static EtcdProcess etcd(dir.sub("etcd"));
+    return etcd.endpoint();
+  }();
+  return endpoint;
+}
 
 inline std::vector<Backend> all_backends() {
   auto lmdb = [](Durability durability) {
@@ -34,6 +56,10 @@ inline std::vector<Backend> all_backends() {
   return {
       {"lmdb_sync", lmdb(Durability::kSync)},
       {"lmdb_nosync", lmdb(Durability::kNoSync)},
+      // One etcd for the whole run; each test's directory name keeps its keys apart.
+      {"etcd", [](const std::string& dir) {
+         return open_etcd_store({.endpoints = {test_etcd_endpoint()}, .key_prefix = dir + "/"});
+       }},
   };
 }
 

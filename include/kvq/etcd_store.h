@@ -1,0 +1,48 @@
+// kvq/etcd_store.h — the distributed backend: a kv::Store on an etcd v3 cluster (Raft-
+// replicated), so kvq processes on many machines share one store.
+//
+// How the kv contract maps onto etcd:
+//   * A transaction reads at one etcd revision (fixed by its first read); that revision is its
+//     read version, and a commit's revision its committed version.
+//   * Writes are buffered and committed as one etcd Txn whose compares check every key read
+//     without snapshot: a present key by equality of the mod_revision it was read with, an
+//     absent key by version == 0. A non-snapshot range read adds, for the part of the range it
+//     covered, "every key's mod_revision is at most the read revision" (insertions and changes)
+//     plus a compare per key it saw (deletions). A failed compare is kAborted.
+//   * Watches are etcd watches from the read revision + 1, multiplexed over one stream per
+//     store (with the `hasleader` metadata, so a member cut off from its leader does not stall
+//     them). If etcd compacted the needed history, the key is re-read instead: a change is
+//     never missed.
+//   * Every key is stored under `key_prefix`, so deployments can share a cluster.
+//   * Errors: a dropped connection or a member without a leader is kUnavailable (and the next
+//     call tries the next endpoint); a commit whose answer was lost is kUnknownResult.
+//
+// Limits etcd imposes, which kvq's own limits stay under: 1 MiB values (etcd caps requests
+// near 1.5 MiB), and the number of compares and operations in one Txn (`--max-txn-ops`,
+// default 128: run etcd with a larger value, see docs/operations.md).
+//
+// Thread-safety: the returned Store is thread-safe.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvq/kv.h"
+
+namespace kvq {
+
+struct EtcdOptions {
+  std::vector<std::string> endpoints;  // "host:port" of the members' client URLs
+  std::string key_prefix;              // every key kvq writes starts with this
+  std::chrono::milliseconds request_timeout{5000};
+};
+
+// Parses "etcd://host:port,host:port[/prefix]" into options.
+Result<EtcdOptions> parse_etcd_url(std::string_view url);
+
+// Connects lazily: opening succeeds even when no member is reachable yet.
+Result<std::shared_ptr<kv::Store>> open_etcd_store(const EtcdOptions& options);
+
+}  // namespace kvq

@@ -1,0 +1,48 @@
+// kv/etcd/etcd_client.h — the gRPC connection to an etcd cluster: one channel per endpoint,
+// calls with a deadline, failover to the next endpoint when one is unreachable, and the one
+// mapping from gRPC statuses to kvq codes.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kvq/etcd_store.h"
+#include "rpc.grpc.pb.h"
+
+namespace kvq::kv::etcd {
+
+// `commit`: the request may have been applied although its answer was lost.
+Status from_grpc(const grpc::Status& status, bool commit);
+
+class Client {
+ public:
+  explicit Client(EtcdOptions options);
+
+  const EtcdOptions& options() const { return options_; }
+  const std::string& prefix() const { return options_.key_prefix; }
+
+  Status range(const etcdserverpb::RangeRequest& request, etcdserverpb::RangeResponse* response);
+  Status txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response);
+
+  // A channel for long-lived streams (watches), on the endpoint in use now.
+  std::shared_ptr<grpc::Channel> channel();
+  // Moves to the next endpoint after a failure on `index`'s.
+  void fail_over(size_t index);
+  size_t current() const { return current_.load(); }
+
+ private:
+  template <typename Call>
+  Status call(bool commit, Call&& call);
+
+  EtcdOptions options_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::vector<std::unique_ptr<etcdserverpb::KV::Stub>> kv_;
+  std::atomic<size_t> current_{0};
+};
+
+}  // namespace kvq::kv::etcd

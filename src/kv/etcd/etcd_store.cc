@@ -1,0 +1,64 @@
+#include "kv/etcd/etcd_client.h"
+#include "kv/etcd/etcd_transaction.h"
+#include "kv/etcd/etcd_watch.h"
+#include "kvq/etcd_store.h"
+
+namespace kvq {
+namespace {
+
+class EtcdStore : public kv::Store {
+ public:
+  explicit EtcdStore(EtcdOptions options)
+      : client_(std::make_shared<kv::etcd::Client>(std::move(options))),
+        hub_(std::make_shared<kv::etcd::WatchHub>(client_)) {}
+
+  Result<std::unique_ptr<kv::Transaction>> begin() override {
+    return std::unique_ptr<kv::Transaction>(std::make_unique<kv::etcd::EtcdTransaction>(client_, hub_));
+  }
+
+  std::string describe() const override {
+    std::string out = "etcd:";
+    for (size_t i = 0; i < client_->options().endpoints.size(); ++i) {
+      out += (i ? "," : "") + client_->options().endpoints[i];
+    }
+    if (!client_->prefix().empty()) out += " prefix '" + client_->prefix() + "'";
+    return out;
+  }
+
+ private:
+  std::shared_ptr<kv::etcd::Client> client_;
+  std::shared_ptr<kv::etcd::WatchHub> hub_;
+};
+
+}  // namespace
+
+Result<EtcdOptions> parse_etcd_url(std::string_view url) {
+  constexpr std::string_view kScheme = "etcd://";
+  if (url.substr(0, kScheme.size()) != kScheme) return InvalidArgument("an etcd URL starts with etcd://");
+  url.remove_prefix(kScheme.size());
+  EtcdOptions options;
+  if (auto slash = url.find('/'); slash != std::string_view::npos) {
+    options.key_prefix = std::string(url.substr(slash + 1));
+    url = url.substr(0, slash);
+  }
+  while (!url.empty()) {
+    auto comma = url.find(',');
+    auto endpoint = url.substr(0, comma);
+    if (endpoint.find(':') == std::string_view::npos) {
+      return InvalidArgument("etcd endpoint '" + std::string(endpoint) + "' needs host:port");
+    }
+    options.endpoints.emplace_back(endpoint);
+    if (comma == std::string_view::npos) break;
+    url.remove_prefix(comma + 1);
+  }
+  if (options.endpoints.empty()) return InvalidArgument("an etcd URL needs at least one host:port");
+  return options;
+}
+
+Result<std::shared_ptr<kv::Store>> open_etcd_store(const EtcdOptions& options) {
+  if (options.endpoints.empty()) return InvalidArgument("no etcd endpoints");
+  if (options.request_timeout.count() <= 0) return InvalidArgument("request_timeout must be positive");
+  return std::shared_ptr<kv::Store>(std::make_shared<EtcdStore>(options));
+}
+
+}  // namespace kvq

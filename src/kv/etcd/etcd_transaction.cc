@@ -1,0 +1,238 @@
+#include "kv/etcd/etcd_transaction.h"
+
+#include <algorithm>
+
+namespace kvq::kv::etcd {
+namespace {
+
+constexpr int64_t kPage = 500;
+
+// The stored keys of a range at one revision, fetched a page at a time.
+class EtcdRangeSource : public RangeSource {
+ public:
+  EtcdRangeSource(std::function<Status(etcdserverpb::RangeRequest&, etcdserverpb::RangeResponse*)> fetch,
+                  std::string prefix, std::string begin, std::string end, bool reverse, int64_t page)
+      : fetch_(std::move(fetch)), prefix_(std::move(prefix)), begin_(std::move(begin)), end_(std::move(end)),
+        reverse_(reverse), page_(page) {}
+
+  Status start() { return load(); }
+  bool valid() const override { return index_ < rows_.kvs_size(); }
+  std::string_view key() const override {
+    return std::string_view(rows_.kvs(index_).key()).substr(prefix_.size());
+  }
+  std::string_view value() const override { return rows_.kvs(index_).value(); }
+  int64_t mod_revision() const { return rows_.kvs(index_).mod_revision(); }
+  Status next() override {
+    if (++index_ < rows_.kvs_size() || !rows_.more()) return Status::OK();
+    // Continue after the last key of this page.
+    const std::string& last = rows_.kvs(rows_.kvs_size() - 1).key();
+    if (reverse_) end_ = last;
+    else begin_ = last + '\0';
+    return load();
+  }
+
+ private:
+  Status load() {
+    etcdserverpb::RangeRequest request;
+    request.set_key(begin_);
+    request.set_range_end(end_);
+    request.set_limit(page_);
+    request.set_sort_order(reverse_ ? etcdserverpb::RangeRequest::DESCEND : etcdserverpb::RangeRequest::ASCEND);
+    request.set_sort_target(etcdserverpb::RangeRequest::KEY);
+    index_ = 0;
+    return fetch_(request, &rows_);
+  }
+
+  std::function<Status(etcdserverpb::RangeRequest&, etcdserverpb::RangeResponse*)> fetch_;
+  std::string prefix_, begin_, end_;
+  bool reverse_;
+  int64_t page_;
+  etcdserverpb::RangeResponse rows_;
+  int index_ = 0;
+};
+
+Status check_key(std::string_view key) {
+  if (key.empty() || key.size() > kMaxKeySize) {
+    return InvalidArgument("key of " + std::to_string(key.size()) + " bytes is outside 1.." +
+                           std::to_string(kMaxKeySize));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status EtcdTransaction::range(etcdserverpb::RangeRequest& request, etcdserverpb::RangeResponse* response) {
+  if (committed_) return FailedPrecondition("the transaction has already committed");
+  request.set_revision(revision_);
+  KVQ_RETURN_IF_ERROR(client_->range(request, response));
+  if (revision_ == 0) revision_ = response->header().revision();
+  return Status::OK();
+}
+
+Result<std::optional<EtcdTransaction::Stored>> EtcdTransaction::read_stored(std::string_view key) {
+  KVQ_RETURN_IF_ERROR(check_key(key));
+  etcdserverpb::RangeRequest request;
+  request.set_key(full(key));
+  etcdserverpb::RangeResponse response;
+  KVQ_RETURN_IF_ERROR(range(request, &response));
+  if (response.kvs_size() == 0) return std::optional<Stored>();
+  return std::optional<Stored>(Stored{response.kvs(0).mod_revision(), response.kvs(0).value()});
+}
+
+void EtcdTransaction::record_read(std::string_view key, const std::optional<Stored>& stored) {
+  // The first observation is what the commit must still find.
+  reads_.try_emplace(std::string(key), stored ? stored->mod_revision : 0);
+}
+
+Result<std::optional<std::string>> EtcdTransaction::get(std::string_view key, ReadOptions options) {
+  if (auto buffered = buffer_.lookup(key)) return *buffered;
+  KVQ_ASSIGN_OR_RETURN(auto stored, read_stored(key));
+  if (!options.snapshot) record_read(key, stored);
+  if (!stored) return std::optional<std::string>();
+  return std::optional<std::string>(std::move(stored->value));
+}
+
+Result<std::vector<KeyValue>> EtcdTransaction::get_range(std::string_view begin, std::string_view end,
+                                                         RangeOptions options) {
+  if (begin >= end) return std::vector<KeyValue>();
+  const int64_t page = options.limit ? std::min<int64_t>(kPage, static_cast<int64_t>(options.limit) + 16) : kPage;
+  EtcdRangeSource stored([this](auto& request, auto* response) { return range(request, response); },
+                         client_->prefix(), full(begin), full(end), options.reverse, page);
+  KVQ_RETURN_IF_ERROR(stored.start());
+  std::vector<std::pair<std::string, int64_t>> seen;
+  KVQ_ASSIGN_OR_RETURN(auto merged, merge_range(stored, buffer_, begin, end, options, [&] {
+                         seen.emplace_back(std::string(stored.key()), stored.mod_revision());
+                       }));
+  if (!options.snapshot) {
+    // Insertions and changes show as a newer mod_revision in the covered part; deletions of
+    // what was seen show in the per-key compares.
+    for (auto& [key, mod] : seen) reads_.try_emplace(std::move(key), mod);
+    ranges_.emplace_back(std::move(merged.covered_begin), std::move(merged.covered_end));
+  }
+  return std::move(merged.rows);
+}
+
+void EtcdTransaction::set(std::string_view key, std::string_view value) {
+  if (Status s = check_key(key); !s.ok()) {
+    if (deferred_.ok()) deferred_ = s;
+    return;
+  }
+  if (value.size() > kMaxValueSize) {
+    if (deferred_.ok()) {
+      deferred_ = InvalidArgument("value of " + std::to_string(value.size()) + " bytes exceeds " +
+                                  std::to_string(kMaxValueSize));
+    }
+    return;
+  }
+  buffer_.set(key, value);
+}
+
+void EtcdTransaction::clear(std::string_view key) {
+  if (check_key(key).ok()) buffer_.clear(key);
+}
+
+void EtcdTransaction::clear_range(std::string_view begin, std::string_view end) { buffer_.clear_range(begin, end); }
+
+Status EtcdTransaction::add_read_conflict_key(std::string_view key) {
+  KVQ_ASSIGN_OR_RETURN(auto stored, read_stored(key));
+  record_read(key, stored);
+  return Status::OK();
+}
+
+Result<Watch> EtcdTransaction::watch(std::string_view key) {
+  KVQ_ASSIGN_OR_RETURN(auto stored, read_stored(key));
+  std::optional<std::string> expected;
+  if (stored) expected = std::move(stored->value);
+  return hub_->watch(full(key), std::move(expected), revision_ + 1);
+}
+
+Result<uint64_t> EtcdTransaction::read_version() {
+  if (revision_ == 0) {
+    etcdserverpb::RangeRequest request;
+    request.set_key(full("\x01"));  // any key: only the header's revision is wanted
+    request.set_count_only(true);
+    etcdserverpb::RangeResponse response;
+    KVQ_RETURN_IF_ERROR(range(request, &response));
+  }
+  return static_cast<uint64_t>(revision_);
+}
+
+// etcd refuses a Txn that writes one key twice, so a cleared range is split around every key
+// the transaction also sets or clears on its own; overlapping cleared ranges are merged.
+void EtcdTransaction::build_writes(etcdserverpb::TxnRequest& txn) const {
+  auto cleared = buffer_.cleared;
+  std::sort(cleared.begin(), cleared.end());
+  std::vector<std::pair<std::string, std::string>> merged;
+  for (auto& r : cleared) {
+    if (!merged.empty() && r.first <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, r.second);
+    } else {
+      merged.push_back(std::move(r));
+    }
+  }
+  auto delete_range = [&](const std::string& begin, const std::string& end) {
+    if (begin >= end) return;
+    auto* del = txn.add_success()->mutable_request_delete_range();
+    del->set_key(full(begin));
+    del->set_range_end(full(end));
+  };
+  for (const auto& [begin, end] : merged) {
+    std::string from = begin;
+    for (auto it = buffer_.writes.lower_bound(begin); it != buffer_.writes.end() && it->first < end; ++it) {
+      delete_range(from, it->first);
+      from = it->first + '\0';
+    }
+    delete_range(from, end);
+  }
+  for (const auto& [key, value] : buffer_.writes) {
+    auto* op = txn.add_success();
+    if (value) {
+      op->mutable_request_put()->set_key(full(key));
+      op->mutable_request_put()->set_value(*value);
+    } else {
+      op->mutable_request_delete_range()->set_key(full(key));
+    }
+  }
+}
+
+Status EtcdTransaction::commit() {
+  if (committed_) return FailedPrecondition("commit called twice");
+  KVQ_RETURN_IF_ERROR(deferred_);
+  if (buffer_.empty()) {
+    KVQ_RETURN_IF_ERROR(read_version().status());
+    committed_ = true;
+    committed_revision_ = revision_;
+    return Status::OK();
+  }
+  etcdserverpb::TxnRequest txn;
+  for (const auto& [key, mod] : reads_) {
+    auto* compare = txn.add_compare();
+    compare->set_key(full(key));
+    compare->set_result(etcdserverpb::Compare::EQUAL);
+    if (mod == 0) {
+      // An absent key has version 0, whether it never existed or was deleted.
+      compare->set_target(etcdserverpb::Compare::VERSION);
+      compare->set_version(0);
+    } else {
+      compare->set_target(etcdserverpb::Compare::MOD);
+      compare->set_mod_revision(mod);
+    }
+  }
+  for (const auto& [begin, end] : ranges_) {
+    auto* compare = txn.add_compare();
+    compare->set_key(full(begin));
+    compare->set_range_end(full(end));
+    compare->set_target(etcdserverpb::Compare::MOD);
+    compare->set_result(etcdserverpb::Compare::LESS);
+    compare->set_mod_revision(revision_ + 1);
+  }
+  build_writes(txn);
+  committed_ = true;
+  etcdserverpb::TxnResponse response;
+  KVQ_RETURN_IF_ERROR(client_->txn(txn, &response));
+  if (!response.succeeded()) return Aborted("a key this transaction read was changed by a later commit");
+  committed_revision_ = response.header().revision();
+  return Status::OK();
+}
+
+}  // namespace kvq::kv::etcd

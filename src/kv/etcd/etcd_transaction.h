@@ -1,0 +1,58 @@
+// kv/etcd/etcd_transaction.h — a kv::Transaction on etcd (see kvq/etcd_store.h for the mapping).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "kv/etcd/etcd_client.h"
+#include "kv/etcd/etcd_watch.h"
+#include "kv/overlay.h"
+
+namespace kvq::kv::etcd {
+
+class EtcdTransaction : public Transaction {
+ public:
+  EtcdTransaction(std::shared_ptr<Client> client, std::shared_ptr<WatchHub> hub)
+      : client_(std::move(client)), hub_(std::move(hub)) {}
+
+  Result<std::optional<std::string>> get(std::string_view key, ReadOptions options) override;
+  Result<std::vector<KeyValue>> get_range(std::string_view begin, std::string_view end,
+                                          RangeOptions options) override;
+  void set(std::string_view key, std::string_view value) override;
+  void clear(std::string_view key) override;
+  void clear_range(std::string_view begin, std::string_view end) override;
+  Status add_read_conflict_key(std::string_view key) override;
+  Result<Watch> watch(std::string_view key) override;
+  Result<uint64_t> read_version() override;
+  Status commit() override;
+  uint64_t committed_version() const override { return static_cast<uint64_t>(committed_revision_); }
+
+  struct Stored {
+    int64_t mod_revision;
+    std::string value;
+  };
+
+ private:
+  std::string full(std::string_view key) const { return client_->prefix() + std::string(key); }
+  // Reads at this transaction's revision (fixing it on the first read).
+  Status range(etcdserverpb::RangeRequest& request, etcdserverpb::RangeResponse* response);
+  Result<std::optional<Stored>> read_stored(std::string_view key);
+  void record_read(std::string_view key, const std::optional<Stored>& stored);
+  void build_writes(etcdserverpb::TxnRequest& txn) const;
+
+  std::shared_ptr<Client> client_;
+  std::shared_ptr<WatchHub> hub_;
+  int64_t revision_ = 0;
+  // Non-snapshot reads: the key's mod_revision when read (0: absent).
+  std::map<std::string, int64_t, std::less<>> reads_;
+  // Covered parts of non-snapshot range reads: nothing in them may change after revision_.
+  std::vector<std::pair<std::string, std::string>> ranges_;
+  WriteBuffer buffer_;
+  Status deferred_;
+  bool committed_ = false;
+  int64_t committed_revision_ = 0;
+};
+
+}  // namespace kvq::kv::etcd
