@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "kvq/etcd_store.h"
 #include "kvq/jobs.h"
 #include "kvq/lmdb_store.h"
 #include "kvq/workers.h"
@@ -68,8 +69,16 @@ int run_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  auto store = open_lmdb_store({.path = options.data, .durability = options.durability});
-  if (!store.ok()) return fail("cannot open the data directory: " + store.status().to_string());
+  Result<std::shared_ptr<kv::Store>> store = InvalidArgument("no store");
+  if (options.store.empty()) {
+    store = open_lmdb_store({.path = options.data, .durability = options.durability});
+    if (!store.ok()) return fail("cannot open the data directory: " + store.status().to_string());
+  } else {
+    auto etcd = parse_etcd_url(options.store);
+    if (!etcd.ok()) return fail(etcd.status().to_string());
+    store = open_etcd_store(*etcd);
+    if (!store.ok()) return fail("cannot use etcd: " + store.status().to_string());
+  }
   auto jobs = jobs::Jobs::open(*store);
   if (!jobs.ok()) return fail(jobs.status().to_string());
   jobs::Jobs& jobs_ref = **jobs;

@@ -15,6 +15,8 @@ const char kServeUsage[] =
     "  --listen HOST:PORT   address to listen on (default 127.0.0.1:7411; port 0 picks a free one;\n"
     "                       0.0.0.0 listens on all interfaces, only if you ask for it)\n"
     "  --data DIR           data directory, created if missing (default ./kvq-data)\n"
+    "  --store URL          etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: keep everything in an etcd\n"
+    "                       cluster instead of --data, so servers on many machines share it\n"
     "  --durability MODE    sync (default: nothing is acknowledged before it is on disk) or nosync\n"
     "  --token TOKEN        require 'Authorization: Bearer TOKEN' (default: $KVQ_TOKEN; none)\n"
     "  --max-body BYTES     largest request body accepted (default 1048576)\n"
@@ -43,6 +45,9 @@ std::string apply(ServeOptions& o, const std::string& name, const std::string& v
   } else if (name == "data") {
     if (value.empty()) return "--data wants a directory";
     o.data = value;
+  } else if (name == "store") {
+    if (value.rfind("etcd://", 0) != 0) return "--store wants etcd://HOST:PORT[,HOST:PORT...][/PREFIX]";
+    o.store = value;
   } else if (name == "durability") {
     if (value == "sync") o.durability = Durability::kSync;
     else if (value == "nosync") o.durability = Durability::kNoSync;

@@ -13,6 +13,7 @@ namespace kvq::server {
 struct ServeOptions {
   std::string listen = "127.0.0.1:7411";
   std::string data = "./kvq-data";
+  std::string store;  // "" = the LMDB directory `data`; "etcd://host:port,...[/prefix]" = etcd
   Durability durability = Durability::kSync;
   std::string token;  // also from $KVQ_TOKEN
   size_t max_body = 1024 * 1024;

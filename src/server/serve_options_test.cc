@@ -43,6 +43,12 @@ TEST(ServeOptionsTest, BadValuesAreNamed) {
   EXPECT_NE(std::get<std::string>(parse({"--config", "/nonexistent/kvq.conf"})).find("cannot read"), std::string::npos);
 }
 
+TEST(ServeOptionsTest, AnEtcdStoreIsGivenAsAUrl) {
+  auto o = std::get<ServeOptions>(parse({"--store", "etcd://10.0.0.1:2379,10.0.0.2:2379/kvq-prod"}));
+  EXPECT_EQ(o.store, "etcd://10.0.0.1:2379,10.0.0.2:2379/kvq-prod");
+  EXPECT_NE(std::get<std::string>(parse({"--store", "redis://x"})).find("etcd://"), std::string::npos);
+}
+
 TEST(ServeOptionsTest, ConfigFileErrorsNameTheLine) {
   testing::TempDir dir;
   std::ofstream(dir.sub("bad.conf")) << "listen = 127.0.0.1:1\nio-threads = 0\n";
