@@ -8,7 +8,7 @@ packages=(
   liblmdb-dev lmdb-utils
   nlohmann-json3-dev
   libboost-dev
-  etcd-server
+  etcd-server etcd-client openssl
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   python3
   libgtest-dev libgmock-dev libbenchmark-dev

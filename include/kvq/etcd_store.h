@@ -37,6 +37,12 @@ struct EtcdOptions {
   std::vector<std::string> endpoints;  // "host:port" of the members' client URLs
   std::string key_prefix;              // every key kvq writes starts with this
   std::chrono::milliseconds request_timeout{5000};
+  // TLS: set ca_file to talk TLS (verifying the members against that CA); cert_file and
+  // key_file add a client certificate for etcd's --client-cert-auth.
+  std::string ca_file, cert_file, key_file;
+  // etcd authentication (etcdctl auth enable): the token is fetched at first use and renewed
+  // when etcd says it expired.
+  std::string username, password;
 };
 
 // Parses "etcd://host:port,host:port[/prefix]" into options.

@@ -76,8 +76,19 @@ int run_serve(int argc, char** argv) {
   } else {
     auto etcd = parse_etcd_url(options.store);
     if (!etcd.ok()) return fail(etcd.status().to_string());
+    etcd->ca_file = options.etcd_ca;
+    etcd->cert_file = options.etcd_cert;
+    etcd->key_file = options.etcd_key;
+    etcd->username = options.etcd_user;
+    etcd->password = options.etcd_password;
     store = open_etcd_store(*etcd);
     if (!store.ok()) return fail("cannot use etcd: " + store.status().to_string());
+    // Refused credentials or certificates are a configuration error: say so now. An
+    // unreachable cluster is not; the server starts and retries.
+    auto probe = (*store)->begin();
+    Status reached = probe.ok() ? (*probe)->read_version().status() : probe.status();
+    if (!reached.ok() && !reached.retryable()) return fail("cannot use etcd: " + reached.to_string());
+    if (!reached.ok()) std::fprintf(stderr, "kvq serve: etcd not reachable yet: %s\n", reached.to_string().c_str());
   }
   auto jobs = jobs::Jobs::open(*store);
   if (!jobs.ok()) return fail(jobs.status().to_string());

@@ -17,6 +17,11 @@ const char kServeUsage[] =
     "  --data DIR           data directory, created if missing (default ./kvq-data)\n"
     "  --store URL          etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: keep everything in an etcd\n"
     "                       cluster instead of --data, so servers on many machines share it\n"
+    "  --etcd-ca FILE       talk TLS to etcd, trusting this CA (PEM)\n"
+    "  --etcd-cert FILE     with --etcd-key: a client certificate for etcd's --client-cert-auth\n"
+    "  --etcd-key FILE\n"
+    "  --etcd-user NAME     etcd authentication; the password from --etcd-password or\n"
+    "  --etcd-password PW   $KVQ_ETCD_PASSWORD\n"
     "  --durability MODE    sync (default: nothing is acknowledged before it is on disk) or nosync\n"
     "  --token TOKEN        require 'Authorization: Bearer TOKEN' (default: $KVQ_TOKEN; none)\n"
     "  --max-body BYTES     largest request body accepted (default 1048576)\n"
@@ -48,6 +53,16 @@ std::string apply(ServeOptions& o, const std::string& name, const std::string& v
   } else if (name == "store") {
     if (value.rfind("etcd://", 0) != 0) return "--store wants etcd://HOST:PORT[,HOST:PORT...][/PREFIX]";
     o.store = value;
+  } else if (name == "etcd-ca") {
+    o.etcd_ca = value;
+  } else if (name == "etcd-cert") {
+    o.etcd_cert = value;
+  } else if (name == "etcd-key") {
+    o.etcd_key = value;
+  } else if (name == "etcd-user") {
+    o.etcd_user = value;
+  } else if (name == "etcd-password") {
+    o.etcd_password = value;
   } else if (name == "durability") {
     if (value == "sync") o.durability = Durability::kSync;
     else if (value == "nosync") o.durability = Durability::kNoSync;
@@ -97,6 +112,7 @@ std::string read_config(ServeOptions& o, const std::string& path) {
 std::variant<ServeOptions, std::string> parse_serve_options(int argc, char** argv) {
   ServeOptions o;
   if (const char* t = std::getenv("KVQ_TOKEN")) o.token = t;
+  if (const char* p = std::getenv("KVQ_ETCD_PASSWORD")) o.etcd_password = p;
   std::vector<std::pair<std::string, std::string>> flags;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];

@@ -14,6 +14,8 @@ struct ServeOptions {
   std::string listen = "127.0.0.1:7411";
   std::string data = "./kvq-data";
   std::string store;  // "" = the LMDB directory `data`; "etcd://host:port,...[/prefix]" = etcd
+  std::string etcd_ca, etcd_cert, etcd_key;  // TLS to etcd
+  std::string etcd_user, etcd_password;      // etcd authentication (password also $KVQ_ETCD_PASSWORD)
   Durability durability = Durability::kSync;
   std::string token;  // also from $KVQ_TOKEN
   size_t max_body = 1024 * 1024;

@@ -21,7 +21,9 @@ Status from_grpc(const grpc::Status& status, bool commit);
 
 class Client {
  public:
-  explicit Client(EtcdOptions options);
+  Client(EtcdOptions options, std::shared_ptr<grpc::ChannelCredentials> credentials);
+  // Reads the TLS files; an error names the file.
+  static Result<std::shared_ptr<Client>> create(EtcdOptions options);
 
   const EtcdOptions& options() const { return options_; }
   const std::string& prefix() const { return options_.key_prefix; }
@@ -31,6 +33,8 @@ class Client {
 
   // A channel for long-lived streams (watches), on the endpoint in use now.
   std::shared_ptr<grpc::Channel> channel();
+  // Adds the auth token (fetching one first if needed) to a call's metadata.
+  Status authorize(grpc::ClientContext& context);
   // Moves to the next endpoint after a failure on `index`'s.
   void fail_over(size_t index);
   size_t current() const { return current_.load(); }
@@ -39,7 +43,12 @@ class Client {
   template <typename Call>
   Status call(bool commit, Call&& call);
 
+  Status authenticate(size_t index);
+
   EtcdOptions options_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  std::mutex token_mu_;
+  std::string token_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<etcdserverpb::KV::Stub>> kv_;
   std::atomic<size_t> current_{0};

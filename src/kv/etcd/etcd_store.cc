@@ -8,9 +8,8 @@ namespace {
 
 class EtcdStore : public kv::Store {
  public:
-  explicit EtcdStore(EtcdOptions options)
-      : client_(std::make_shared<kv::etcd::Client>(std::move(options))),
-        hub_(std::make_shared<kv::etcd::WatchHub>(client_)) {}
+  explicit EtcdStore(std::shared_ptr<kv::etcd::Client> client)
+      : client_(std::move(client)), hub_(std::make_shared<kv::etcd::WatchHub>(client_)) {}
 
   Result<std::unique_ptr<kv::Transaction>> begin() override {
     return std::unique_ptr<kv::Transaction>(std::make_unique<kv::etcd::EtcdTransaction>(client_, hub_));
@@ -58,7 +57,14 @@ Result<EtcdOptions> parse_etcd_url(std::string_view url) {
 Result<std::shared_ptr<kv::Store>> open_etcd_store(const EtcdOptions& options) {
   if (options.endpoints.empty()) return InvalidArgument("no etcd endpoints");
   if (options.request_timeout.count() <= 0) return InvalidArgument("request_timeout must be positive");
-  return std::shared_ptr<kv::Store>(std::make_shared<EtcdStore>(options));
+  if (options.username.empty() != options.password.empty()) {
+    return InvalidArgument("etcd authentication needs both a username and a password");
+  }
+  if (options.cert_file.empty() != options.key_file.empty()) {
+    return InvalidArgument("a TLS client certificate needs both cert_file and key_file");
+  }
+  KVQ_ASSIGN_OR_RETURN(auto client, kv::etcd::Client::create(options));
+  return std::shared_ptr<kv::Store>(std::make_shared<EtcdStore>(std::move(client)));
 }
 
 }  // namespace kvq

@@ -70,6 +70,7 @@ bool WatchHub::connect() {
   context_ = std::make_unique<grpc::ClientContext>();
   // Without it a member cut off from its leader would keep the stream open and silent.
   context_->AddMetadata("hasleader", "true");
+  if (!client_->authorize(*context_).ok()) return true;  // no stream: run() pauses and retries
   stub_ = etcdserverpb::Watch::NewStub(client_->channel());
   stream_ = stub_->Watch(context_.get());
   for (const auto& [id, entry] : entries_) send_create(id, entry);
@@ -79,13 +80,15 @@ bool WatchHub::connect() {
 void WatchHub::run() {
   while (connect()) {
     etcdserverpb::WatchResponse response;
-    while (stream_->Read(&response)) handle(response);
+    while (stream_ && stream_->Read(&response)) handle(response);
     const size_t endpoint = client_->current();
     {
       std::lock_guard lock(mu_);
-      stream_->WritesDone();
-      stream_->Finish().ok();  // the call has ended (Read returned false); collect it
-      stream_.reset();
+      if (stream_) {
+        stream_->WritesDone();
+        stream_->Finish().ok();  // the call has ended (Read returned false); collect it
+        stream_.reset();
+      }
       if (stopping_) return;
     }
     client_->fail_over(endpoint);
