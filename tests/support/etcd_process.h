@@ -39,8 +39,8 @@ inline int free_port() {
 class EtcdProcess {
  public:
   // Starts etcd and waits until it answers; pid() is -1 if it could not.
-  // With `detach`, etcd gets its own session and writes to `data_dir`.log instead of our output
-  // (a ctest fixture's output pipe would otherwise stay open, and ctest wait on it forever).
+  // etcd writes to `data_dir`.log, never to our output (a ctest fixture's output pipe would
+  // otherwise stay open, and ctest wait on it forever). With `detach` it gets its own session.
   explicit EtcdProcess(const std::string& data_dir, bool detach = false) {
     const int client = free_port(), peer = free_port();
     endpoint_ = "127.0.0.1:" + std::to_string(client);
@@ -67,12 +67,10 @@ class EtcdProcess {
     posix_spawn_file_actions_t files;
     posix_spawn_file_actions_init(&files);
     const std::string log = data_dir + ".log";
-    if (detach) {
-      posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
-      posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-      posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
-    }
+    if (detach) posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+    posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
     if (posix_spawnp(&pid_, "etcd", &files, &attr, argv.data(), environ) != 0) pid_ = -1;
     posix_spawn_file_actions_destroy(&files);
     posix_spawnattr_destroy(&attr);

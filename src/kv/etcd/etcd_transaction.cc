@@ -140,7 +140,15 @@ Status EtcdTransaction::add_read_conflict_key(std::string_view key) {
 }
 
 Result<Watch> EtcdTransaction::watch(std::string_view key) {
-  KVQ_ASSIGN_OR_RETURN(auto stored, read_stored(key));
+  auto read = read_stored(key);
+  if (!read.ok() && read.status().code() == Code::kAborted) {
+    // This transaction's revision was compacted, so the value it saw cannot be compared any
+    // more: report a change at once and let the caller re-read (never miss one).
+    auto fired = std::make_shared<detail::WatchState>();
+    fired->complete(Status::OK());
+    return Watch(std::move(fired));
+  }
+  KVQ_ASSIGN_OR_RETURN(auto stored, std::move(read));
   std::optional<std::string> expected;
   if (stored) expected = std::move(stored->value);
   return hub_->watch(full(key), std::move(expected), revision_ + 1);
