@@ -32,8 +32,9 @@ constexpr char kBenchUsage[] =
     "                 [--batch B]\n"
     "\n"
     "Drives the server: sets T's timeout to 60 s, N producer threads (default 4) add J jobs\n"
-    "(default 10000) of about BYTES of JSON each (default 200) to type T (default bench), and M\n"
-    "worker threads (default 4) accept (up to B at a time, default 1) and finish them. Prints\n"
+    "(default 10000) of about BYTES of JSON each (default 200) to type T (default bench), B per\n"
+    "request (the batch route when B > 1), and M worker threads (default 4) accept up to B at a\n"
+    "time (default 1) and finish them. Prints\n"
     "the throughput from the first add to the last finish and the add->accept latency\n"
     "percentiles; --json prints {jobs, seconds, jobs_per_second, latency_ms: {p50, p90, p99},\n"
     "producers, workers, batch}. Each thread has its own connection.\n";
@@ -237,27 +238,35 @@ Response with_retries(BenchShared& shared, Call&& call) {
   }
 }
 
+// Adds jobs [begin, end), `batch` per request (POST /v1/jobs/{type}/batch when batch > 1).
 void producer(const Url& url, const std::string& token, BenchShared& shared, int64_t begin,
-              int64_t end, size_t payload) {
+              int64_t end, size_t payload, int batch) {
   Client client(url, token);
-  const std::string target = path("/v1/jobs", {shared.type});
-  for (int64_t i = begin; i < end && !shared.stop; ++i) {
-    Json data = {{"run", shared.run}, {"i", i}, {"t_us", int64_t{0}}, {"pad", ""}};
-    const size_t base = data.dump().size() + 16;  // t_us digits
-    data["pad"] = std::string(payload > base ? payload - base : 0, 'x');
+  const std::string single = path("/v1/jobs", {shared.type});
+  const std::string batched = path("/v1/jobs", {shared.type, "batch"});
+  for (int64_t i = begin; i < end && !shared.stop;) {
     const auto started = Clock::now();
-    data["t_us"] = shared.now_us();
     {
       std::lock_guard lock(shared.mu);
       shared.first_add = std::min(shared.first_add, started);
     }
-    const Json body = {{"id", shared.run + "-" + std::to_string(i)}, {"data", std::move(data)}};
-    Response r = with_retries(shared, [&] { return client.post(target, body); });
+    Json list = Json::array();
+    const int64_t stop_at = std::min<int64_t>(end, i + batch);
+    for (; i < stop_at; ++i) {
+      Json data = {{"run", shared.run}, {"i", i}, {"t_us", int64_t{0}}, {"pad", ""}};
+      const size_t base = data.dump().size() + 16;  // t_us digits
+      data["pad"] = std::string(payload > base ? payload - base : 0, 'x');
+      data["t_us"] = shared.now_us();
+      list.push_back({{"id", shared.run + "-" + std::to_string(i)}, {"data", std::move(data)}});
+    }
+    const size_t count = list.size();
+    Response r = batch > 1 ? with_retries(shared, [&] { return client.post(batched, Json{{"jobs", list}}); })
+                           : with_retries(shared, [&] { return client.post(single, list[0]); });
     if (!r.ok()) {
       shared.fatal("add: " + r.describe());
       return;
     }
-    ++shared.added;
+    shared.added += count;
   }
 }
 
@@ -361,7 +370,7 @@ int run_bench(int argc, char** argv) {
   for (int64_t p = 0; p < producers; ++p) {
     const int64_t begin = jobs * p / producers, end = jobs * (p + 1) / producers;
     threads.emplace_back(producer, std::cref(url), std::cref(token), std::ref(shared), begin, end,
-                         static_cast<size_t>(payload));
+                         static_cast<size_t>(payload), static_cast<int>(batch));
   }
 
   // Progress, and a stall guard: no job finished for 120 s ends the bench.
