@@ -1,9 +1,14 @@
-// jobs_bench — throughput of the jobs layer (kvq/jobs.h) in one process, on the LMDB backend.
+// jobs_bench — throughput of the jobs layer (kvq/jobs.h) in one process, on the LMDB backend (and
+// the lifecycle on etcd, see BM_JobLifecycle/etcd).
 //
 //   BM_JobLifecycle/<mode>   one iteration = one job through add -> accept -> finish, each in its
 //                            own transaction (3 store transactions per job). Every thread adds its
 //                            own job ids ("t<thread>-<n>") to one shared type, then accepts (any
 //                            due job of that type) and finishes it. 1, 4 and 16 threads.
+//   BM_JobLifecycle/etcd     the same on the etcd backend, registered only when KVQ_BENCH_ETCD
+//                            names the members' client endpoints ("host:port,host:port"). Each run
+//                            uses a fresh key_prefix ("kvq-jobs-bench/<pid>-<time>-<n>/") and
+//                            leaves its keys behind (run it against a throwaway etcd).
 //   BM_AcceptContention/<mode>
 //                            4 and 64 threads accepting + finishing from one type that Setup
 //                            pre-filled with kContentionPrefill pending jobs. So that the backlog
@@ -30,6 +35,7 @@
 // Default minimum time per benchmark is 0.5 s (override with --benchmark_min_time=<s>).
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -45,6 +51,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "kvq/etcd_store.h"
 #include "kvq/jobs.h"
 #include "kvq/kv.h"
 #include "kvq/lmdb_store.h"
@@ -118,6 +125,27 @@ struct Fixture {
       return;
     }
     store = std::move(*s);
+    open_jobs();
+  }
+
+  // The etcd backend: a fresh key prefix on the members in `endpoints`; nothing on disk here.
+  void open_etcd(const std::vector<std::string>& endpoints) {
+    error.clear();
+    static int runs = 0;
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    const std::string prefix = "kvq-jobs-bench/" + std::to_string(getpid()) + "-" +
+                               std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now).count()) +
+                               "-" + std::to_string(runs++) + "/";
+    auto s = kvq::open_etcd_store({.endpoints = endpoints, .key_prefix = prefix});
+    if (!s.ok()) {
+      error = "open_etcd_store: " + s.status().to_string();
+      return;
+    }
+    store = std::move(*s);
+    open_jobs();
+  }
+
+  void open_jobs() {
     auto j = jobs::Jobs::open(store);
     if (!j.ok()) {
       error = "Jobs::open: " + j.status().to_string();
@@ -173,6 +201,24 @@ void ScaleSetup(const benchmark::State&) {
   g_fx.open(Durability::kNoSync, uint64_t{4} << 30);
   if (g_fx.error.empty()) g_fx.prefill(kBacklog, "pre-");
 }
+
+// Comma-separated "host:port" list from KVQ_BENCH_ETCD; empty when unset.
+std::vector<std::string> etcd_endpoints() {
+  std::vector<std::string> out;
+  const char* v = std::getenv("KVQ_BENCH_ETCD");
+  if (v == nullptr) return out;
+  std::string_view rest = v;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    if (!item.empty()) out.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+void EtcdSetup(const benchmark::State&) { g_fx.open_etcd(etcd_endpoints()); }
 
 void Teardown(const benchmark::State&) { g_fx.close(); }
 
@@ -303,6 +349,18 @@ void register_all() {
   for (const Variant& v : variants) {
     auto* b = benchmark::RegisterBenchmark(v.name, v.fn)->Setup(v.setup)->Teardown(Teardown)->UseRealTime();
     for (int t : v.threads) b->Threads(t);
+  }
+  if (const auto endpoints = etcd_endpoints(); !endpoints.empty()) {
+    std::string joined;
+    for (const auto& e : endpoints) joined += (joined.empty() ? "" : ",") + e;
+    benchmark::AddCustomContext("jobs_bench_etcd", joined);
+    auto* b = benchmark::RegisterBenchmark("BM_JobLifecycle/etcd", BM_JobLifecycle)
+                  ->Setup(EtcdSetup)
+                  ->Teardown(Teardown)
+                  ->UseRealTime();
+    for (int t : {1, 4, 16}) b->Threads(t);
+  } else {
+    std::fprintf(stderr, "jobs_bench: KVQ_BENCH_ETCD is not set; BM_JobLifecycle/etcd is not registered\n");
   }
   benchmark::RegisterBenchmark("BM_AcceptScale/nosync/pending:1000", BM_AcceptScale)
       ->Setup(ScaleSetup<1'000>)

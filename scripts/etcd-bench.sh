@@ -1,0 +1,304 @@
+#!/usr/bin/env bash
+# The jobs lifecycle on etcd next to LMDB, in one run: the in-process benchmark
+# (jobs_bench BM_JobLifecycle, 1/4/16 threads) and the HTTP one (`kvq bench` against `kvq serve`),
+# on LMDB, on a 1-member etcd and on a 3-member etcd, all members on loopback.
+#
+# Steps:
+#   1. LMDB: jobs_bench --benchmark_filter='BM_JobLifecycle/(sync|nosync)/' (KVQ_BENCH_ETCD
+#      unset), then `kvq serve --data DIR --durability sync` and one `kvq bench` run.
+#   2. etcd, 1 member: starts etcd (fresh data directory under KVQ_BENCH_DIR, free ports, the
+#      flags tests/support/etcd_process.h uses: --max-txn-ops 10000, an 8 GiB quota, revision
+#      auto-compaction), runs KVQ_BENCH_ETCD=<endpoint> jobs_bench
+#      --benchmark_filter='BM_JobLifecycle/etcd/', then `kvq serve --store etcd://<endpoint>/<prefix>`
+#      and one `kvq bench` run; stops the server and etcd, removes its data.
+#   3. etcd, 3 members: the same against a 3-member cluster (as tests/e2e/test_etcd_cluster.py
+#      starts it); jobs_bench and kvq serve get all three endpoints.
+# Every `kvq bench` run: --workers ETCD_BENCH_WORKERS (16), --producers ETCD_BENCH_PRODUCERS (2),
+# --jobs ETCD_BENCH_JOBS (3000), --batch 1, --json, a fresh type. Then it prints a markdown table:
+# store, in-process jobs/s at 1/4/16 threads, HTTP jobs/s, add->accept p50/p99.
+#
+# Everything it starts (etcd members, kvq serve, the benchmark in flight) is stopped on exit,
+# including on Ctrl-C, and its temporary directories are removed.
+#
+# Usage: scripts/etcd-bench.sh
+# Environment:
+#   KVQ_BIN              kvq binary (default: build/release/src/cli/kvq)
+#   JOBS_BENCH           jobs_bench binary (default: build/release/bench/jobs_bench)
+#   ETCD_BIN             etcd binary (default: etcd on PATH)
+#   ETCD_BENCH_JOBS      jobs per kvq bench run (default 3000)
+#   ETCD_BENCH_WORKERS   kvq bench workers (default 16)
+#   ETCD_BENCH_PRODUCERS kvq bench producers (default 2)
+#   ETCD_BENCH_SIZES     etcd cluster sizes (default "1 3")
+#   ETCD_BENCH_OUT       if set, write all raw results there as one JSON document
+#   KVQ_BENCH_DIR        where LMDB and etcd data go (default: $TMPDIR or /tmp; use a real disk)
+#   Extra arguments are passed on to every jobs_bench run (e.g. --benchmark_min_time=1).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+kvq_bin="${KVQ_BIN:-$root/build/release/src/cli/kvq}"
+jobs_bench="${JOBS_BENCH:-$root/build/release/bench/jobs_bench}"
+etcd_bin="${ETCD_BIN:-$(command -v etcd || true)}"
+n_jobs="${ETCD_BENCH_JOBS:-3000}"
+workers="${ETCD_BENCH_WORKERS:-16}"
+producers="${ETCD_BENCH_PRODUCERS:-2}"
+sizes="${ETCD_BENCH_SIZES:-1 3}"
+out="${ETCD_BENCH_OUT:-}"
+base_dir="${KVQ_BENCH_DIR:-${TMPDIR:-/tmp}}"
+bench_args=("$@")
+
+for b in "$kvq_bin" "$jobs_bench" "$etcd_bin"; do
+  [ -n "$b" ] && [ -x "$b" ] || { echo "etcd-bench: no executable at '$b' (set KVQ_BIN / JOBS_BENCH / ETCD_BIN)" >&2; exit 1; }
+done
+command -v python3 >/dev/null || { echo "etcd-bench: python3 is needed" >&2; exit 1; }
+
+export KVQ_BENCH_DIR="$base_dir"
+unset KVQ_BENCH_ETCD
+work="$(mktemp -d "$base_dir/kvq-etcd-bench.XXXXXX")"
+server_pid=""
+child_pid=""
+data_dir=""
+etcd_pids=()
+etcd_dir=""
+endpoints=""
+
+stop_server() {
+  if [ -n "$server_pid" ]; then
+    if kill -0 "$server_pid" 2>/dev/null; then
+      kill -TERM "$server_pid" 2>/dev/null || true
+      for _ in $(seq 150); do
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 0.1
+      done
+      kill -0 "$server_pid" 2>/dev/null && kill -KILL "$server_pid" 2>/dev/null
+    fi
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+  fi
+  if [ -n "$data_dir" ]; then
+    rm -rf "$data_dir"
+    data_dir=""
+  fi
+}
+
+stop_etcd() {
+  local pid
+  for pid in "${etcd_pids[@]}"; do
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  etcd_pids=()
+  if [ -n "$etcd_dir" ]; then
+    rm -rf "$etcd_dir"
+    etcd_dir=""
+  fi
+  endpoints=""
+}
+
+cleanup() {
+  if [ -n "$child_pid" ] && kill -0 "$child_pid" 2>/dev/null; then
+    kill -TERM "$child_pid" 2>/dev/null || true
+    wait "$child_pid" 2>/dev/null || true
+  fi
+  stop_server
+  stop_etcd
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Runs a command in the background and waits for it, so that a signal to this script runs the
+# trap (which stops the command) instead of waiting for it to finish.
+run_child() {
+  "$@" &
+  child_pid=$!
+  local rc=0
+  wait "$child_pid" || rc=$?
+  child_pid=""
+  return "$rc"
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Starts an n-member etcd cluster on loopback; sets endpoints ("host:port,...") and etcd_pids.
+start_etcd() {
+  local n="$1" i initial="" names=() clients=() peers=()
+  etcd_dir="$(mktemp -d "$base_dir/kvq-etcd-bench-etcd.XXXXXX")"
+  for ((i = 0; i < n; i++)); do
+    names+=("m$i")
+    clients+=("$(free_port)")
+    peers+=("$(free_port)")
+    initial+="${initial:+,}m$i=http://127.0.0.1:${peers[$i]}"
+  done
+  endpoints=""
+  for ((i = 0; i < n; i++)); do
+    local client_url="http://127.0.0.1:${clients[$i]}" peer_url="http://127.0.0.1:${peers[$i]}"
+    "$etcd_bin" --name "${names[$i]}" --data-dir "$etcd_dir/${names[$i]}" \
+        --listen-client-urls "$client_url" --advertise-client-urls "$client_url" \
+        --listen-peer-urls "$peer_url" --initial-advertise-peer-urls "$peer_url" \
+        --initial-cluster "$initial" --initial-cluster-state new \
+        --initial-cluster-token "kvq-bench-$$" --max-txn-ops 10000 \
+        --quota-backend-bytes 8589934592 --auto-compaction-mode revision \
+        --auto-compaction-retention 100000 --log-level error \
+        </dev/null >>"$etcd_dir/${names[$i]}.log" 2>&1 &
+    etcd_pids+=($!)
+    endpoints+="${endpoints:+,}127.0.0.1:${clients[$i]}"
+  done
+  # Ready when some member reports a leader and every member answers.
+  python3 - "$endpoints" <<'PY' || { echo "etcd-bench: etcd ($n members) did not come up:" >&2; cat "$etcd_dir"/*.log >&2; exit 1; }
+import json, sys, time, urllib.request
+eps = sys.argv[1].split(",")
+deadline = time.time() + 30
+while time.time() < deadline:
+    ok = 0
+    for ep in eps:
+        try:
+            req = urllib.request.Request("http://%s/v3/maintenance/status" % ep, data=b"{}", method="POST")
+            with urllib.request.urlopen(req, timeout=1) as r:
+                s = json.loads(r.read())
+            if s.get("leader") and s.get("leader") != "0":
+                ok += 1
+        except Exception:
+            pass
+    if ok == len(eps):
+        sys.exit(0)
+    time.sleep(0.1)
+sys.exit(1)
+PY
+}
+
+# jobs_bench with a filter; label names the JSON file.
+run_inproc() {
+  local label="$1" filter="$2"
+  echo "== $label: jobs_bench --benchmark_filter='$filter'${KVQ_BENCH_ETCD:+ (KVQ_BENCH_ETCD=$KVQ_BENCH_ETCD)}" >&2
+  if ! run_child "$jobs_bench" --benchmark_filter="$filter" --benchmark_format=json "${bench_args[@]}" \
+      >"$work/inproc-$label.json" 2>"$work/inproc-$label.err"; then
+    echo "etcd-bench: jobs_bench failed ($label):" >&2
+    cat "$work/inproc-$label.err" >&2
+    exit 1
+  fi
+}
+
+# kvq serve with the given store arguments, then one kvq bench run; appends to http.jsonl.
+run_http() {
+  local label="$1"
+  shift
+  "$kvq_bin" serve --listen 127.0.0.1:0 --log-level warn "$@" \
+      >"$work/serve-$label.out" 2>"$work/serve-$label.err" &
+  server_pid=$!
+  local url="" line
+  for _ in $(seq 300); do
+    kill -0 "$server_pid" 2>/dev/null || break
+    line="$(head -n 1 "$work/serve-$label.out" 2>/dev/null || true)"
+    url="$(printf '%s\n' "$line" | sed -n 's|^kvq serve: listening on \(http://[^ ]*\) .*|\1|p')"
+    [ -n "$url" ] && break
+    sleep 0.05
+  done
+  if [ -z "$url" ]; then
+    echo "etcd-bench: kvq serve ($label) did not start:" >&2
+    cat "$work/serve-$label.out" "$work/serve-$label.err" >&2
+    exit 1
+  fi
+  echo "== $label: $(head -n 1 "$work/serve-$label.out")" >&2
+  echo "   kvq bench --workers $workers --producers $producers --jobs $n_jobs" >&2
+  if ! run_child "$kvq_bin" bench --url "$url" --json --producers "$producers" --workers "$workers" \
+      --jobs "$n_jobs" --batch 1 --type "bench-$label" >"$work/run.json" 2>"$work/run.err"; then
+    echo "etcd-bench: kvq bench failed ($label):" >&2
+    tr '\r' '\n' <"$work/run.err" | tail -n 5 >&2
+    tail -n 20 "$work/serve-$label.err" >&2
+    exit 1
+  fi
+  python3 - "$label" "$work/run.json" >>"$work/http.jsonl" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[2]))
+r["store"] = sys.argv[1]
+print(json.dumps(r))
+PY
+  stop_server
+}
+
+: >"$work/http.jsonl"
+labels=()
+
+# ---- LMDB ----------------------------------------------------------------------------------------
+run_inproc lmdb 'BM_JobLifecycle/(sync|nosync)/'
+labels+=(lmdb)
+data_dir="$(mktemp -d "$base_dir/kvq-etcd-bench-data.XXXXXX")"
+run_http lmdb-sync --data "$data_dir" --durability sync
+
+# ---- etcd ----------------------------------------------------------------------------------------
+for n in $sizes; do
+  label="etcd-$n"
+  start_etcd "$n"
+  echo "== $label: etcd members at $endpoints" >&2
+  KVQ_BENCH_ETCD="$endpoints" run_inproc "$label" 'BM_JobLifecycle/etcd/'
+  labels+=("$label")
+  run_http "$label" --store "etcd://$endpoints/kvq-http-bench-$$-$n"
+  stop_etcd
+done
+
+# ---- report --------------------------------------------------------------------------------------
+inproc_files=()
+for l in "${labels[@]}"; do inproc_files+=("$l=$work/inproc-$l.json"); done
+python3 - "$work/http.jsonl" "$out" "$n_jobs" "$producers" "$workers" "${inproc_files[@]}" <<'PY'
+import json, re, statistics, sys
+
+http_path, out_path, n_jobs, producers, workers = sys.argv[1:6]
+docs = {}
+for arg in sys.argv[6:]:
+    label, path = arg.split("=", 1)
+    docs[label] = json.load(open(path))
+http = {r["store"]: r for r in (json.loads(l) for l in open(http_path) if l.strip())}
+
+NAME = re.compile(r"^BM_JobLifecycle/(sync|nosync|etcd)/.*threads:(\d+)$")
+samples = {}
+failures = {}
+for label, doc in docs.items():
+    for b in doc.get("benchmarks", []):
+        m = NAME.match(b.get("run_name", b["name"]))
+        if not m or b.get("run_type") == "aggregate":
+            continue
+        store = "lmdb-" + m.group(1) if m.group(1) != "etcd" else label
+        if b.get("error_occurred") or "items_per_second" not in b:
+            failures.setdefault(store, []).append(b.get("error_message", "no result"))
+            continue
+        samples.setdefault((store, int(m.group(2))), []).append(b["items_per_second"])
+        bad = sum(b.get(k, 0) for k in ("add_failures", "accept_failures", "finish_failures"))
+        if bad:
+            failures.setdefault(store, []).append(f"{int(bad)} failed operations at {m.group(2)} threads")
+inproc = {k: statistics.median(v) for k, v in samples.items()}
+
+def num(x, digits=0):
+    return "n/a" if x is None else f"{x:,.{digits}f}"
+
+rows = [("lmdb-sync", "LMDB sync"), ("lmdb-nosync", "LMDB nosync")]
+rows += [(l, f"etcd, {l.split('-')[1]} member" + ("s" if l.split('-')[1] != "1" else ""))
+         for l in docs if l.startswith("etcd-")]
+print(f"in-process: jobs_bench BM_JobLifecycle (add -> accept -> finish per iteration); "
+      f"HTTP: kvq bench, {workers} workers, {producers} producers, {n_jobs} jobs, batch 1")
+print()
+print(f"| store | in-process jobs/s, 1 thread | 4 threads | 16 threads | HTTP jobs/s ({workers} workers) "
+      "| add→accept p50 ms | p99 ms |")
+print("|---|--:|--:|--:|--:|--:|--:|")
+for key, name in rows:
+    h = http.get(key)
+    cells = [num(inproc.get((key, t))) for t in (1, 4, 16)]
+    if h:
+        cells += [num(h["jobs_per_second"]), num(h["latency_ms"]["p50"], 2), num(h["latency_ms"]["p99"], 2)]
+    else:
+        cells += ["–", "–", "–"]
+    print(f"| {name} | " + " | ".join(cells) + " |")
+for store, msgs in failures.items():
+    print(f"\nnote: {store}: " + "; ".join(msgs))
+for key, h in http.items():
+    if h.get("halted") or h.get("retries"):
+        print(f"\nnote: HTTP {key}: halted finishes {h.get('halted', 0)}, 503 retries {h.get('retries', 0)}")
+
+if out_path:
+    with open(out_path, "w") as f:
+        json.dump({"http": list(http.values()), "in_process": docs}, f, indent=1)
+    print()
+    print(f"raw results: {out_path}")
+PY
