@@ -3,36 +3,13 @@
 #include <nlohmann/json.hpp>
 
 #include "kvq/jobs.h"
+#include "util/text.h"
 
 namespace kvq::jobs {
 namespace {
 
-bool is_type_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '.' || c == ':' || c == '-';
-}
-
-// nlohmann's default depth is unbounded recursion; refuse pathological nesting up front.
+// nlohmann's parser recurses; refuse pathological nesting up front.
 constexpr int kMaxDepth = 64;
-
-bool nesting_within_limit(std::string_view text) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > kMaxDepth) return false;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -43,7 +20,7 @@ Status validate_type(std::string_view type) {
                            std::to_string(kMaxTypeBytes));
   }
   for (char c : type) {
-    if (!is_type_char(c)) return InvalidArgument("job type may only contain A-Z a-z 0-9 _ . : -");
+    if (!util::is_name_char(c)) return InvalidArgument("job type may only contain A-Z a-z 0-9 _ . : -");
   }
   return Status::OK();
 }
@@ -76,7 +53,7 @@ Result<std::string> normalize_data(std::string_view data, size_t max_bytes) {
     return InvalidArgument("job data is " + std::to_string(data.size()) + " bytes; the limit is " +
                            std::to_string(max_bytes));
   }
-  if (!nesting_within_limit(data)) {
+  if (!util::json_depth_within(data, kMaxDepth)) {
     return InvalidArgument("job data nests deeper than " + std::to_string(kMaxDepth) + " levels");
   }
   auto parsed = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);

@@ -1,28 +1,11 @@
 #include "server/json_body.h"
 
+#include "util/text.h"
+
 namespace kvq::server {
 namespace {
 
 constexpr int kMaxDepth = 64;
-
-bool within_depth(std::string_view text) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if ((c == '{' || c == '[') && ++depth > kMaxDepth) {
-      return false;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return true;
-}
 
 ApiError wrong_type(std::string_view field, std::string_view want) {
   return invalid_argument("field '" + std::string(field) + "' must be " + std::string(want));
@@ -31,7 +14,7 @@ ApiError wrong_type(std::string_view field, std::string_view want) {
 }  // namespace
 
 std::optional<nlohmann::json> parse_json(std::string_view text) {
-  if (!within_depth(text)) return std::nullopt;
+  if (!util::json_depth_within(text, kMaxDepth)) return std::nullopt;
   auto parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return std::nullopt;
   return parsed;

@@ -3,16 +3,13 @@
 #include <nlohmann/json.hpp>
 
 #include "util/random.h"
+#include "util/text.h"
 
 namespace kvq::workers {
 namespace {
 
 constexpr int64_t kRowFormat = 1;
 
-bool is_type_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '.' || c == ':' || c == '-';
-}
 
 }  // namespace
 
@@ -61,7 +58,7 @@ Status validate_worker_type(std::string_view type) {
   if (type.empty()) return InvalidArgument("worker type is empty");
   if (type.size() > 64) return InvalidArgument("worker type is longer than 64 bytes");
   for (char c : type) {
-    if (!is_type_char(c)) return InvalidArgument("worker type may only contain A-Z a-z 0-9 _ . : -");
+    if (!util::is_name_char(c)) return InvalidArgument("worker type may only contain A-Z a-z 0-9 _ . : -");
   }
   return Status::OK();
 }

@@ -1,0 +1,16 @@
+// util/text.h — small checks on text that several layers apply to their input.
+#pragma once
+
+#include <string_view>
+
+namespace kvq::util {
+
+// Characters allowed in type names (job types, worker types): they appear in URLs and metric
+// labels, so A-Z a-z 0-9 _ . : - only.
+bool is_name_char(char c);
+
+// True when no object or array in the JSON `text` nests deeper than `max_depth` (checked before
+// parsing, so a hostile document cannot make a recursive parser overflow the stack).
+bool json_depth_within(std::string_view text, int max_depth);
+
+}  // namespace kvq::util
