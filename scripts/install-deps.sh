@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs every Debian package kvq needs to build, test and run. Idempotent: quiet and quick
 # when everything is already there. Runs as root, or through sudo when available.
+#
+# Usage: scripts/install-deps.sh [--bench]
+#   --bench  also the peers `make bench` compares kvq with (beanstalkd, PostgreSQL, Redis), their
+#            client libraries, and matplotlib for the chart.
 set -euo pipefail
 
 packages=(
@@ -14,6 +18,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang
 )
+if [ "${1:-}" = "--bench" ]; then
+  packages+=(beanstalkd postgresql redis-server libpq-dev libhiredis-dev python3-matplotlib)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

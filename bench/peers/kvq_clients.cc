@@ -1,0 +1,151 @@
+// bench/peers/kvq_clients.cc — kvq driven the two ways users run it: over its HTTP API with the
+// client `kvq bench` uses (src/cli/client.h: one keep-alive connection per thread, long-poll
+// accept), and in-process through the library (kvq/jobs.h on an LMDB store).
+#include <random>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/client.h"
+#include "kvq/jobs.h"
+#include "kvq/lmdb_store.h"
+#include "queue.h"
+
+namespace kvq::peers {
+namespace {
+
+using nlohmann::json;
+constexpr std::string_view kType = "bench";
+// Long enough that the activity monitor never re-enqueues a job a benchmark worker holds.
+constexpr int kTypeTimeoutSeconds = 600;
+
+// Job ids must not collide with a previous run's finished jobs on the same store.
+std::string run_tag() {
+  std::random_device rd;
+  return std::to_string(rd()) + "-";
+}
+
+// ---- over HTTP ----------------------------------------------------------------------------------
+
+cli::Url parse_base(const std::string& address) {
+  std::string error;
+  auto url = cli::parse_url("http://" + address, &error);
+  if (!url) throw std::invalid_argument("kvq-http: " + error);
+  return *url;
+}
+
+class HttpClient final : public QueueClient {
+ public:
+  HttpClient(const cli::Url& url, const std::string& tag) : client_(url, ""), tag_(tag) {}
+
+  void add(int64_t seq, const std::string& payload) override {
+    check(client_.post(add_path_, json{{"id", tag_ + std::to_string(seq)}, {"data", json::parse(payload)}}), "add");
+  }
+
+  bool reserve(Reserved& out, std::chrono::milliseconds wait) override {
+    const json body = {{"timeout", (wait.count() + 999) / 1000}};
+    cli::Response r = client_.post(accept_path_, body, wait + std::chrono::seconds(30));
+    check(r, "accept");
+    if (r.status == 204) return false;
+    const json& job = r.body.at("jobs").at(0);
+    out.id = job.at("id").get<std::string>();
+    out.handle = job.at("lock").get<std::string>();
+    out.payload = job.at("data").dump();
+    return true;
+  }
+
+  void finish(const Reserved& job) override {
+    check(client_.post(cli::path("/v1/jobs", {kType, job.id, "finish"}), json{{"lock", job.handle}}), "finish");
+  }
+
+  cli::Client& client() { return client_; }
+
+ private:
+  static void check(const cli::Response& r, const char* what) {
+    if (!r.ok()) throw std::runtime_error(std::string("kvq-http: ") + what + ": " + r.describe());
+  }
+
+  cli::Client client_;
+  std::string tag_;
+  const std::string add_path_ = cli::path("/v1/jobs", {kType});
+  const std::string accept_path_ = cli::path("/v1/accept", {kType});
+};
+
+class KvqHttp final : public QueueSystem {
+ public:
+  explicit KvqHttp(const std::string& address) : url_(parse_base(address)), tag_(run_tag()) {}
+  void prepare() override {
+    HttpClient admin(url_, tag_);
+    cli::Response r = admin.client().put(cli::path("/v1/types", {kType}), json{{"timeout", kTypeTimeoutSeconds}});
+    if (!r.ok()) throw std::runtime_error("kvq-http: set the type timeout: " + r.describe());
+  }
+  std::unique_ptr<QueueClient> connect() override { return std::make_unique<HttpClient>(url_, tag_); }
+
+ private:
+  cli::Url url_;
+  std::string tag_;
+};
+
+// ---- in-process ---------------------------------------------------------------------------------
+
+class LibClient final : public QueueClient {
+ public:
+  LibClient(jobs::Jobs& jobs, const std::string& tag) : jobs_(jobs), tag_(tag) {}
+
+  void add(int64_t seq, const std::string& payload) override {
+    check(jobs_.add(kType, tag_ + std::to_string(seq), payload), "add");
+  }
+
+  bool reserve(Reserved& out, std::chrono::milliseconds wait) override {
+    auto job = jobs_.accept(kType, {.timeout = wait});
+    if (job.status().code() == Code::kDeadlineExceeded) return false;
+    check(job.status(), "accept");
+    out.id = std::move(job->id);
+    out.handle = std::move(job->lock);
+    out.payload = std::move(job->data);
+    return true;
+  }
+
+  void finish(const Reserved& reserved) override {
+    jobs::Job job{.type = std::string(kType), .id = reserved.id, .lock = reserved.handle, .data = reserved.payload};
+    check(jobs_.finish(job), "finish");
+  }
+
+ private:
+  static void check(const Status& status, const char* what) {
+    if (!status.ok()) throw std::runtime_error(std::string("kvq-lib: ") + what + ": " + status.to_string());
+  }
+
+  jobs::Jobs& jobs_;
+  const std::string& tag_;
+};
+
+class KvqLib final : public QueueSystem {
+ public:
+  KvqLib(const std::string& data_dir, bool durable) : tag_(run_tag()) {
+    auto store = open_lmdb_store({.path = data_dir, .durability = durable ? Durability::kSync : Durability::kNoSync});
+    if (!store.ok()) throw std::runtime_error("kvq-lib: open " + data_dir + ": " + store.status().to_string());
+    auto opened = jobs::Jobs::open(*store);
+    if (!opened.ok()) throw std::runtime_error("kvq-lib: " + opened.status().to_string());
+    jobs_ = std::move(*opened);
+  }
+  void prepare() override {
+    Status s = jobs_->set_type_timeout(kType, std::chrono::seconds(kTypeTimeoutSeconds));
+    if (!s.ok()) throw std::runtime_error("kvq-lib: set the type timeout: " + s.to_string());
+  }
+  std::unique_ptr<QueueClient> connect() override { return std::make_unique<LibClient>(*jobs_, tag_); }
+
+ private:
+  std::string tag_;
+  std::unique_ptr<jobs::Jobs> jobs_;
+};
+
+}  // namespace
+
+std::unique_ptr<QueueSystem> open_kvq_http(const std::string& address) { return std::make_unique<KvqHttp>(address); }
+
+std::unique_ptr<QueueSystem> open_kvq_lib(const std::string& data_dir, bool durable) {
+  return std::make_unique<KvqLib>(data_dir, durable);
+}
+
+}  // namespace kvq::peers

@@ -1,0 +1,62 @@
+// bench/peers/queue.h — the one queue interface the peer benchmark drives, so that kvq and the
+// systems users would pick instead (beanstalkd, a PostgreSQL SKIP LOCKED table, a Redis reliable
+// queue) run exactly the same workload through their own normal client protocol.
+//
+// A QueueSystem is one running server (or, for kvq-lib, one open store); connect() gives one
+// client connection, used by one thread. Every call blocks until the system acknowledged it and
+// throws std::runtime_error when the system reports an error: a benchmark run counts a job only
+// once its finish (delete / acknowledge) was acknowledged.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace kvq::peers {
+
+// A job a worker holds: whatever the system needs to finish it, and the payload it was added with.
+struct Reserved {
+  std::string handle;   // beanstalkd job id, PostgreSQL row id, Redis list element, kvq lock
+  std::string id;       // kvq job id (kvq only)
+  std::string payload;  // the JSON text given to add
+};
+
+class QueueClient {
+ public:
+  virtual ~QueueClient() = default;
+  // Enqueues one job. `seq` is unique per benchmark run (kvq uses it as the job id).
+  virtual void add(int64_t seq, const std::string& payload) = 0;
+  // Takes one job, waiting up to `wait` for one; false if none came.
+  virtual bool reserve(Reserved& out, std::chrono::milliseconds wait) = 0;
+  // Acknowledges a reserved job as done (it must never be handed out again).
+  virtual void finish(const Reserved& job) = 0;
+};
+
+class QueueSystem {
+ public:
+  virtual ~QueueSystem() = default;
+  // Creates the queue (table, type, ...) and empties it.
+  virtual void prepare() = 0;
+  virtual std::unique_ptr<QueueClient> connect() = 0;
+};
+
+struct SystemOptions {
+  std::string system;    // beanstalkd, postgres, redis, kvq-http, kvq-lib
+  std::string address;   // host:port (peers, kvq-http); a data directory (kvq-lib)
+  bool durable = true;   // kvq-lib: LMDB sync (durable) or nosync (relaxed)
+};
+
+// Throws std::invalid_argument for an unknown system name.
+std::unique_ptr<QueueSystem> open_system(const SystemOptions& options);
+
+std::unique_ptr<QueueSystem> open_beanstalkd(const std::string& address);
+std::unique_ptr<QueueSystem> open_postgres(const std::string& address);
+std::unique_ptr<QueueSystem> open_redis(const std::string& address);
+std::unique_ptr<QueueSystem> open_kvq_http(const std::string& address);
+std::unique_ptr<QueueSystem> open_kvq_lib(const std::string& data_dir, bool durable);
+
+// "host:port" split; throws std::invalid_argument.
+std::pair<std::string, int> split_host_port(const std::string& address);
+
+}  // namespace kvq::peers

@@ -1,0 +1,96 @@
+// bench/peers/redis.cc — Redis's "reliable queue" pattern through hiredis: LPUSH to add; BLMOVE
+// from the queue's tail to a processing list to reserve, so a job a worker dies with is still
+// in Redis; LREM from the processing list to acknowledge.
+#include <hiredis/hiredis.h>
+
+#include <string>
+
+#include "queue.h"
+
+namespace kvq::peers {
+namespace {
+
+constexpr const char* kQueue = "bench:queue";
+constexpr const char* kProcessing = "bench:processing";
+
+class Reply {
+ public:
+  explicit Reply(void* reply) : reply_(static_cast<redisReply*>(reply)) {}
+  ~Reply() {
+    if (reply_) freeReplyObject(reply_);
+  }
+  Reply(const Reply&) = delete;
+  Reply& operator=(const Reply&) = delete;
+  redisReply* operator->() const { return reply_; }
+  explicit operator bool() const { return reply_ != nullptr; }
+
+ private:
+  redisReply* reply_;
+};
+
+class RedisClient final : public QueueClient {
+ public:
+  explicit RedisClient(const std::string& address) {
+    auto [host, port] = split_host_port(address);
+    ctx_ = redisConnect(host.c_str(), port);
+    if (ctx_ == nullptr || ctx_->err)
+      throw std::runtime_error("redis: cannot connect to " + address + ": " + (ctx_ ? ctx_->errstr : "out of memory"));
+  }
+  ~RedisClient() override { redisFree(ctx_); }
+
+  void add(int64_t, const std::string& payload) override {
+    Reply r(redisCommand(ctx_, "LPUSH %s %b", kQueue, payload.data(), payload.size()));
+    check(r, "LPUSH");
+  }
+
+  bool reserve(Reserved& out, std::chrono::milliseconds wait) override {
+    // BLMOVE's timeout 0 would block forever; a zero wait is a plain LMOVE.
+    Reply r(wait.count() > 0
+                ? redisCommand(ctx_, "BLMOVE %s %s RIGHT LEFT %.3f", kQueue, kProcessing, wait.count() / 1000.0)
+                : redisCommand(ctx_, "LMOVE %s %s RIGHT LEFT", kQueue, kProcessing));
+    check(r, "BLMOVE");
+    if (r->type == REDIS_REPLY_NIL) return false;
+    if (r->type != REDIS_REPLY_STRING) throw std::runtime_error("redis: BLMOVE: unexpected reply type");
+    out.payload.assign(r->str, r->len);
+    out.handle.clear();
+    return true;
+  }
+
+  void finish(const Reserved& job) override {
+    Reply r(redisCommand(ctx_, "LREM %s 1 %b", kProcessing, job.payload.data(), job.payload.size()));
+    check(r, "LREM");
+    if (r->type != REDIS_REPLY_INTEGER || r->integer != 1) throw std::runtime_error("redis: LREM removed nothing");
+  }
+
+  void command(const char* text) {
+    Reply r(redisCommand(ctx_, text));
+    check(r, text);
+  }
+
+ private:
+  void check(const Reply& r, const char* what) {
+    if (!r) throw std::runtime_error(std::string("redis: ") + what + ": " + ctx_->errstr);
+    if (r->type == REDIS_REPLY_ERROR) throw std::runtime_error(std::string("redis: ") + what + ": " + r->str);
+  }
+
+  redisContext* ctx_ = nullptr;
+};
+
+class Redis final : public QueueSystem {
+ public:
+  explicit Redis(std::string address) : address_(std::move(address)) {}
+  void prepare() override {
+    RedisClient client(address_);
+    client.command("DEL bench:queue bench:processing");
+  }
+  std::unique_ptr<QueueClient> connect() override { return std::make_unique<RedisClient>(address_); }
+
+ private:
+  std::string address_;
+};
+
+}  // namespace
+
+std::unique_ptr<QueueSystem> open_redis(const std::string& address) { return std::make_unique<Redis>(address); }
+
+}  // namespace kvq::peers
