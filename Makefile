@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 DATA ?= ./kvq-data
 LISTEN ?= 127.0.0.1:7411
 
-.PHONY: run test test-asan test-clang build deps bench clean
+.PHONY: run test test-asan test-clang build deps bench bench-layers clean
 
 # Starts kvq serve on the embedded default (an LMDB data directory) in the foreground.
 run: deps
@@ -40,7 +40,13 @@ build: deps
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
 
+# kvq next to beanstalkd, PostgreSQL and Redis (installs and starts them itself); writes
+# docs/benchmarks.md and docs/benchmarks.png. About 30 minutes; see scripts/bench-peers.sh.
 bench: build
+	./scripts/bench-peers.sh
+
+# The storage layer on its own: kv interface vs raw LMDB (docs/benchmarks-layers.md).
+bench-layers: build
 	./scripts/run-benchmarks.sh
 
 deps:

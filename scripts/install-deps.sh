@@ -10,7 +10,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config make
   liblmdb-dev lmdb-utils
-  nlohmann-json3-dev
+  nlohmann-json3-dev libsimdjson-dev
   libboost-dev
   etcd-server etcd-client openssl
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler

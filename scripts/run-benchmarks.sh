@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs kv_bench (bench/kv_bench.cc): small read-modify-write transactions per second through the
 # kv interface and through raw LMDB, sync and nosync, 1/4/16 threads. Prints Google Benchmark's
-# console table, keeps the JSON, then prints the ratios docs/benchmarks.md talks about:
+# console table, keeps the JSON, then prints the ratios docs/benchmarks-layers.md talks about:
 #   * kv interface / raw LMDB for each mode and thread count (target: >= 1/1.5 for one writer);
 #   * kv interface, sync: 16 threads / 1 thread, the group-commit gain (target: >= 5).
 #

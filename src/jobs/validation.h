@@ -15,8 +15,9 @@ Status validate_type(std::string_view type);
 Status validate_id(std::string_view id);
 // Worker names (recorded on accepted jobs): 0..256 bytes, no ASCII control characters.
 Status validate_worker(std::string_view worker);
-// Parses `data` as a JSON object and returns it compacted (so that re-adding equal data in
-// another layout is recognised as no change). kInvalidArgument if it is not a JSON object or
+// Checks that `data` is a JSON object and returns it without the whitespace between tokens (so
+// that re-adding the same data with other spacing is recognised as no change). Keys keep the
+// producer's order, duplicates included, and numbers and strings their spelling. kInvalidArgument if it is not a JSON object or
 // its compact form is over `max_bytes`.
 Result<std::string> normalize_data(std::string_view data, size_t max_bytes);
 

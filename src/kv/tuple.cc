@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -23,12 +24,19 @@ constexpr unsigned char kEscape = 0xFF;
 void put(std::string& out, unsigned char c) { out.push_back(static_cast<char>(c)); }
 
 // The terminator must sort below every continuation byte, so embedded zeros become 0x00 0xFF.
+// Copies the runs between NUL bytes whole: job rows carry kilobytes of JSON through here.
 void encode_escaped(std::string& out, unsigned char code, std::string_view s) {
   put(out, code);
-  for (char c : s) {
-    out.push_back(c);
-    if (c == '\0') put(out, kEscape);
+  out.reserve(out.size() + s.size() + 1);
+  for (;;) {
+    const void* nul = std::memchr(s.data(), '\0', s.size());
+    if (nul == nullptr) break;
+    const size_t run = static_cast<size_t>(static_cast<const char*>(nul) - s.data()) + 1;
+    out.append(s.data(), run);
+    put(out, kEscape);
+    s.remove_prefix(run);
   }
+  out.append(s);
   put(out, kNull);
 }
 
@@ -136,11 +144,11 @@ Status Decoder::decode_element(std::vector<Element>& out, int depth) {
 
 Status Decoder::decode_escaped(std::string& s) {
   while (!at_end()) {
-    char c = in_[pos_++];
-    if (c != '\0') {
-      s.push_back(c);
-      continue;
-    }
+    const void* nul = std::memchr(in_.data() + pos_, '\0', in_.size() - pos_);
+    if (nul == nullptr) break;
+    const size_t end = static_cast<size_t>(static_cast<const char*>(nul) - in_.data());
+    s.append(in_.data() + pos_, end - pos_);
+    pos_ = end + 1;
     if (at_end() || peek() != kEscape) return Status::OK();  // a lone 0x00 terminates
     ++pos_;
     s.push_back('\0');
