@@ -134,6 +134,10 @@ class KvqLib final : public QueueSystem {
     if (!s.ok()) throw std::runtime_error("kvq-lib: set the type timeout: " + s.to_string());
   }
   std::unique_ptr<QueueClient> connect() override { return std::make_unique<LibClient>(*jobs_, tag_); }
+  nlohmann::json stats() override {
+    const kv::RetryCounts retries = kv::retry_counts();
+    return {{"retries_conflict", retries.aborted}, {"retries_unavailable", retries.unavailable}};
+  }
 
  private:
   std::string tag_;

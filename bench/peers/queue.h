@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace kvq::peers {
 
 // A job a worker holds: whatever the system needs to finish it, and the payload it was added with.
@@ -39,6 +41,8 @@ class QueueSystem {
   // Creates the queue (table, type, ...) and empties it.
   virtual void prepare() = 0;
   virtual std::unique_ptr<QueueClient> connect() = 0;
+  // Counters worth reporting beside the results (kvq-lib: transaction retries).
+  virtual nlohmann::json stats() { return nlohmann::json::object(); }
 };
 
 struct SystemOptions {

@@ -288,6 +288,7 @@ json lifecycle(const Args& args) {
   out["total_added"] = run.added.load();
   out["leftovers"] = leftovers;
   out["errors"] = 0;
+  out["stats"] = system->stats();
   return out;
 }
 

@@ -178,6 +178,7 @@ class Session : public std::enable_shared_from_this<Session> {
     route_ = request.route;
     const Handler* handler = std::get<Router::Match>(matched).handler;
     auto exchange = make_exchange();
+    if (server_.options.worker_threads == 0) return (*handler)(request, exchange);
     asio::post(server_.workers, [handler, request = std::move(request), exchange]() mutable {
       (*handler)(request, exchange);
     });

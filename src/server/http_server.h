@@ -24,7 +24,7 @@ struct HttpOptions {
   std::string token;           // "" = no authentication
   size_t max_body = 1024 * 1024;
   unsigned io_threads = 2;
-  unsigned worker_threads = 8;
+  unsigned worker_threads = 8;  // 0: handlers run on the I/O thread that read the request
 };
 
 class HttpServer {

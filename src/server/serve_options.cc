@@ -27,7 +27,8 @@ const char kServeUsage[] =
     "  --max-body BYTES     largest request body accepted (default 1048576)\n"
     "  --log-level LEVEL    error, warn, info (default) or debug (logs every request)\n"
     "  --io-threads N       threads serving connections (default 2)\n"
-    "  --worker-threads N   threads running store operations (default 8)\n"
+    "  --worker-threads N   threads running store operations; 0 runs them on the I/O threads\n"
+    "                       (default: 0 for an LMDB store with nosync, else 8)\n"
     "  --config FILE        read 'name = value' lines with these option names first\n"
     "  --help               this text\n"
     "\n"
@@ -77,9 +78,12 @@ std::string apply(ServeOptions& o, const std::string& name, const std::string& v
       return "--log-level wants error, warn, info or debug";
     }
     o.log_level = value;
-  } else if (name == "io-threads" || name == "worker-threads") {
-    if (!to_number(value, 256, n) || n == 0) return "--" + name + " wants 1..256";
-    (name == "io-threads" ? o.io_threads : o.worker_threads) = static_cast<unsigned>(n);
+  } else if (name == "io-threads") {
+    if (!to_number(value, 256, n) || n == 0) return "--io-threads wants 1..256";
+    o.io_threads = static_cast<unsigned>(n);
+  } else if (name == "worker-threads") {
+    if (!to_number(value, 256, n)) return "--worker-threads wants 0..256";
+    o.worker_threads = static_cast<unsigned>(n);
   } else {
     return "unknown option '" + name + "'";
   }

@@ -3,6 +3,7 @@
 // Flags given on the command line win over the file.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -21,7 +22,9 @@ struct ServeOptions {
   size_t max_body = 1024 * 1024;
   std::string log_level = "info";  // error, warn, info, debug
   unsigned io_threads = 2;
-  unsigned worker_threads = 8;
+  // Unset: 0 (store operations run on the I/O threads) for an LMDB store with nosync, whose
+  // calls never wait on the disk; 8 otherwise.
+  std::optional<unsigned> worker_threads;
   bool help = false;
 };
 

@@ -34,6 +34,14 @@ TEST(ServeOptionsTest, FlagsWinOverTheConfigFile) {
   EXPECT_EQ(o.data, "/srv/kvq");
 }
 
+TEST(ServeOptionsTest, WorkerThreadsMayBeZeroAndDefaultToTheStore) {
+  EXPECT_FALSE(std::get<ServeOptions>(parse({})).worker_threads.has_value());
+  EXPECT_EQ(std::get<ServeOptions>(parse({"--worker-threads", "0"})).worker_threads, 0u);
+  EXPECT_EQ(std::get<ServeOptions>(parse({"--worker-threads", "12"})).worker_threads, 12u);
+  EXPECT_NE(std::get<std::string>(parse({"--worker-threads", "257"})).find("worker-threads"), std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--io-threads", "0"})).find("io-threads"), std::string::npos);
+}
+
 TEST(ServeOptionsTest, BadValuesAreNamed) {
   EXPECT_NE(std::get<std::string>(parse({"--durability", "sometimes"})).find("durability"), std::string::npos);
   EXPECT_NE(std::get<std::string>(parse({"--max-body", "12"})).find("max-body"), std::string::npos);
