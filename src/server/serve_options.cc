@@ -28,7 +28,7 @@ const char kServeUsage[] =
     "  --log-level LEVEL    error, warn, info (default) or debug (logs every request)\n"
     "  --io-threads N       threads serving connections (default 2)\n"
     "  --worker-threads N   threads running store operations; 0 runs them on the I/O threads\n"
-    "                       (default: 0 for an LMDB store with nosync, else 8)\n"
+    "                       (default: 0 for an LMDB store with nosync, else 32)\n"
     "  --config FILE        read 'name = value' lines with these option names first\n"
     "  --help               this text\n"
     "\n"

@@ -23,7 +23,7 @@ struct ServeOptions {
   std::string log_level = "info";  // error, warn, info, debug
   unsigned io_threads = 2;
   // Unset: 0 (store operations run on the I/O threads) for an LMDB store with nosync, whose
-  // calls never wait on the disk; 8 otherwise.
+  // calls never wait on the disk; 32 otherwise.
   std::optional<unsigned> worker_threads;
   bool help = false;
 };

@@ -63,33 +63,50 @@ void Fingerprint::add(std::string_view key, uint64_t version) {
 }
 
 CommitOutcome CommitQueue::commit(const CommitRequest& request) {
-  Member self{&request, {}, false, {}};
-  std::unique_lock lock(mu_);
-  queue_.push_back(&self);
-  self.cv.wait(lock, [&] { return self.done || queue_.front() == &self; });
-  if (self.done) return self.outcome;
+  auto self = std::make_shared<Member>(&request);
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(self);
+    if (queue_.size() == 1) self->state.store(Member::kLead, std::memory_order_relaxed);
+  }
+  int state;
+  while ((state = self->state.load(std::memory_order_acquire)) == Member::kWaiting) {
+    self->state.wait(Member::kWaiting, std::memory_order_acquire);
+  }
+  if (state == Member::kDone) return self->outcome;
 
   // Leader: take everyone waiting (up to the group limit) and commit them together.
+  std::vector<std::shared_ptr<Member>> owners;
   std::vector<Member*> group;
-  for (Member* m : queue_) {
-    if (group.size() >= env_.options().max_group_size) break;
-    group.push_back(m);
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& m : queue_) {
+      if (group.size() >= env_.options().max_group_size) break;
+      owners.push_back(m);
+      group.push_back(m.get());
+    }
   }
-  lock.unlock();
   GroupResult result = apply_group(group);
-  lock.lock();
-  for (Member* m : group) {
-    queue_.pop_front();
-    m->done = true;
-    if (m != &self) m->cv.notify_one();
+  std::shared_ptr<Member> next;
+  {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < group.size(); ++i) queue_.pop_front();
+    if (!queue_.empty()) next = queue_.front();
   }
-  if (!queue_.empty()) queue_.front()->cv.notify_one();
-  lock.unlock();
+  for (const auto& m : owners) {
+    if (m == self) continue;
+    m->state.store(Member::kDone, std::memory_order_release);
+    m->state.notify_one();
+  }
+  if (next) {
+    next->state.store(Member::kLead, std::memory_order_release);
+    next->state.notify_one();
+  }
 
   if (result.new_version != 0) {
     env_.watches().on_commit(result.changes, result.changes_complete, result.base_version, result.new_version);
   }
-  return self.outcome;
+  return self->outcome;
 }
 
 CommitQueue::GroupResult CommitQueue::apply_group(const std::vector<Member*>& group) {
