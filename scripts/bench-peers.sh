@@ -99,14 +99,14 @@ wait_for_port() {
 # The configuration each system runs with, as written into the report.
 config_of() {  # system class
   case "$1/$2" in
-    kvq-http/durable) echo "kvq serve --durability sync (LMDB, group commit; one fsync per group)" ;;
-    kvq-http/relaxed) echo "kvq serve --durability nosync (LMDB, no fsync)" ;;
+    kvq-http/durable) echo "kvq serve --durability sync (LMDB, group commit: one fsync per group; 32 store threads, the default)" ;;
+    kvq-http/relaxed) echo "kvq serve --durability nosync (LMDB with MDB_WRITEMAP, no fsync; store calls on the 2 I/O threads, the default)" ;;
     kvq-lib/durable) echo "kvq::jobs::Jobs on open_lmdb_store(durability = kSync), in the benchmark process" ;;
     kvq-lib/relaxed) echo "kvq::jobs::Jobs on open_lmdb_store(durability = kNoSync), in the benchmark process" ;;
     beanstalkd/durable) echo "beanstalkd -b DIR -f 0 (binlog, fsync on every write)" ;;
     beanstalkd/relaxed) echo "beanstalkd -b DIR -F (binlog, never fsync)" ;;
-    postgres/durable) echo "PostgreSQL defaults (fsync=on, wal_sync_method=fdatasync, shared_buffers=128MB), synchronous_commit=on" ;;
-    postgres/relaxed) echo "PostgreSQL defaults, synchronous_commit=off" ;;
+    postgres/durable) echo "PostgreSQL defaults (fsync=on, wal_sync_method=fdatasync, shared_buffers=128MB), synchronous_commit=on; one table with a partial index on pending rows, prepared statements, autocommit; idle workers wait on LISTEN and each add sends a NOTIFY" ;;
+    postgres/relaxed) echo "the same with synchronous_commit=off" ;;
     redis/durable) echo "redis-server --appendonly yes --appendfsync always --save ''" ;;
     redis/relaxed) echo "redis-server --appendonly yes --appendfsync everysec --save ''" ;;
   esac
@@ -209,7 +209,7 @@ version_of() {
   case "$1" in
     kvq-http | kvq-lib) "$kvq" --version 2>&1 | head -1 ;;
     beanstalkd) beanstalkd -v 2>&1 | head -1 ;;
-    postgres) "$pg_bin/postgres" --version | head -1 ;;
+    postgres) "$pg_bin/postgres" --version | sed -E 's/^postgres \(PostgreSQL\) ([^ ]+).*/PostgreSQL \1/' ;;
     redis) redis-server --version | sed -E 's/^Redis server v=([^ ]+).*/Redis \1/' ;;
   esac
 }
