@@ -254,6 +254,19 @@ print(json.dumps({
         "measured seconds the producers stop and every acknowledged add must come back (a lost "
         "job fails the run). Client (bench/peers/queue_bench) and server share the machine's cores."),
     "systems": json.loads(os.environ["SYSTEMS"]),
+    "notes": [
+        "kvq over HTTP and the peers all speak to a server process; kvq in-process runs the jobs "
+        "layer inside the benchmark process itself, as an application embedding kvq would.",
+        "Every HTTP call of kvq is a request with a JSON body and a JSON reply (3 per job), "
+        "through the client `kvq bench` uses (Boost.Beast, nlohmann::json); the peers use "
+        "their own binary or text protocols. The client's CPU comes out of the same 2 cores.",
+        "Memory in the scale run is the proportional set size of the server's processes (of "
+        "the benchmark process for kvq in-process). For kvq it includes the pages of the LMDB "
+        "file it maps, which are most of it; the Disk column is the data directory's allocated "
+        "size.",
+        "PostgreSQL workers that find no row wait on LISTEN, and every add sends a NOTIFY, "
+        "which wakes every waiting worker; only one of them gets the row.",
+    ],
     "layers_doc": "benchmarks-layers.md",
 }, indent=1))
 EOF

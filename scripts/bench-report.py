@@ -455,6 +455,14 @@ def section_targets(results):
     return "\n".join(lines)
 
 
+def section_notes(machine):
+    """MACHINE.json's "notes": facts a reader needs to read the tables right (optional)."""
+    notes = machine.get("notes") or []
+    if not notes:
+        return ""
+    return "\n".join(["## Reading the results", ""] + [f"* {md_cell(n)}" for n in notes])
+
+
 def section_chart(md_path, png_path):
     rel = os.path.relpath(os.path.abspath(png_path), os.path.dirname(os.path.abspath(md_path)))
     return f"![jobs/s by concurrency]({rel.replace(os.sep, '/')})"
@@ -609,6 +617,7 @@ def build_markdown(machine, results, md_path, png_path):
         section_workload(machine),
         section_targets(results),
         section_chart(md_path, png_path),
+        section_notes(machine),
         section_throughput(results, footnotes),
         section_latency(results, footnotes),
         section_scale(results, footnotes),
@@ -678,8 +687,9 @@ def write_chart(results, machine, png_path):
     order = [s for s, _ in results.systems if s in handles]
     if order:
         fig.legend([handles[s] for s in order], [results.names[s] for s in order],
-                   loc="lower center", ncol=min(len(order), 5), frameon=False)
-    fig.tight_layout(rect=(0, 0.08 if order else 0, 1, 1))
+                   loc="lower center", ncol=min(len(order), 3), frameon=False)
+    # Three legend columns fit the long system names; leave room for two legend rows.
+    fig.tight_layout(rect=(0, 0.13 if order else 0, 1, 1))
     fig.savefig(png_path, dpi=110)
     plt.close(fig)
 
