@@ -26,15 +26,19 @@ WatchRegistry::~WatchRegistry() { shutdown(); }
 Result<Watch> WatchRegistry::add(std::string key, std::optional<std::string> expected) {
   auto state = std::make_shared<detail::WatchState>();
   uint64_t id;
+  bool first = false;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return Unavailable("the store is closing");
     id = next_id_++;
+    first = entries_.empty();
     entries_.emplace(key, Entry{id, expected, state});
     count_.fetch_add(1, std::memory_order_relaxed);
     if (!poller_.joinable()) poller_ = std::thread([this] { poll_loop(); });
   }
-  poll_cv_.notify_all();
+  // Only an idle poller waits for a watch to appear; one already polling would wake for nothing
+  // (the notifier re-arms a watch after every commit that fires it: a context switch each).
+  if (first) poll_cv_.notify_all();
   std::weak_ptr<WatchRegistry> weak = weak_from_this();
   state->unregister = [weak, key, id] {
     if (auto self = weak.lock()) self->remove(key, id);
