@@ -41,7 +41,7 @@ build: deps
 	cmake --build --preset release -j $(JOBS)
 
 # kvq next to beanstalkd, PostgreSQL and Redis (installs and starts them itself); writes
-# docs/benchmarks.md and docs/benchmarks.png. About 30 minutes; see scripts/bench-peers.sh.
+# docs/benchmarks.md and docs/benchmarks.png. About 20–25 minutes on 2 cores; see scripts/bench-peers.sh.
 bench: build
 	./scripts/bench-peers.sh
 
