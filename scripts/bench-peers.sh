@@ -163,8 +163,6 @@ start_server() {  # system class
   esac
 }
 
-durability_flag() { [ "$1" = durable ] && echo durable || echo relaxed; }
-
 # ---- the machine ----------------------------------------------------------------------------------
 fsync_rate="$("$bench" fsync-probe --data-dir "$work" --seconds 2 | sed -E 's/.*"fsync_per_s":([0-9.]+).*/\1/')"
 log "disk: $fsync_rate fsyncs/s in $work"
@@ -178,7 +176,7 @@ for run in $(seq "$runs"); do
         producers=4
         [ "$workers" -lt 4 ] && producers="$workers"
         log "run $run/$runs  $class  $system  $workers workers"
-        "$bench" lifecycle --system "$system" --address "$address" --durability "$(durability_flag "$class")" \
+        "$bench" lifecycle --system "$system" --address "$address" --durability "$class" \
           --workers "$workers" --producers "$producers" --seconds "$seconds" --warmup "$warmup" \
           --payload "$payload" --tag "class=$class" --tag "run=$run" >>"$results" ||
           log "  failed: $(tail -1 "$results")"

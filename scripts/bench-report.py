@@ -389,23 +389,14 @@ def section_workload(machine):
     return "\n".join(lines)
 
 
-def best_peer_rate(results, cls):
-    """(system, median jobs/s) of the peer with the highest median at TARGET_WORKERS, or None."""
-    rates = [(median_rate(results, p, cls, TARGET_WORKERS), p) for p in results.peers()]
-    rates = [(r, p) for r, p in rates if r is not None]
-    if not rates:
-        return None
-    rate, peer = max(rates)
-    return peer, rate
-
-
-def lowest_peer_p99(results, cls):
-    """(system, median p99 ms) of the peer with the lowest median p99 at TARGET_WORKERS, or None."""
-    values = [(median_p99(results, p, cls, TARGET_WORKERS), p) for p in results.peers()]
+def best_peer(results, cls, metric, pick):
+    """(system, value) of the peer whose median `metric` at TARGET_WORKERS `pick` (max or min)
+    chooses, or None when no peer has one."""
+    values = [(metric(results, p, cls, TARGET_WORKERS), p) for p in results.peers()]
     values = [(v, p) for v, p in values if v is not None]
     if not values:
         return None
-    value, peer = min(values)
+    value, peer = pick(values)
     return peer, value
 
 
@@ -417,7 +408,7 @@ def throughput_target_row(results, system, cls, minimum):
     name = results.names[system]
     target = f"{name} ÷ best peer, {cls}, jobs/s ≥ {minimum:.1f}×"
     mine = median_rate(results, system, cls, TARGET_WORKERS)
-    best = best_peer_rate(results, cls)
+    best = best_peer(results, cls, median_rate, max)
     if mine is None or best is None:
         missing = name if mine is None else "any peer"
         return [target, f"n/a (no {cls} data for {missing})", "—", "n/a"]
@@ -431,7 +422,7 @@ def latency_target_row(results, system, cls):
     name = results.names[system]
     target = f"{name}, {cls}, add→accept p99 below every peer's"
     mine = median_p99(results, system, cls, TARGET_WORKERS)
-    best = lowest_peer_p99(results, cls)
+    best = best_peer(results, cls, median_p99, min)
     if mine is None or best is None:
         missing = name if mine is None else "any peer"
         return [target, f"n/a (no {cls} latency for {missing})", "—", "n/a"]

@@ -129,7 +129,6 @@ double percentile(std::vector<double>& sorted, double p) {
 enum Phase : int { kWarmup, kMeasure, kDrain };
 
 struct Run {
-  QueueSystem* system = nullptr;
   size_t payload = 200;
   int64_t window = 0;          // 0: unlimited
   int64_t add_limit = -1;      // -1: until the phase is kDrain
@@ -245,7 +244,6 @@ json lifecycle(const Args& args) {
   const int64_t leftovers = empty_queue(*system);
 
   Run run;
-  run.system = system.get();
   run.payload = static_cast<size_t>(args.number("payload", 200, 40, 1 << 20));
   run.window = args.number("window", 2 * workers, 0, 1 << 30);
   run.producers_left = static_cast<int>(producers);
@@ -349,7 +347,6 @@ json scale(const Args& args) {
   const int64_t leftovers = empty_queue(*system);
 
   Run run;
-  run.system = system.get();
   run.payload = static_cast<size_t>(args.number("payload", 200, 40, 1 << 20));
   run.add_limit = jobs;
   run.phase = kMeasure;
