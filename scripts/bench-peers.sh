@@ -27,6 +27,8 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/lib/processes.sh
+source "$root/scripts/lib/processes.sh"
 cd "$root"
 
 runs="${KVQ_BENCH_RUNS:-3}"
@@ -64,13 +66,7 @@ stop_server() {
   case "$server_kind" in
     postgres) as_postgres "$pg_bin/pg_ctl" -D "$server_data" -m fast -w stop >/dev/null 2>&1 || true ;;
     "" | kvq-lib) ;;
-    *)
-      if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-        kill "$server_pid" 2>/dev/null || true
-        for _ in $(seq 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-        kill -9 "$server_pid" 2>/dev/null || true
-      fi
-      ;;
+    *) stop_process "$server_pid" 100 ;;
   esac
   server_pid=""
   server_kind=""
@@ -85,15 +81,6 @@ trap 'exit 130' INT TERM
 # PostgreSQL refuses to run as root: run it as the postgres user the package creates.
 as_postgres() {
   if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
-}
-
-wait_for_port() {
-  for _ in $(seq 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  log "nothing listens on 127.0.0.1:$1"
-  return 1
 }
 
 # The configuration each system runs with, as written into the report.
@@ -123,10 +110,9 @@ start_server() {  # system class
     kvq-http)
       local durability=sync
       [ "$class" = relaxed ] && durability=nosync
-      setsid "$kvq" serve --listen "$address" --data "$server_data" --durability "$durability" \
-        >"$server_data.log" 2>&1 &
-      server_pid=$!
-      wait_for_port "$port"
+      start_kvq_serve "$kvq" "$server_data.out" "$server_data.log" --data "$server_data" \
+        --durability "$durability"
+      address="${server_url#http://}"
       ;;
     kvq-lib)
       address="$server_data"  # in-process: queue_bench opens the data directory itself

@@ -35,6 +35,8 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/lib/processes.sh
+source "$root/scripts/lib/processes.sh"
 kvq_bin="${KVQ_BIN:-$root/build/release/src/cli/kvq}"
 jobs_bench="${JOBS_BENCH:-$root/build/release/bench/jobs_bench}"
 etcd_bin="${ETCD_BIN:-$(command -v etcd || true)}"
@@ -62,18 +64,8 @@ etcd_dir=""
 endpoints=""
 
 stop_server() {
-  if [ -n "$server_pid" ]; then
-    if kill -0 "$server_pid" 2>/dev/null; then
-      kill -TERM "$server_pid" 2>/dev/null || true
-      for _ in $(seq 150); do
-        kill -0 "$server_pid" 2>/dev/null || break
-        sleep 0.1
-      done
-      kill -0 "$server_pid" 2>/dev/null && kill -KILL "$server_pid" 2>/dev/null
-    fi
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-  fi
+  stop_process "$server_pid"
+  server_pid=""
   if [ -n "$data_dir" ]; then
     rm -rf "$data_dir"
     data_dir=""
@@ -185,22 +177,8 @@ run_inproc() {
 run_http() {
   local label="$1"
   shift
-  "$kvq_bin" serve --listen 127.0.0.1:0 --log-level warn "$@" \
-      >"$work/serve-$label.out" 2>"$work/serve-$label.err" &
-  server_pid=$!
-  local url="" line
-  for _ in $(seq 300); do
-    kill -0 "$server_pid" 2>/dev/null || break
-    line="$(head -n 1 "$work/serve-$label.out" 2>/dev/null || true)"
-    url="$(printf '%s\n' "$line" | sed -n 's|^kvq serve: listening on \(http://[^ ]*\) .*|\1|p')"
-    [ -n "$url" ] && break
-    sleep 0.05
-  done
-  if [ -z "$url" ]; then
-    echo "etcd-bench: kvq serve ($label) did not start:" >&2
-    cat "$work/serve-$label.out" "$work/serve-$label.err" >&2
-    exit 1
-  fi
+  start_kvq_serve "$kvq_bin" "$work/serve-$label.out" "$work/serve-$label.err" --log-level warn "$@" || exit 1
+  local url="$server_url"
   echo "== $label: $(head -n 1 "$work/serve-$label.out")" >&2
   echo "   kvq bench --workers $workers --producers $producers --jobs $n_jobs" >&2
   if ! run_child "$kvq_bin" bench --url "$url" --json --producers "$producers" --workers "$workers" \

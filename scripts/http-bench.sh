@@ -34,6 +34,8 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/lib/processes.sh
+source "$root/scripts/lib/processes.sh"
 kvq_bin="${KVQ_BIN:-$root/build/release/src/cli/kvq}"
 jobs_bench="${JOBS_BENCH:-$root/build/release/bench/jobs_bench}"
 n_jobs="${HTTP_BENCH_JOBS:-5000}"
@@ -58,19 +60,8 @@ child_pid=""
 data_dir=""
 
 stop_server() {
-  if [ -n "$server_pid" ]; then
-    if kill -0 "$server_pid" 2>/dev/null; then
-      kill -TERM "$server_pid" 2>/dev/null || true
-      # kvq serve finishes in-flight requests and exits; give it 15 s, then force it.
-      for _ in $(seq 150); do
-        kill -0 "$server_pid" 2>/dev/null || break
-        sleep 0.1
-      done
-      kill -0 "$server_pid" 2>/dev/null && kill -KILL "$server_pid" 2>/dev/null
-    fi
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-  fi
+  stop_process "$server_pid"
+  server_pid=""
   if [ -n "$data_dir" ]; then
     rm -rf "$data_dir"
     data_dir=""
@@ -115,22 +106,9 @@ for mode in $modes; do
   fi
 
   data_dir="$(mktemp -d "$base_dir/kvq-http-bench-data.XXXXXX")"
-  "$kvq_bin" serve --listen 127.0.0.1:0 --data "$data_dir" --durability "$mode" --log-level warn \
-      >"$work/serve-$mode.out" 2>"$work/serve-$mode.err" &
-  server_pid=$!
-  url=""
-  for _ in $(seq 200); do
-    if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
-    line="$(head -n 1 "$work/serve-$mode.out" 2>/dev/null || true)"
-    url="$(printf '%s\n' "$line" | sed -n 's|^kvq serve: listening on \(http://[^ ]*\) .*|\1|p')"
-    [ -n "$url" ] && break
-    sleep 0.05
-  done
-  if [ -z "$url" ]; then
-    echo "http-bench: kvq serve ($mode) did not start:" >&2
-    cat "$work/serve-$mode.out" "$work/serve-$mode.err" >&2
-    exit 1
-  fi
+  start_kvq_serve "$kvq_bin" "$work/serve-$mode.out" "$work/serve-$mode.err" \
+      --data "$data_dir" --durability "$mode" --log-level warn || exit 1
+  url="$server_url"
   echo "== $mode: $(head -n 1 "$work/serve-$mode.out")" >&2
 
   for w in $worker_counts; do
