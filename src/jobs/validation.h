@@ -17,8 +17,8 @@ Status validate_id(std::string_view id);
 Status validate_worker(std::string_view worker);
 // Checks that `data` is a JSON object and returns it without the whitespace between tokens (so
 // that re-adding the same data with other spacing is recognised as no change). Keys keep the
-// producer's order, duplicates included, and numbers and strings their spelling. kInvalidArgument if it is not a JSON object or
-// its compact form is over `max_bytes`.
+// producer's order, duplicates included, and numbers and strings their spelling.
+// kInvalidArgument if it is not a JSON object or its compact form is over `max_bytes`.
 Result<std::string> normalize_data(std::string_view data, size_t max_bytes);
 
 }  // namespace kvq::jobs

@@ -27,7 +27,6 @@ void put(std::string& out, unsigned char c) { out.push_back(static_cast<char>(c)
 // Copies the runs between NUL bytes whole: job rows carry kilobytes of JSON through here.
 void encode_escaped(std::string& out, unsigned char code, std::string_view s) {
   put(out, code);
-  out.reserve(out.size() + s.size() + 1);
   for (;;) {
     const void* nul = std::memchr(s.data(), '\0', s.size());
     if (nul == nullptr) break;

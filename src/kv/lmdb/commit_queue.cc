@@ -76,14 +76,12 @@ CommitOutcome CommitQueue::commit(const CommitRequest& request) {
   if (state == Member::kDone) return self->outcome;
 
   // Leader: take everyone waiting (up to the group limit) and commit them together.
-  std::vector<std::shared_ptr<Member>> owners;
-  std::vector<Member*> group;
+  Group group;
   {
     std::lock_guard lock(mu_);
     for (const auto& m : queue_) {
       if (group.size() >= env_.options().max_group_size) break;
-      owners.push_back(m);
-      group.push_back(m.get());
+      group.push_back(m);
     }
   }
   GroupResult result = apply_group(group);
@@ -93,7 +91,7 @@ CommitOutcome CommitQueue::commit(const CommitRequest& request) {
     for (size_t i = 0; i < group.size(); ++i) queue_.pop_front();
     if (!queue_.empty()) next = queue_.front();
   }
-  for (const auto& m : owners) {
+  for (const auto& m : group) {
     if (m == self) continue;
     m->state.store(Member::kDone, std::memory_order_release);
     m->state.notify_one();
@@ -109,7 +107,7 @@ CommitOutcome CommitQueue::commit(const CommitRequest& request) {
   return self->outcome;
 }
 
-CommitQueue::GroupResult CommitQueue::apply_group(const std::vector<Member*>& group) {
+CommitQueue::GroupResult CommitQueue::apply_group(const Group& group) {
   for (int attempt = 0;; ++attempt) {
     GroupResult result;
     bool split = false;
@@ -117,7 +115,7 @@ CommitQueue::GroupResult CommitQueue::apply_group(const std::vector<Member*>& gr
     if (!split) continue;  // the map grew: try the same group again
     // Too big together: commit members one at a time; watches hear every change.
     GroupResult merged;
-    for (Member* m : group) {
+    for (const auto& m : group) {
       GroupResult one = apply_group({m});
       if (one.new_version == 0) continue;
       if (merged.new_version == 0) {
@@ -132,9 +130,9 @@ CommitQueue::GroupResult CommitQueue::apply_group(const std::vector<Member*>& gr
   }
 }
 
-bool CommitQueue::try_group(const std::vector<Member*>& group, GroupResult& result, bool& split) {
+bool CommitQueue::try_group(const Group& group, GroupResult& result, bool& split) {
   auto fail_all = [&](const Status& status) {
-    for (Member* m : group) m->outcome = {status, 0};
+    for (const auto& m : group) m->outcome = {status, 0};
     return true;
   };
   auto txn_or = env_.begin_write();
@@ -150,7 +148,7 @@ bool CommitQueue::try_group(const std::vector<Member*>& group, GroupResult& resu
   result.changes_complete = env_.watches().armed();
   std::vector<KeyChange>* changes = result.changes_complete ? &result.changes : nullptr;
   bool wrote = false;
-  for (Member* m : group) {
+  for (const auto& m : group) {
     const CommitRequest& req = *m->request;
     // Nothing can have changed under a member that read at the base version, unless an
     // earlier member of this group wrote.
@@ -192,7 +190,7 @@ bool CommitQueue::try_group(const std::vector<Member*>& group, GroupResult& resu
   Status committed;
   env_.end_write(txn, true, &committed);
   if (!committed.ok()) {
-    for (Member* m : group) {
+    for (const auto& m : group) {
       if (m->outcome.status.ok()) m->outcome = {committed, 0};
     }
     result.changes.clear();

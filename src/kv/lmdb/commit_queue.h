@@ -79,6 +79,7 @@ class CommitQueue {
     CommitOutcome outcome;
     std::atomic<int> state{kWaiting};
   };
+  using Group = std::vector<std::shared_ptr<Member>>;
   struct GroupResult {
     std::vector<KeyChange> changes;
     bool changes_complete = false;  // false: no watch was armed when the group began
@@ -86,10 +87,10 @@ class CommitQueue {
     uint64_t new_version = 0;
   };
 
-  GroupResult apply_group(const std::vector<Member*>& group);
+  GroupResult apply_group(const Group& group);
   // Tries the whole group in one LMDB transaction. Returns true when every member has its
   // outcome; false when the group must be retried (map grown, or members to go one by one).
-  bool try_group(const std::vector<Member*>& group, GroupResult& result, bool& split);
+  bool try_group(const Group& group, GroupResult& result, bool& split);
   Status validate(MDB_txn* txn, const CommitRequest& request);
   int apply(MDB_txn* txn, const CommitRequest& request, uint64_t version,
             std::vector<KeyChange>* changes);
