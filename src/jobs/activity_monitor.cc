@@ -16,42 +16,11 @@ constexpr auto kErrorPause = 100ms;
 }  // namespace
 
 ActivityMonitor::ActivityMonitor(kv::Store& store, const Keys& keys, const JobsOptions& options)
-    : store_(store), keys_(keys), options_(options), thread_([this] { run(); }) {}
-
-ActivityMonitor::~ActivityMonitor() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-  types_watch_.cancel();
+    : TypeMonitor(kIdlePeriod, kErrorPause), store_(store), keys_(keys), options_(options) {
+  start();
 }
 
-void ActivityMonitor::run() {
-  std::unique_lock lock(mu_);
-  while (!stopping_) {
-    if (types_changed_) {
-      types_changed_ = false;
-      lock.unlock();
-      Status s = refresh_types();
-      lock.lock();
-      if (!s.ok()) {
-        types_changed_ = true;
-        cv_.wait_for(lock, kErrorPause, [&] { return stopping_; });
-        continue;
-      }
-    }
-    auto wake = kv::Clock::now() + kIdlePeriod;
-    lock.unlock();
-    for (auto& [type, state] : types_) {
-      if (kv::Clock::now() >= state.next_check) check(type, state);
-      wake = std::min(wake, state.next_check);
-    }
-    lock.lock();
-    cv_.wait_until(lock, wake, [&] { return stopping_ || types_changed_; });
-  }
-}
+ActivityMonitor::~ActivityMonitor() { stop(); }
 
 Status ActivityMonitor::refresh_types() {
   KVQ_ASSIGN_OR_RETURN(auto txn, store_.begin());
@@ -73,13 +42,7 @@ Status ActivityMonitor::refresh_types() {
       state.next_check = kv::Clock::now();
     }
   }
-  types_watch_ = std::move(watch);
-  types_watch_.on_ready([this](const Status& s) {
-    if (s.code() == Code::kCancelled) return;
-    std::lock_guard lock(mu_);
-    types_changed_ = true;
-    cv_.notify_all();
-  });
+  watch_types(std::move(watch));
   return Status::OK();
 }
 

@@ -1,6 +1,6 @@
 // jobs/activity_monitor.h — re-enqueues running jobs whose worker went quiet.
 //
-// One thread per Jobs. It keeps the set of types (from their timeouts, re-read whenever the
+// One thread per Jobs (kv::TypeMonitor's loop). It keeps the set of types (from their timeouts, re-read whenever the
 // types token changes) and checks each type about monitor_checks_per_timeout times per
 // timeout, jittered. A check records (local steady time, store read version). A running job
 // whose activity seq is below the read version of a check made at least one timeout ago has
@@ -14,56 +14,48 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
-#include <map>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "jobs/schema.h"
+#include "kv/type_monitor.h"
 #include "kvq/jobs.h"
 
 namespace kvq::jobs {
 
-class ActivityMonitor {
+struct ActivityTypeState {
+  struct Check {
+    kv::Clock::time_point at;
+    uint64_t version;
+  };
+  Millis timeout{0};
+  std::deque<Check> checks;
+  kv::Clock::time_point next_check{};
+  size_t batch = 16;
+};
+
+class ActivityMonitor final : private kv::TypeMonitor<ActivityTypeState> {
  public:
   ActivityMonitor(kv::Store& store, const Keys& keys, const JobsOptions& options);
-  ~ActivityMonitor();
+  ~ActivityMonitor() override;
 
   uint64_t reenqueued() const { return reenqueued_.load(); }
   uint64_t checks() const { return checks_.load(); }
 
  private:
-  struct Check {
-    kv::Clock::time_point at;
-    uint64_t version;
-  };
-  struct TypeState {
-    Millis timeout{0};
-    std::deque<Check> checks;
-    kv::Clock::time_point next_check{};
-    size_t batch = 16;
-  };
+  using TypeState = ActivityTypeState;
+  using Check = ActivityTypeState::Check;
 
-  void run();
-  Status refresh_types();
-  void check(const std::string& type, TypeState& state);
+  Status refresh_types() override;
+  void check(const std::string& type, TypeState& state) override;
   // Re-enqueues running jobs of `type` whose seq is below `below`; returns how many.
   Result<size_t> reenqueue_batch(const std::string& type, uint64_t below, size_t batch);
 
   kv::Store& store_;
   const Keys& keys_;
   const JobsOptions& options_;
-  std::map<std::string, TypeState> types_;  // only the monitor thread touches it
-  kv::Watch types_watch_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool types_changed_ = true;
-  bool stopping_ = false;
   std::atomic<uint64_t> reenqueued_{0};
   std::atomic<uint64_t> checks_{0};
-  std::thread thread_;
 };
 
 }  // namespace kvq::jobs

@@ -14,42 +14,12 @@ constexpr auto kErrorPause = 100ms;
 
 }  // namespace
 
-HealthMonitor::HealthMonitor(std::shared_ptr<Core> core) : core_(std::move(core)), thread_([this] { run(); }) {}
-
-HealthMonitor::~HealthMonitor() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-  types_watch_.cancel();
+HealthMonitor::HealthMonitor(std::shared_ptr<Core> core)
+    : TypeMonitor(kIdlePeriod, kErrorPause), core_(std::move(core)) {
+  start();
 }
 
-void HealthMonitor::run() {
-  std::unique_lock lock(mu_);
-  while (!stopping_) {
-    if (types_changed_) {
-      types_changed_ = false;
-      lock.unlock();
-      Status s = refresh_types();
-      lock.lock();
-      if (!s.ok()) {
-        types_changed_ = true;
-        cv_.wait_for(lock, kErrorPause, [&] { return stopping_; });
-        continue;
-      }
-    }
-    auto wake = kv::Clock::now() + kIdlePeriod;
-    lock.unlock();
-    for (auto& [type, state] : types_) {
-      if (kv::Clock::now() >= state.next_check) check(type, state);
-      wake = std::min(wake, state.next_check);
-    }
-    lock.lock();
-    cv_.wait_until(lock, wake, [&] { return stopping_ || types_changed_; });
-  }
-}
+HealthMonitor::~HealthMonitor() { stop(); }
 
 Status HealthMonitor::refresh_types() {
   KVQ_ASSIGN_OR_RETURN(auto txn, core_->store->begin());
@@ -60,13 +30,7 @@ Status HealthMonitor::refresh_types() {
     auto type = core_->keys.parse_known_type(kv.key);
     if (type.ok()) types_.try_emplace(*type);
   }
-  types_watch_ = std::move(watch);
-  types_watch_.on_ready([this](const Status& s) {
-    if (s.code() == Code::kCancelled) return;
-    std::lock_guard lock(mu_);
-    types_changed_ = true;
-    cv_.notify_all();
-  });
+  watch_types(std::move(watch));
   return Status::OK();
 }
 
