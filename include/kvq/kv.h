@@ -84,7 +84,9 @@ class Watch {
   bool ready() const;
 
   // Blocks until the watch fires (OK), ends with a backend error, is cancelled (kCancelled), or
-  // `deadline` passes (kDeadlineExceeded; the watch stays armed).
+  // `deadline` passes (kDeadlineExceeded; the watch stays armed). Returns only after the
+  // on_ready callbacks registered before the watch ended have returned (so a callback must not
+  // wait on its own watch).
   Status wait_until(Clock::time_point deadline) const;
 
   // Calls `callback` exactly once with the final status: on the firing thread, or at once on

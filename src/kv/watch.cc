@@ -12,9 +12,13 @@ bool WatchState::complete(const Status& final_status) {
     status = final_status;
     to_call.swap(callbacks);
   }
-  cv.notify_all();
   // Outside the lock: a callback may well create or cancel other watches.
   for (auto& callback : to_call) callback(final_status);
+  {
+    std::lock_guard lock(mu);
+    settled = true;
+  }
+  cv.notify_all();
   return true;
 }
 
@@ -42,7 +46,7 @@ bool Watch::ready() const { return state_ && state_->is_complete(); }
 Status Watch::wait_until(Clock::time_point deadline) const {
   if (!state_) return Cancelled("wait on an empty watch");
   std::unique_lock lock(state_->mu);
-  if (!state_->cv.wait_until(lock, deadline, [&] { return state_->done; })) {
+  if (!state_->cv.wait_until(lock, deadline, [&] { return state_->settled; })) {
     return DeadlineExceeded("watch did not fire before the deadline");
   }
   return state_->status;

@@ -25,6 +25,7 @@ struct WatchState {
   mutable std::mutex mu;
   std::condition_variable cv;
   bool done = false;
+  bool settled = false;  // done, and the callbacks registered before it have returned
   Status status;
   std::vector<std::function<void(const Status&)>> callbacks;
   // Set by the backend before the Watch is handed out; called once on cancel.
