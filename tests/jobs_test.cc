@@ -352,6 +352,104 @@ TEST_P(JobsTest, ConcurrentAcceptorsNeverGetTheSameJob) {
   for (auto& [id, n] : taken) EXPECT_EQ(n, 1) << id << " was accepted " << n << " times";
 }
 
+TEST_P(JobsTest, AcceptManyTakesEveryDueJobInOneCommit) {
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(jobs().add("work", "m" + std::to_string(i), "{}").ok());
+  ASSERT_TRUE(jobs().add("work", "future", "{}", {.scheduled_time_ms = wall_ms() + 3'600'000}).ok());
+  const uint64_t before = store_version();
+  auto got = jobs().accept_many("work", 10, {.worker = "batcher"});
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  // etcd's version is the cluster's revision, which other tests sharing the run's etcd move.
+  const bool own_version = GetParam().backend.name.rfind("lmdb", 0) == 0;
+  if (own_version) {
+    EXPECT_EQ(store_version(), before + 1) << "one transaction for the whole batch";
+  }
+  std::set<std::string> ids, locks;
+  for (auto& job : *got) {
+    ids.insert(job.id);
+    locks.insert(job.lock);
+    EXPECT_EQ(job.worker, "batcher");
+    auto info = jobs().get("work", job.id);
+    EXPECT_EQ(info->state, State::kRunning);
+    EXPECT_EQ(info->worker, "batcher");
+    EXPECT_TRUE(jobs().update(job).ok()) << "each lock is live: " << job.id;
+  }
+  EXPECT_EQ(ids, (std::set<std::string>{"m0", "m1", "m2", "m3", "m4"}));
+  EXPECT_EQ(locks.size(), 5u);
+  EXPECT_EQ(state_of("future"), State::kPending);
+}
+
+TEST_P(JobsTest, AcceptManyStopsAtMaxCountAndTakesPrioritiesInOrder) {
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(jobs().add("work", "hi" + std::to_string(i), "{}", {.priority = 0}).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(jobs().add("work", "lo" + std::to_string(i), "{}", {.priority = 5}).ok());
+  auto got = jobs().accept_many("work", 4);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  ASSERT_EQ(got->size(), 4u);
+  int high = 0;
+  for (const auto& job : *got) high += job.id.rfind("hi", 0) == 0;
+  EXPECT_EQ(high, 3) << "every priority-0 job before any priority-5 one";
+  EXPECT_EQ(jobs().pending_count("work").value_or(0), 2u);
+  auto capped = jobs().accept_many("work", 10, {.max_priority = 4});
+  EXPECT_EQ(capped.status().code(), Code::kDeadlineExceeded) << "only priority 5 is left";
+}
+
+TEST_P(JobsTest, AcceptManyRejectsBadCountsAndNeverBlocksWithoutTimeout) {
+  ASSERT_TRUE(jobs().add("work", "x", "{}").ok());
+  EXPECT_EQ(jobs().accept_many("work", 0).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().accept_many("work", 1001).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(state_of("x"), State::kPending) << "a rejected call takes nothing";
+  ASSERT_TRUE(jobs().accept_many("work", 1).ok());
+  const auto start = kv::Clock::now();
+  EXPECT_EQ(jobs().accept_many("work", 3).status().code(), Code::kDeadlineExceeded);
+  EXPECT_LT(kv::Clock::now() - start, 1s);
+}
+
+TEST_P(JobsTest, AcceptManyWaitsForTheFirstThenTakesTheRestOfTheBurst) {
+  std::thread producer([&] {
+    std::this_thread::sleep_for(150ms);
+    Status s = kv::run(raw(), [&](kv::Transaction& txn) -> Status {
+      for (int i = 0; i < 3; ++i) KVQ_RETURN_IF_ERROR(jobs().add(txn, "work", "b" + std::to_string(i), "{}"));
+      return Status::OK();
+    });
+    EXPECT_TRUE(s.ok()) << s.to_string();
+  });
+  auto got = jobs().accept_many("work", 10, {.timeout = 10s});
+  producer.join();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  std::set<std::string> ids;
+  for (const auto& job : *got) ids.insert(job.id);
+  EXPECT_EQ(ids, (std::set<std::string>{"b0", "b1", "b2"})) << "the three were added together";
+}
+
+TEST_P(JobsTest, WaitingAcceptsAreServedTogetherWithTheirOwnWorkerNames) {
+  constexpr int kWaiters = 6;
+  std::vector<std::thread> threads;
+  std::vector<Result<Job>> got(kWaiters, Cancelled("not run"));
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&, i] { got[i] = jobs().accept("work", {.timeout = 20s, .worker = "w" + std::to_string(i)}); });
+  }
+  std::this_thread::sleep_for(500ms);  // all of them waiting
+  const uint64_t before = store_version();
+  Status s = kv::run(raw(), [&](kv::Transaction& txn) -> Status {
+    for (int i = 0; i < kWaiters; ++i) KVQ_RETURN_IF_ERROR(jobs().add(txn, "work", "burst" + std::to_string(i), "{}"));
+    return Status::OK();
+  });
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  for (auto& th : threads) th.join();
+  std::set<std::string> ids;
+  for (int i = 0; i < kWaiters; ++i) {
+    ASSERT_TRUE(got[i].ok()) << got[i].status().to_string();
+    ids.insert(got[i]->id);
+    EXPECT_EQ(got[i]->worker, "w" + std::to_string(i));
+    EXPECT_EQ(jobs().get("work", got[i]->id)->worker, "w" + std::to_string(i)) << "the row names its own taker";
+  }
+  EXPECT_EQ(ids.size(), static_cast<size_t>(kWaiters));
+  // One commit for the add; the waiters' jobs in one more (two if a waiter was slow to queue),
+  // where serving them one by one took six. (etcd's revision is shared with other tests.)
+  if (GetParam().backend.name.rfind("lmdb", 0) == 0) {
+    EXPECT_LE(store_version() - before, 3u);
+  }
+}
+
 // ---- Workers ----
 
 TEST_P(JobsTest, UpdateReplacesDataWhileRunning) {

@@ -206,13 +206,18 @@ class Jobs {
   // then kDeadlineExceeded. A delayed job wakes the waiter when it becomes due.
   Result<Job> accept(std::string_view type, const AcceptOptions& options = {});
   // The same without a blocked thread: `done` is called exactly once — at once (on this thread)
-  // when a job is due, the input is bad or options.timeout is 0; otherwise later, from the jobs
-  // layer's acceptor thread (it must not block). Any number of accepts may wait this way; per
-  // type they are served in arrival order. Returns a ticket for cancel_accept (0 if `done` has
-  // already been called).
+  // when the input is bad, options.timeout is 0, or a job is due and no other accept of the
+  // type waits in this process; otherwise later, from the jobs layer's acceptor thread (it must
+  // not block). Any number of accepts may wait this way; per type they are served in arrival
+  // order (a new accept queues behind those already waiting), and a burst of adds reaches all
+  // waiters with the same options in one transaction. Returns a ticket for cancel_accept (0 if
+  // `done` has already been called).
   uint64_t accept_async(std::string_view type, const AcceptOptions& options, std::function<void(Result<Job>)> done);
   // Ends a waiting accept_async with kCancelled; false if it had already completed.
   bool cancel_accept(uint64_t ticket);
+  // Up to `max_count` due jobs (1..1000), each with its own lock, taken in one transaction:
+  // waits like accept for the first (options.timeout), then takes whatever else is due at once.
+  Result<std::vector<Job>> accept_many(std::string_view type, size_t max_count, const AcceptOptions& options = {});
   // One non-blocking attempt inside the caller's transaction; kNotFound when nothing is due.
   Result<Job> accept(kv::Transaction& txn, std::string_view type, const AcceptOptions& options = {});
   // Heartbeat, optionally replacing the data. kFailedPrecondition ("halt") if fenced out.

@@ -16,6 +16,7 @@ namespace {
 // the next change). Priorities are meant to be a handful of levels.
 constexpr int kMaxPriorityLevels = 64;
 constexpr size_t kLockBytes = 12;
+constexpr size_t kMaxAcceptMany = 1000;
 
 }  // namespace
 
@@ -30,55 +31,80 @@ std::string type_tag(std::string_view type) {
 
 std::string new_lock(std::string_view type) { return util::random_hex(kLockBytes) + "-" + type_tag(type); }
 
-Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
-                       const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due) {
+Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
+                                         std::string_view type, const AcceptOptions& accept,
+                                         const std::vector<Taker>& takers, std::optional<int64_t>* next_due) {
   const int64_t max_time = accept.max_scheduled_time_ms.value_or(now_ms());
   const auto end = keys.pending_of(type).second;
   std::string from = keys.pending_of(type).first;
-  for (int level = 0; level < kMaxPriorityLevels; ++level) {
-    // Snapshot reads: only the job finally picked adds a conflict, so acceptors that pick
+  std::vector<Job> taken;
+  const size_t spread = std::max(options.accept_spread, takers.size());
+  // Each priority level costs one look, or two when it held fewer due jobs than wanted.
+  for (int look = 0; look < 2 * kMaxPriorityLevels && taken.size() < takers.size(); ++look) {
+    // Snapshot reads: only the jobs finally picked add conflicts, so acceptors that pick
     // different jobs never collide.
     KVQ_ASSIGN_OR_RETURN(auto first, txn.get_range(from, end, {.limit = 1, .snapshot = true}));
     if (first.empty()) break;
     KVQ_ASSIGN_OR_RETURN(auto head, keys.parse_pending(first[0].key));
     if (accept.max_priority && head.priority > *accept.max_priority) break;
     auto [lo, hi] = keys.pending_due(type, head.priority, max_time);
-    KVQ_ASSIGN_OR_RETURN(auto due, txn.get_range(lo, hi, {.limit = options.accept_spread, .snapshot = true}));
+    KVQ_ASSIGN_OR_RETURN(auto due, txn.get_range(lo, hi, {.limit = spread, .snapshot = true}));
     if (due.empty()) {
       if (next_due && (!*next_due || head.scheduled < **next_due)) *next_due = head.scheduled;
       if (head.priority == INT64_MAX) break;
       from = keys.pending_from_priority(type, head.priority + 1);
       continue;
     }
-    const auto& pick = due[util::random_below(due.size())];
-    KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_pending(pick.key));
-    KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, entry.id));
-    if (!before || state_of(*before) != State::kPending || before->priority != entry.priority ||
-        before->scheduled != entry.scheduled) {
-      return Internal("pending index entry for job '" + entry.id + "' does not match its row");
+    // A random choice among the first `spread` due jobs, so that acceptors in other processes
+    // reading the same snapshot seldom pick the same ones.
+    const size_t want = std::min(due.size(), takers.size() - taken.size());
+    for (size_t i = 0; i < want; ++i) {
+      std::swap(due[i], due[i + util::random_below(due.size() - i)]);
+      KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_pending(due[i].key));
+      KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, entry.id));
+      if (!before || state_of(*before) != State::kPending || before->priority != entry.priority ||
+          before->scheduled != entry.scheduled) {
+        return Internal("pending index entry for job '" + entry.id + "' does not match its row");
+      }
+      const Taker& taker = takers[taken.size()];
+      JobRow after = *before;
+      after.lock = taker.lock;
+      after.worker = taker.worker;
+      after.attempts += 1;
+      KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, entry.id, before, after));
+      taken.push_back(Job{std::string(type), entry.id, taker.lock, std::move(after.data), taker.worker});
     }
-    JobRow after = *before;
-    after.lock = lock;
-    after.worker = accept.worker;
-    after.attempts += 1;
-    KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, entry.id, before, after));
-    return Job{std::string(type), entry.id, lock, after.data, accept.worker};
+    // Still short: look again from the same place. The jobs just taken are gone from this
+    // transaction's view, so the next look sees what is left of this level (not yet due, or
+    // nothing) and moves on from there.
   }
-  return NotFound("no job of type '" + std::string(type) + "' is due");
+  if (taken.empty()) return NotFound("no job of type '" + std::string(type) + "' is due");
+  return taken;
 }
 
-Result<std::optional<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                                         uint64_t version, const std::string& lock) {
+Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
+                       const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due) {
+  KVQ_ASSIGN_OR_RETURN(auto jobs, try_accept_many(txn, keys, options, type, accept, {{lock, accept.worker}}, next_due));
+  return std::move(jobs.front());
+}
+
+Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                                       uint64_t version, const std::vector<Taker>& takers) {
+  std::vector<std::optional<Job>> by_taker(takers.size());
   auto [begin, end] = keys.activity_at(type, version);
   KVQ_ASSIGN_OR_RETURN(auto entries, txn.get_range(begin, end));
   for (const auto& kv : entries) {
     KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_activity(kv.key));
     KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, entry.id));
-    if (row && row->lock == lock) {
-      return std::optional<Job>(Job{std::string(type), entry.id, lock, row->data, row->worker});
+    for (size_t i = 0; row && i < takers.size(); ++i) {
+      if (row->lock == takers[i].lock) by_taker[i] = Job{std::string(type), entry.id, takers[i].lock, row->data, row->worker};
     }
   }
-  return std::optional<Job>();
+  std::vector<Job> found;  // in takers' order, as try_accept_many returns them
+  for (auto& job : by_taker) {
+    if (job) found.push_back(std::move(*job));
+  }
+  return found;
 }
 
 Result<Job> Jobs::accept(kv::Transaction& txn, std::string_view type, const AcceptOptions& options) {
@@ -100,6 +126,9 @@ uint64_t Jobs::accept_async(std::string_view type, const AcceptOptions& options,
   const auto deadline = kv::Clock::now() + options.timeout;
   const std::string type_name(type);
   const std::string lock = new_lock(type);
+  if (options.timeout.count() > 0 && impl_->acceptor.has_waiters(type_name)) {
+    return impl_->acceptor.submit(type_name, options, lock, deadline, std::nullopt, std::move(done));
+  }
   // Read the generation before looking, so an add after our look always shows as a newer one.
   const uint64_t generation = impl_->notifier.pending_generation(type_name);
   auto job = attempt_accept(*store_, impl_->keys, options_, type, options, lock, nullptr);
@@ -112,6 +141,29 @@ uint64_t Jobs::accept_async(std::string_view type, const AcceptOptions& options,
     return 0;
   }
   return impl_->acceptor.submit(type_name, options, lock, deadline, generation, std::move(done));
+}
+
+Result<std::vector<Job>> Jobs::accept_many(std::string_view type, size_t max_count, const AcceptOptions& options) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  KVQ_RETURN_IF_ERROR(validate_worker(options.worker));
+  if (max_count < 1 || max_count > kMaxAcceptMany) {
+    return InvalidArgument("accept_many wants 1.." + std::to_string(kMaxAcceptMany) + " jobs");
+  }
+  if (options.timeout.count() < 0) return InvalidArgument("accept timeout must not be negative");
+  std::vector<Taker> takers;
+  for (size_t i = 0; i < max_count; ++i) takers.push_back({new_lock(type), options.worker});
+  auto jobs = attempt_accept_many(*store_, impl_->keys, options_, type, options, takers, nullptr);
+  if (jobs.ok() || jobs.status().code() != Code::kNotFound) return jobs;
+  if (options.timeout.count() == 0) return DeadlineExceeded("no job of type '" + std::string(type) + "' is due");
+  // Nothing due: wait for one like accept, then take the rest of what is due with it.
+  KVQ_ASSIGN_OR_RETURN(auto first, accept(type, options));
+  std::vector<Job> out{std::move(first)};
+  if (max_count > 1) {
+    takers.resize(max_count - 1);
+    auto more = attempt_accept_many(*store_, impl_->keys, options_, type, options, takers, nullptr);
+    if (more.ok()) std::move(more->begin(), more->end(), std::back_inserter(out));
+  }
+  return out;
 }
 
 bool Jobs::cancel_accept(uint64_t ticket) { return ticket != 0 && impl_->acceptor.cancel(ticket); }

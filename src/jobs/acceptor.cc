@@ -10,6 +10,9 @@ namespace {
 
 using namespace std::chrono_literals;
 constexpr auto kIdle = 1h;
+// The most waiters one transaction serves: enough for a burst, small enough that a conflict
+// wastes little.
+constexpr size_t kMaxBatch = 64;
 
 // Converts a wall-clock instant into this process's steady clock, for waiting.
 kv::Clock::time_point steady_at(int64_t wall_ms) {
@@ -27,19 +30,27 @@ Status timed_out(const std::string& type) {
 
 }  // namespace
 
-Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
-                           const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due) {
+Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys, const JobsOptions& options,
+                                             std::string_view type, const AcceptOptions& accept,
+                                             const std::vector<Taker>& takers, std::optional<int64_t>* next_due) {
   std::optional<uint64_t> attempt_version;
-  return kv::run(store, [&](kv::Transaction& txn) -> Result<Job> {
+  return kv::run(store, [&](kv::Transaction& txn) -> Result<std::vector<Job>> {
     if (attempt_version) {
-      // An earlier attempt's commit result was unknown: it may have taken a job already.
-      KVQ_ASSIGN_OR_RETURN(auto taken, find_accepted(txn, keys, type, *attempt_version, lock));
-      if (taken) return std::move(*taken);
+      // An earlier attempt's commit result was unknown: it may have taken jobs already.
+      KVQ_ASSIGN_OR_RETURN(auto taken, find_accepted(txn, keys, type, *attempt_version, takers));
+      if (!taken.empty()) return taken;
     }
     KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
     if (next_due) next_due->reset();
-    return try_accept(txn, keys, options, type, accept, lock, next_due);
+    return try_accept_many(txn, keys, options, type, accept, takers, next_due);
   }, options.retry);
+}
+
+Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
+                           const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due) {
+  KVQ_ASSIGN_OR_RETURN(auto jobs,
+                       attempt_accept_many(store, keys, options, type, accept, {{lock, accept.worker}}, next_due));
+  return std::move(jobs.front());
 }
 
 Acceptor::Acceptor(kv::Store& store, const Keys& keys, const JobsOptions& options, Notifier& notifier)
@@ -71,7 +82,8 @@ Acceptor::~Acceptor() {
 }
 
 uint64_t Acceptor::submit(const std::string& type, const AcceptOptions& options, const std::string& lock,
-                          kv::Clock::time_point deadline, uint64_t generation, Callback callback) {
+                          kv::Clock::time_point deadline, std::optional<uint64_t> generation,
+                          Callback callback) {
   std::lock_guard guard(mu_);
   const uint64_t ticket = next_ticket_++;
   auto [it, created] = queues_.try_emplace(type);
@@ -79,13 +91,19 @@ uint64_t Acceptor::submit(const std::string& type, const AcceptOptions& options,
   // the notifier's; the notifier never calls us holding its own).
   if (created) {
     notifier_.hold_pending_interest(type);
-    it->second.seen_generation = generation;
+    it->second.seen_generation = generation.value_or(0);
   }
   it->second.waiters.push_back({ticket, options, lock, deadline, std::move(callback)});
   // Anything that moved since the caller's own attempt shows as a newer generation.
-  if (notifier_.pending_generation(type) != it->second.seen_generation) it->second.attempt = true;
+  if (!generation || notifier_.pending_generation(type) != it->second.seen_generation) it->second.attempt = true;
   cv_.notify_all();
   return ticket;
+}
+
+bool Acceptor::has_waiters(const std::string& type) {
+  std::lock_guard lock(mu_);
+  auto it = queues_.find(type);
+  return it != queues_.end() && !it->second.waiters.empty();
 }
 
 bool Acceptor::cancel(uint64_t ticket) {
@@ -163,8 +181,8 @@ void Acceptor::run() {
   }
 }
 
-// One round for `type`: serve waiters in order while jobs are due. REQUIRES: `lock` held; it
-// is released around store access.
+// One round for `type`: serve waiters in order while jobs are due, each batch of waiters with
+// the same options in one transaction. REQUIRES: `lock` held; it is released around store access.
 void Acceptor::round(const std::string& type, std::unique_lock<std::mutex>& lock, Done& done) {
   std::vector<AcceptOptions> found_nothing;
   for (;;) {
@@ -172,32 +190,49 @@ void Acceptor::round(const std::string& type, std::unique_lock<std::mutex>& lock
     if (qit == queues_.end()) return;
     auto& queue = qit->second;
     if (found_nothing.empty()) queue.seen_generation = notifier_.pending_generation(type);
-    auto candidate = std::find_if(queue.waiters.begin(), queue.waiters.end(), [&](const Waiter& w) {
-      return std::none_of(found_nothing.begin(), found_nothing.end(),
-                          [&](const AcceptOptions& o) { return same_options(o, w.options); });
-    });
-    if (candidate == queue.waiters.end()) return;
-    const uint64_t ticket = candidate->ticket;
-    const AcceptOptions options = candidate->options;
-    const std::string job_lock = candidate->lock;
+    auto tried = [&](const Waiter& w) {
+      return std::any_of(found_nothing.begin(), found_nothing.end(),
+                         [&](const AcceptOptions& o) { return same_options(o, w.options); });
+    };
+    auto first = std::find_if(queue.waiters.begin(), queue.waiters.end(), [&](const Waiter& w) { return !tried(w); });
+    if (first == queue.waiters.end()) return;
+    const AcceptOptions options = first->options;
+    std::vector<uint64_t> tickets;
+    std::vector<Taker> takers;
+    for (auto it = first; it != queue.waiters.end() && takers.size() < kMaxBatch; ++it) {
+      if (!same_options(it->options, options)) continue;
+      tickets.push_back(it->ticket);
+      takers.push_back({it->lock, it->options.worker});
+    }
     std::optional<int64_t> next_due;
     lock.unlock();
-    auto job = attempt_accept(store_, keys_, options_, type, options, job_lock, &next_due);
+    auto jobs = attempt_accept_many(store_, keys_, options_, type, options, takers, &next_due);
     lock.lock();
     qit = queues_.find(type);
     if (qit == queues_.end()) return;  // every waiter was cancelled meanwhile
     auto& waiters = qit->second.waiters;
-    if (job.ok() || job.status().code() != Code::kNotFound) {
+    auto complete = [&](uint64_t ticket, Result<Job> result) {
       auto it = std::find_if(waiters.begin(), waiters.end(), [&](const Waiter& w) { return w.ticket == ticket; });
-      if (it != waiters.end()) {
-        done.emplace_back(std::move(it->callback), std::move(job));
-        waiters.erase(it);
-      }
       // A job taken for a waiter cancelled meanwhile stays running until its activity timeout
       // (or its worker's departure) returns it: cancel raced the accept itself.
+      if (it == waiters.end()) return;
+      done.emplace_back(std::move(it->callback), std::move(result));
+      waiters.erase(it);
+    };
+    if (!jobs.ok() && jobs.status().code() != Code::kNotFound) {
+      complete(tickets.front(), jobs.status());  // the others try again in their own turn
       found_nothing.clear();
       continue;
     }
+    const size_t taken = jobs.ok() ? jobs->size() : 0;
+    for (size_t j = 0; j < taken; ++j) {
+      Job& job = (*jobs)[j];
+      for (size_t i = 0; i < takers.size(); ++i) {
+        if (takers[i].lock == job.lock) complete(tickets[i], std::move(job));
+      }
+    }
+    if (taken > 0) found_nothing.clear();
+    if (taken == takers.size()) continue;
     found_nothing.push_back(options);
     if (next_due) {
       auto at = steady_at(*next_due + 1);

@@ -5,7 +5,10 @@
 // the notifier's pending interest for a type while it has waiters there, and makes a round of
 // attempts whenever the type's pending generation moves (see notifier.h for why that misses no
 // add), when the earliest delayed job falls due, and expires waiters at their deadlines.
-// Waiters with the same options share a round: one that finds nothing due stands for them all.
+// Waiters with the same options share a round: they are served together, up to
+// kMaxBatch at a time, by one transaction that takes a job for each (so a burst of adds reaches
+// many waiting workers at the cost of one commit), and one that finds nothing due stands for
+// them all.
 #pragma once
 
 #include <condition_variable>
@@ -24,9 +27,20 @@
 
 namespace kvq::jobs {
 
+// Who gets a job an accept takes: the lock it is handed out with and the worker recorded on it.
+struct Taker {
+  std::string lock;
+  std::string worker;
+};
+
 // One accept attempt in its own transaction (with retries, recognising its own earlier commit
-// after an unknown result). kNotFound when nothing is due; *next_due then holds the earliest
+// after an unknown result): up to takers.size() due jobs, the i-th for takers[i]. kNotFound
+// when nothing is due; when fewer than wanted were due, *next_due then holds the earliest
 // scheduled time of a pending job not yet due, if any.
+Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys, const JobsOptions& options,
+                                             std::string_view type, const AcceptOptions& accept,
+                                             const std::vector<Taker>& takers, std::optional<int64_t>* next_due);
+// The same for one job, taken with `lock` for accept.worker.
 Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
                            const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due);
 
@@ -39,9 +53,13 @@ class Acceptor {
   ~Acceptor();
 
   // Queues a waiter. `generation` is the type's pending generation read before the caller's own
-  // last attempt. Returns a ticket for cancel().
+  // last attempt; nullopt when the caller made none, so the acceptor must look for it. Returns a
+  // ticket for cancel().
   uint64_t submit(const std::string& type, const AcceptOptions& options, const std::string& lock,
-                  kv::Clock::time_point deadline, uint64_t generation, Callback callback);
+                  kv::Clock::time_point deadline, std::optional<uint64_t> generation, Callback callback);
+  // Whether accepts wait on `type` here now. A new accept then queues behind them without a
+  // look of its own: it is served in arrival order, and its look cannot collide with theirs.
+  bool has_waiters(const std::string& type);
   // Ends the waiter with kCancelled if it has not completed; returns whether it did.
   bool cancel(uint64_t ticket);
 

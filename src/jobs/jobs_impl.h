@@ -28,13 +28,19 @@ struct Jobs::Impl {
 std::string new_lock(std::string_view type);
 std::string type_tag(std::string_view type);
 
-// The non-blocking heart of accept, in the caller's transaction. On nothing due: kNotFound,
-// and *next_due (if given) receives the earliest scheduled time of a pending job not yet due.
+// The non-blocking heart of accept, in the caller's transaction: takes up to takers.size()
+// distinct due jobs (highest priority first), the i-th for takers[i]. On nothing due:
+// kNotFound. When fewer jobs than takers were due, *next_due (if given) receives the earliest
+// scheduled time of a pending job not yet due, if any.
+Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
+                                         std::string_view type, const AcceptOptions& accept,
+                                         const std::vector<Taker>& takers, std::optional<int64_t>* next_due);
+// try_accept_many for one taker: `lock` and accept.worker.
 Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
                        const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due);
-// After an unknown commit result: the job an earlier attempt (at read version `version`) took
-// with `lock`, if that attempt did commit.
-Result<std::optional<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                                         uint64_t version, const std::string& lock);
+// After an unknown commit result: the jobs an earlier attempt (at read version `version`) took
+// for `takers`, if that attempt did commit (all of them, or none).
+Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                                       uint64_t version, const std::vector<Taker>& takers);
 
 }  // namespace kvq::jobs

@@ -72,6 +72,20 @@ class LongPolls(ServerTestCase):
         self.assertEqual(len({j["lock"] for j in first + rest}), 5)
         self.assertEqual(self.assertStatus(c.get("/v1/types/%s/pending" % t), 200), {"pending": 0})
 
+    def test_waiting_accept_count_takes_a_whole_burst(self):
+        t, c = self.t, self.c
+        th, out = in_thread(self.server.client().accept, t, timeout=10, count=10)
+        time.sleep(0.3)
+        self.assertTrue(th.is_alive(), "accept returned before any job was added: %r" % out)
+        jobs = [{"id": "burst%d" % i, "data": {"i": i}} for i in range(4)]
+        self.assertStatus(c.post("/v1/jobs/%s/batch" % t, {"jobs": jobs}), 200)
+        th.join(12)
+        self.assertFalse(th.is_alive())
+        got = self.assertStatus(out["value"], 200)["jobs"]
+        self.assertEqual(sorted(j["id"] for j in got), ["burst%d" % i for i in range(4)],
+                         "the four were added in one transaction, so one wake-up sees them all")
+        self.assertEqual(len({j["lock"] for j in got}), 4)
+
     def test_wait_returns_when_job_finishes(self):
         t, c = self.t, self.c
         self.assertStatus(c.add(t, "w1"), 200)
