@@ -20,10 +20,6 @@ kv::Clock::time_point steady_at(int64_t wall_ms) {
   return kv::Clock::now() + std::chrono::duration_cast<kv::Clock::duration>(delta);
 }
 
-bool same_options(const AcceptOptions& a, const AcceptOptions& b) {
-  return a.max_scheduled_time_ms == b.max_scheduled_time_ms && a.max_priority == b.max_priority;
-}
-
 Status timed_out(const std::string& type) {
   return DeadlineExceeded("no job of type '" + type + "' became due within the timeout");
 }
@@ -93,11 +89,24 @@ uint64_t Acceptor::submit(const std::string& type, const AcceptOptions& options,
     notifier_.hold_pending_interest(type);
     it->second.seen_generation = generation.value_or(0);
   }
-  it->second.waiters.push_back({ticket, options, lock, deadline, std::move(callback)});
-  // Anything that moved since the caller's own attempt shows as a newer generation.
+  push_waiter(it->second, {ticket, options, lock, deadline, std::move(callback)});
+  // Anything that moved since the caller's own attempt shows as a newer generation; a caller
+  // that made none is looked for in the next round (with every waiter of its kind, in one
+  // transaction).
   if (!generation || notifier_.pending_generation(type) != it->second.seen_generation) it->second.attempt = true;
   cv_.notify_all();
   return ticket;
+}
+
+void Acceptor::push_waiter(Queue& queue, Waiter waiter) {
+  ++queue.kinds[kind_of(waiter.options)];
+  queue.waiters.push_back(std::move(waiter));
+}
+
+std::deque<Acceptor::Waiter>::iterator Acceptor::erase_waiter(Queue& queue, std::deque<Waiter>::iterator it) {
+  auto kind = queue.kinds.find(kind_of(it->options));
+  if (--kind->second == 0) queue.kinds.erase(kind);
+  return queue.waiters.erase(it);
 }
 
 bool Acceptor::has_waiters(const std::string& type) {
@@ -115,7 +124,7 @@ bool Acceptor::cancel(uint64_t ticket) {
       auto it = std::find_if(waiters.begin(), waiters.end(), [&](const Waiter& w) { return w.ticket == ticket; });
       if (it == waiters.end()) continue;
       callback = std::move(it->callback);
-      waiters.erase(it);
+      erase_waiter(qit->second, it);
       drop_if_empty(qit);
       break;
     }
@@ -138,7 +147,7 @@ void Acceptor::expire(const std::string& type, Queue& queue, kv::Clock::time_poi
       continue;
     }
     done.emplace_back(std::move(it->callback), timed_out(type));
-    it = queue.waiters.erase(it);
+    it = erase_waiter(queue, it);
   }
 }
 
@@ -184,23 +193,27 @@ void Acceptor::run() {
 // One round for `type`: serve waiters in order while jobs are due, each batch of waiters with
 // the same options in one transaction. REQUIRES: `lock` held; it is released around store access.
 void Acceptor::round(const std::string& type, std::unique_lock<std::mutex>& lock, Done& done) {
-  std::vector<AcceptOptions> found_nothing;
+  std::vector<Kind> found_nothing;
   for (;;) {
     auto qit = queues_.find(type);
     if (qit == queues_.end()) return;
     auto& queue = qit->second;
     if (found_nothing.empty()) queue.seen_generation = notifier_.pending_generation(type);
-    auto tried = [&](const Waiter& w) {
-      return std::any_of(found_nothing.begin(), found_nothing.end(),
-                         [&](const AcceptOptions& o) { return same_options(o, w.options); });
-    };
-    auto first = std::find_if(queue.waiters.begin(), queue.waiters.end(), [&](const Waiter& w) { return !tried(w); });
+    // Every kind still waiting found nothing: done, without walking thousands of idle waiters.
+    const auto untried = std::count_if(queue.kinds.begin(), queue.kinds.end(), [&](const auto& k) {
+      return std::find(found_nothing.begin(), found_nothing.end(), k.first) == found_nothing.end();
+    });
+    if (untried == 0) return;
+    auto first = std::find_if(queue.waiters.begin(), queue.waiters.end(), [&](const Waiter& w) {
+      return std::find(found_nothing.begin(), found_nothing.end(), kind_of(w.options)) == found_nothing.end();
+    });
     if (first == queue.waiters.end()) return;
     const AcceptOptions options = first->options;
+    const Kind kind = kind_of(options);
     std::vector<uint64_t> tickets;
     std::vector<Taker> takers;
     for (auto it = first; it != queue.waiters.end() && takers.size() < kMaxBatch; ++it) {
-      if (!same_options(it->options, options)) continue;
+      if (kind_of(it->options) != kind) continue;
       tickets.push_back(it->ticket);
       takers.push_back({it->lock, it->options.worker});
     }
@@ -217,7 +230,7 @@ void Acceptor::round(const std::string& type, std::unique_lock<std::mutex>& lock
       // (or its worker's departure) returns it: cancel raced the accept itself.
       if (it == waiters.end()) return;
       done.emplace_back(std::move(it->callback), std::move(result));
-      waiters.erase(it);
+      erase_waiter(qit->second, it);
     };
     if (!jobs.ok() && jobs.status().code() != Code::kNotFound) {
       complete(tickets.front(), jobs.status());  // the others try again in their own turn
@@ -233,7 +246,7 @@ void Acceptor::round(const std::string& type, std::unique_lock<std::mutex>& lock
     }
     if (taken > 0) found_nothing.clear();
     if (taken == takers.size()) continue;
-    found_nothing.push_back(options);
+    found_nothing.push_back(kind);
     if (next_due) {
       auto at = steady_at(*next_due + 1);
       qit->second.next_due = qit->second.next_due ? std::min(*qit->second.next_due, at) : at;

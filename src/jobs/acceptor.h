@@ -53,8 +53,8 @@ class Acceptor {
   ~Acceptor();
 
   // Queues a waiter. `generation` is the type's pending generation read before the caller's own
-  // last attempt; nullopt when the caller made none, so the acceptor must look for it. Returns a
-  // ticket for cancel().
+  // last attempt; nullopt when the caller made none (it queued behind waiters), so the acceptor
+  // looks for it in its next round. Returns a ticket for cancel().
   uint64_t submit(const std::string& type, const AcceptOptions& options, const std::string& lock,
                   kv::Clock::time_point deadline, std::optional<uint64_t> generation, Callback callback);
   // Whether accepts wait on `type` here now. A new accept then queues behind them without a
@@ -71,8 +71,12 @@ class Acceptor {
     kv::Clock::time_point deadline;
     Callback callback;
   };
+  // What makes waiters interchangeable in a round: the options that choose which jobs are due.
+  using Kind = std::pair<std::optional<int64_t>, std::optional<int64_t>>;  // max time, max priority
+  static Kind kind_of(const AcceptOptions& o) { return {o.max_scheduled_time_ms, o.max_priority}; }
   struct Queue {
     std::deque<Waiter> waiters;
+    std::map<Kind, size_t> kinds;  // how many waiters of each kind, so a round ends without a scan
     uint64_t seen_generation = 0;
     bool attempt = false;
     std::optional<kv::Clock::time_point> next_due;
@@ -83,6 +87,8 @@ class Acceptor {
   void round(const std::string& type, std::unique_lock<std::mutex>& lock, Done& done);
   void expire(const std::string& type, Queue& queue, kv::Clock::time_point now, Done& done);
   kv::Clock::time_point next_wake(kv::Clock::time_point now) const;
+  static void push_waiter(Queue& queue, Waiter waiter);
+  static std::deque<Waiter>::iterator erase_waiter(Queue& queue, std::deque<Waiter>::iterator it);
   // Erases an empty queue and releases its pending interest. REQUIRES: mu_ held.
   void drop_if_empty(std::map<std::string, Queue>::iterator it);
 
