@@ -5,13 +5,14 @@ JOBS ?= $(shell nproc)
 DATA ?= ./kvq-data
 LISTEN ?= 127.0.0.1:7411
 
-.PHONY: run test test-asan test-clang build deps bench bench-layers clean
+.PHONY: run test test-asan test-clang build deps deps-test bench bench-layers clean
 
 # Starts kvq serve on the embedded default (an LMDB data directory) in the foreground.
 run: deps
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS) --target kvq
 	@echo "kvq: starting the server on http://$(LISTEN) with data in $(DATA) (Ctrl-C stops it)"
+	@echo "kvq: the dashboard is at http://$(LISTEN)/"
 	@echo "kvq: try, from another terminal:"
 	@echo "  curl -X PUT http://$(LISTEN)/v1/types/email -d '{\"timeout\": 30}'"
 	@echo "  curl -X POST http://$(LISTEN)/v1/jobs/email -d '{\"id\": \"welcome-1\", \"data\": {\"to\": \"ada@example.com\"}}'"
@@ -19,19 +20,19 @@ run: deps
 	@echo "  ./build/release/src/cli/kvq ls email        (the CLI: ./build/release/src/cli/kvq help)"
 	./build/release/src/cli/kvq serve --listen $(LISTEN) --data $(DATA)
 
-test: deps
+test: deps-test
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
 	ctest --preset release -j $(JOBS)
 
 # The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer.
-test-asan: deps
+test-asan: deps-test
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
 
 # Builds with clang and runs the suite (fuzzing needs clang).
-test-clang: deps
+test-clang: deps-test
 	cmake --preset clang >/dev/null
 	cmake --build --preset clang -j $(JOBS)
 	ctest --preset clang -j $(JOBS)
@@ -51,6 +52,10 @@ bench-layers: build
 
 deps:
 	@./scripts/install-deps.sh
+
+# The tests also need headless Chromium (the dashboard's test).
+deps-test:
+	@./scripts/install-deps.sh --test
 
 clean:
 	rm -rf build

@@ -2,7 +2,8 @@
 # Installs every Debian package kvq needs to build, test and run. Idempotent: quiet and quick
 # when everything is already there. Runs as root, or through sudo when available.
 #
-# Usage: scripts/install-deps.sh [--bench]
+# Usage: scripts/install-deps.sh [--test | --bench]
+#   --test   also headless Chromium, which the dashboard's test drives (tests/e2e/test_dashboard.py).
 #   --bench  also the peers `make bench` compares kvq with (beanstalkd, PostgreSQL, Redis), their
 #            client libraries, and matplotlib for the chart.
 set -euo pipefail
@@ -18,6 +19,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang
 )
+if [ "${1:-}" = "--test" ]; then
+  packages+=(chromium)
+fi
 if [ "${1:-}" = "--bench" ]; then
   packages+=(beanstalkd postgresql redis-server libpq-dev libhiredis-dev python3-matplotlib)
 fi

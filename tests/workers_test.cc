@@ -301,6 +301,19 @@ TEST_P(WorkersTest, ARemoteRegistrationThatStopsHeartbeatingIsDeclaredDead) {
   EXPECT_TRUE(ids().empty()) << "nothing heartbeats a remote registration but its owner";
 }
 
+TEST_P(WorkersTest, TypesListsEveryTypeThatHasHadAWorkerInNameOrder) {
+  auto none = workers_->types();
+  ASSERT_TRUE(none.ok()) << none.status().to_string();
+  EXPECT_TRUE(none->empty());
+  auto b = workers_->register_worker("wb", "x");
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(workers_->register_remote("wa", "y").ok());
+  ASSERT_TRUE(workers_->register_remote("wa", "z").ok());
+  EXPECT_EQ(*workers_->types(), (std::vector<std::string>{"wa", "wb"}));
+  ASSERT_TRUE((*b)->unregister().ok());
+  EXPECT_EQ(*open_workers()->types(), (std::vector<std::string>{"wa", "wb"})) << "kept after the last worker left";
+}
+
 TEST_P(WorkersTest, BadInputGetsANamedErrorAndChangesNothing) {
   EXPECT_EQ(workers_->register_worker("", "a").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(workers_->register_worker("w", "").status().code(), Code::kInvalidArgument);
@@ -312,6 +325,7 @@ TEST_P(WorkersTest, BadInputGetsANamedErrorAndChangesNothing) {
   EXPECT_EQ(workers_->subscribe("w", nullptr).status().code(), Code::kInvalidArgument);
   EXPECT_TRUE(ids().empty());
   EXPECT_EQ(version(), 0u);
+  EXPECT_TRUE(workers_->types()->empty());
 }
 
 KVQ_INSTANTIATE_FOR_BACKENDS(WorkersTest);

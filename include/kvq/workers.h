@@ -125,6 +125,10 @@ class Workers {
   // Every live worker of `type` and the membership version, read in one transaction.
   virtual Result<Membership> workers(std::string_view type) = 0;
 
+  // Every worker type that has ever had a worker (live or not), in name order. For dashboards:
+  // a type stays listed after its last worker leaves.
+  virtual Result<std::vector<std::string>> types() = 0;
+
   // Calls `callback` with the membership of `type` now and after every change, from a
   // background thread, in version order and never twice for one version. Changes that land
   // together may be delivered as one (the latest set). A callback that throws is logged and

@@ -7,7 +7,7 @@ namespace kvq::server {
 void add_meta_routes(Router& router, Api& api) {
   router.add("GET", "/healthz", [&api](Request&, std::shared_ptr<Exchange> ex) {
     reply_json(*ex, 200, {{"status", "ok"}, {"store", api.store.describe()}});
-  });
+  }, Router::Access::kPublic);
   router.add("GET", "/metrics", [&api](Request&, std::shared_ptr<Exchange> ex) {
     ex->reply({200, api.metrics.render(api.jobs), "text/plain; version=0.0.4"});
   });

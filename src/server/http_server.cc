@@ -186,7 +186,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   bool authorized(const http::request<http::string_body>& message, const Request& request) const {
     if (server_.options.token.empty()) return true;
-    if (request.segments.size() == 1 && request.segments[0] == "healthz") return true;
+    if (server_.router.is_public(request)) return true;
     const auto header = message[http::field::authorization];
     return equal_constant_time(std::string_view(header.data(), header.size()), "Bearer " + server_.options.token);
   }

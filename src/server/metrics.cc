@@ -23,6 +23,16 @@ std::string label(std::string_view v) {
 
 }  // namespace
 
+Result<std::vector<TypeCounts>> count_jobs(jobs::Jobs& jobs) {
+  KVQ_ASSIGN_OR_RETURN(auto types, jobs.types());
+  std::vector<TypeCounts> out;
+  for (auto& type : types) {
+    auto counts = jobs.count(type, kCountLimit);
+    if (counts.ok()) out.push_back({std::move(type), *counts});
+  }
+  return out;
+}
+
 void Metrics::request(const std::string& route, unsigned status) {
   std::lock_guard lock(mu_);
   ++requests_[{route.empty() ? "none" : route, status}];
@@ -43,16 +53,19 @@ void Metrics::finished(const std::string& type) {
   ++finishes_[type];
 }
 
+Metrics::Totals Metrics::totals() {
+  std::lock_guard lock(mu_);
+  return {accepts_, finishes_};
+}
+
 std::string Metrics::render(jobs::Jobs& jobs) {
   std::ostringstream out;
-  out << "# HELP kvq_jobs Jobs by type and state, counted up to 100000 each at scrape time.\n"
+  out << "# HELP kvq_jobs Jobs by type and state, counted up to " << kCountLimit << " each at scrape time.\n"
       << "# TYPE kvq_jobs gauge\n";
-  if (auto types = jobs.types(); types.ok()) {
-    for (const auto& type : *types) {
-      auto counts = jobs.count(type);
-      if (!counts.ok()) continue;
-      out << "kvq_jobs{type=\"" << label(type) << "\",state=\"pending\"} " << counts->pending << "\n"
-          << "kvq_jobs{type=\"" << label(type) << "\",state=\"running\"} " << counts->running << "\n";
+  if (auto counted = count_jobs(jobs); counted.ok()) {
+    for (const auto& [type, counts] : *counted) {
+      out << "kvq_jobs{type=\"" << label(type) << "\",state=\"pending\"} " << counts.pending << "\n"
+          << "kvq_jobs{type=\"" << label(type) << "\",state=\"running\"} " << counts.running << "\n";
     }
   }
   const auto retries = kv::retry_counts();

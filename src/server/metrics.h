@@ -7,10 +7,21 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "kvq/jobs.h"
 
 namespace kvq::server {
+
+// Pending and running jobs of one type.
+struct TypeCounts {
+  std::string type;
+  jobs::Jobs::StateCounts counts;
+};
+inline constexpr size_t kCountLimit = 100'000;
+// Every type's pending and running jobs, each counted from the indexes up to kCountLimit, in
+// type order. A type whose count fails is left out, so one failed read does not blank the rest.
+Result<std::vector<TypeCounts>> count_jobs(jobs::Jobs& jobs);
 
 class Metrics {
  public:
@@ -19,6 +30,13 @@ class Metrics {
   void finished(const std::string& type);
   // The whole exposition, including kvq_jobs counted now through `jobs`.
   std::string render(jobs::Jobs& jobs);
+
+  // This process's accepts and finishes so far, by type (the counters /metrics exposes).
+  struct Totals {
+    std::map<std::string, uint64_t> accepts;
+    std::map<std::string, uint64_t> finishes;
+  };
+  Totals totals();
 
  private:
   static constexpr std::array<double, 12> kBuckets{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 30};

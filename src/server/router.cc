@@ -5,8 +5,10 @@
 namespace kvq::server {
 namespace {
 
+// The root "/" has no segments, as requests for it have (http_server.cc's split_target).
 std::vector<std::string> split(const std::string& pattern) {
   std::vector<std::string> parts;
+  if (pattern == "/") return parts;
   size_t start = 1;
   while (start <= pattern.size()) {
     size_t end = pattern.find('/', start);
@@ -45,26 +47,37 @@ std::string percent_decode(std::string_view text, bool plus_is_space) {
   return out;
 }
 
-void Router::add(std::string method, std::string pattern, Handler handler) {
+void Router::add(std::string method, std::string pattern, Handler handler, Access access) {
   auto parts = split(pattern);
-  routes_.push_back({std::move(method), std::move(pattern), std::move(parts), std::move(handler)});
+  routes_.push_back({std::move(method), std::move(pattern), std::move(parts), std::move(handler), access});
+}
+
+bool Router::path_matches(const Route& route, const Request& request, std::map<std::string, std::string>& params) {
+  if (route.parts.size() != request.segments.size()) return false;
+  for (size_t i = 0; i < route.parts.size(); ++i) {
+    if (is_placeholder(route.parts[i])) {
+      if (request.segments[i].empty()) return false;
+      params[route.parts[i].substr(1, route.parts[i].size() - 2)] = request.segments[i];
+    } else if (route.parts[i] != request.segments[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Router::is_public(const Request& request) const {
+  std::map<std::string, std::string> params;
+  for (const auto& route : routes_) {
+    if (route.method == request.method && path_matches(route, request, params)) return route.access == Access::kPublic;
+  }
+  return false;
 }
 
 std::variant<Router::Match, ApiError> Router::match(Request& request) const {
   bool path_matched = false;
   for (const auto& route : routes_) {
-    if (route.parts.size() != request.segments.size()) continue;
     std::map<std::string, std::string> params;
-    bool ok = true;
-    for (size_t i = 0; i < route.parts.size() && ok; ++i) {
-      if (is_placeholder(route.parts[i])) {
-        if (request.segments[i].empty()) ok = false;
-        else params[route.parts[i].substr(1, route.parts[i].size() - 2)] = request.segments[i];
-      } else {
-        ok = route.parts[i] == request.segments[i];
-      }
-    }
-    if (!ok) continue;
+    if (!path_matches(route, request, params)) continue;
     path_matched = true;
     if (route.method != request.method) continue;
     request.params = std::move(params);

@@ -2,6 +2,7 @@
 // {placeholders} for single path segments. Not a switch: routes are data.
 #pragma once
 
+#include <map>
 #include <string>
 #include <variant>
 #include <vector>
@@ -13,9 +14,13 @@ namespace kvq::server {
 
 class Router {
  public:
-  // `pattern` like "/v1/jobs/{type}/{id}/finish". Blocking handlers run on the server's worker
-  // pool, never on an I/O thread.
-  void add(std::string method, std::string pattern, Handler handler);
+  // Who may call a route when the server has a token: kToken routes need it; anyone may call
+  // kPublic ones (the health check, the dashboard's page, which holds no data).
+  enum class Access { kToken, kPublic };
+
+  // `pattern` like "/v1/jobs/{type}/{id}/finish"; "/" is the root. Blocking handlers run on the
+  // server's worker pool, never on an I/O thread.
+  void add(std::string method, std::string pattern, Handler handler, Access access = Access::kToken);
 
   struct Match {
     const Handler* handler = nullptr;
@@ -23,6 +28,8 @@ class Router {
   };
   // Fills request.params and request.route; no_route or method_not_allowed otherwise.
   std::variant<Match, ApiError> match(Request& request) const;
+  // Whether `request` (its method and path) goes to a kPublic route.
+  bool is_public(const Request& request) const;
 
  private:
   struct Route {
@@ -30,7 +37,10 @@ class Router {
     std::string pattern;
     std::vector<std::string> parts;
     Handler handler;
+    Access access;
   };
+  // Whether `route`'s pattern matches the request's path, filling `params` if it does.
+  static bool path_matches(const Route& route, const Request& request, std::map<std::string, std::string>& params);
   std::vector<Route> routes_;
 };
 

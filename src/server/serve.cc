@@ -111,6 +111,7 @@ int run_serve(int argc, char** argv) {
   add_type_routes(router, api);
   add_job_routes(router, api);
   add_worker_routes(router, api);
+  add_dashboard_routes(router, api);
   const bool debug = options.log_level == "debug";
   HttpServer server(http, std::move(router), [&metrics, debug](const std::string& route, unsigned status) {
     metrics.request(route, status);

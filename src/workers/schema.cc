@@ -175,4 +175,15 @@ Result<Membership> Registry::read(kv::Transaction& txn, std::string_view type, b
   return m;
 }
 
+Result<std::vector<std::string>> Registry::types(kv::Transaction& txn, bool snapshot) const {
+  auto [begin, end] = keys.known_types();
+  KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end, {.snapshot = snapshot}));
+  std::vector<std::string> out;
+  for (const auto& kv : rows) {
+    KVQ_ASSIGN_OR_RETURN(std::string type, keys.parse_known_type(kv.key));
+    out.push_back(std::move(type));
+  }
+  return out;
+}
+
 }  // namespace kvq::workers

@@ -77,6 +77,8 @@ struct Registry {
   // Removes (type, id) if it has not heartbeated since `seq`; returns whether it did.
   Result<bool> declare_dead(kv::Transaction& txn, const std::string& type, const std::string& id, uint64_t seq) const;
   Result<Membership> read(kv::Transaction& txn, std::string_view type, bool snapshot) const;
+  // Every type that has ever had a worker, in name order.
+  Result<std::vector<std::string>> types(kv::Transaction& txn, bool snapshot) const;
 
  private:
   Status remove(kv::Transaction& txn, const std::string& type, const std::string& id) const;

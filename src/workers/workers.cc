@@ -110,6 +110,11 @@ class WorkersImpl : public Workers {
                    core_->options.retry);
   }
 
+  Result<std::vector<std::string>> types() override {
+    return kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.types(txn, true); },
+                   core_->options.retry);
+  }
+
   Result<std::unique_ptr<MembershipSubscription>> subscribe(std::string_view type,
                                                             std::function<void(const Membership&)> callback) override {
     KVQ_RETURN_IF_ERROR(validate_worker_type(type));
