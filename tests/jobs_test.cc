@@ -524,6 +524,10 @@ TEST_P(JobsTest, StalledWorkerIsReenqueuedWithinTheWindowAndHalted) {
   EXPECT_LT(idle, 2400ms) << "took far longer than the documented window";
   EXPECT_EQ(jobs().update(job).status().code(), Code::kFailedPrecondition);
   EXPECT_EQ(jobs().finish(job).code(), Code::kFailedPrecondition);
+  // The monitor counts its re-enqueue once its commit returns, which can be after the
+  // subscriber has already seen that commit: wait for the count, but not forever.
+  const auto counted_by = kv::Clock::now() + 5s;
+  while (jobs().stats().reenqueued_by_monitor == 0 && kv::Clock::now() < counted_by) std::this_thread::sleep_for(5ms);
   EXPECT_GE(jobs().stats().reenqueued_by_monitor, 1u);
   Job next = accept_now("slow");
   EXPECT_EQ(next.id, "s");
