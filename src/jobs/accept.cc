@@ -18,6 +18,14 @@ constexpr int kMaxPriorityLevels = 64;
 constexpr size_t kLockBytes = 12;
 constexpr size_t kMaxAcceptMany = 1000;
 
+// The checks every accept entry point makes on its input before touching the store.
+Status validate_accept(std::string_view type, const AcceptOptions& options) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  KVQ_RETURN_IF_ERROR(validate_worker(options.worker));
+  if (options.timeout.count() < 0) return InvalidArgument("accept timeout must not be negative");
+  return Status::OK();
+}
+
 }  // namespace
 
 std::string type_tag(std::string_view type) {
@@ -108,17 +116,13 @@ Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, s
 }
 
 Result<Job> Jobs::accept(kv::Transaction& txn, std::string_view type, const AcceptOptions& options) {
-  KVQ_RETURN_IF_ERROR(validate_type(type));
-  KVQ_RETURN_IF_ERROR(validate_worker(options.worker));
-  if (options.timeout.count() < 0) return InvalidArgument("accept timeout must not be negative");
+  KVQ_RETURN_IF_ERROR(validate_accept(type, options));
   return try_accept(txn, impl_->keys, options_, type, options, new_lock(type), nullptr);
 }
 
 uint64_t Jobs::accept_async(std::string_view type, const AcceptOptions& options,
                             std::function<void(Result<Job>)> done) {
-  Status invalid = validate_type(type);
-  if (invalid.ok()) invalid = validate_worker(options.worker);
-  if (invalid.ok() && options.timeout.count() < 0) invalid = InvalidArgument("accept timeout must not be negative");
+  Status invalid = validate_accept(type, options);
   if (!invalid.ok()) {
     done(invalid);
     return 0;
@@ -144,12 +148,10 @@ uint64_t Jobs::accept_async(std::string_view type, const AcceptOptions& options,
 }
 
 Result<std::vector<Job>> Jobs::accept_many(std::string_view type, size_t max_count, const AcceptOptions& options) {
-  KVQ_RETURN_IF_ERROR(validate_type(type));
-  KVQ_RETURN_IF_ERROR(validate_worker(options.worker));
+  KVQ_RETURN_IF_ERROR(validate_accept(type, options));
   if (max_count < 1 || max_count > kMaxAcceptMany) {
     return InvalidArgument("accept_many wants 1.." + std::to_string(kMaxAcceptMany) + " jobs");
   }
-  if (options.timeout.count() < 0) return InvalidArgument("accept timeout must not be negative");
   std::vector<Taker> takers;
   for (size_t i = 0; i < max_count; ++i) takers.push_back({new_lock(type), options.worker});
   auto jobs = attempt_accept_many(*store_, impl_->keys, options_, type, options, takers, nullptr);

@@ -237,13 +237,9 @@ void Acceptor::round(const std::string& type, std::unique_lock<std::mutex>& lock
       found_nothing.clear();
       continue;
     }
+    // The i-th job taken is takers[i]'s (attempt_accept_many keeps their order).
     const size_t taken = jobs.ok() ? jobs->size() : 0;
-    for (size_t j = 0; j < taken; ++j) {
-      Job& job = (*jobs)[j];
-      for (size_t i = 0; i < takers.size(); ++i) {
-        if (takers[i].lock == job.lock) complete(tickets[i], std::move(job));
-      }
-    }
+    for (size_t i = 0; i < taken; ++i) complete(tickets[i], std::move((*jobs)[i]));
     if (taken > 0) found_nothing.clear();
     if (taken == takers.size()) continue;
     found_nothing.push_back(kind);
