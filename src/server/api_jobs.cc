@@ -164,7 +164,19 @@ void add_accept_route(Router& router, Api& api) {
       uint64_t held = 0;
     };
     auto wait = std::make_shared<Wait>();
-    auto complete = [&api, ex, type, want, options, started, wait](Result<jobs::Job> first) {
+    // Appends up to `n` jobs due now, taken in one transaction; an error other than "none due".
+    auto take_due = [&api, type, options](nlohmann::json& list, int64_t n) -> Status {
+      jobs::AcceptOptions now = options;
+      now.timeout = jobs::Millis(0);
+      auto due = api.jobs.accept_many(type, static_cast<size_t>(n), now);
+      if (!due.ok()) return due.status().code() == Code::kDeadlineExceeded ? Status::OK() : due.status();
+      for (const auto& job : *due) {
+        api.metrics.accepted(type, 0);
+        list.push_back(handle_json(job));
+      }
+      return Status::OK();
+    };
+    auto complete = [&api, ex, type, want, started, wait, take_due](Result<jobs::Job> first) {
       {
         std::lock_guard lock(wait->mu);
         if (wait->done) return;
@@ -178,31 +190,16 @@ void add_accept_route(Router& router, Api& api) {
       }
       auto list = nlohmann::json::array({handle_json(*first)});
       api.metrics.accepted(type, std::chrono::duration<double>(kv::Clock::now() - started).count());
-      if (want > 1) {
-        jobs::AcceptOptions more = options;
-        more.timeout = jobs::Millis(0);
-        auto rest = api.jobs.accept_many(type, static_cast<size_t>(want - 1), more);
-        for (const auto& job : rest.ok() ? *rest : std::vector<jobs::Job>{}) {
-          api.metrics.accepted(type, 0);
-          list.push_back(handle_json(job));
-        }
-      }
+      // The first is handed out already: a failure to take more still answers with it.
+      if (want > 1) take_due(list, want - 1).ignore();
       reply_json(*ex, 200, {{"jobs", list}});
     };
     if (want > 1) {
       // Whatever is due now, in one transaction; only when nothing is, wait for the first.
-      jobs::AcceptOptions now = options;
-      now.timeout = jobs::Millis(0);
-      auto due = api.jobs.accept_many(type, static_cast<size_t>(want), now);
-      if (due.ok()) {
-        auto list = nlohmann::json::array();
-        for (const auto& job : *due) {
-          api.metrics.accepted(type, 0);
-          list.push_back(handle_json(job));
-        }
-        return reply_json(*ex, 200, {{"jobs", list}});
-      }
-      if (due.status().code() != Code::kDeadlineExceeded) return reply_status(*ex, due.status());
+      auto list = nlohmann::json::array();
+      Status s = take_due(list, want);
+      if (!s.ok()) return reply_status(*ex, s);
+      if (!list.empty()) return reply_json(*ex, 200, {{"jobs", list}});
     }
     const uint64_t ticket = api.jobs.accept_async(type, options, complete);
     if (ticket == 0) return;  // already answered
