@@ -170,10 +170,11 @@ class Session : public std::enable_shared_from_this<Session> {
     request.method = std::string(message.method_string());
     request.body = std::move(message.body());
     split_target(std::string_view(message.target().data(), message.target().size()), request);
-    if (!authorized(message, request)) {
+    auto matched = server_.router.match(request);
+    const auto* hit = std::get_if<Router::Match>(&matched);
+    if (!(hit && hit->access == Router::Access::kPublic) && !authorized(message)) {
       return finish({401, R"({"error":"unauthorized","message":"a valid 'Authorization: Bearer' token is required"})"});
     }
-    auto matched = server_.router.match(request);
     if (auto* error = std::get_if<ApiError>(&matched)) return finish({error->status, error_body(*error)});
     route_ = request.route;
     const Handler* handler = std::get<Router::Match>(matched).handler;
@@ -184,9 +185,8 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
-  bool authorized(const http::request<http::string_body>& message, const Request& request) const {
+  bool authorized(const http::request<http::string_body>& message) const {
     if (server_.options.token.empty()) return true;
-    if (server_.router.is_public(request)) return true;
     const auto header = message[http::field::authorization];
     return equal_constant_time(std::string_view(header.data(), header.size()), "Bearer " + server_.options.token);
   }

@@ -65,14 +65,6 @@ bool Router::path_matches(const Route& route, const Request& request, std::map<s
   return true;
 }
 
-bool Router::is_public(const Request& request) const {
-  std::map<std::string, std::string> params;
-  for (const auto& route : routes_) {
-    if (route.method == request.method && path_matches(route, request, params)) return route.access == Access::kPublic;
-  }
-  return false;
-}
-
 std::variant<Router::Match, ApiError> Router::match(Request& request) const {
   bool path_matched = false;
   for (const auto& route : routes_) {
@@ -82,7 +74,7 @@ std::variant<Router::Match, ApiError> Router::match(Request& request) const {
     if (route.method != request.method) continue;
     request.params = std::move(params);
     request.route = route.pattern;
-    return Match{&route.handler, route.pattern};
+    return Match{&route.handler, route.pattern, route.access};
   }
   if (path_matched) return ApiError{405, "method_not_allowed", request.method + " is not allowed on this path"};
   return ApiError{404, "no_route", "no route for this path"};

@@ -25,11 +25,10 @@ class Router {
   struct Match {
     const Handler* handler = nullptr;
     std::string route;
+    Access access = Access::kToken;
   };
   // Fills request.params and request.route; no_route or method_not_allowed otherwise.
   std::variant<Match, ApiError> match(Request& request) const;
-  // Whether `request` (its method and path) goes to a kPublic route.
-  bool is_public(const Request& request) const;
 
  private:
   struct Route {
