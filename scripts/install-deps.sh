@@ -11,6 +11,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config make
   liblmdb-dev lmdb-utils
+  libjemalloc-dev
   nlohmann-json3-dev libsimdjson-dev
   libboost-dev
   etcd-server etcd-client openssl
