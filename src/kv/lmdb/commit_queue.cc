@@ -2,6 +2,7 @@
 
 #include <functional>
 
+#include "kv/lmdb/durability.h"
 #include "kv/lmdb/watch_registry.h"
 
 namespace kvq::kv::lmdb {
@@ -91,14 +92,23 @@ CommitOutcome CommitQueue::commit(const CommitRequest& request) {
     for (size_t i = 0; i < group.size(); ++i) queue_.pop_front();
     if (!queue_.empty()) next = queue_.front();
   }
+  // The next group commits while this one waits for its meta page to reach the disk.
+  if (next) {
+    next->state.store(Member::kLead, std::memory_order_release);
+    next->state.notify_one();
+  }
+  DurabilityTracker* durability = env_.durability();
+  if (durability && result.new_version != 0) {
+    if (Status synced = durability->wait(result.new_version); !synced.ok()) {
+      for (const auto& m : group) {
+        if (m->outcome.status.ok()) m->outcome = {synced, 0};
+      }
+    }
+  }
   for (const auto& m : group) {
     if (m == self) continue;
     m->state.store(Member::kDone, std::memory_order_release);
     m->state.notify_one();
-  }
-  if (next) {
-    next->state.store(Member::kLead, std::memory_order_release);
-    next->state.notify_one();
   }
 
   if (result.new_version != 0) {
@@ -135,6 +145,10 @@ bool CommitQueue::try_group(const Group& group, GroupResult& result, bool& split
     for (const auto& m : group) m->outcome = {status, 0};
     return true;
   };
+  DurabilityTracker* durability = env_.durability();
+  if (durability) {
+    if (Status failed = durability->failed(); !failed.ok()) return fail_all(failed);
+  }
   auto txn_or = env_.begin_write();
   if (!txn_or.ok()) return fail_all(txn_or.status());
   MDB_txn* txn = *txn_or;
@@ -188,7 +202,9 @@ bool CommitQueue::try_group(const Group& group, GroupResult& result, bool& split
     return fail_all(status_from_lmdb(rc, "advancing the commit counter"));
   }
   Status committed;
+  if (durability) durability->commit_coming();
   env_.end_write(txn, true, &committed);
+  if (durability) durability->commit_done(committed.ok() ? version : 0);
   if (!committed.ok()) {
     for (const auto& m : group) {
       if (m->outcome.status.ok()) m->outcome = {committed, 0};

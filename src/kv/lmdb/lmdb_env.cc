@@ -6,6 +6,7 @@
 #include <map>
 
 #include "kv/lmdb/commit_queue.h"
+#include "kv/lmdb/durability.h"
 #include "kv/lmdb/watch_registry.h"
 
 namespace kvq::kv::lmdb {
@@ -140,8 +141,10 @@ Status Env::init() {
   // NOTLS: a read snapshot belongs to a kv::Transaction, not to a thread.
   unsigned flags = MDB_NOTLS;
   // Without fsync, writing pages straight into the map beats malloc + pwrite; see
-  // docs/design/storage.md for why sync keeps the default mode.
+  // docs/design/storage.md for why sync keeps the default mode. With sync, a commit's meta page
+  // is synced by the next commit or by the DurabilityTracker, not by LMDB itself.
   if (options_.durability == Durability::kNoSync) flags |= MDB_NOSYNC | MDB_WRITEMAP;
+  if (options_.durability == Durability::kSync) flags |= MDB_NOMETASYNC;
   if (int rc = mdb_env_open(env_, path_.c_str(), flags, 0644); rc) {
     return status_from_lmdb(rc, "opening LMDB environment in '" + path_ + "'");
   }
@@ -158,6 +161,10 @@ Status Env::init() {
     return status_from_lmdb(rc, "opening LMDB databases");
   }
   if (rc = mdb_txn_commit(txn); rc) return status_from_lmdb(rc, "committing LMDB databases");
+  if (options_.durability == Durability::kSync) {
+    if (rc = mdb_env_sync(env_, 1); rc) return status_from_lmdb(rc, "syncing LMDB databases");
+    durability_ = std::make_unique<DurabilityTracker>([this] { return sync_to_disk(); });
+  }
 
   commit_queue_ = std::make_unique<CommitQueue>(*this);
   watches_ = std::make_shared<WatchRegistry>(*this);
@@ -237,6 +244,13 @@ Env::ReadTxn::~ReadTxn() {
 }
 
 Result<MDB_txn*> Env::begin_write() { return begin_txn(0); }
+
+int Env::sync_to_disk() {
+  gate_.enter();
+  const int rc = mdb_env_sync(env_, 1);
+  gate_.leave();
+  return rc;
+}
 
 void Env::end_write(MDB_txn* txn, bool commit_it, Status* commit_status) {
   if (commit_it) {

@@ -31,6 +31,7 @@
 namespace kvq::kv::lmdb {
 
 class CommitQueue;
+class DurabilityTracker;
 class WatchRegistry;
 
 Status status_from_lmdb(int rc, std::string_view what);
@@ -102,6 +103,8 @@ class Env : public std::enable_shared_from_this<Env> {
   const LmdbOptions& options() const { return options_; }
   const std::string& path() const { return path_; }
   CommitQueue& commit_queue() { return *commit_queue_; }
+  // When `sync` commits are on disk; null with nosync (nothing is synced).
+  DurabilityTracker* durability() { return durability_.get(); }
   WatchRegistry& watches() { return *watches_; }
 
  private:
@@ -110,6 +113,8 @@ class Env : public std::enable_shared_from_this<Env> {
   Result<MDB_txn*> begin_txn(unsigned flags);
   Status adopt_map_size_from_other_process();
   void release_read(MDB_txn* txn);
+  // fdatasync of the data file, holding a gate slot (LMDB reads the meta page from the map).
+  int sync_to_disk();
 
   LmdbOptions options_;
   std::string path_;
@@ -119,6 +124,7 @@ class Env : public std::enable_shared_from_this<Env> {
   MapGate gate_;
   std::mutex pool_mu_;
   std::vector<MDB_txn*> read_pool_;
+  std::unique_ptr<DurabilityTracker> durability_;
   std::unique_ptr<CommitQueue> commit_queue_;
   std::shared_ptr<WatchRegistry> watches_;
   bool registered_ = false;

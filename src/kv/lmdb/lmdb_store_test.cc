@@ -4,10 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <thread>
 
+#include "kv/lmdb/durability.h"
+#include "kv/lmdb/lmdb_env.h"
 #include "support/child_process.h"
 #include "support/kv_helpers.h"
 #include "support/temp_dir.h"
@@ -102,6 +105,33 @@ TEST(LmdbStoreTest, ConcurrentCommitsGrowTheMapWithoutLosingAny) {
   auto all = kv::run(*store, [](kv::Transaction& txn) { return txn.get_range("t", "u"); });
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->size(), 400u);
+}
+
+// With sync, LMDB leaves each commit's meta page unsynced (MDB_NOMETASYNC) and kvq syncs it
+// after the commit; a commit must not return before that (kv/lmdb/durability.h).
+TEST(LmdbStoreTest, ASyncCommitReturnsOnlyOnceItIsOnDisk) {
+  TempDir dir;
+  auto store = open_or_die(dir.path(), Durability::kSync);
+  auto env = kv::lmdb::Env::open({.path = dir.path(), .durability = Durability::kSync});
+  ASSERT_TRUE(env.ok()) << env.status().to_string();
+  ASSERT_NE((*env)->durability(), nullptr);
+  std::atomic<int> early{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 40; ++i) {
+        auto txn = begin(*store);
+        txn->set("t" + std::to_string(t) + "/" + std::to_string(i), "v");
+        if (!txn->commit().ok()) continue;
+        if ((*env)->durability()->durable() < txn->committed_version()) ++early;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(early, 0) << "commits returned before their meta page was synced";
+  auto all = kv::run(*store, [](kv::Transaction& txn) { return txn.get_range("t", "u"); });
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 320u);
 }
 
 TEST(LmdbStoreTest, OpeningOneDirectoryTwiceInAProcessSharesIt) {
