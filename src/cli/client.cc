@@ -1,7 +1,13 @@
 // cli/client.cc — see client.h.
 #include "client.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
@@ -221,6 +227,102 @@ bool SseParser::line(std::string_view text) {
   return true;
 }
 
+// ---- DeadlineSocket --------------------------------------------------------------------------
+
+namespace {
+
+// The connected socket seen as a blocking stream with a deadline, for Beast's synchronous
+// http::write and http::read (SyncWriteStream, SyncReadStream). A request then costs a send and
+// a recv or two, polling only while the socket is not ready, where driving the asynchronous
+// tcp_stream cost an io_context run and a timer re-arm per operation (a third of the client's
+// CPU in the peer benchmark). The socket is non-blocking, so nothing here can wait past the
+// deadline.
+class DeadlineSocket {
+ public:
+  DeadlineSocket(int fd, std::chrono::steady_clock::time_point deadline) : fd_(fd), deadline_(deadline) {}
+
+  template <typename ConstBuffers>
+  size_t write_some(const ConstBuffers& buffers, error_code& ec) {
+    iovec iov[16];
+    size_t count = 0;
+    for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers) && count < 16; ++it) {
+      asio::const_buffer b(*it);
+      if (b.size() == 0) continue;
+      iov[count++] = {const_cast<void*>(b.data()), b.size()};
+    }
+    if (count == 0) return 0;
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    for (;;) {
+      const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+      if (n >= 0) return static_cast<size_t>(n);
+      if (!wait_if_not_ready(POLLOUT, ec)) return 0;
+    }
+  }
+  template <typename ConstBuffers>
+  size_t write_some(const ConstBuffers& buffers) {
+    error_code ec;
+    const size_t n = write_some(buffers, ec);
+    if (ec) throw boost::system::system_error(ec);
+    return n;
+  }
+
+  template <typename MutableBuffers>
+  size_t read_some(const MutableBuffers& buffers, error_code& ec) {
+    asio::mutable_buffer b = asio::buffer_sequence_begin(buffers) == asio::buffer_sequence_end(buffers)
+                                 ? asio::mutable_buffer()
+                                 : asio::mutable_buffer(*asio::buffer_sequence_begin(buffers));
+    if (b.size() == 0) return 0;
+    for (;;) {
+      const ssize_t n = ::recv(fd_, b.data(), b.size(), 0);
+      if (n > 0) return static_cast<size_t>(n);
+      if (n == 0) {
+        ec = asio::error::eof;
+        return 0;
+      }
+      if (!wait_if_not_ready(POLLIN, ec)) return 0;
+    }
+  }
+  template <typename MutableBuffers>
+  size_t read_some(const MutableBuffers& buffers) {
+    error_code ec;
+    const size_t n = read_some(buffers, ec);
+    if (ec) throw boost::system::system_error(ec);
+    return n;
+  }
+
+ private:
+  // After a failed send or recv: waits for `events` if the socket was merely not ready (or the
+  // call was interrupted) and returns true to try again; else sets `ec` and returns false.
+  bool wait_if_not_ready(short events, error_code& ec) {
+    if (errno == EINTR) return true;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      ec = error_code(errno, boost::system::system_category());
+      return false;
+    }
+    for (;;) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        ec = beast::error::timeout;
+        return false;
+      }
+      pollfd p{fd_, events, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 60'000)));
+      if (ready > 0) return true;  // readable, writable, or an error the next call reports
+      if (ready < 0 && errno != EINTR) {
+        ec = error_code(errno, boost::system::system_category());
+        return false;
+      }
+    }
+  }
+
+  int fd_;
+  std::chrono::steady_clock::time_point deadline_;
+};
+
+}  // namespace
+
 // ---- Client ----------------------------------------------------------------------------------
 
 struct Client::Impl {
@@ -266,6 +368,7 @@ struct Client::Impl {
     if (ec) return "cannot connect to " + url.base + ": " + lower_first(ec.message());
     error_code ignored;
     stream.socket().set_option(tcp::no_delay(true), ignored);
+    stream.socket().non_blocking(true, ignored);  // for DeadlineSocket
     connected = true;
     return {};
   }
@@ -320,8 +423,9 @@ Response Client::request(std::string_view method, std::string_view target, const
     if (!d.connected) {
       if (std::string err = d.connect(timeout); !err.empty()) return network_error(err);
     }
-    d.stream.expires_after(timeout);
-    error_code ec = d.run([&](auto handler) { http::async_write(d.stream, req, std::move(handler)); });
+    DeadlineSocket socket(d.stream.socket().native_handle(), std::chrono::steady_clock::now() + timeout);
+    error_code ec;
+    http::write(socket, req, ec);
     if (ec) {
       d.close();
       if (reused && attempt == 0 && ec != beast::error::timeout) continue;
@@ -329,9 +433,7 @@ Response Client::request(std::string_view method, std::string_view target, const
     }
     http::response_parser<http::string_body> parser;
     parser.body_limit(256 * 1024 * 1024);
-    ec = d.run([&](auto handler) {
-      http::async_read(d.stream, d.buffer, parser, std::move(handler));
-    });
+    http::read(socket, d.buffer, parser, ec);
     if (ec) {
       const bool nothing = !parser.got_some();
       d.close();

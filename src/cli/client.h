@@ -90,8 +90,9 @@ class Client {
   const Url& url() const;
 
   // One request. `target` is the path and query ("/v1/jobs/t/j1"), already percent-encoded;
-  // `timeout` bounds the whole exchange (connect, send, response). A request on a reused
-  // connection that the server had closed is retried once on a new connection.
+  // `timeout` bounds connecting, and then sending the request and receiving the whole response
+  // together. A request on a reused connection that the server had closed is retried once on a
+  // new connection.
   Response request(std::string_view method, std::string_view target, const Json* body = nullptr,
                    std::chrono::milliseconds timeout = kDefaultTimeout);
   Response get(std::string_view target, std::chrono::milliseconds timeout = kDefaultTimeout) {
