@@ -45,7 +45,7 @@ Status DurabilityTracker::wait(uint64_t version) {
       durable_ = std::max(durable_, sync_covers_);
     } else {
       failed_ = Internal(std::string("an fdatasync of the LMDB data file failed (") + std::strerror(rc) +
-                         "); commits since are not acknowledged: restart kvq");
+                         "); no commit since is acknowledged: check the disk, then reopen the store (restart kvq)");
       cv_.notify_all();
       return UnknownResult(std::string("the commit was applied but syncing it to disk failed (") +
                            std::strerror(rc) + "): it may not survive a power loss");

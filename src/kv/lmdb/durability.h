@@ -1,5 +1,5 @@
-// kv/lmdb/durability.h — tells a `sync` commit when it is on disk, with one fsync per commit
-// under load instead of LMDB's two.
+// kv/lmdb/durability.h — tells a `sync` commit when it is on disk, so that only one of the two
+// fsyncs a commit needs holds up the next one.
 //
 // LMDB's default commit syncs twice, holding the write lock: the data pages, then the meta page
 // that makes them the new state. kvq opens `sync` environments with MDB_NOMETASYNC, so a commit
