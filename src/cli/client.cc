@@ -263,9 +263,7 @@ class DeadlineSocket {
   template <typename ConstBuffers>
   size_t write_some(const ConstBuffers& buffers) {
     error_code ec;
-    const size_t n = write_some(buffers, ec);
-    if (ec) throw boost::system::system_error(ec);
-    return n;
+    return or_throw(write_some(buffers, ec), ec);
   }
 
   template <typename MutableBuffers>
@@ -287,12 +285,16 @@ class DeadlineSocket {
   template <typename MutableBuffers>
   size_t read_some(const MutableBuffers& buffers) {
     error_code ec;
-    const size_t n = read_some(buffers, ec);
+    return or_throw(read_some(buffers, ec), ec);
+  }
+
+ private:
+  // The throwing forms the stream concepts also require (the client itself never uses them).
+  static size_t or_throw(size_t n, const error_code& ec) {
     if (ec) throw boost::system::system_error(ec);
     return n;
   }
 
- private:
   // After a failed send or recv: waits for `events` if the socket was merely not ready (or the
   // call was interrupted) and returns true to try again; else sets `ec` and returns false.
   bool wait_if_not_ready(short events, error_code& ec) {
