@@ -140,6 +140,11 @@ class Store {
   virtual Result<std::unique_ptr<Transaction>> begin() = 0;
   // A short description for logs: "lmdb:/var/lib/kvq (sync)".
   virtual std::string describe() const = 0;
+  // Whether the store can serve transactions now: OK, or why not (etcd unreachable or without
+  // quorum; an LMDB store that acknowledges no commit since an fsync failed). It reads and
+  // never writes, so a health check may call it often. The default begins a transaction and
+  // reads its version.
+  virtual Status check_health();
 };
 
 // ---- The one retry loop -------------------------------------------------------------------

@@ -5,7 +5,12 @@
 namespace kvq::server {
 
 void add_meta_routes(Router& router, Api& api) {
+  // For load balancers and supervisors: 503 while the store cannot serve (see kv::Store::check_health).
   router.add("GET", "/healthz", [&api](Request&, std::shared_ptr<Exchange> ex) {
+    Status health = api.store.check_health();
+    if (!health.ok()) {
+      return reply_json(*ex, 503, {{"status", "unavailable"}, {"store", api.store.describe()}, {"message", health.to_string()}});
+    }
     reply_json(*ex, 200, {{"status", "ok"}, {"store", api.store.describe()}});
   }, Router::Access::kPublic);
   router.add("GET", "/metrics", [&api](Request&, std::shared_ptr<Exchange> ex) {

@@ -142,6 +142,22 @@ class TwoServersOnOneCluster(unittest.TestCase):
         stream.close()
         self.assertEqual(state, "finished")
 
+    def test_healthz_is_unavailable_while_etcd_has_no_quorum(self):
+        c = self.a.client()
+        self.assertEqual(c.get("/healthz").status, 200)
+        lost = self.cluster.members[:2]
+        for m in lost:
+            self.cluster.kill(m)
+        r = c.get("/healthz", timeout=30)  # answered once the store's request times out (5 s)
+        self.assertEqual(r.status, 503, r)
+        self.assertEqual(r.json["status"], "unavailable")
+        self.assertIn("etcd:", r.json["store"])
+        self.assertTrue(r.json["message"], r)
+        for m in lost:
+            self.cluster.start_member(m)
+        wait_until(lambda: c.get("/healthz", timeout=30).status == 200, 60, interval=0.5,
+                   message="healthz to recover with the quorum")
+
     def test_killing_the_leader_and_a_server_under_load_loses_nothing(self):
         servers = [self.a, self.b]
         alive = [True, True]

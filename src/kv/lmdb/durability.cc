@@ -37,8 +37,9 @@ Status DurabilityTracker::wait(uint64_t version) {
     }
     syncing_ = true;
     sync_covers_ = written_;
+    const SyncFn sync = sync_;
     lock.unlock();
-    const int rc = sync_();
+    const int rc = sync();
     lock.lock();
     syncing_ = false;
     if (rc == 0) {
@@ -57,6 +58,11 @@ Status DurabilityTracker::wait(uint64_t version) {
 Status DurabilityTracker::failed() const {
   std::lock_guard lock(mu_);
   return failed_;
+}
+
+void DurabilityTracker::set_sync_for_testing(SyncFn sync) {
+  std::lock_guard lock(mu_);
+  sync_ = std::move(sync);
 }
 
 uint64_t DurabilityTracker::durable() const {

@@ -41,8 +41,10 @@ class DurabilityTracker {
   Status wait(uint64_t version);
   // Non-OK after a failed fdatasync: later commits must not be acknowledged.
   Status failed() const;
-  // The highest commit known to be on disk (for tests and metrics).
+  // The highest commit known to be on disk (for tests).
   uint64_t durable() const;
+  // Replaces the fdatasync, so a test can make it fail on a real environment.
+  void set_sync_for_testing(SyncFn sync);
 
  private:
   SyncFn sync_;

@@ -1,3 +1,4 @@
+#include "kv/lmdb/durability.h"
 #include "kv/lmdb/lmdb_env.h"
 #include "kv/lmdb/lmdb_transaction.h"
 #include "kvq/lmdb_store.h"
@@ -16,6 +17,11 @@ class LmdbStore : public kv::Store {
   std::string describe() const override {
     return "lmdb:" + env_->path() +
            (env_->options().durability == Durability::kSync ? " (sync)" : " (nosync)");
+  }
+
+  Status check_health() override {
+    if (auto* durability = env_->durability()) KVQ_RETURN_IF_ERROR(durability->failed());
+    return kv::Store::check_health();
   }
 
  private:

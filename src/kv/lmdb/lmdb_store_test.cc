@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -132,6 +133,44 @@ TEST(LmdbStoreTest, ASyncCommitReturnsOnlyOnceItIsOnDisk) {
   auto all = kv::run(*store, [](kv::Transaction& txn) { return txn.get_range("t", "u"); });
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->size(), 320u);
+}
+
+// After a failed fsync the kernel may have dropped the pages it could not write, so no later
+// commit can be promised durable: the store refuses them, and says so to a health check, until it
+// is opened again.
+TEST(LmdbStoreTest, AFailedFsyncStopsEveryLaterCommitUntilTheStoreIsReopened) {
+  TempDir dir;
+  {
+    auto store = open_or_die(dir.path(), Durability::kSync);
+    ASSERT_TRUE(store->check_health().ok());
+    auto env = kv::lmdb::Env::open({.path = dir.path(), .durability = Durability::kSync});
+    ASSERT_TRUE(env.ok()) << env.status().to_string();
+    (*env)->durability()->set_sync_for_testing([] { return EIO; });
+
+    auto txn = begin(*store);
+    txn->set("k", "first");
+    Status first = txn->commit();
+    EXPECT_EQ(first.code(), Code::kUnknownResult) << first.to_string();
+    Status health = store->check_health();
+    EXPECT_EQ(health.code(), Code::kInternal) << health.to_string();
+    EXPECT_NE(health.message().find("fdatasync"), std::string::npos) << health.to_string();
+
+    auto later = begin(*store);
+    later->set("k", "second");
+    EXPECT_EQ(later->commit().code(), Code::kInternal);
+    EXPECT_EQ(read(*store, "k"), "first") << "the refused commit was applied";
+  }
+  // Every handle is gone, so the environment closes; opening it again starts afresh.
+  auto reopened = open_or_die(dir.path(), Durability::kSync);
+  EXPECT_TRUE(reopened->check_health().ok());
+  put(*reopened, "k", "third");
+  EXPECT_EQ(read(*reopened, "k"), "third");
+}
+
+TEST(LmdbStoreTest, AHealthyStoreSaysSo) {
+  TempDir dir;
+  EXPECT_TRUE(open_or_die(dir.path(), Durability::kSync)->check_health().ok());
+  EXPECT_TRUE(open_or_die(dir.path() + "/nosync", Durability::kNoSync)->check_health().ok());
 }
 
 TEST(LmdbStoreTest, OpeningOneDirectoryTwiceInAProcessSharesIt) {

@@ -1,0 +1,11 @@
+// What every kv::Store does unless its backend knows better.
+#include "kvq/kv.h"
+
+namespace kvq::kv {
+
+Status Store::check_health() {
+  KVQ_ASSIGN_OR_RETURN(auto txn, begin());
+  return txn->read_version().status();
+}
+
+}  // namespace kvq::kv
