@@ -202,9 +202,8 @@ bool CommitQueue::try_group(const Group& group, GroupResult& result, bool& split
     return fail_all(status_from_lmdb(rc, "advancing the commit counter"));
   }
   Status committed;
-  if (durability) durability->commit_coming();
   env_.end_write(txn, true, &committed);
-  if (durability) durability->commit_done(committed.ok() ? version : 0);
+  if (durability && committed.ok()) durability->commit_done(version);
   if (!committed.ok()) {
     for (const auto& m : group) {
       if (m->outcome.status.ok()) m->outcome = {committed, 0};

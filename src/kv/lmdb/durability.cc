@@ -6,18 +6,14 @@
 
 namespace kvq::kv::lmdb {
 
-void DurabilityTracker::commit_coming() {
-  std::lock_guard lock(mu_);
-  commit_covers_ = written_;
-}
-
 void DurabilityTracker::commit_done(uint64_t version) {
   {
     std::lock_guard lock(mu_);
-    // The commit synced its data pages after every meta page written before it began. After a
+    // The commit synced its data pages after every meta page written before it began, and only
+    // a commit moves written_, one at a time: written_ is still what it was then. After a
     // failed sync, a later one that succeeds proves nothing about the pages lost before it.
-    if (version != 0 && failed_.ok()) {
-      durable_ = std::max(durable_, commit_covers_);
+    if (failed_.ok()) {
+      durable_ = std::max(durable_, written_);
       written_ = std::max(written_, version);
     }
   }

@@ -11,8 +11,8 @@
 // succeeded before it is on disk. Integrity stays LMDB's: a crash before the meta page reaches
 // the disk leaves the previous commit, never a torn one.
 //
-// The commit queue's leader calls commit_coming / commit_done around each LMDB commit (one at a
-// time: LMDB's write lock), and wait for its group after handing the leadership on.
+// The commit queue's leader calls commit_done after each LMDB commit (one at a time: LMDB's
+// write lock), and wait for its group after handing the leadership on.
 #pragma once
 
 #include <condition_variable>
@@ -30,10 +30,8 @@ class DurabilityTracker {
   using SyncFn = std::function<int()>;
   explicit DurabilityTracker(SyncFn sync) : sync_(std::move(sync)) {}
 
-  // An LMDB commit is about to run: its fdatasync will cover everything written so far.
-  void commit_coming();
-  // The commit ended. `version` is what it wrote (its data is on disk, its meta page not yet),
-  // or 0 when it did not commit (nothing to write, or it failed).
+  // An LMDB commit wrote `version`: its data is on disk, its meta page not yet, and its
+  // fdatasync covered every meta page written before it began.
   void commit_done(uint64_t version);
   // Blocks until commit `version` is on disk. kUnknownResult if the fdatasync made for it failed
   // (the commit is visible, but whether it survives a power loss is not known); once one has
@@ -52,7 +50,6 @@ class DurabilityTracker {
   std::condition_variable cv_;
   uint64_t written_ = 0;  // the last commit whose meta page was written
   uint64_t durable_ = 0;  // every commit up to here is on disk
-  uint64_t commit_covers_ = 0;  // what the running commit's fdatasync makes durable
   bool syncing_ = false;
   uint64_t sync_covers_ = 0;
   Status failed_;

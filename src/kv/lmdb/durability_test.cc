@@ -42,10 +42,7 @@ struct FakeSync {
   }
 };
 
-void commit(DurabilityTracker& tracker, uint64_t version) {
-  tracker.commit_coming();
-  tracker.commit_done(version);
-}
+void commit(DurabilityTracker& tracker, uint64_t version) { tracker.commit_done(version); }
 
 TEST(DurabilityTrackerTest, ALoneCommitSyncsForItself) {
   FakeSync sync;
@@ -79,7 +76,6 @@ TEST(DurabilityTrackerTest, ASyncThatBeganBeforeACommitWasWrittenDoesNotCoverIt)
   auto first = std::async(std::launch::async, [&] { return tracker.wait(1); });
   while (sync.calls < 1) std::this_thread::yield();
   // Commit 2's meta page is written while the sync for commit 1 is already running.
-  tracker.commit_coming();
   tracker.commit_done(2);
   auto second = std::async(std::launch::async, [&] { return tracker.wait(2); });
   EXPECT_EQ(second.wait_for(50ms), std::future_status::timeout) << "commit 2 was called durable too early";
