@@ -28,6 +28,21 @@ std::shared_ptr<kv::Store> open_or_die(const std::string& path, Durability d = D
   return store.ok() ? *store : nullptr;
 }
 
+// How many keys lie in ["t", "u"): the tests below write theirs there.
+size_t keys_under_t(kv::Store& store) {
+  auto all = kv::run(store, [](kv::Transaction& txn) { return txn.get_range("t", "u"); });
+  EXPECT_TRUE(all.ok()) << all.status().to_string();
+  return all.ok() ? all->size() : 0;
+}
+
+// The durability tracker of the sync store already open on `path` (Env::open returns the
+// environment this process has open there; the store keeps it alive).
+kv::lmdb::DurabilityTracker* durability_of(const std::string& path) {
+  auto env = kv::lmdb::Env::open({.path = path, .durability = Durability::kSync});
+  EXPECT_TRUE(env.ok()) << env.status().to_string();
+  return env.ok() ? (*env)->durability() : nullptr;
+}
+
 TEST(LmdbStoreTest, AProcessKilledMidWriteLeavesTheLastCommittedState) {
   TempDir dir;
   ChildProcess writer({KVQ_LMDB_TEST_WRITER, dir.path(), "count"});
@@ -103,9 +118,7 @@ TEST(LmdbStoreTest, ConcurrentCommitsGrowTheMapWithoutLosingAny) {
     });
   }
   for (auto& th : threads) th.join();
-  auto all = kv::run(*store, [](kv::Transaction& txn) { return txn.get_range("t", "u"); });
-  ASSERT_TRUE(all.ok());
-  EXPECT_EQ(all->size(), 400u);
+  EXPECT_EQ(keys_under_t(*store), 400u);
 }
 
 // With sync, LMDB leaves each commit's meta page unsynced (MDB_NOMETASYNC) and kvq syncs it
@@ -113,9 +126,8 @@ TEST(LmdbStoreTest, ConcurrentCommitsGrowTheMapWithoutLosingAny) {
 TEST(LmdbStoreTest, ASyncCommitReturnsOnlyOnceItIsOnDisk) {
   TempDir dir;
   auto store = open_or_die(dir.path(), Durability::kSync);
-  auto env = kv::lmdb::Env::open({.path = dir.path(), .durability = Durability::kSync});
-  ASSERT_TRUE(env.ok()) << env.status().to_string();
-  ASSERT_NE((*env)->durability(), nullptr);
+  auto* durability = durability_of(dir.path());
+  ASSERT_NE(durability, nullptr);
   std::atomic<int> early{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
@@ -124,15 +136,13 @@ TEST(LmdbStoreTest, ASyncCommitReturnsOnlyOnceItIsOnDisk) {
         auto txn = begin(*store);
         txn->set("t" + std::to_string(t) + "/" + std::to_string(i), "v");
         if (!txn->commit().ok()) continue;
-        if ((*env)->durability()->durable() < txn->committed_version()) ++early;
+        if (durability->durable() < txn->committed_version()) ++early;
       }
     });
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(early, 0) << "commits returned before their meta page was synced";
-  auto all = kv::run(*store, [](kv::Transaction& txn) { return txn.get_range("t", "u"); });
-  ASSERT_TRUE(all.ok());
-  EXPECT_EQ(all->size(), 320u);
+  EXPECT_EQ(keys_under_t(*store), 320u);
 }
 
 // After a failed fsync the kernel may have dropped the pages it could not write, so no later
@@ -143,9 +153,9 @@ TEST(LmdbStoreTest, AFailedFsyncStopsEveryLaterCommitUntilTheStoreIsReopened) {
   {
     auto store = open_or_die(dir.path(), Durability::kSync);
     ASSERT_TRUE(store->check_health().ok());
-    auto env = kv::lmdb::Env::open({.path = dir.path(), .durability = Durability::kSync});
-    ASSERT_TRUE(env.ok()) << env.status().to_string();
-    (*env)->durability()->set_sync_for_testing([] { return EIO; });
+    auto* durability = durability_of(dir.path());
+    ASSERT_NE(durability, nullptr);
+    durability->set_sync_for_testing([] { return EIO; });
 
     auto txn = begin(*store);
     txn->set("k", "first");
