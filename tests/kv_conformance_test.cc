@@ -2,9 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "kvq/fault_injection.h"
 #include "support/backends.h"
 #include "support/kv_helpers.h"
 
@@ -21,6 +25,54 @@ std::vector<std::string> keys_of(const std::vector<KeyValue>& kvs) {
   std::vector<std::string> out;
   for (const auto& kv : kvs) out.push_back(kv.key);
   return out;
+}
+
+// What asynchronous `done` callbacks delivered. Held by shared_ptr: a callback that comes after a
+// failed test returned must still find it.
+template <typename T>
+class Delivered {
+ public:
+  void add(T value) {
+    {
+      std::lock_guard lock(mu_);
+      values_.push_back(std::move(value));
+    }
+    cv_.notify_all();
+  }
+  // True once `n` values arrived; waits up to `timeout`, so a lost callback fails the test rather
+  // than hanging it.
+  bool wait_for(size_t n, std::chrono::milliseconds timeout = 30s) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return values_.size() >= n; });
+  }
+  std::vector<T> values() {
+    std::lock_guard lock(mu_);
+    return values_;
+  }
+  size_t size() {
+    std::lock_guard lock(mu_);
+    return values_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<T> values_;
+};
+
+// Commits `txn` with commit_async and waits for its one outcome (Internal if none came).
+Status commit_async_and_wait(const std::shared_ptr<kv::Transaction>& txn) {
+  auto delivered = std::make_shared<Delivered<Status>>();
+  // The callback holds the transaction: it must outlive `done` even if this wait gives up.
+  txn->commit_async([txn, delivered](Status s) { delivered->add(std::move(s)); });
+  if (!delivered->wait_for(1)) return Internal("commit_async never called done");
+  return delivered->values()[0];
+}
+
+Status increment(kv::Transaction& txn) {
+  KVQ_ASSIGN_OR_RETURN(auto v, txn.get("n"));
+  txn.set("n", std::to_string(std::stoi(v.value_or("0")) + 1));
+  return Status::OK();
 }
 
 TEST_P(KvConformance, ReadsSeeTheTransactionsOwnWrites) {
@@ -404,6 +456,221 @@ TEST_P(KvConformance, RunOnAnOpenTransactionJoinsTheCallersCommit) {
   EXPECT_EQ(read(store(), "joined"), std::nullopt) << "nothing is committed until the caller commits";
   ASSERT_TRUE(txn->commit().ok());
   EXPECT_EQ(read(store(), "joined"), "1");
+}
+
+// ---- commit_async and run_async ------------------------------------------------------------
+
+TEST_P(KvConformance, CommitAsyncOfAWriteDeliversOkOnceAndTheWriteIsVisible) {
+  std::shared_ptr<kv::Transaction> txn = begin(store());
+  const uint64_t read_version = *txn->read_version();
+  txn->set("a", "1");
+  auto delivered = std::make_shared<Delivered<Status>>();
+  txn->commit_async([txn, delivered](Status s) { delivered->add(std::move(s)); });
+  ASSERT_TRUE(delivered->wait_for(1)) << "done was never called";
+  EXPECT_TRUE(delivered->values()[0].ok()) << delivered->values()[0].to_string();
+  EXPECT_GT(txn->committed_version(), read_version);
+  EXPECT_EQ(read(store(), "a"), "1");
+  auto later = begin(store());
+  EXPECT_GE(*later->read_version(), txn->committed_version());
+  EXPECT_EQ(delivered->size(), 1u) << "done was called more than once";
+}
+
+TEST_P(KvConformance, CommitAsyncOfAConflictingTransactionIsAbortedAndWritesNothing) {
+  put(store(), "k", "0");
+  std::shared_ptr<kv::Transaction> t1 = begin(store());
+  ASSERT_EQ(*t1->get("k"), "0");
+  put(store(), "k", "1");
+  t1->set("other", "x");
+  Status s = commit_async_and_wait(t1);
+  EXPECT_EQ(s.code(), Code::kAborted) << s.to_string();
+  EXPECT_EQ(read(store(), "other"), std::nullopt) << "a failed commit must change nothing";
+  EXPECT_EQ(read(store(), "k"), "1");
+}
+
+TEST_P(KvConformance, CommitAsyncOfAReadOnlyTransactionSucceedsAtItsReadVersion) {
+  put(store(), "k", "0");
+  std::shared_ptr<kv::Transaction> t1 = begin(store());
+  ASSERT_EQ(*t1->get("k"), "0");
+  const uint64_t read_version = *t1->read_version();
+  put(store(), "k", "1");
+  Status s = commit_async_and_wait(t1);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(t1->committed_version(), read_version);
+}
+
+TEST_P(KvConformance, CommitAsyncOfAnOversizedValueFailsAndChangesNothing) {
+  std::shared_ptr<kv::Transaction> txn = begin(store());
+  txn->set("fine", "1");
+  txn->set("big", std::string(kv::kMaxValueSize + 1, 'v'));
+  EXPECT_EQ(commit_async_and_wait(txn).code(), Code::kInvalidArgument);
+  EXPECT_EQ(read(store(), "fine"), std::nullopt);
+}
+
+TEST_P(KvConformance, ConcurrentIncrementsThroughRunAsyncAllCount) {
+  put(store(), "n", "0");
+  constexpr int kThreads = 4, kEach = 25;
+  auto delivered = std::make_shared<Delivered<Status>>();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) {
+        // `fn` holds the store: its retries may outlive a wait that gives up.
+        kv::run_async(
+            store(), [keep = store_ptr()](kv::Transaction& txn) { return increment(txn); },
+            [delivered](Status s) { delivered->add(std::move(s)); });
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(delivered->wait_for(kThreads * kEach, 120s))
+      << delivered->size() << " of " << kThreads * kEach << " run_async calls finished";
+  for (const Status& s : delivered->values()) EXPECT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(read(store(), "n"), std::to_string(kThreads * kEach));
+  EXPECT_EQ(delivered->size(), size_t{kThreads * kEach}) << "a done was called more than once";
+}
+
+TEST_P(KvConformance, RunAsyncRetriesAConflictAndDeliversTheCommittedAttemptsValue) {
+  put(store(), "n", "0");
+  auto attempts = std::make_shared<std::atomic<int>>(0);
+  auto delivered = std::make_shared<Delivered<Result<int>>>();
+  kv::run_async(
+      store(),
+      [keep = store_ptr(), attempts](kv::Transaction& txn) -> Result<int> {
+        KVQ_ASSIGN_OR_RETURN(auto n, txn.get("n"));
+        // A commit between this first attempt's read and its commit: the attempt must abort.
+        if (attempts->fetch_add(1) == 0) put(*keep, "n", "100");
+        const int next = std::stoi(n.value_or("0")) + 1;
+        txn.set("n", std::to_string(next));
+        return next;
+      },
+      [delivered](Result<int> r) { delivered->add(std::move(r)); });
+  ASSERT_TRUE(delivered->wait_for(1)) << "done was never called";
+  const Result<int> outcome = delivered->values()[0];
+  ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
+  EXPECT_EQ(*outcome, 101) << "done got a value from an attempt that did not commit";
+  EXPECT_EQ(attempts->load(), 2);
+  EXPECT_EQ(read(store(), "n"), "101");
+  EXPECT_EQ(delivered->size(), 1u);
+}
+
+TEST_P(KvConformance, RunAsyncDeliversTheValueOfAResultFn) {
+  put(store(), "k", "v");
+  auto delivered = std::make_shared<Delivered<Result<std::optional<std::string>>>>();
+  kv::run_async(
+      store(), [](kv::Transaction& txn) { return txn.get("k"); },
+      [delivered](Result<std::optional<std::string>> r) { delivered->add(std::move(r)); });
+  ASSERT_TRUE(delivered->wait_for(1)) << "done was never called";
+  const auto outcome = delivered->values()[0];
+  ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
+  EXPECT_EQ(*outcome, "v");
+}
+
+TEST_P(KvConformance, RunAsyncDoesNotRetryOtherErrorsFromFnNorCommitThem) {
+  auto attempts = std::make_shared<std::atomic<int>>(0);
+  auto delivered = std::make_shared<Delivered<Result<int>>>();
+  kv::run_async(
+      store(),
+      [attempts](kv::Transaction& txn) -> Result<int> {
+        ++*attempts;
+        txn.set("never", "written");
+        return InvalidArgument("bad input");
+      },
+      [delivered](Result<int> r) { delivered->add(std::move(r)); });
+  ASSERT_TRUE(delivered->wait_for(1)) << "done was never called";
+  EXPECT_EQ(delivered->values()[0].status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(attempts->load(), 1);
+  EXPECT_EQ(read(store(), "never"), std::nullopt);
+}
+
+TEST_P(KvConformance, RunAsyncDoesNotRetryACommitThatFailsOtherwise) {
+  auto attempts = std::make_shared<std::atomic<int>>(0);
+  auto delivered = std::make_shared<Delivered<Status>>();
+  kv::run_async(
+      store(),
+      [attempts](kv::Transaction& txn) {
+        ++*attempts;
+        txn.set("fine", "1");
+        txn.set("big", std::string(kv::kMaxValueSize + 1, 'v'));
+        return Status::OK();
+      },
+      [delivered](Status s) { delivered->add(std::move(s)); });
+  ASSERT_TRUE(delivered->wait_for(1)) << "done was never called";
+  EXPECT_EQ(delivered->values()[0].code(), Code::kInvalidArgument) << delivered->values()[0].to_string();
+  EXPECT_EQ(attempts->load(), 1);
+  EXPECT_EQ(read(store(), "fine"), std::nullopt);
+}
+
+TEST_P(KvConformance, RunAsyncStopsAtItsAttemptLimitLikeRun) {
+  const auto before = kv::retry_counts();
+  auto attempts = std::make_shared<std::atomic<int>>(0);
+  auto delivered = std::make_shared<Delivered<Status>>();
+  kv::run_async(
+      store(),
+      [keep = store_ptr(), attempts](kv::Transaction&) {
+        ++*attempts;
+        return Unavailable("down");
+      },
+      [delivered](Status s) { delivered->add(std::move(s)); }, kv::RetryOptions{.max_attempts = 3});
+  ASSERT_TRUE(delivered->wait_for(1)) << "done was never called";
+  const Status async_outcome = delivered->values()[0];
+  EXPECT_EQ(async_outcome.code(), Code::kUnavailable) << async_outcome.to_string();
+  EXPECT_EQ(attempts->load(), 3);
+  EXPECT_GE(kv::retry_counts().unavailable, before.unavailable + 3) << "retries are counted for metrics";
+  const Status run_outcome = kv::run(
+      store(), [](kv::Transaction&) { return Unavailable("down"); }, kv::RetryOptions{.max_attempts = 3});
+  EXPECT_EQ(async_outcome, run_outcome) << "run_async and run gave up differently";
+}
+
+TEST_P(KvConformance, RunAsyncGivesUpAtItsDeadlineLikeRun) {
+  auto attempts = std::make_shared<std::atomic<int>>(0);
+  auto delivered = std::make_shared<Delivered<Status>>();
+  const auto start = kv::Clock::now();
+  kv::run_async(
+      store(),
+      [keep = store_ptr(), attempts](kv::Transaction&) {
+        ++*attempts;
+        return Aborted("always conflicts");
+      },
+      [delivered](Status s) { delivered->add(std::move(s)); }, kv::RetryOptions{.timeout = 200ms});
+  ASSERT_TRUE(delivered->wait_for(1)) << "done was never called";
+  const auto elapsed = kv::Clock::now() - start;
+  const Status async_outcome = delivered->values()[0];
+  EXPECT_EQ(async_outcome.code(), Code::kDeadlineExceeded) << async_outcome.to_string();
+  EXPECT_GT(attempts->load(), 1);
+  EXPECT_LE(elapsed, 200ms + 150ms) << "must not wait past its deadline";
+  const Status run_outcome = kv::run(
+      store(), [](kv::Transaction&) { return Aborted("always conflicts"); }, kv::RetryOptions{.timeout = 200ms});
+  EXPECT_EQ(async_outcome, run_outcome) << "run_async and run gave up differently";
+}
+
+// A wrapper whose transactions keep the default commit_async (commit(), then done): run_async
+// must retry its injected conflicts, unavailability (also at begin) and unknown results.
+TEST_P(KvConformance, RunAsyncAppliesEachIdempotentIncrementOnceDespiteInjectedFaults) {
+  auto faulty = std::make_shared<kv::FaultInjectingStore>(
+      store_ptr(), kv::FaultOptions{.conflict_rate = 0.2, .unavailable_rate = 0.1, .unknown_result_rate = 0.3,
+                                    .seed = 42});
+  constexpr int kOps = 60;
+  auto delivered = std::make_shared<Delivered<Status>>();
+  for (int i = 0; i < kOps; ++i) {
+    kv::run_async(
+        *faulty,
+        [faulty, op = "ops/" + std::to_string(i)](kv::Transaction& txn) -> Status {
+          KVQ_ASSIGN_OR_RETURN(auto done, txn.get(op));
+          if (done) return Status::OK();
+          KVQ_RETURN_IF_ERROR(increment(txn));
+          txn.set(op, "");
+          return Status::OK();
+        },
+        [delivered](Status s) { delivered->add(std::move(s)); },
+        // Short backoffs: with these rates some operation always needs many attempts.
+        kv::RetryOptions{.initial_backoff = 100us, .max_backoff = 2ms});
+  }
+  ASSERT_TRUE(delivered->wait_for(kOps, 120s)) << delivered->size() << " of " << kOps << " run_async calls finished";
+  for (const Status& s : delivered->values()) EXPECT_TRUE(s.ok()) << s.to_string();
+  const auto counts = faulty->counts();
+  EXPECT_GT(counts.unknown_applied, 0u) << "the test must exercise commits that applied";
+  EXPECT_GT(counts.conflicts + counts.unavailable, 0u);
+  EXPECT_EQ(read(store(), "n"), std::to_string(kOps));
 }
 
 KVQ_INSTANTIATE_FOR_BACKENDS(KvConformance);

@@ -132,6 +132,11 @@ class Transaction {
   // The version the commit got; the read version for a transaction that wrote nothing.
   // REQUIRES: commit() returned OK.
   virtual uint64_t committed_version() const = 0;
+  // commit() for a caller that must not block: `done` gets commit()'s outcome, on this thread
+  // before commit_async returns or later on another. On a store whose nonblocking() is true it
+  // waits for neither the disk nor other commits; elsewhere it is commit() followed by `done`.
+  // The transaction must stay alive until `done` has been called.
+  virtual void commit_async(std::function<void(Status)> done);
 };
 
 class Store {
@@ -145,6 +150,10 @@ class Store {
   // never writes, so a health check may call it often. The default begins a transaction and
   // reads its version.
   virtual Status check_health();
+  // True when a transaction never holds up its thread for long: reads come from local memory
+  // or a map, and commit_async waits for neither the disk nor other commits. An event loop may
+  // then run transactions itself (kv::run_async). False unless the backend says so.
+  virtual bool nonblocking() const;
 };
 
 // ---- The one retry loop -------------------------------------------------------------------
@@ -171,6 +180,13 @@ void count_retry(Code code);
 // Sleeps a jittered exponential backoff for `attempt` (0-based) and returns false if the next
 // attempt would start past `deadline`.
 bool backoff_before_retry(int attempt, const RetryOptions& options, Clock::time_point deadline);
+// The jittered backoff before the retry after `attempt`, or nullopt if it would end past
+// `deadline`.
+std::optional<std::chrono::microseconds> backoff_delay(int attempt, const RetryOptions& options,
+                                                       Clock::time_point deadline);
+// Runs `task` once `delay` has passed, on a timer thread kvq starts for the process on first
+// use. For run_async's retries: tasks must not block.
+void run_after(std::chrono::microseconds delay, std::function<void()> task);
 }  // namespace detail
 
 // Runs `fn(Transaction&)` in a transaction of its own and commits it, retrying the whole thing
@@ -216,6 +232,77 @@ auto run(Store& store, Fn&& fn, const RetryOptions& options = {})
                               last.to_string());
     }
   }
+}
+
+namespace detail {
+
+template <typename Fn, typename Done>
+class AsyncRun : public std::enable_shared_from_this<AsyncRun<Fn, Done>> {
+ public:
+  using R = std::invoke_result_t<Fn&, Transaction&>;
+  AsyncRun(Store& store, Fn fn, Done done, const RetryOptions& options)
+      : store_(store), fn_(std::move(fn)), done_(std::move(done)), options_(options),
+        deadline_(Clock::now() + options.timeout) {}
+
+  void attempt() {
+    auto began = store_.begin();
+    if (!began.ok()) return failed(began.status());
+    std::shared_ptr<Transaction> txn(std::move(*began));
+    auto outcome = std::make_shared<R>(fn_(*txn));
+    Status status;
+    if constexpr (std::is_same_v<R, Status>) {
+      status = *outcome;
+    } else {
+      status = outcome->status();
+    }
+    if (!status.ok()) {
+      if (status.retryable()) return failed(status);
+      return done_(std::move(*outcome));
+    }
+    txn->commit_async([self = this->shared_from_this(), txn, outcome](Status committed) {
+      if (committed.ok()) return self->done_(std::move(*outcome));
+      if (!committed.retryable()) return self->done_(R(committed));
+      self->failed(committed);
+    });
+  }
+
+ private:
+  // A retryable failure: the next attempt after a backoff, or the end of the road.
+  void failed(const Status& status) {
+    if (!status.retryable()) return done_(R(status));
+    count_retry(status.code());
+    if (options_.max_attempts > 0 && attempts_ + 1 >= options_.max_attempts) {
+      return done_(R(status.with_context("gave up after " + std::to_string(attempts_ + 1) + " attempts")));
+    }
+    auto delay = backoff_delay(attempts_, options_, deadline_);
+    if (!delay) {
+      return done_(R(DeadlineExceeded("transaction did not commit before its deadline; last error: " +
+                                      status.to_string())));
+    }
+    ++attempts_;
+    run_after(*delay, [self = this->shared_from_this()] { self->attempt(); });
+  }
+
+  Store& store_;
+  Fn fn_;
+  Done done_;
+  RetryOptions options_;
+  Clock::time_point deadline_;
+  int attempts_ = 0;
+};
+
+}  // namespace detail
+
+// kv::run for a caller that must not block, such as an event loop: the same attempts, retries
+// and outcome, but `done(outcome)` gets what run would return. On a store whose nonblocking()
+// is true, `fn` runs at once on this thread and, for a retry, on kvq's timer thread after the
+// backoff, and each attempt commits with commit_async, so `done` may run on another thread. On
+// any other store this is `done(run(store, fn, options))`, blocking. `fn` and `done` must own
+// what they use (they may outlive this call), and the store must outlive `done`'s call.
+template <typename Fn, typename Done>
+void run_async(Store& store, Fn fn, Done done, const RetryOptions& options = {}) {
+  if (!store.nonblocking()) return done(run(store, fn, options));
+  std::make_shared<detail::AsyncRun<Fn, Done>>(store, std::move(fn), std::move(done), options)->attempt();
 }
 
 // Runs `fn` in the caller's open transaction, once: the caller commits (and retries) everything

@@ -1,5 +1,8 @@
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "kvq/kv.h"
@@ -23,15 +26,75 @@ void count_retry(Code code) {
   }
 }
 
-bool backoff_before_retry(int attempt, const RetryOptions& options, Clock::time_point deadline) {
+std::optional<std::chrono::microseconds> backoff_delay(int attempt, const RetryOptions& options,
+                                                       Clock::time_point deadline) {
   // Full exponential growth capped at max_backoff, then +-50% jitter so that transactions that
   // conflicted together do not collide again in lock step.
   const int shift = std::min(attempt, 20);
   auto base = std::min(options.initial_backoff * (int64_t{1} << shift), options.max_backoff);
   auto delay = util::jittered(base, 0.5);
-  if (Clock::now() + delay >= deadline) return false;
-  std::this_thread::sleep_for(delay);
+  if (Clock::now() + delay >= deadline) return std::nullopt;
+  return delay;
+}
+
+bool backoff_before_retry(int attempt, const RetryOptions& options, Clock::time_point deadline) {
+  auto delay = backoff_delay(attempt, options, deadline);
+  if (!delay) return false;
+  std::this_thread::sleep_for(*delay);
   return true;
+}
+
+namespace {
+
+// One thread for the whole process, started on first use and never stopped, so that no store
+// has to own it. run_async's caller keeps its store alive until `done`, hence past any retry.
+class Timer {
+ public:
+  static Timer& instance() {
+    static Timer* timer = new Timer;  // never destroyed: tasks may be queued at exit
+    return *timer;
+  }
+
+  void add(std::chrono::microseconds delay, std::function<void()> task) {
+    {
+      std::lock_guard lock(mu_);
+      tasks_.emplace(Clock::now() + delay, std::move(task));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  Timer() { std::thread([this] { run(); }).detach(); }
+
+  void run() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      if (tasks_.empty()) {
+        cv_.wait(lock);
+        continue;
+      }
+      auto first = tasks_.begin();
+      if (Clock::now() < first->first) {
+        cv_.wait_until(lock, first->first);
+        continue;
+      }
+      auto task = std::move(first->second);
+      tasks_.erase(first);
+      lock.unlock();
+      task();
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::multimap<Clock::time_point, std::function<void()>> tasks_;
+};
+
+}  // namespace
+
+void run_after(std::chrono::microseconds delay, std::function<void()> task) {
+  Timer::instance().add(delay, std::move(task));
 }
 
 }  // namespace detail

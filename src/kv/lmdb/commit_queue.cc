@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <functional>
+#include <thread>
 
 #include "kv/lmdb/durability.h"
 #include "kv/lmdb/watch_registry.h"
@@ -84,58 +85,142 @@ void Fingerprint::add(std::string_view key, uint64_t version) {
 }
 
 CommitOutcome CommitQueue::commit(const CommitRequest& request) {
-  auto self = std::make_shared<Member>(&request);
-  {
-    std::lock_guard lock(mu_);
-    queue_.push_back(self);
-    if (queue_.size() == 1) self->state.store(Member::kLead, std::memory_order_relaxed);
-  }
+  auto self = std::make_shared<Member>(&request, nullptr);
   const bool sleep_at_once = env_.durability() != nullptr;
-  int state;
-  while ((state = self->state.load(std::memory_order_acquire)) == Member::kWaiting) {
-    wait_while(self->state, Member::kWaiting, sleep_at_once);
+  bool leads = join(self);
+  if (!leads) {
+    int state;
+    while ((state = self->state.load(std::memory_order_acquire)) == Member::kWaiting) {
+      wait_while(self->state, Member::kWaiting, sleep_at_once);
+    }
+    leads = state == Member::kLead;
   }
-  if (state == Member::kDone) return self->outcome;
-
-  // Leader: take everyone waiting (up to the group limit) and commit them together.
-  Group group;
-  {
-    std::lock_guard lock(mu_);
-    for (const auto& m : queue_) {
-      if (group.size() >= env_.options().max_group_size) break;
-      group.push_back(m);
+  if (leads) {
+    lead(self);
+    // Settled by now unless this thread went on to lead asynchronous commits and left its own
+    // group to the durability tracker.
+    int state;
+    while ((state = self->state.load(std::memory_order_acquire)) != Member::kDone) {
+      wait_while(self->state, state, sleep_at_once);
     }
   }
-  GroupResult result = apply_group(group);
-  std::shared_ptr<Member> next;
-  {
-    std::lock_guard lock(mu_);
-    for (size_t i = 0; i < group.size(); ++i) queue_.pop_front();
-    if (!queue_.empty()) next = queue_.front();
-  }
-  // The next group commits while this one waits for its meta page to reach the disk.
-  if (next) {
-    next->state.store(Member::kLead, std::memory_order_release);
-    wake(next->state, sleep_at_once);
-  }
-  DurabilityTracker* durability = env_.durability();
-  if (durability && result.new_version != 0) {
-    if (Status synced = durability->wait(result.new_version); !synced.ok()) {
-      for (const auto& m : group) {
-        if (m->outcome.status.ok()) m->outcome = {synced, 0};
+  return self->outcome;
+}
+
+void CommitQueue::commit_async(const CommitRequest& request, std::function<void(CommitOutcome)> done) {
+  auto self = std::make_shared<Member>(&request, std::move(done));
+  if (!join(self)) return;
+  // With fsync an LMDB commit syncs its data pages, so the caller's thread must not lead.
+  if (env_.durability()) return hand_to_committer();
+  lead(self);
+}
+
+bool CommitQueue::join(const std::shared_ptr<Member>& member) {
+  std::lock_guard lock(mu_);
+  queue_.push_back(member);
+  if (queue_.size() > 1) return false;
+  member->state.store(Member::kLead, std::memory_order_relaxed);
+  return true;
+}
+
+void CommitQueue::lead(const std::shared_ptr<Member>& self) {
+  const bool sleep_at_once = env_.durability() != nullptr;
+  for (;;) {
+    // Take everyone waiting (up to the group limit) and commit them together.
+    Group group;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& m : queue_) {
+        if (group.size() >= env_.options().max_group_size) break;
+        group.push_back(m);
       }
     }
+    GroupResult result = apply_group(group);
+    std::shared_ptr<Member> next;
+    {
+      std::lock_guard lock(mu_);
+      for (size_t i = 0; i < group.size(); ++i) queue_.pop_front();
+      if (!queue_.empty()) next = queue_.front();
+    }
+    // The next group commits while this one waits for its meta page to reach the disk. An
+    // asynchronous commit has no thread of its own to lead it: without fsync this thread leads
+    // it too; with fsync the committer thread does (this one, if it is the committer).
+    bool lead_next = false;
+    if (next && !next->done) {
+      next->state.store(Member::kLead, std::memory_order_release);
+      wake(next->state, sleep_at_once);
+    } else if (next && env_.durability() && self) {
+      hand_to_committer();
+    } else if (next) {
+      lead_next = true;
+    }
+    // Only a blocked committer that leads nothing more waits for the disk here; the committer
+    // thread never does, so that the next group commits meanwhile.
+    const bool may_block = self && !self->done && !lead_next;
+    settle(std::move(group), std::move(result), self.get(), may_block);
+    if (!lead_next) return;
+  }
+}
+
+void CommitQueue::hand_to_committer() {
+  {
+    std::lock_guard lock(mu_);
+    committer_wanted_ = true;
+    if (!committer_.joinable()) committer_ = std::thread([this] { run_committer(); });
+  }
+  committer_cv_.notify_one();
+}
+
+void CommitQueue::run_committer() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    committer_cv_.wait(lock, [&] { return committer_wanted_ || stopping_; });
+    if (!committer_wanted_) return;
+    committer_wanted_ = false;
+    lock.unlock();
+    lead(nullptr);
+    lock.lock();
+  }
+}
+
+bool CommitQueue::on_own_thread() const { return committer_.get_id() == std::this_thread::get_id(); }
+
+void CommitQueue::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  committer_cv_.notify_one();
+  if (committer_.joinable()) committer_.join();
+}
+
+void CommitQueue::settle(Group group, GroupResult result, const Member* leader, bool may_block) {
+  DurabilityTracker* durability = env_.durability();
+  if (!durability || result.new_version == 0) return finish(group, result, Status::OK(), leader);
+  if (may_block) return finish(group, result, durability->wait(result.new_version), leader);
+  const uint64_t version = result.new_version;
+  durability->on_durable(version, [this, group = std::move(group), result = std::move(result)](Status synced) {
+    finish(group, result, synced, nullptr);
+  });
+}
+
+void CommitQueue::finish(const Group& group, const GroupResult& result, const Status& synced,
+                         const Member* leader) {
+  const bool sleep_at_once = env_.durability() != nullptr;
+  for (const auto& m : group) {
+    if (!synced.ok() && m->outcome.status.ok()) m->outcome = {synced, 0};
   }
   for (const auto& m : group) {
-    if (m == self) continue;
+    if (m->done) {
+      m->done(m->outcome);
+      continue;
+    }
     m->state.store(Member::kDone, std::memory_order_release);
-    wake(m->state, sleep_at_once);
+    if (m.get() != leader) wake(m->state, sleep_at_once);  // the leader is not asleep: it is here
   }
-
   if (result.new_version != 0) {
     env_.watches().on_commit(result.changes, result.changes_complete, result.base_version, result.new_version);
   }
-  return self->outcome;
 }
 
 CommitQueue::GroupResult CommitQueue::apply_group(const Group& group) {

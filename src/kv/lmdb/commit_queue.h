@@ -3,19 +3,27 @@
 // Transactions that commit at the same time form a group: the first in line (the leader) opens
 // one LMDB write transaction, validates and applies each member in arrival order, commits once
 // (one fsync in sync mode) and wakes the others — LevelDB's writer queue. There is no committer
-// thread, so a lone writer pays no hand-off. Each member is judged on its own: one that
+// thread, so a lone writer pays no hand-off. An asynchronous commit (commit_async) joins the
+// queue the same way but never blocks its thread. Without fsync, its thread leads when it is
+// first in line, and a leader that finds an asynchronous commit next leads that group too
+// (nobody else waits to). With fsync, where an LMDB commit syncs its data pages, a committer
+// thread (started on first use) leads instead, and leaves the wait for the meta page to the
+// durability tracker, which settles the group from its syncer thread while the next commits. Each member is judged on its own: one that
 // conflicts gets kAborted and the rest still commit; if applying one fails for lack of room in
 // the transaction, the group is retried one member at a time.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kv/lmdb/lmdb_env.h"
@@ -65,8 +73,17 @@ struct KeyChange {
 class CommitQueue {
  public:
   explicit CommitQueue(Env& env) : env_(env) {}
+  ~CommitQueue() { stop(); }
+  // Ends the committer thread. REQUIRES: no commit in flight.
+  void stop();
+  // Whether the calling thread is this queue's committer thread.
+  bool on_own_thread() const;
   // Blocks until `request` is committed or rejected.
   CommitOutcome commit(const CommitRequest& request);
+  // commit() without blocking: `done` gets the outcome, on this thread if it leads the group and
+  // there is no fsync to wait for, else on the thread that settles the group (another
+  // committer, or the durability tracker's syncer). `request` must stay alive until then.
+  void commit_async(const CommitRequest& request, std::function<void(CommitOutcome)> done);
 
  private:
   // Shared by its committer and the leader, so the leader can wake it after letting go of the
@@ -74,8 +91,9 @@ class CommitQueue {
   // it under the mutex made it sleep a second time, a quarter of all context switches).
   struct Member {
     enum State : int { kWaiting, kDone, kLead };
-    explicit Member(const CommitRequest* r) : request(r) {}
+    Member(const CommitRequest* r, std::function<void(CommitOutcome)> d) : request(r), done(std::move(d)) {}
     const CommitRequest* request;
+    std::function<void(CommitOutcome)> done;  // set for an asynchronous commit
     CommitOutcome outcome;
     std::atomic<int> state{kWaiting};
   };
@@ -87,6 +105,18 @@ class CommitQueue {
     uint64_t new_version = 0;
   };
 
+  // Queues `member`; true if it is first in line, and so leads.
+  bool join(const std::shared_ptr<Member>& member);
+  // Commits groups from the front of the queue, starting with `self`'s (nullptr: the committer
+  // thread), until the next in line has a thread of its own to lead.
+  void lead(const std::shared_ptr<Member>& self);
+  // Makes the committer thread lead from the front of the queue.
+  void hand_to_committer();
+  void run_committer();
+  // Tells a committed group's members their outcome once it is on disk: waiting for it here
+  // when `may_block`, else through the durability tracker.
+  void settle(Group group, GroupResult result, const Member* leader, bool may_block);
+  void finish(const Group& group, const GroupResult& result, const Status& synced, const Member* leader);
   GroupResult apply_group(const Group& group);
   // Tries the whole group in one LMDB transaction. Returns true when every member has its
   // outcome; false when the group must be retried (map grown, or members to go one by one).
@@ -98,6 +128,10 @@ class CommitQueue {
   Env& env_;
   std::mutex mu_;
   std::deque<std::shared_ptr<Member>> queue_;
+  std::thread committer_;
+  std::condition_variable committer_cv_;  // with mu_
+  bool committer_wanted_ = false;
+  bool stopping_ = false;
 };
 
 }  // namespace kvq::kv::lmdb

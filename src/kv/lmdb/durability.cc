@@ -5,65 +5,158 @@
 #include <string>
 
 namespace kvq::kv::lmdb {
+namespace {
+
+Status unknown_after_failed_sync(int rc) {
+  return UnknownResult(std::string("the commit was applied but syncing it to disk failed (") + std::strerror(rc) +
+                       "): it may not survive a power loss");
+}
+
+}  // namespace
 
 void DurabilityTracker::commit_done(uint64_t version) {
+  State& s = *state_;
   {
-    std::lock_guard lock(mu_);
+    std::lock_guard lock(s.mu);
     // The commit synced its data pages after every meta page written before it began, and only
-    // a commit moves written_, one at a time: written_ is still what it was then. After a
-    // failed sync, a later one that succeeds proves nothing about the pages lost before it.
-    if (failed_.ok()) {
-      durable_ = std::max(durable_, written_);
-      written_ = std::max(written_, version);
+    // a commit moves `written`, one at a time: it is still what it was then. After a failed
+    // sync, a later one that succeeds proves nothing about the pages lost before it.
+    if (s.failed.ok()) {
+      s.durable = std::max(s.durable, s.written);
+      s.written = std::max(s.written, version);
     }
   }
-  cv_.notify_all();
+  s.cv.notify_all();
+}
+
+int DurabilityTracker::State::sync_once(std::unique_lock<std::mutex>& lock) {
+  syncing = true;
+  sync_covers = written;
+  const SyncFn fn = sync;
+  lock.unlock();
+  const int rc = fn();
+  lock.lock();
+  syncing = false;
+  if (rc == 0) {
+    durable = std::max(durable, sync_covers);
+  } else if (failed.ok()) {
+    failed = Internal(std::string("an fdatasync of the LMDB data file failed (") + std::strerror(rc) +
+                      "); no commit since is acknowledged: check the disk, then reopen the store (restart kvq)");
+  }
+  cv.notify_all();
+  return rc;
 }
 
 Status DurabilityTracker::wait(uint64_t version) {
-  std::unique_lock lock(mu_);
+  State& s = *state_;
+  std::unique_lock lock(s.mu);
   for (;;) {
-    if (!failed_.ok()) return failed_;
-    if (durable_ >= version) return Status::OK();
+    if (!s.failed.ok()) return s.failed;
+    if (s.durable >= version) return Status::OK();
     // One sync at a time: the next one covers everything written before it starts, so every
     // group that waits meanwhile shares it.
-    if (syncing_) {
-      cv_.wait(lock);
+    if (s.syncing) {
+      s.cv.wait(lock);
       continue;
     }
-    syncing_ = true;
-    sync_covers_ = written_;
-    const SyncFn sync = sync_;
-    lock.unlock();
-    const int rc = sync();
-    lock.lock();
-    syncing_ = false;
-    if (rc == 0) {
-      durable_ = std::max(durable_, sync_covers_);
-    } else {
-      failed_ = Internal(std::string("an fdatasync of the LMDB data file failed (") + std::strerror(rc) +
-                         "); no commit since is acknowledged: check the disk, then reopen the store (restart kvq)");
-      cv_.notify_all();
-      return UnknownResult(std::string("the commit was applied but syncing it to disk failed (") +
-                           std::strerror(rc) + "): it may not survive a power loss");
-    }
-    cv_.notify_all();
+    if (int rc = s.sync_once(lock); rc != 0) return unknown_after_failed_sync(rc);
   }
 }
 
+void DurabilityTracker::on_durable(uint64_t version, std::function<void(Status)> done) {
+  State& s = *state_;
+  Status known;
+  {
+    std::lock_guard lock(s.mu);
+    if (s.failed.ok() && s.durable < version) {
+      s.pending.emplace_back(version, std::move(done));
+      if (!syncer_.joinable()) syncer_ = std::thread([state = state_] { run_syncer(state); });
+      s.cv.notify_all();
+      return;
+    }
+    known = s.failed;
+  }
+  done(known);
+}
+
+void DurabilityTracker::run_syncer(const std::shared_ptr<State>& state) {
+  State& s = *state;
+  std::unique_lock lock(s.mu);
+  for (;;) {
+    // Settle what is known: on disk, or lost to a failed sync.
+    std::vector<std::function<void(Status)>> settled;
+    const Status outcome = s.failed;
+    std::erase_if(s.pending, [&](auto& p) {
+      if (outcome.ok() && p.first > s.durable) return false;
+      settled.push_back(std::move(p.second));
+      return true;
+    });
+    if (!settled.empty()) {
+      lock.unlock();
+      for (auto& done : settled) done(outcome);
+      settled.clear();  // may drop the store's last reference, and so end the tracker
+      lock.lock();
+      continue;
+    }
+    if (s.pending.empty()) {
+      if (s.stopping) return;
+      s.cv.wait(lock);
+      continue;
+    }
+    if (s.syncing) {  // a blocked committer's sync may cover them
+      s.cv.wait(lock);
+      continue;
+    }
+    if (int rc = s.sync_once(lock); rc != 0) {
+      // Those this sync was for were applied and may or may not survive; later ones are
+      // settled with the failure on the next turn.
+      std::vector<std::function<void(Status)>> lost;
+      std::erase_if(s.pending, [&](auto& p) {
+        if (p.first > s.sync_covers) return false;
+        lost.push_back(std::move(p.second));
+        return true;
+      });
+      lock.unlock();
+      for (auto& done : lost) done(unknown_after_failed_sync(rc));
+      lost.clear();
+      lock.lock();
+    }
+  }
+}
+
+DurabilityTracker::~DurabilityTracker() { stop(); }
+
+void DurabilityTracker::stop() {
+  {
+    std::lock_guard lock(state_->mu);
+    state_->stopping = true;
+  }
+  state_->cv.notify_all();
+  if (!syncer_.joinable()) return;
+  // Ended from a callback on the syncer thread itself: nothing is pending (each pending commit
+  // holds the store), and the thread ends on its own, holding the state it still reads.
+  if (on_own_thread()) {
+    syncer_.detach();
+  } else {
+    syncer_.join();
+  }
+}
+
+bool DurabilityTracker::on_own_thread() const { return syncer_.get_id() == std::this_thread::get_id(); }
+
 Status DurabilityTracker::failed() const {
-  std::lock_guard lock(mu_);
-  return failed_;
+  std::lock_guard lock(state_->mu);
+  return state_->failed;
 }
 
 void DurabilityTracker::set_sync_for_testing(SyncFn sync) {
-  std::lock_guard lock(mu_);
-  sync_ = std::move(sync);
+  std::lock_guard lock(state_->mu);
+  state_->sync = std::move(sync);
 }
 
 uint64_t DurabilityTracker::durable() const {
-  std::lock_guard lock(mu_);
-  return durable_;
+  std::lock_guard lock(state_->mu);
+  return state_->durable;
 }
 
 }  // namespace kvq::kv::lmdb

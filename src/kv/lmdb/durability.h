@@ -12,13 +12,19 @@
 // the disk leaves the previous commit, never a torn one.
 //
 // The commit queue's leader calls commit_done after each LMDB commit (one at a time: LMDB's
-// write lock), and wait for its group after handing the leadership on.
+// write lock), and, after handing the leadership on, wait for its group, or on_durable when its
+// thread must not block (an asynchronous commit): that group then hears from the tracker's own
+// syncer thread, started on first use.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "kvq/status.h"
 
@@ -28,7 +34,9 @@ class DurabilityTracker {
  public:
   // fdatasync of the data file; returns 0 or an errno.
   using SyncFn = std::function<int()>;
-  explicit DurabilityTracker(SyncFn sync) : sync_(std::move(sync)) {}
+  explicit DurabilityTracker(SyncFn sync) : state_(std::make_shared<State>(std::move(sync))) {}
+  // Settles every on_durable still pending (syncing for them) before it returns.
+  ~DurabilityTracker();
 
   // An LMDB commit wrote `version`: its data is on disk, its meta page not yet, and its
   // fdatasync covered every meta page written before it began.
@@ -37,22 +45,44 @@ class DurabilityTracker {
   // (the commit is visible, but whether it survives a power loss is not known); once one has
   // failed, every later call fails too (failed()), as the kernel may have dropped the pages.
   Status wait(uint64_t version);
+  // wait's outcome for `version`, given to `done` without blocking: at once when it is known
+  // already, else on the syncer thread after the fdatasync that covers it.
+  void on_durable(uint64_t version, std::function<void(Status)> done);
   // Non-OK after a failed fdatasync: later commits must not be acknowledged.
   Status failed() const;
   // The highest commit known to be on disk (for tests).
   uint64_t durable() const;
+  // Ends the syncer thread, once every on_durable is settled.
+  void stop();
+  // Whether the calling thread is the syncer thread.
+  bool on_own_thread() const;
   // Replaces the fdatasync, so a test can make it fail on a real environment.
   void set_sync_for_testing(SyncFn sync);
 
  private:
-  SyncFn sync_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  uint64_t written_ = 0;  // the last commit whose meta page was written
-  uint64_t durable_ = 0;  // every commit up to here is on disk
-  bool syncing_ = false;
-  uint64_t sync_covers_ = 0;
-  Status failed_;
+  // Everything the syncer thread uses, shared with it: the last store reference may be dropped
+  // by a callback on that very thread, which then outlives the tracker for a moment.
+  struct State {
+    explicit State(SyncFn sync) : sync(std::move(sync)) {}
+    // Makes one fdatasync, covering every commit written before it starts, with mu held
+    // (released during the sync). Returns 0 or the errno, having recorded a failure.
+    int sync_once(std::unique_lock<std::mutex>& lock);
+
+    SyncFn sync;
+    std::mutex mu;
+    std::condition_variable cv;
+    uint64_t written = 0;  // the last commit whose meta page was written
+    uint64_t durable = 0;  // every commit up to here is on disk
+    bool syncing = false;
+    uint64_t sync_covers = 0;
+    Status failed;
+    std::vector<std::pair<uint64_t, std::function<void(Status)>>> pending;  // on_durable's, unsettled
+    bool stopping = false;
+  };
+  static void run_syncer(const std::shared_ptr<State>& state);
+
+  std::shared_ptr<State> state_;
+  std::thread syncer_;  // started by the first on_durable that has to wait
 };
 
 }  // namespace kvq::kv::lmdb

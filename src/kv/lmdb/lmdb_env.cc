@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <thread>
 
 #include "kv/lmdb/commit_queue.h"
 #include "kv/lmdb/durability.h"
@@ -111,11 +112,15 @@ Result<std::shared_ptr<Env>> Env::open(const LmdbOptions& options) {
   std::string path = std::filesystem::weakly_canonical(options.path, ec).string();
   if (ec) path = options.path;
 
+  // Declared before the lock, so released after it: if every other reference went meanwhile
+  // (another thread, or a commit settled on the environment's own threads), this is the last
+  // one, and ~Env takes the registry's lock itself.
+  std::shared_ptr<Env> existing;
   std::unique_lock lock(registry_mutex());
   for (;;) {
     auto it = registry().find(path);
     if (it == registry().end()) break;
-    if (auto existing = it->second.lock()) {
+    if ((existing = it->second.lock())) {
       if (existing->options_.durability != options.durability) {
         return InvalidArgument("data directory '" + path +
                                "' is already open in this process with another durability");
@@ -124,7 +129,17 @@ Result<std::shared_ptr<Env>> Env::open(const LmdbOptions& options) {
     }
     registry_changed().wait(lock);  // The previous environment is still closing.
   }
-  std::shared_ptr<Env> env(new Env(options, path));
+  // The last reference may go in a callback on one of the environment's own threads (the
+  // committer or the syncer, settling an asynchronous commit), which cannot join itself: the
+  // environment is then closed from a thread of its own.
+  std::shared_ptr<Env> env(new Env(options, path), [](Env* e) {
+    if ((e->commit_queue_ && e->commit_queue_->on_own_thread()) ||
+        (e->durability_ && e->durability_->on_own_thread())) {
+      std::thread([e] { delete e; }).detach();
+    } else {
+      delete e;
+    }
+  });
   KVQ_RETURN_IF_ERROR(env->init());
   registry()[path] = env;
   env->registered_ = true;
@@ -172,6 +187,8 @@ Status Env::init() {
 }
 
 Env::~Env() {
+  if (commit_queue_) commit_queue_->stop();
+  if (durability_) durability_->stop();
   if (watches_) watches_->shutdown();
   for (MDB_txn* txn : read_pool_) mdb_txn_abort(txn);
   if (env_) mdb_env_close(env_);

@@ -19,6 +19,9 @@ class LmdbStore : public kv::Store {
            (env_->options().durability == Durability::kSync ? " (sync)" : " (nosync)");
   }
 
+  // Reads come from the map, and commit_async leaves any fsync to the durability tracker.
+  bool nonblocking() const override { return true; }
+
   Status check_health() override {
     if (auto* durability = env_->durability()) KVQ_RETURN_IF_ERROR(durability->failed());
     return kv::Store::check_health();

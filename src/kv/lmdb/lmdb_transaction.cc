@@ -156,7 +156,8 @@ Result<uint64_t> LmdbTransaction::read_version() {
   return request_.read_version;
 }
 
-Status LmdbTransaction::commit() {
+Status LmdbTransaction::prepare_commit(bool& finished) {
+  finished = false;
   if (committed_) return FailedPrecondition("commit called twice");
   KVQ_RETURN_IF_ERROR(deferred_error_);
   if (request_.buffer.empty()) {
@@ -165,16 +166,33 @@ Status LmdbTransaction::commit() {
     committed_ = true;
     committed_version_ = request_.read_version;
     snapshot_.reset();
+    finished = true;
     return Status::OK();
   }
   // Release the snapshot first: the commit may need to grow the map, which waits for every
   // open transaction of this process.
   snapshot_.reset();
-  CommitOutcome outcome = env_->commit_queue().commit(request_);
   committed_ = true;
+  return Status::OK();
+}
+
+Status LmdbTransaction::commit() {
+  bool finished;
+  KVQ_RETURN_IF_ERROR(prepare_commit(finished));
+  if (finished) return Status::OK();
+  CommitOutcome outcome = env_->commit_queue().commit(request_);
   if (!outcome.status.ok()) return outcome.status;
   committed_version_ = outcome.version;
   return Status::OK();
+}
+
+void LmdbTransaction::commit_async(std::function<void(Status)> done) {
+  bool finished;
+  if (Status s = prepare_commit(finished); !s.ok() || finished) return done(s);
+  env_->commit_queue().commit_async(request_, [this, done = std::move(done)](CommitOutcome outcome) {
+    if (outcome.status.ok()) committed_version_ = outcome.version;
+    done(outcome.status);
+  });
 }
 
 }  // namespace kvq::kv::lmdb

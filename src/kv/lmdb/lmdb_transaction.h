@@ -28,9 +28,13 @@ class LmdbTransaction : public Transaction {
   Result<Watch> watch(std::string_view key) override;
   Result<uint64_t> read_version() override;
   Status commit() override;
+  void commit_async(std::function<void(Status)> done) override;
   uint64_t committed_version() const override { return committed_version_; }
 
  private:
+  // What commit and commit_async check first: a failure, or OK with `finished` set when there
+  // is nothing to hand to the commit queue (the transaction wrote nothing).
+  Status prepare_commit(bool& finished);
   Status ensure_snapshot();
   // The stored version and value of `key` in the snapshot, ignoring this transaction's writes.
   Result<std::optional<std::pair<uint64_t, std::string>>> read_stored(std::string_view key);
