@@ -178,6 +178,12 @@ class Jobs {
   // An add that would change nothing writes nothing. kFailedPrecondition if the type has no
   // timeout.
   Status add(std::string_view type, std::string_view id, std::string_view data, AddOptions options = {});
+  // add() for a caller that must not block, such as an event loop: `done` gets add's outcome,
+  // on this thread or later on another. Only on a store that is nonblocking() (LMDB) is this
+  // thread never held up by a commit (kv::run_async); elsewhere it blocks like add.
+  // REQUIRES: this Jobs outlives the call to `done`.
+  void add_async(std::string_view type, std::string_view id, std::string_view data, AddOptions options,
+                 std::function<void(Status)> done);
   Status add(kv::Transaction& txn, std::string_view type, std::string_view id, std::string_view data,
              AddOptions options = {});
   // Deletes the job in any state; a running worker is halted at its next call. kNotFound if
@@ -208,10 +214,13 @@ class Jobs {
   // The same without a blocked thread: `done` is called exactly once — at once (on this thread)
   // when the input is bad, options.timeout is 0, or a job is due and no other accept of the
   // type waits in this process; otherwise later, from the jobs layer's acceptor thread (it must
-  // not block). Any number of accepts may wait this way; per type they are served in arrival
-  // order (a new accept queues behind those already waiting), and a burst of adds reaches all
-  // waiters with the same options in one transaction. Returns a ticket for cancel_accept (0 if
-  // `done` has already been called).
+  // not block). On a store that is nonblocking() (LMDB), an accept with a timeout never blocks
+  // this thread: its own look commits asynchronously (kv::run_async), so `done` may then come
+  // from the thread that settles that commit. Any number of accepts may wait this way; per
+  // type they are served in arrival order (a new accept queues behind those already waiting),
+  // and a burst of adds reaches all waiters with the same options in one transaction. Returns a ticket for cancel_accept (0 if
+  // `done` has already been called; a ticket may also be returned for an accept whose `done` is
+  // under way, and cancelling it then does nothing).
   uint64_t accept_async(std::string_view type, const AcceptOptions& options, std::function<void(Result<Job>)> done);
   // Ends a waiting accept_async with kCancelled; false if it had already completed.
   bool cancel_accept(uint64_t ticket);
@@ -222,9 +231,13 @@ class Jobs {
   Result<Job> accept(kv::Transaction& txn, std::string_view type, const AcceptOptions& options = {});
   // Heartbeat, optionally replacing the data. kFailedPrecondition ("halt") if fenced out.
   Result<UpdateResult> update(Job& job, std::optional<std::string_view> data = std::nullopt);
+  // update() for a caller that must not block, like add_async.
+  void update_async(Job job, std::optional<std::string> data, std::function<void(Result<UpdateResult>)> done);
   Result<UpdateResult> update(kv::Transaction& txn, Job& job, std::optional<std::string_view> data = std::nullopt);
   // running -> finished with `data` (default: the current data), or -> pending if resubmitted.
   Status finish(Job& job, std::optional<std::string_view> data = std::nullopt);
+  // finish() for a caller that must not block, like add_async.
+  void finish_async(Job job, std::optional<std::string> data, std::function<void(Status)> done);
   Status finish(kv::Transaction& txn, Job& job, std::optional<std::string_view> data = std::nullopt);
   // Asks for another run at options.scheduled_time_ms once this run finishes.
   Status resubmit(Job& job, const ResubmitOptions& options = {});
@@ -260,6 +273,9 @@ class Jobs {
 
  private:
   Jobs(std::shared_ptr<kv::Store> store, JobsOptions options);
+  // accept_async; `look_async`: its own look must not block this thread.
+  uint64_t queue_accept(std::string_view type, const AcceptOptions& options, std::function<void(Result<Job>)> done,
+                        bool look_async);
   std::shared_ptr<kv::Store> store_;
   JobsOptions options_;
   std::unique_ptr<Impl> impl_;

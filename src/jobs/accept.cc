@@ -122,6 +122,11 @@ Result<Job> Jobs::accept(kv::Transaction& txn, std::string_view type, const Acce
 
 uint64_t Jobs::accept_async(std::string_view type, const AcceptOptions& options,
                             std::function<void(Result<Job>)> done) {
+  return queue_accept(type, options, std::move(done), store_->nonblocking() && options.timeout.count() > 0);
+}
+
+uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
+                            std::function<void(Result<Job>)> done, bool look_async) {
   Status invalid = validate_accept(type, options);
   if (!invalid.ok()) {
     done(invalid);
@@ -130,11 +135,27 @@ uint64_t Jobs::accept_async(std::string_view type, const AcceptOptions& options,
   const auto deadline = kv::Clock::now() + options.timeout;
   const std::string type_name(type);
   const std::string lock = new_lock(type);
-  if (options.timeout.count() > 0 && impl_->acceptor.has_waiters(type_name)) {
-    return impl_->acceptor.submit(type_name, options, lock, deadline, std::nullopt, std::move(done));
+  Acceptor& acceptor = impl_->acceptor;
+  if (options.timeout.count() > 0 && acceptor.has_waiters(type_name)) {
+    return acceptor.submit(type_name, options, lock, deadline, std::nullopt, std::move(done));
   }
   // Read the generation before looking, so an add after our look always shows as a newer one.
   const uint64_t generation = impl_->notifier.pending_generation(type_name);
+  if (look_async) {
+    const uint64_t ticket = acceptor.reserve();
+    attempt_accept_many_async(
+        *store_, impl_->keys, options_, type_name, options, {{lock, options.worker}},
+        [&acceptor, type_name, options, lock, deadline, generation, ticket, done = std::move(done)](
+            Result<std::vector<Job>> jobs) {
+          if (jobs.ok() || jobs.status().code() != Code::kNotFound) {
+            acceptor.forget(ticket);
+            if (!jobs.ok()) return done(jobs.status());
+            return done(std::move(jobs->front()));
+          }
+          acceptor.submit(type_name, options, lock, deadline, generation, done, ticket);
+        });
+    return ticket;
+  }
   auto job = attempt_accept(*store_, impl_->keys, options_, type, options, lock, nullptr);
   if (job.ok() || job.status().code() != Code::kNotFound) {
     done(std::move(job));
@@ -144,7 +165,7 @@ uint64_t Jobs::accept_async(std::string_view type, const AcceptOptions& options,
     done(DeadlineExceeded("no job of type '" + type_name + "' is due"));
     return 0;
   }
-  return impl_->acceptor.submit(type_name, options, lock, deadline, generation, std::move(done));
+  return acceptor.submit(type_name, options, lock, deadline, generation, std::move(done));
 }
 
 Result<std::vector<Job>> Jobs::accept_many(std::string_view type, size_t max_count, const AcceptOptions& options) {
@@ -174,11 +195,11 @@ Result<Job> Jobs::accept(std::string_view type, const AcceptOptions& options) {
   std::mutex mu;
   std::condition_variable cv;
   std::optional<Result<Job>> outcome;
-  accept_async(type, options, [&](Result<Job> r) {
+  queue_accept(type, options, [&](Result<Job> r) {
     std::lock_guard lock(mu);
     outcome.emplace(std::move(r));
     cv.notify_all();
-  });
+  }, /*look_async=*/false);
   std::unique_lock lock(mu);
   cv.wait(lock, [&] { return outcome.has_value(); });
   return std::move(*outcome);

@@ -26,20 +26,47 @@ Status timed_out(const std::string& type) {
 
 }  // namespace
 
+namespace {
+
+// One attempt of an accept. An earlier attempt's commit result may have been unknown: it may
+// have taken jobs already, which `attempt_version` (its read version) finds.
+Result<std::vector<Job>> accept_attempt(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
+                                        std::string_view type, const AcceptOptions& accept,
+                                        const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
+                                        std::optional<uint64_t>& attempt_version) {
+  if (attempt_version) {
+    KVQ_ASSIGN_OR_RETURN(auto taken, find_accepted(txn, keys, type, *attempt_version, takers));
+    if (!taken.empty()) return taken;
+  }
+  KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
+  if (next_due) next_due->reset();
+  return try_accept_many(txn, keys, options, type, accept, takers, next_due);
+}
+
+}  // namespace
+
 Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys, const JobsOptions& options,
                                              std::string_view type, const AcceptOptions& accept,
                                              const std::vector<Taker>& takers, std::optional<int64_t>* next_due) {
   std::optional<uint64_t> attempt_version;
-  return kv::run(store, [&](kv::Transaction& txn) -> Result<std::vector<Job>> {
-    if (attempt_version) {
-      // An earlier attempt's commit result was unknown: it may have taken jobs already.
-      KVQ_ASSIGN_OR_RETURN(auto taken, find_accepted(txn, keys, type, *attempt_version, takers));
-      if (!taken.empty()) return taken;
-    }
-    KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
-    if (next_due) next_due->reset();
-    return try_accept_many(txn, keys, options, type, accept, takers, next_due);
+  return kv::run(store, [&](kv::Transaction& txn) {
+    return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version);
   }, options.retry);
+}
+
+void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string type,
+                               AcceptOptions accept, std::vector<Taker> takers,
+                               std::function<void(Result<std::vector<Job>>)> done) {
+  struct Attempt {
+    std::string type;
+    AcceptOptions accept;
+    std::vector<Taker> takers;
+    std::optional<uint64_t> attempt_version;
+  };
+  auto a = std::make_shared<Attempt>(Attempt{std::move(type), std::move(accept), std::move(takers), {}});
+  kv::run_async(store, [a, &keys, &options](kv::Transaction& txn) {
+    return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, nullptr, a->attempt_version);
+  }, std::move(done), options.retry);
 }
 
 Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
@@ -79,9 +106,19 @@ Acceptor::~Acceptor() {
 
 uint64_t Acceptor::submit(const std::string& type, const AcceptOptions& options, const std::string& lock,
                           kv::Clock::time_point deadline, std::optional<uint64_t> generation,
-                          Callback callback) {
-  std::lock_guard guard(mu_);
-  const uint64_t ticket = next_ticket_++;
+                          Callback callback, uint64_t reserved) {
+  std::unique_lock guard(mu_);
+  const uint64_t ticket = reserved ? reserved : next_ticket_++;
+  if (reserved) {
+    auto it = reserved_.find(reserved);
+    const bool cancelled = it != reserved_.end() && it->second;
+    if (it != reserved_.end()) reserved_.erase(it);
+    if (cancelled) {
+      guard.unlock();
+      callback(Cancelled("accept cancelled"));
+      return ticket;
+    }
+  }
   auto [it, created] = queues_.try_emplace(type);
   // A queue holds the type's pending interest for as long as it exists (lock order: ours, then
   // the notifier's; the notifier never calls us holding its own).
@@ -115,10 +152,28 @@ bool Acceptor::has_waiters(const std::string& type) {
   return it != queues_.end() && !it->second.waiters.empty();
 }
 
+uint64_t Acceptor::reserve() {
+  std::lock_guard lock(mu_);
+  const uint64_t ticket = next_ticket_++;
+  reserved_.emplace(ticket, false);
+  return ticket;
+}
+
+void Acceptor::forget(uint64_t reserved) {
+  std::lock_guard lock(mu_);
+  reserved_.erase(reserved);
+}
+
 bool Acceptor::cancel(uint64_t ticket) {
   Callback callback;
   {
     std::lock_guard lock(mu_);
+    // Still looking elsewhere: the submit that may follow ends it (a job the look took is
+    // handed out all the same).
+    if (auto it = reserved_.find(ticket); it != reserved_.end()) {
+      it->second = true;
+      return true;
+    }
     for (auto qit = queues_.begin(); qit != queues_.end(); ++qit) {
       auto& waiters = qit->second.waiters;
       auto it = std::find_if(waiters.begin(), waiters.end(), [&](const Waiter& w) { return w.ticket == ticket; });

@@ -40,6 +40,11 @@ struct Taker {
 Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys, const JobsOptions& options,
                                              std::string_view type, const AcceptOptions& accept,
                                              const std::vector<Taker>& takers, std::optional<int64_t>* next_due);
+// attempt_accept_many for a caller that must not block (kv::run_async): `done` gets its outcome,
+// perhaps on another thread. The Jobs behind `keys` and `options` must outlive the call.
+void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string type,
+                               AcceptOptions accept, std::vector<Taker> takers,
+                               std::function<void(Result<std::vector<Job>>)> done);
 // The same for one job, taken with `lock` for accept.worker.
 Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
                            const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due);
@@ -56,7 +61,13 @@ class Acceptor {
   // last attempt; nullopt when the caller made none (it queued behind waiters), so the acceptor
   // looks for it in its next round. Returns a ticket for cancel().
   uint64_t submit(const std::string& type, const AcceptOptions& options, const std::string& lock,
-                  kv::Clock::time_point deadline, std::optional<uint64_t> generation, Callback callback);
+                  kv::Clock::time_point deadline, std::optional<uint64_t> generation, Callback callback,
+                  uint64_t reserved = 0);
+  // A ticket for an accept still making its own look elsewhere, before it may wait here:
+  // cancel() of it then ends the submit that follows at once with kCancelled. The ticket goes
+  // to that submit (`reserved`), or to forget() when the look ended the accept.
+  uint64_t reserve();
+  void forget(uint64_t reserved);
   // Whether accepts wait on `type` here now. A new accept then queues behind them without a
   // look of its own: it is served in arrival order, and its look cannot collide with theirs.
   bool has_waiters(const std::string& type);
@@ -100,6 +111,7 @@ class Acceptor {
   std::condition_variable cv_;
   std::map<std::string, Queue> queues_;
   uint64_t next_ticket_ = 1;
+  std::map<uint64_t, bool> reserved_;  // reserved tickets not yet submitted: cancelled?
   bool stopping_ = false;
   std::thread thread_;
 };

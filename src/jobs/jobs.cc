@@ -174,19 +174,45 @@ Result<std::string> validate_add(std::string_view type, std::string_view id, std
 
 }  // namespace
 
+namespace {
+
+// One attempt of add. An earlier attempt may have committed (unknown result) and the job moved
+// on since — even finished. Re-applying would run it again, so it recognises its own earlier
+// add by the read version that attempt recorded in `attempt_version`.
+Status add_attempt(kv::Transaction& txn, const Keys& keys, std::string_view type, std::string_view id,
+                   const std::string& normalized, const AddOptions& options,
+                   std::optional<uint64_t>& attempt_version) {
+  if (attempt_version) {
+    KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, id));
+    if (row && row->add_seq == *attempt_version) return Status::OK();
+  }
+  KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
+  return add_normalized(txn, keys, type, id, normalized, options);
+}
+
+}  // namespace
+
 Status Jobs::add(std::string_view type, std::string_view id, std::string_view data, AddOptions options) {
   KVQ_ASSIGN_OR_RETURN(std::string normalized, validate_add(type, id, data, options_.max_data_bytes));
   std::optional<uint64_t> attempt_version;
   return kv::run(*store_, [&](kv::Transaction& txn) -> Status {
-    if (attempt_version) {
-      // An earlier attempt may have committed (unknown result) and the job moved on since —
-      // even finished. Re-applying would run it again, so recognise our own earlier add.
-      KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, impl_->keys, type, id));
-      if (row && row->add_seq == *attempt_version) return Status::OK();
-    }
-    KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
-    return add_normalized(txn, impl_->keys, type, id, normalized, options);
+    return add_attempt(txn, impl_->keys, type, id, normalized, options, attempt_version);
   }, options_.retry);
+}
+
+void Jobs::add_async(std::string_view type, std::string_view id, std::string_view data, AddOptions options,
+                     std::function<void(Status)> done) {
+  auto normalized = validate_add(type, id, data, options_.max_data_bytes);
+  if (!normalized.ok()) return done(normalized.status());
+  struct Add {
+    std::string type, id, data;
+    AddOptions options;
+    std::optional<uint64_t> attempt_version;
+  };
+  auto add = std::make_shared<Add>(Add{std::string(type), std::string(id), std::move(*normalized), options, {}});
+  kv::run_async(*store_, [add, &keys = impl_->keys](kv::Transaction& txn) -> Status {
+    return add_attempt(txn, keys, add->type, add->id, add->data, add->options, add->attempt_version);
+  }, std::move(done), options_.retry);
 }
 
 Status Jobs::add(kv::Transaction& txn, std::string_view type, std::string_view id, std::string_view data,

@@ -89,6 +89,15 @@ Result<UpdateResult> Jobs::update(Job& job, std::optional<std::string_view> data
                  options_.retry);
 }
 
+void Jobs::update_async(Job job, std::optional<std::string> data, std::function<void(Result<UpdateResult>)> done) {
+  auto checked = check_call(job, data, options_.max_data_bytes);
+  if (!checked.ok()) return done(checked.status());
+  auto call = std::make_shared<std::pair<Job, std::optional<std::string>>>(std::move(job), std::move(*checked));
+  kv::run_async(*store_, [call, &keys = impl_->keys](kv::Transaction& txn) {
+    return update_checked(txn, keys, call->first, call->second);
+  }, std::move(done), options_.retry);
+}
+
 Result<UpdateResult> Jobs::update(kv::Transaction& txn, Job& job, std::optional<std::string_view> data) {
   KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, data, options_.max_data_bytes));
   return update_checked(txn, impl_->keys, job, checked);
@@ -98,6 +107,15 @@ Status Jobs::finish(Job& job, std::optional<std::string_view> data) {
   KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, data, options_.max_data_bytes));
   return kv::run(*store_, [&](kv::Transaction& txn) { return finish_checked(txn, impl_->keys, job, checked); },
                  options_.retry);
+}
+
+void Jobs::finish_async(Job job, std::optional<std::string> data, std::function<void(Status)> done) {
+  auto checked = check_call(job, data, options_.max_data_bytes);
+  if (!checked.ok()) return done(checked.status());
+  auto call = std::make_shared<std::pair<Job, std::optional<std::string>>>(std::move(job), std::move(*checked));
+  kv::run_async(*store_, [call, &keys = impl_->keys](kv::Transaction& txn) {
+    return finish_checked(txn, keys, call->first, call->second);
+  }, std::move(done), options_.retry);
 }
 
 Status Jobs::finish(kv::Transaction& txn, Job& job, std::optional<std::string_view> data) {
