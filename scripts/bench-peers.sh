@@ -86,7 +86,7 @@ as_postgres() {
 # The configuration each system runs with, as written into the report.
 config_of() {  # system class
   case "$1/$2" in
-    kvq-http/durable) echo "kvq serve --durability sync (LMDB, group commit: the transactions of a group share its two fsyncs; 32 store threads, the default)" ;;
+    kvq-http/durable) echo "kvq serve --durability sync (LMDB, group commit: the transactions of a group share its two fsyncs; add, accept and finish commit asynchronously from the 2 I/O threads, the default)" ;;
     kvq-http/relaxed) echo "kvq serve --durability nosync (LMDB with MDB_WRITEMAP, no fsync; store calls on the 2 I/O threads, the default)" ;;
     kvq-lib/durable) echo "kvq::jobs::Jobs on open_lmdb_store(durability = kSync), in the benchmark process" ;;
     kvq-lib/relaxed) echo "kvq::jobs::Jobs on open_lmdb_store(durability = kNoSync), in the benchmark process" ;;

@@ -94,11 +94,12 @@ void add_producer_routes(Router& router, Api& api) {
     ApiError error{0, "", ""};
     auto job = read_new_job(*body, &error);
     if (error.status) return reply_error(*ex, error);
-    Status s = api.jobs.add(r.params["type"], job->id, job->data, job->options);
-    if (s.code() == Code::kFailedPrecondition) return reply_error(*ex, {409, "no_timeout", s.message()});
-    if (!s.ok()) return reply_status(*ex, s);
-    reply_json(*ex, 200, {{"id", job->id}});
-  });
+    api.jobs.add_async(r.params["type"], job->id, job->data, job->options, [ex, id = job->id](Status s) {
+      if (s.code() == Code::kFailedPrecondition) return reply_error(*ex, {409, "no_timeout", s.message()});
+      if (!s.ok()) return reply_status(*ex, s);
+      reply_json(*ex, 200, {{"id", id}});
+    });
+  }, Router::Access::kToken, Router::Runs::kInline);
   router.add("GET", "/v1/jobs/{type}", [&api](Request& r, Ex ex) {
     jobs::ListOptions options;
     ApiError error{0, "", ""};
@@ -194,21 +195,28 @@ void add_accept_route(Router& router, Api& api) {
       if (want > 1) take_due(list, want - 1).ignore();
       reply_json(*ex, 200, {{"jobs", list}});
     };
-    if (want > 1) {
-      // Whatever is due now, in one transaction; only when nothing is, wait for the first.
-      auto list = nlohmann::json::array();
-      Status s = take_due(list, want);
-      if (!s.ok()) return reply_status(*ex, s);
-      if (!list.empty()) return reply_json(*ex, 200, {{"jobs", list}});
-    }
-    const uint64_t ticket = api.jobs.accept_async(type, options, complete);
-    if (ticket == 0) return;  // already answered
-    std::lock_guard lock(wait->mu);
-    if (wait->done) return;
-    wait->ticket = ticket;
-    wait->held = api.hold([&api, ticket] { api.jobs.cancel_accept(ticket); });
-    ex->on_disconnect([&api, ticket] { api.jobs.cancel_accept(ticket); });
-  });
+    auto queue = [&api, ex, type, options, wait, complete] {
+      const uint64_t ticket = api.jobs.accept_async(type, options, complete);
+      if (ticket == 0) return;  // already answered
+      std::lock_guard lock(wait->mu);
+      if (wait->done) return;
+      wait->ticket = ticket;
+      wait->held = api.hold([&api, ticket] { api.jobs.cancel_accept(ticket); });
+      ex->on_disconnect([&api, ticket] { api.jobs.cancel_accept(ticket); });
+    };
+    // Only a queued wait never blocks (jobs.h); a look of its own now may wait for a commit.
+    if (want == 1 && options.timeout.count() > 0) return queue();
+    ex->offload([ex, want, take_due, queue] {
+      if (want > 1) {
+        // Whatever is due now, in one transaction; only when nothing is, wait for the first.
+        auto list = nlohmann::json::array();
+        Status s = take_due(list, want);
+        if (!s.ok()) return reply_status(*ex, s);
+        if (!list.empty()) return reply_json(*ex, 200, {{"jobs", list}});
+      }
+      queue();
+    });
+  }, Router::Access::kToken, Router::Runs::kInline);
 }
 
 void add_worker_call_routes(Router& router, Api& api) {
@@ -239,23 +247,21 @@ void add_worker_call_routes(Router& router, Api& api) {
     auto call = read_call(r, *ex, false);
     if (!call) return;
     jobs::Job job{r.params["type"], r.params["id"], call->lock, "", ""};
-    std::optional<std::string_view> data;
-    if (call->data) data = *call->data;
-    auto result = api.jobs.update(job, data);
-    if (!result.ok()) return reply_worker_status(*ex, result.status());
-    reply_json(*ex, 200, {{"resubmitted", result->resubmitted}});
-  });
+    api.jobs.update_async(job, call->data, [ex](Result<jobs::UpdateResult> result) {
+      if (!result.ok()) return reply_worker_status(*ex, result.status());
+      reply_json(*ex, 200, {{"resubmitted", result->resubmitted}});
+    });
+  }, Router::Access::kToken, Router::Runs::kInline);
   router.add("POST", "/v1/jobs/{type}/{id}/finish", [&api, read_call](Request& r, Ex ex) {
     auto call = read_call(r, *ex, false);
     if (!call) return;
     jobs::Job job{r.params["type"], r.params["id"], call->lock, "", ""};
-    std::optional<std::string_view> data;
-    if (call->data) data = *call->data;
-    Status s = api.jobs.finish(job, data);
-    if (!s.ok()) return reply_worker_status(*ex, s);
-    api.metrics.finished(job.type);
-    reply_json(*ex, 200, nlohmann::json::object());
-  });
+    api.jobs.finish_async(job, call->data, [&api, ex, type = job.type](Status s) {
+      if (!s.ok()) return reply_worker_status(*ex, s);
+      api.metrics.finished(type);
+      reply_json(*ex, 200, nlohmann::json::object());
+    });
+  }, Router::Access::kToken, Router::Runs::kInline);
   router.add("POST", "/v1/jobs/{type}/{id}/resubmit", [&api, read_call](Request& r, Ex ex) {
     auto call = read_call(r, *ex, true);
     if (!call) return;

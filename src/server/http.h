@@ -42,6 +42,9 @@ class Exchange {
   // `callback` runs once if the client disconnects before the exchange completes (for
   // long-polls and streams, which otherwise would not notice).
   virtual void on_disconnect(std::function<void()> callback) = 0;
+  // Runs `task`, which may block on the store, where blocking is allowed: on the server's
+  // worker pool when this handler runs on an I/O thread (Router::Runs::kInline), else at once.
+  virtual void offload(std::function<void()> task) = 0;
 };
 
 using Handler = std::function<void(Request&, std::shared_ptr<Exchange>)>;

@@ -177,9 +177,13 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (auto* error = std::get_if<ApiError>(&matched)) return finish({error->status, error_body(*error)});
     route_ = request.route;
-    const Handler* handler = std::get<Router::Match>(matched).handler;
-    auto exchange = make_exchange();
-    if (server_.options.worker_threads == 0) return (*handler)(request, exchange);
+    const auto& match = std::get<Router::Match>(matched);
+    const Handler* handler = match.handler;
+    const bool no_pool = server_.options.worker_threads == 0;
+    if (no_pool || (match.runs == Router::Runs::kInline && server_.options.nonblocking_store)) {
+      return (*handler)(request, make_exchange(no_pool ? nullptr : &server_.workers));
+    }
+    auto exchange = make_exchange(nullptr);
     asio::post(server_.workers, [handler, request = std::move(request), exchange]() mutable {
       (*handler)(request, exchange);
     });
@@ -191,7 +195,8 @@ class Session : public std::enable_shared_from_this<Session> {
     return equal_constant_time(std::string_view(header.data(), header.size()), "Bearer " + server_.options.token);
   }
 
-  std::shared_ptr<Exchange> make_exchange();
+  // `pool`: where the exchange's offload runs tasks (nullptr: at once, on the calling thread).
+  std::shared_ptr<Exchange> make_exchange(asio::thread_pool* pool);
 
   void finish(Response response) {
     if (done_) return;
@@ -338,8 +343,8 @@ namespace {
 
 class SessionExchange : public Exchange {
  public:
-  SessionExchange(std::shared_ptr<Session> session, uint64_t request)
-      : session_(std::move(session)), request_(request) {}
+  SessionExchange(std::shared_ptr<Session> session, uint64_t request, asio::thread_pool* pool)
+      : session_(std::move(session)), request_(request), pool_(pool) {}
   void reply(Response response) override { session_->reply(request_, std::move(response)); }
   void start_stream() override { session_->start_stream(request_); }
   void send_event(std::string_view event, std::string_view data) override {
@@ -350,16 +355,21 @@ class SessionExchange : public Exchange {
   void on_disconnect(std::function<void()> callback) override {
     session_->on_disconnect(request_, std::move(callback));
   }
+  void offload(std::function<void()> task) override {
+    if (!pool_) return task();
+    asio::post(*pool_, std::move(task));
+  }
 
  private:
   std::shared_ptr<Session> session_;
   uint64_t request_;
+  asio::thread_pool* pool_;
 };
 
 }  // namespace
 
-std::shared_ptr<Exchange> Session::make_exchange() {
-  return std::make_shared<SessionExchange>(shared_from_this(), request_);
+std::shared_ptr<Exchange> Session::make_exchange(asio::thread_pool* pool) {
+  return std::make_shared<SessionExchange>(shared_from_this(), request_, pool);
 }
 
 void HttpServer::Impl::track(const std::shared_ptr<Session>& s) {

@@ -3,7 +3,8 @@
 // A few I/O threads run every connection asynchronously, so idle connections (keep-alive,
 // long-polls, event streams) cost memory, not threads. Handlers run on a separate worker pool
 // because they make (briefly) blocking store calls; a long-poll handler returns its worker to
-// the pool and completes later from a callback. A request is read with a body limit (413
+// the pool and completes later from a callback. Routes that call the store only
+// asynchronously (Router::Runs::kInline) run on the I/O threads when the store allows it. A request is read with a body limit (413
 // body_too_large beyond it), checked against the bearer token, and routed.
 #pragma once
 
@@ -25,6 +26,7 @@ struct HttpOptions {
   size_t max_body = 1024 * 1024;
   unsigned io_threads = 2;
   unsigned worker_threads = 8;  // 0: handlers run on the I/O thread that read the request
+  bool nonblocking_store = false;  // Router::Runs::kInline routes run on the I/O threads
 };
 
 class HttpServer {

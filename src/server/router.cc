@@ -47,9 +47,9 @@ std::string percent_decode(std::string_view text, bool plus_is_space) {
   return out;
 }
 
-void Router::add(std::string method, std::string pattern, Handler handler, Access access) {
+void Router::add(std::string method, std::string pattern, Handler handler, Access access, Runs runs) {
   auto parts = split(pattern);
-  routes_.push_back({std::move(method), std::move(pattern), std::move(parts), std::move(handler), access});
+  routes_.push_back({std::move(method), std::move(pattern), std::move(parts), std::move(handler), access, runs});
 }
 
 bool Router::path_matches(const Route& route, const Request& request, std::map<std::string, std::string>& params) {
@@ -74,7 +74,7 @@ std::variant<Router::Match, ApiError> Router::match(Request& request) const {
     if (route.method != request.method) continue;
     request.params = std::move(params);
     request.route = route.pattern;
-    return Match{&route.handler, route.pattern, route.access};
+    return Match{&route.handler, route.pattern, route.access, route.runs};
   }
   if (path_matched) return ApiError{405, "method_not_allowed", request.method + " is not allowed on this path"};
   return ApiError{404, "no_route", "no route for this path"};

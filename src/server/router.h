@@ -17,15 +17,22 @@ class Router {
   // Who may call a route when the server has a token: kToken routes need it; anyone may call
   // kPublic ones (the health check, the dashboard's page, which holds no data).
   enum class Access { kToken, kPublic };
+  // Where a handler runs. kOnPool: on the server's worker pool, as it may block on the store.
+  // kInline: where the request was read (an I/O thread), sparing two thread hand-offs, when
+  // the store is nonblocking() (kv.h); the handler then makes only asynchronous store calls and
+  // hands anything else to Exchange::offload. On other stores it runs on the pool too.
+  enum class Runs { kOnPool, kInline };
 
   // `pattern` like "/v1/jobs/{type}/{id}/finish"; "/" is the root. Blocking handlers run on the
   // server's worker pool, never on an I/O thread.
-  void add(std::string method, std::string pattern, Handler handler, Access access = Access::kToken);
+  void add(std::string method, std::string pattern, Handler handler, Access access = Access::kToken,
+           Runs runs = Runs::kOnPool);
 
   struct Match {
     const Handler* handler = nullptr;
     std::string route;
     Access access = Access::kToken;
+    Runs runs = Runs::kOnPool;
   };
   // Fills request.params and request.route; no_route or method_not_allowed otherwise.
   std::variant<Match, ApiError> match(Request& request) const;
@@ -37,6 +44,7 @@ class Router {
     std::vector<std::string> parts;
     Handler handler;
     Access access;
+    Runs runs;
   };
   // Whether `route`'s pattern matches the request's path, filling `params` if it does.
   static bool path_matches(const Route& route, const Request& request, std::map<std::string, std::string>& params);

@@ -61,7 +61,8 @@ int run_serve(int argc, char** argv) {
   // An LMDB commit without fsync takes microseconds: handing it to another thread and back
   // costs more than it does, so it runs where the request was read. A call that can wait on a
   // disk or a network keeps the I/O threads free, and enough pool threads that many commits
-  // wait together and share an fsync (group commit): 32 ran 1.4x the jobs/s of 8 with sync.
+  // wait together and share an fsync (group commit): 32 ran 1.4x the jobs/s of 8 with sync,
+  // before the hot routes stopped using the pool (nonblocking_store below).
   const bool fast_store = options.store.empty() && options.durability == Durability::kNoSync;
   http.worker_threads = options.worker_threads.value_or(fast_store ? 0 : 32);
 
@@ -112,6 +113,9 @@ int run_serve(int argc, char** argv) {
   add_job_routes(router, api);
   add_worker_routes(router, api);
   add_dashboard_routes(router, api);
+  // The hot routes (add, accept, finish) then run where their request was read, and a commit
+  // that waits for an fsync holds up no thread: the reply goes out once it is on disk.
+  http.nonblocking_store = (*store)->nonblocking();
   const bool debug = options.log_level == "debug";
   HttpServer server(http, std::move(router), [&metrics, debug](const std::string& route, unsigned status) {
     metrics.request(route, status);
