@@ -18,18 +18,20 @@ constexpr size_t kReadPoolMax = 64;
 constexpr auto kResizePatience = std::chrono::seconds(5);
 
 // LMDB's rule is one environment per directory per process, so opens are shared by path.
+// Never destroyed: an environment whose last reference went on one of its own threads closes on
+// a detached thread (Env::open), which may still be closing while the process exits.
 std::mutex& registry_mutex() {
-  static std::mutex mu;
-  return mu;
+  static auto* mu = new std::mutex;
+  return *mu;
 }
 std::map<std::string, std::weak_ptr<Env>>& registry() {
-  static std::map<std::string, std::weak_ptr<Env>> envs;
-  return envs;
+  static auto* envs = new std::map<std::string, std::weak_ptr<Env>>;
+  return *envs;
 }
 // Signalled when a closing environment has left the registry, so a reopen never overlaps it.
 std::condition_variable& registry_changed() {
-  static std::condition_variable cv;
-  return cv;
+  static auto* cv = new std::condition_variable;
+  return *cv;
 }
 
 }  // namespace
