@@ -12,6 +12,7 @@
 #include "kvq/fault_injection.h"
 #include "kvq/jobs.h"
 #include "support/backends.h"
+#include "support/delivered.h"
 #include "support/kv_helpers.h"
 
 namespace kvq::testing {
@@ -745,41 +746,22 @@ TEST_P(JobsTest, EveryJobIsFinishedExactlyOnceByConcurrentWorkers) {
   EXPECT_EQ(done->jobs.size(), static_cast<size_t>(kJobs));
 }
 
-// ---- Without a blocked thread (add_async, finish_async, accept_async) ----
+// ---- Without a blocked thread (add_async, update_async, finish_async, accept_async) ----
 
-// Collects the outcomes of asynchronous calls, which may arrive on any thread.
+// The first `n` outcomes delivered, each missing one an error, failing the test if they do not
+// all arrive in time.
 template <typename T>
-class Outcomes {
- public:
-  std::function<void(T)> sink() {
-    return [this](T outcome) {
-      std::lock_guard lock(mu_);
-      got_.push_back(std::move(outcome));
-      cv_.notify_all();
-    };
-  }
-  // The first `n` outcomes; fails the test if they do not all arrive within `limit`.
-  std::vector<T> wait_for(size_t n, std::chrono::milliseconds limit = 10s) {
-    std::unique_lock lock(mu_);
-    EXPECT_TRUE(cv_.wait_for(lock, limit, [&] { return got_.size() >= n; }))
-        << "only " << got_.size() << " of " << n << " outcomes arrived";
-    return got_;
-  }
-  size_t count() {
-    std::lock_guard lock(mu_);
-    return got_.size();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<T> got_;
-};
+std::vector<T> first_delivered(Delivered<T>& delivered, size_t n) {
+  EXPECT_TRUE(delivered.wait_for(n)) << "only " << delivered.size() << " of " << n << " outcomes arrived";
+  std::vector<T> values = delivered.values();
+  while (values.size() < n) values.push_back(T(Internal("never delivered")));
+  return values;
+}
 
 TEST_P(JobsTest, AsyncAddUpdateAndFinishTakeAJobThroughItsLifeAndAreJudgedLikeTheirBlockingTwins) {
-  Outcomes<Status> added;
-  jobs().add_async("work", "a1", R"({"in": 1})", {.priority = 3}, added.sink());
-  ASSERT_TRUE(added.wait_for(1)[0].ok()) << added.wait_for(1)[0].to_string();
+  auto added = std::make_shared<Delivered<Status>>();
+  jobs().add_async("work", "a1", R"({"in": 1})", {.priority = 3}, deliver_to(added));
+  ASSERT_TRUE(first_delivered(*added, 1)[0].ok()) << first_delivered(*added, 1)[0].to_string();
   auto info = jobs().get("work", "a1");
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->state, State::kPending);
@@ -788,15 +770,15 @@ TEST_P(JobsTest, AsyncAddUpdateAndFinishTakeAJobThroughItsLifeAndAreJudgedLikeTh
 
   Job job = accept_now();
   ASSERT_EQ(job.id, "a1");
-  Outcomes<Result<jobs::UpdateResult>> updated;
-  jobs().update_async(job, std::string(R"({"progress": 50})"), updated.sink());
-  auto heartbeat = updated.wait_for(1)[0];
+  auto updated = std::make_shared<Delivered<Result<jobs::UpdateResult>>>();
+  jobs().update_async(job, std::string(R"({"progress": 50})"), deliver_to(updated));
+  auto heartbeat = first_delivered(*updated, 1)[0];
   ASSERT_TRUE(heartbeat.ok()) << heartbeat.status().to_string();
   EXPECT_FALSE(heartbeat->resubmitted);
   EXPECT_EQ(jobs().get("work", "a1")->data, R"({"progress":50})");
-  Outcomes<Status> finished;
-  jobs().finish_async(job, std::string(R"({"out": 2})"), finished.sink());
-  ASSERT_TRUE(finished.wait_for(1)[0].ok()) << finished.wait_for(1)[0].to_string();
+  auto finished = std::make_shared<Delivered<Status>>();
+  jobs().finish_async(job, std::string(R"({"out": 2})"), deliver_to(finished));
+  ASSERT_TRUE(first_delivered(*finished, 1)[0].ok()) << first_delivered(*finished, 1)[0].to_string();
   info = jobs().get("work", "a1");
   EXPECT_EQ(info->state, State::kFinished);
   EXPECT_EQ(info->data, R"({"out":2})");
@@ -804,30 +786,30 @@ TEST_P(JobsTest, AsyncAddUpdateAndFinishTakeAJobThroughItsLifeAndAreJudgedLikeTh
   ASSERT_TRUE(jobs().add("work", "a2", "{}").ok());
   Job removed = accept_now();
   ASSERT_TRUE(jobs().remove("work", "a2").ok());
-  jobs().finish_async(removed, std::nullopt, finished.sink());
-  EXPECT_EQ(finished.wait_for(2)[1].code(), Code::kFailedPrecondition) << "the finish of a removed job is halted";
-  jobs().add_async("untimed", "b", "{}", {}, added.sink());
-  EXPECT_EQ(added.wait_for(2)[1].code(), Code::kFailedPrecondition) << "a type without a timeout";
-  jobs().add_async("work", "", "{}", {}, added.sink());
-  EXPECT_EQ(added.wait_for(3)[2].code(), Code::kInvalidArgument) << "an empty id";
-  jobs().add_async("work", "c", "{not json", {}, added.sink());
-  EXPECT_EQ(added.wait_for(4)[3].code(), Code::kInvalidArgument) << "data that is not JSON";
+  jobs().finish_async(removed, std::nullopt, deliver_to(finished));
+  EXPECT_EQ(first_delivered(*finished, 2)[1].code(), Code::kFailedPrecondition) << "the finish of a removed job is halted";
+  jobs().add_async("untimed", "b", "{}", {}, deliver_to(added));
+  EXPECT_EQ(first_delivered(*added, 2)[1].code(), Code::kFailedPrecondition) << "a type without a timeout";
+  jobs().add_async("work", "", "{}", {}, deliver_to(added));
+  EXPECT_EQ(first_delivered(*added, 3)[2].code(), Code::kInvalidArgument) << "an empty id";
+  jobs().add_async("work", "c", "{not json", {}, deliver_to(added));
+  EXPECT_EQ(first_delivered(*added, 4)[3].code(), Code::kInvalidArgument) << "data that is not JSON";
   EXPECT_EQ(jobs().get("work", "c").status().code(), Code::kNotFound) << "a rejected add writes nothing";
 }
 
 TEST_P(JobsTest, AsyncAddsFromManyThreadsAllLandOnce) {
   constexpr int kThreads = 4, kEach = 40;
-  Outcomes<Status> added;
+  auto added = std::make_shared<Delivered<Status>>();
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kEach; ++i) {
-        jobs().add_async("work", "m" + std::to_string(t) + "-" + std::to_string(i), "{}", {}, added.sink());
+        jobs().add_async("work", "m" + std::to_string(t) + "-" + std::to_string(i), "{}", {}, deliver_to(added));
       }
     });
   }
   for (auto& t : threads) t.join();
-  for (const Status& s : added.wait_for(kThreads * kEach)) EXPECT_TRUE(s.ok()) << s.to_string();
+  for (const Status& s : first_delivered(*added, kThreads * kEach)) EXPECT_TRUE(s.ok()) << s.to_string();
   auto counts = jobs().count("work");
   ASSERT_TRUE(counts.ok());
   EXPECT_EQ(counts->pending, static_cast<uint64_t>(kThreads * kEach));
@@ -835,44 +817,44 @@ TEST_P(JobsTest, AsyncAddsFromManyThreadsAllLandOnce) {
 
 TEST_P(JobsTest, AsyncAcceptTakesADueJobOrWaitsForTheNextAdd) {
   ASSERT_TRUE(jobs().add("work", "due", "{}").ok());
-  Outcomes<Result<Job>> accepted;
-  jobs().accept_async("work", {.timeout = 5s, .worker = "w1"}, accepted.sink());
-  auto first = accepted.wait_for(1)[0];
+  auto accepted = std::make_shared<Delivered<Result<Job>>>();
+  jobs().accept_async("work", {.timeout = 5s, .worker = "w1"}, deliver_to(accepted));
+  auto first = first_delivered(*accepted, 1)[0];
   ASSERT_TRUE(first.ok()) << first.status().to_string();
   EXPECT_EQ(first->id, "due");
   EXPECT_EQ(first->worker, "w1");
   EXPECT_EQ(state_of("due"), State::kRunning);
 
-  jobs().accept_async("work", {.timeout = 5s}, accepted.sink());
+  jobs().accept_async("work", {.timeout = 5s}, deliver_to(accepted));
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(accepted.count(), 1u) << "nothing is due, so the second accept waits";
+  EXPECT_EQ(accepted->size(), 1u) << "nothing is due, so the second accept waits";
   ASSERT_TRUE(jobs().add("work", "later", "{}").ok());
-  auto second = accepted.wait_for(2)[1];
+  auto second = first_delivered(*accepted, 2)[1];
   ASSERT_TRUE(second.ok()) << second.status().to_string();
   EXPECT_EQ(second->id, "later");
   EXPECT_TRUE(jobs().finish(*second).ok()) << "the lock it was handed is the job's";
 }
 
 TEST_P(JobsTest, CancellingAWaitingAsyncAcceptEndsItWithCancelled) {
-  Outcomes<Result<Job>> accepted;
-  const uint64_t ticket = jobs().accept_async("work", {.timeout = 30s}, accepted.sink());
+  auto accepted = std::make_shared<Delivered<Result<Job>>>();
+  const uint64_t ticket = jobs().accept_async("work", {.timeout = 30s}, deliver_to(accepted));
   ASSERT_NE(ticket, 0u) << "nothing is due, so it waits and can be cancelled";
   EXPECT_TRUE(jobs().cancel_accept(ticket));
-  EXPECT_EQ(accepted.wait_for(1)[0].status().code(), Code::kCancelled);
+  EXPECT_EQ(first_delivered(*accepted, 1)[0].status().code(), Code::kCancelled);
   EXPECT_FALSE(jobs().cancel_accept(ticket)) << "it has completed";
   ASSERT_TRUE(jobs().add("work", "kept", "{}").ok());
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(accepted.count(), 1u);
+  EXPECT_EQ(accepted->size(), 1u);
   EXPECT_EQ(state_of("kept"), State::kPending) << "a cancelled accept takes no job";
 }
 
 TEST_P(JobsTest, ManyAsyncAcceptsNeverGetTheSameJob) {
   constexpr int kJobs = 30;
-  Outcomes<Result<Job>> accepted;
-  for (int i = 0; i < kJobs; ++i) jobs().accept_async("work", {.timeout = 10s}, accepted.sink());
+  auto accepted = std::make_shared<Delivered<Result<Job>>>();
+  for (int i = 0; i < kJobs; ++i) jobs().accept_async("work", {.timeout = 10s}, deliver_to(accepted));
   for (int i = 0; i < kJobs; ++i) ASSERT_TRUE(jobs().add("work", "s" + std::to_string(i), "{}").ok());
   std::set<std::string> ids;
-  for (const auto& job : accepted.wait_for(kJobs)) {
+  for (const auto& job : first_delivered(*accepted, kJobs)) {
     ASSERT_TRUE(job.ok()) << job.status().to_string();
     EXPECT_TRUE(ids.insert(job->id).second) << job->id << " was handed out twice";
   }

@@ -10,6 +10,7 @@
 
 #include "kvq/fault_injection.h"
 #include "support/backends.h"
+#include "support/delivered.h"
 #include "support/kv_helpers.h"
 
 namespace kvq::testing {
@@ -26,39 +27,6 @@ std::vector<std::string> keys_of(const std::vector<KeyValue>& kvs) {
   for (const auto& kv : kvs) out.push_back(kv.key);
   return out;
 }
-
-// What asynchronous `done` callbacks delivered. Held by shared_ptr: a callback that comes after a
-// failed test returned must still find it.
-template <typename T>
-class Delivered {
- public:
-  void add(T value) {
-    {
-      std::lock_guard lock(mu_);
-      values_.push_back(std::move(value));
-    }
-    cv_.notify_all();
-  }
-  // True once `n` values arrived; waits up to `timeout`, so a lost callback fails the test rather
-  // than hanging it.
-  bool wait_for(size_t n, std::chrono::milliseconds timeout = 30s) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return values_.size() >= n; });
-  }
-  std::vector<T> values() {
-    std::lock_guard lock(mu_);
-    return values_;
-  }
-  size_t size() {
-    std::lock_guard lock(mu_);
-    return values_.size();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<T> values_;
-};
 
 // Commits `txn` with commit_async and waits for its one outcome (Internal if none came).
 Status commit_async_and_wait(const std::shared_ptr<kv::Transaction>& txn) {

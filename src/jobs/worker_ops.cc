@@ -81,6 +81,19 @@ Status resubmit_checked(kv::Transaction& txn, const Keys& keys, Job& job, std::o
   return Status::OK();
 }
 
+// A worker call without a blocked thread (kv::run_async): `checked_call(txn, keys, job, data)`
+// once the handle and data are checked.
+template <typename CheckedCall, typename Done>
+void run_call_async(kv::Store& store, const Keys& keys, const JobsOptions& options, Job job,
+                    const std::optional<std::string>& data, CheckedCall checked_call, Done done) {
+  auto checked = check_call(job, data, options.max_data_bytes);
+  if (!checked.ok()) return done(checked.status());
+  auto call = std::make_shared<std::pair<Job, std::optional<std::string>>>(std::move(job), std::move(*checked));
+  kv::run_async(store, [call, &keys, checked_call](kv::Transaction& txn) {
+    return checked_call(txn, keys, call->first, call->second);
+  }, std::move(done), options.retry);
+}
+
 }  // namespace
 
 Result<UpdateResult> Jobs::update(Job& job, std::optional<std::string_view> data) {
@@ -90,12 +103,7 @@ Result<UpdateResult> Jobs::update(Job& job, std::optional<std::string_view> data
 }
 
 void Jobs::update_async(Job job, std::optional<std::string> data, std::function<void(Result<UpdateResult>)> done) {
-  auto checked = check_call(job, data, options_.max_data_bytes);
-  if (!checked.ok()) return done(checked.status());
-  auto call = std::make_shared<std::pair<Job, std::optional<std::string>>>(std::move(job), std::move(*checked));
-  kv::run_async(*store_, [call, &keys = impl_->keys](kv::Transaction& txn) {
-    return update_checked(txn, keys, call->first, call->second);
-  }, std::move(done), options_.retry);
+  run_call_async(*store_, impl_->keys, options_, std::move(job), data, update_checked, std::move(done));
 }
 
 Result<UpdateResult> Jobs::update(kv::Transaction& txn, Job& job, std::optional<std::string_view> data) {
@@ -110,12 +118,7 @@ Status Jobs::finish(Job& job, std::optional<std::string_view> data) {
 }
 
 void Jobs::finish_async(Job job, std::optional<std::string> data, std::function<void(Status)> done) {
-  auto checked = check_call(job, data, options_.max_data_bytes);
-  if (!checked.ok()) return done(checked.status());
-  auto call = std::make_shared<std::pair<Job, std::optional<std::string>>>(std::move(job), std::move(*checked));
-  kv::run_async(*store_, [call, &keys = impl_->keys](kv::Transaction& txn) {
-    return finish_checked(txn, keys, call->first, call->second);
-  }, std::move(done), options_.retry);
+  run_call_async(*store_, impl_->keys, options_, std::move(job), data, finish_checked, std::move(done));
 }
 
 Status Jobs::finish(kv::Transaction& txn, Job& job, std::optional<std::string_view> data) {

@@ -118,9 +118,14 @@ class Settlement : public std::enable_shared_from_this<Settlement> {
 
 std::shared_ptr<Settlement> settlement(const FakeSync& sync) { return std::make_shared<Settlement>(sync); }
 
-TEST(DurabilityTrackerTest, ALoneCommitSyncsForItself) {
+// Each test's fdatasync and the tracker that uses it.
+class DurabilityTrackerTest : public ::testing::Test {
+ protected:
   FakeSync sync;
-  DurabilityTracker tracker([&] { return sync(); });
+  DurabilityTracker tracker{[this] { return sync(); }};
+};
+
+TEST_F(DurabilityTrackerTest, ALoneCommitSyncsForItself) {
   commit(tracker, 1);
   EXPECT_EQ(tracker.durable(), 0u) << "a commit's meta page is not on disk when it returns";
   ASSERT_TRUE(tracker.wait(1).ok());
@@ -130,9 +135,7 @@ TEST(DurabilityTrackerTest, ALoneCommitSyncsForItself) {
   EXPECT_EQ(sync.calls, 1) << "a durable commit needs no second sync";
 }
 
-TEST(DurabilityTrackerTest, TheNextCommitsFdatasyncMakesTheLastOneDurable) {
-  FakeSync sync;
-  DurabilityTracker tracker([&] { return sync(); });
+TEST_F(DurabilityTrackerTest, TheNextCommitsFdatasyncMakesTheLastOneDurable) {
   commit(tracker, 1);
   commit(tracker, 2);
   EXPECT_EQ(tracker.durable(), 1u);
@@ -142,9 +145,7 @@ TEST(DurabilityTrackerTest, TheNextCommitsFdatasyncMakesTheLastOneDurable) {
   EXPECT_EQ(sync.calls, 1);
 }
 
-TEST(DurabilityTrackerTest, ASyncThatBeganBeforeACommitWasWrittenDoesNotCoverIt) {
-  FakeSync sync;
-  DurabilityTracker tracker([&] { return sync(); });
+TEST_F(DurabilityTrackerTest, ASyncThatBeganBeforeACommitWasWrittenDoesNotCoverIt) {
   commit(tracker, 1);
   sync.hold();
   auto first = std::async(std::launch::async, [&] { return tracker.wait(1); });
@@ -160,9 +161,7 @@ TEST(DurabilityTrackerTest, ASyncThatBeganBeforeACommitWasWrittenDoesNotCoverIt)
   EXPECT_EQ(tracker.durable(), 2u);
 }
 
-TEST(DurabilityTrackerTest, GroupsWaitingTogetherShareOneSync) {
-  FakeSync sync;
-  DurabilityTracker tracker([&] { return sync(); });
+TEST_F(DurabilityTrackerTest, GroupsWaitingTogetherShareOneSync) {
   for (uint64_t v = 1; v <= 8; ++v) commit(tracker, v);
   sync.hold();
   std::vector<std::future<Status>> waits;
@@ -175,10 +174,8 @@ TEST(DurabilityTrackerTest, GroupsWaitingTogetherShareOneSync) {
   EXPECT_EQ(sync.calls, 1);
 }
 
-TEST(DurabilityTrackerTest, AFailedSyncFailsItsCommitAndEveryLaterOne) {
-  FakeSync sync;
+TEST_F(DurabilityTrackerTest, AFailedSyncFailsItsCommitAndEveryLaterOne) {
   sync.result = EIO;
-  DurabilityTracker tracker([&] { return sync(); });
   commit(tracker, 1);
   Status first = tracker.wait(1);
   EXPECT_EQ(first.code(), Code::kUnknownResult) << first.to_string();
@@ -193,9 +190,7 @@ TEST(DurabilityTrackerTest, AFailedSyncFailsItsCommitAndEveryLaterOne) {
 
 // ---- on_durable: wait's outcome without blocking -------------------------------------------
 
-TEST(DurabilityTrackerTest, OnDurableSettlesAtOnceOnTheCallersThreadWhenAlreadyDurable) {
-  FakeSync sync;
-  DurabilityTracker tracker([&] { return sync(); });
+TEST_F(DurabilityTrackerTest, OnDurableSettlesAtOnceOnTheCallersThreadWhenAlreadyDurable) {
   commit(tracker, 1);
   commit(tracker, 2);  // its own fdatasync made commit 1 durable
   ASSERT_EQ(tracker.durable(), 1u);
@@ -207,9 +202,7 @@ TEST(DurabilityTrackerTest, OnDurableSettlesAtOnceOnTheCallersThreadWhenAlreadyD
   EXPECT_EQ(sync.calls, 0) << "a durable commit needs no sync";
 }
 
-TEST(DurabilityTrackerTest, OnDurableSettlesFromTheSyncerThreadAfterOneSync) {
-  FakeSync sync;
-  DurabilityTracker tracker([&] { return sync(); });
+TEST_F(DurabilityTrackerTest, OnDurableSettlesFromTheSyncerThreadAfterOneSync) {
   commit(tracker, 1);
   auto settled = settlement(sync);
   std::atomic<uint64_t> durable_when_settled{0};
@@ -229,9 +222,7 @@ TEST(DurabilityTrackerTest, OnDurableSettlesFromTheSyncerThreadAfterOneSync) {
   EXPECT_EQ(settled->calls(), 1);
 }
 
-TEST(DurabilityTrackerTest, PendingOnDurablesShareOneSync) {
-  FakeSync sync;
-  DurabilityTracker tracker([&] { return sync(); });
+TEST_F(DurabilityTrackerTest, PendingOnDurablesShareOneSync) {
   for (uint64_t v = 1; v <= 3; ++v) commit(tracker, v);
   sync.hold();
   std::vector<std::shared_ptr<Settlement>> settled;
@@ -253,9 +244,7 @@ TEST(DurabilityTrackerTest, PendingOnDurablesShareOneSync) {
   EXPECT_EQ(tracker.durable(), 3u);
 }
 
-TEST(DurabilityTrackerTest, OnDurableIsCoveredByABlockingWaitsRunningSyncWithoutOneOfItsOwn) {
-  FakeSync sync;
-  DurabilityTracker tracker([&] { return sync(); });
+TEST_F(DurabilityTrackerTest, OnDurableIsCoveredByABlockingWaitsRunningSyncWithoutOneOfItsOwn) {
   commit(tracker, 1);
   sync.hold();
   auto blocking = std::async(std::launch::async, [&] { return tracker.wait(1); });
@@ -273,9 +262,7 @@ TEST(DurabilityTrackerTest, OnDurableIsCoveredByABlockingWaitsRunningSyncWithout
   EXPECT_EQ(sync.calls, 1) << "the running sync covered it";
 }
 
-TEST(DurabilityTrackerTest, OnDurableForACommitWrittenAfterARunningSyncBeganWaitsForTheNextSync) {
-  FakeSync sync;
-  DurabilityTracker tracker([&] { return sync(); });
+TEST_F(DurabilityTrackerTest, OnDurableForACommitWrittenAfterARunningSyncBeganWaitsForTheNextSync) {
   commit(tracker, 1);
   sync.hold();
   auto blocking = std::async(std::launch::async, [&] { return tracker.wait(1); });
@@ -295,10 +282,8 @@ TEST(DurabilityTrackerTest, OnDurableForACommitWrittenAfterARunningSyncBeganWait
   EXPECT_EQ(tracker.durable(), 2u);
 }
 
-TEST(DurabilityTrackerTest, AFailedSyncGivesTheOnDurablesItCoveredUnknownResultAndLaterOnesFailAtOnce) {
-  FakeSync sync;
+TEST_F(DurabilityTrackerTest, AFailedSyncGivesTheOnDurablesItCoveredUnknownResultAndLaterOnesFailAtOnce) {
   sync.result = EIO;
-  DurabilityTracker tracker([&] { return sync(); });
   commit(tracker, 1);
   sync.hold();
   auto first = settlement(sync), second = settlement(sync);
@@ -327,10 +312,8 @@ TEST(DurabilityTrackerTest, AFailedSyncGivesTheOnDurablesItCoveredUnknownResultA
   EXPECT_EQ(tracker.durable(), 0u);
 }
 
-TEST(DurabilityTrackerTest, AFailedSyncGivesAPendingOnDurableItDidNotCoverTheStickyFailure) {
-  FakeSync sync;
+TEST_F(DurabilityTrackerTest, AFailedSyncGivesAPendingOnDurableItDidNotCoverTheStickyFailure) {
   sync.result = EIO;
-  DurabilityTracker tracker([&] { return sync(); });
   commit(tracker, 1);
   sync.hold();
   auto blocking = std::async(std::launch::async, [&] { return tracker.wait(1); });
@@ -346,38 +329,36 @@ TEST(DurabilityTrackerTest, AFailedSyncGivesAPendingOnDurableItDidNotCoverTheSti
   EXPECT_EQ(sync.calls, 1) << "nothing is synced for a commit after a failed sync";
 }
 
-TEST(DurabilityTrackerTest, DestroyingTheTrackerSettlesAPendingOnDurableBeforeItReturns) {
-  FakeSync sync;
+TEST_F(DurabilityTrackerTest, DestroyingTheTrackerSettlesAPendingOnDurableBeforeItReturns) {
   sync.hold();
-  auto tracker = std::make_unique<DurabilityTracker>([&] { return sync(); });
-  commit(*tracker, 1);
+  auto owned = std::make_unique<DurabilityTracker>([&] { return sync(); });
+  commit(*owned, 1);
   auto settled = settlement(sync);
-  tracker->on_durable(1, settled->callback());
+  owned->on_durable(1, settled->callback());
   ASSERT_TRUE(wait_for_calls(sync, 1));
   // Released only once the destructor is (very likely) already waiting; correct either way.
   std::thread releaser([&] {
     std::this_thread::sleep_for(50ms);
     sync.release();
   });
-  tracker.reset();
+  owned.reset();
   EXPECT_TRUE(settled->settled()) << "the destructor returned with an on_durable pending";
   EXPECT_TRUE(settled->status().ok()) << settled->status().to_string();
   releaser.join();
 }
 
-TEST(DurabilityTrackerTest, ACallbackMayDestroyTheTrackerOnItsSyncerThread) {
-  FakeSync sync;
-  auto tracker = std::make_unique<DurabilityTracker>([&] { return sync(); });
-  commit(*tracker, 1);
+TEST_F(DurabilityTrackerTest, ACallbackMayDestroyTheTrackerOnItsSyncerThread) {
+  auto owned = std::make_unique<DurabilityTracker>([&] { return sync(); });
+  commit(*owned, 1);
   auto outcome = std::make_shared<std::promise<Status>>();
   auto future = outcome->get_future();
-  tracker->on_durable(1, [&tracker, outcome](Status status) {
-    tracker.reset();  // the last store reference can go in a commit's callback
+  owned->on_durable(1, [&owned, outcome](Status status) {
+    owned.reset();  // the last store reference can go in a commit's callback
     outcome->set_value(status);
   });
   ASSERT_EQ(future.wait_for(5s), std::future_status::ready) << "on_durable was never settled";
   EXPECT_TRUE(future.get().ok());
-  EXPECT_EQ(tracker, nullptr);
+  EXPECT_EQ(owned, nullptr);
 }
 
 }  // namespace
