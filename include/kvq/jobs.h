@@ -180,8 +180,9 @@ class Jobs {
   Status add(std::string_view type, std::string_view id, std::string_view data, AddOptions options = {});
   // add() for a caller that must not block, such as an event loop: `done` gets add's outcome,
   // on this thread or later on another. Only on a store that is nonblocking() (LMDB) is this
-  // thread never held up by a commit (kv::run_async); elsewhere it blocks like add.
-  // REQUIRES: this Jobs outlives the call to `done`.
+  // thread never held up by a commit (kv::run_async); elsewhere it blocks like add. `done`
+  // must not block (a blocking commit there fails, kv.h). REQUIRES: this Jobs outlives the call
+  // to `done`.
   void add_async(std::string_view type, std::string_view id, std::string_view data, AddOptions options,
                  std::function<void(Status)> done);
   Status add(kv::Transaction& txn, std::string_view type, std::string_view id, std::string_view data,
@@ -216,7 +217,7 @@ class Jobs {
   // type waits in this process; otherwise later, from the jobs layer's acceptor thread (it must
   // not block). On a store that is nonblocking() (LMDB), an accept with a timeout never blocks
   // this thread: its own look commits asynchronously (kv::run_async), so `done` may then come
-  // from the thread that settles that commit. Any number of accepts may wait this way; per
+  // from the thread that settles that commit, which it must not block either. Any number of accepts may wait this way; per
   // type they are served in arrival order (a new accept queues behind those already waiting),
   // and a burst of adds reaches all waiters with the same options in one transaction. Returns a ticket for cancel_accept (0 if
   // `done` has already been called; a ticket may also be returned for an accept whose `done` is

@@ -135,7 +135,9 @@ class Transaction {
   // commit() for a caller that must not block: `done` gets commit()'s outcome, on this thread
   // before commit_async returns or later on another. On a store whose nonblocking() is true it
   // waits for neither the disk nor other commits; elsewhere it is commit() followed by `done`.
-  // The transaction must stay alive until `done` has been called.
+  // The transaction must stay alive until `done` has been called. `done` may run on the store's
+  // own threads and must not block: a blocking commit there fails with kFailedPrecondition
+  // (LMDB), as it could wait for itself; commit asynchronously, or hand the work elsewhere.
   virtual void commit_async(std::function<void(Status)> done);
 };
 

@@ -191,9 +191,14 @@ void add_accept_route(Router& router, Api& api) {
       }
       auto list = nlohmann::json::array({handle_json(*first)});
       api.metrics.accepted(type, std::chrono::duration<double>(kv::Clock::now() - started).count());
-      // The first is handed out already: a failure to take more still answers with it.
-      if (want > 1) take_due(list, want - 1).ignore();
-      reply_json(*ex, 200, {{"jobs", list}});
+      if (want == 1) return reply_json(*ex, 200, {{"jobs", list}});
+      // Taking the rest commits, and this may run where the first one's commit was settled,
+      // which must not block (kv.h).
+      ex->offload([ex, want, take_due, list = std::move(list)]() mutable {
+        // The first is handed out already: a failure to take more still answers with it.
+        take_due(list, want - 1).ignore();
+        reply_json(*ex, 200, {{"jobs", list}});
+      });
     };
     auto queue = [&api, ex, type, options, wait, complete] {
       const uint64_t ticket = api.jobs.accept_async(type, options, complete);

@@ -42,8 +42,10 @@ class Exchange {
   // `callback` runs once if the client disconnects before the exchange completes (for
   // long-polls and streams, which otherwise would not notice).
   virtual void on_disconnect(std::function<void()> callback) = 0;
-  // Runs `task`, which may block on the store, where blocking is allowed: on the server's
-  // worker pool when this handler runs on an I/O thread (Router::Runs::kInline), else at once.
+  // Runs `task`, which may block on the store, later and where that is allowed: on the
+  // server's worker pool (with none, on an I/O thread), never inside the caller's stack. For
+  // Router::Runs::kInline handlers, and for callbacks of asynchronous store calls, which must
+  // not block (kv.h).
   virtual void offload(std::function<void()> task) = 0;
 };
 

@@ -103,6 +103,11 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // ---- the Exchange side (any thread) ----
+  // offload: later, where a store call may block, never inside the caller's stack.
+  void offload(std::function<void()> task) {
+    if (server_.options.worker_threads > 0) return asio::post(server_.workers, std::move(task));
+    asio::post(server_.ioc, std::move(task));
+  }
   // Each call names the request it belongs to: on a keep-alive connection a late call from an
   // exchange that has already been answered must not touch the next request.
   void reply(uint64_t request, Response response) {
@@ -181,9 +186,9 @@ class Session : public std::enable_shared_from_this<Session> {
     const Handler* handler = match.handler;
     const bool no_pool = server_.options.worker_threads == 0;
     if (no_pool || (match.runs == Router::Runs::kInline && server_.options.nonblocking_store)) {
-      return (*handler)(request, make_exchange(no_pool ? nullptr : &server_.workers));
+      return (*handler)(request, make_exchange());
     }
-    auto exchange = make_exchange(nullptr);
+    auto exchange = make_exchange();
     asio::post(server_.workers, [handler, request = std::move(request), exchange]() mutable {
       (*handler)(request, exchange);
     });
@@ -195,8 +200,8 @@ class Session : public std::enable_shared_from_this<Session> {
     return equal_constant_time(std::string_view(header.data(), header.size()), "Bearer " + server_.options.token);
   }
 
-  // `pool`: where the exchange's offload runs tasks (nullptr: at once, on the calling thread).
-  std::shared_ptr<Exchange> make_exchange(asio::thread_pool* pool);
+  std::shared_ptr<Exchange> make_exchange();
+
 
   void finish(Response response) {
     if (done_) return;
@@ -343,8 +348,8 @@ namespace {
 
 class SessionExchange : public Exchange {
  public:
-  SessionExchange(std::shared_ptr<Session> session, uint64_t request, asio::thread_pool* pool)
-      : session_(std::move(session)), request_(request), pool_(pool) {}
+  SessionExchange(std::shared_ptr<Session> session, uint64_t request)
+      : session_(std::move(session)), request_(request) {}
   void reply(Response response) override { session_->reply(request_, std::move(response)); }
   void start_stream() override { session_->start_stream(request_); }
   void send_event(std::string_view event, std::string_view data) override {
@@ -355,21 +360,17 @@ class SessionExchange : public Exchange {
   void on_disconnect(std::function<void()> callback) override {
     session_->on_disconnect(request_, std::move(callback));
   }
-  void offload(std::function<void()> task) override {
-    if (!pool_) return task();
-    asio::post(*pool_, std::move(task));
-  }
+  void offload(std::function<void()> task) override { session_->offload(std::move(task)); }
 
  private:
   std::shared_ptr<Session> session_;
   uint64_t request_;
-  asio::thread_pool* pool_;
 };
 
 }  // namespace
 
-std::shared_ptr<Exchange> Session::make_exchange(asio::thread_pool* pool) {
-  return std::make_shared<SessionExchange>(shared_from_this(), request_, pool);
+std::shared_ptr<Exchange> Session::make_exchange() {
+  return std::make_shared<SessionExchange>(shared_from_this(), request_);
 }
 
 void HttpServer::Impl::track(const std::shared_ptr<Session>& s) {

@@ -20,7 +20,8 @@ class Router {
   // Where a handler runs. kOnPool: on the server's worker pool, as it may block on the store.
   // kInline: where the request was read (an I/O thread), sparing two thread hand-offs, when
   // the store is nonblocking() (kv.h); the handler then makes only asynchronous store calls and
-  // hands anything else to Exchange::offload. On other stores it runs on the pool too.
+  // hands anything else to Exchange::offload, as their callbacks must. On other stores it runs
+  // on the pool too.
   enum class Runs { kOnPool, kInline };
 
   // `pattern` like "/v1/jobs/{type}/{id}/finish"; "/" is the root. Blocking handlers run on the

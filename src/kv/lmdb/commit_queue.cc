@@ -77,6 +77,11 @@ void wake(std::atomic<int>& state, bool sleep_at_once) {
   syscall(SYS_futex, reinterpret_cast<int*>(&state), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
+// Set while this thread runs an asynchronous commit's callback: the thread may be holding the
+// queue's leadership, or be the syncer that settles groups, so a blocking commit from there
+// could wait for itself.
+thread_local int running_callbacks = 0;
+
 }  // namespace
 
 void Fingerprint::add(std::string_view key, uint64_t version) {
@@ -85,6 +90,11 @@ void Fingerprint::add(std::string_view key, uint64_t version) {
 }
 
 CommitOutcome CommitQueue::commit(const CommitRequest& request) {
+  if (running_callbacks > 0) {
+    return {FailedPrecondition("a blocking commit inside an asynchronous commit's callback could wait for itself; "
+                               "commit asynchronously there, or hand the work to another thread"),
+            0};
+  }
   auto self = std::make_shared<Member>(&request, nullptr);
   const bool sleep_at_once = env_.durability() != nullptr;
   bool leads = join(self);
@@ -212,7 +222,9 @@ void CommitQueue::finish(const Group& group, const GroupResult& result, const St
   }
   for (const auto& m : group) {
     if (m->done) {
+      ++running_callbacks;
       m->done(m->outcome);
+      --running_callbacks;
       continue;
     }
     m->state.store(Member::kDone, std::memory_order_release);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -438,6 +439,31 @@ TEST(LmdbStoreTest, DroppingTheLastStoreHandleWithAsyncCommitsInFlightLosesNothi
     auto reopened = open_or_die(dir.path(), durability);
     ASSERT_NE(reopened, nullptr);
     EXPECT_EQ(keys_under_t(*reopened), size_t{kThreads * kEach});
+  }
+}
+
+// A callback may hold the queue's leadership or be the syncer that settles groups: a blocking
+// commit from there could wait for itself, so it fails at once instead.
+TEST(LmdbStoreTest, ABlockingCommitInsideAnAsyncCommitsCallbackFailsInsteadOfWaitingForItself) {
+  for (Durability durability : {Durability::kSync, Durability::kNoSync}) {
+    SCOPED_TRACE(durability == Durability::kSync ? "sync" : "nosync");
+    TempDir dir;
+    auto store = open_or_die(dir.path(), durability);
+    ASSERT_NE(store, nullptr);
+    std::shared_ptr<kv::Transaction> outer = begin(*store);
+    outer->set("t/outer", "v");
+    auto inner_status = std::make_shared<std::promise<Status>>();
+    auto inner = inner_status->get_future();
+    outer->commit_async([outer, store, inner_status](Status s) {
+      EXPECT_TRUE(s.ok()) << s.to_string();
+      auto txn = begin(*store);
+      txn->set("t/inner", "v");
+      inner_status->set_value(txn->commit());
+    });
+    ASSERT_EQ(inner.wait_for(10s), std::future_status::ready) << "the blocking commit waited for itself";
+    EXPECT_EQ(inner.get().code(), Code::kFailedPrecondition);
+    EXPECT_EQ(read(*store, "t/outer"), "v");
+    EXPECT_EQ(read(*store, "t/inner"), std::nullopt);
   }
 }
 
