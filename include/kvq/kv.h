@@ -257,19 +257,15 @@ class AsyncRun : public std::enable_shared_from_this<AsyncRun<Fn, Done>> {
     } else {
       status = outcome->status();
     }
-    if (!status.ok()) {
-      if (status.retryable()) return failed(status);
-      return done_(std::move(*outcome));
-    }
+    if (!status.ok()) return failed(status);
     txn->commit_async([self = this->shared_from_this(), txn, outcome](Status committed) {
       if (committed.ok()) return self->done_(std::move(*outcome));
-      if (!committed.retryable()) return self->done_(R(committed));
       self->failed(committed);
     });
   }
 
  private:
-  // A retryable failure: the next attempt after a backoff, or the end of the road.
+  // The end of the road, or for a retryable failure the next attempt after a backoff.
   void failed(const Status& status) {
     if (!status.retryable()) return done_(R(status));
     count_retry(status.code());

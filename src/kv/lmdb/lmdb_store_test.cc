@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -92,6 +93,17 @@ class Outcomes {
 // The key commit `i` of thread `t` writes, under "t" (see keys_under_t).
 std::string key_of(int t, int i) { return "t" + std::to_string(t) + "/" + std::to_string(i); }
 
+// Runs body(t, i) for every i < `each` on each of `threads` threads at once, and joins them.
+void on_threads(int threads, int each, const std::function<void(int t, int i)>& body) {
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; ++t) {
+    running.emplace_back([&body, each, t] {
+      for (int i = 0; i < each; ++i) body(t, i);
+    });
+  }
+  for (auto& th : running) th.join();
+}
+
 TEST(LmdbStoreTest, AProcessKilledMidWriteLeavesTheLastCommittedState) {
   TempDir dir;
   ChildProcess writer({KVQ_LMDB_TEST_WRITER, dir.path(), "count"});
@@ -160,13 +172,7 @@ TEST(LmdbStoreTest, ConcurrentCommitsGrowTheMapWithoutLosingAny) {
   TempDir dir;
   auto store = open_or_die(dir.path(), Durability::kNoSync, uint64_t{1} << 20);
   const std::string blob(16 * 1024, 'y');
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 100; ++i) put(*store, "t" + std::to_string(t) + "/" + std::to_string(i), blob);
-    });
-  }
-  for (auto& th : threads) th.join();
+  on_threads(4, 100, [&](int t, int i) { put(*store, key_of(t, i), blob); });
   EXPECT_EQ(keys_under_t(*store), 400u);
 }
 
@@ -178,18 +184,12 @@ TEST(LmdbStoreTest, ASyncCommitReturnsOnlyOnceItIsOnDisk) {
   auto* durability = durability_of(dir.path());
   ASSERT_NE(durability, nullptr);
   std::atomic<int> early{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 40; ++i) {
-        auto txn = begin(*store);
-        txn->set("t" + std::to_string(t) + "/" + std::to_string(i), "v");
-        if (!txn->commit().ok()) continue;
-        if (durability->durable() < txn->committed_version()) ++early;
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
+  on_threads(8, 40, [&](int t, int i) {
+    auto txn = begin(*store);
+    txn->set(key_of(t, i), "v");
+    if (!txn->commit().ok()) return;
+    if (durability->durable() < txn->committed_version()) ++early;
+  });
   EXPECT_EQ(early, 0) << "commits returned before their meta page was synced";
   EXPECT_EQ(keys_under_t(*store), 320u);
 }
@@ -293,21 +293,15 @@ TEST(LmdbStoreTest, AnAsyncSyncCommitIsSettledOnlyOnceItIsOnDisk) {
   constexpr int kThreads = 8, kEach = 40;
   auto outcomes = std::make_shared<Outcomes>(kThreads * kEach);
   auto early = std::make_shared<std::atomic<int>>(0);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < kEach; ++i) {
-        std::shared_ptr<kv::Transaction> txn = begin(*store);
-        txn->set(key_of(t, i), "v");
-        // Not waited for: the next commit joins the queue while this one may be in flight.
-        txn->commit_async([txn, outcomes, early, durability, index = t * kEach + i](Status s) {
-          if (s.ok() && durability->durable() < txn->committed_version()) ++*early;
-          outcomes->record(index, s);
-        });
-      }
+  on_threads(kThreads, kEach, [&](int t, int i) {
+    std::shared_ptr<kv::Transaction> txn = begin(*store);
+    txn->set(key_of(t, i), "v");
+    // Not waited for: the next commit joins the queue while this one may be in flight.
+    txn->commit_async([txn, outcomes, early, durability, index = t * kEach + i](Status s) {
+      if (s.ok() && durability->durable() < txn->committed_version()) ++*early;
+      outcomes->record(index, s);
     });
-  }
-  for (auto& th : threads) th.join();
+  });
   ASSERT_TRUE(outcomes->wait_all()) << outcomes->received() << " of " << kThreads * kEach << " commits settled";
   for (const Status& s : outcomes->statuses()) EXPECT_TRUE(s.ok()) << s.to_string();
   for (int calls : outcomes->calls()) EXPECT_EQ(calls, 1);
@@ -323,23 +317,17 @@ void blocking_and_async_commits_all_land(Durability durability) {
   ASSERT_NE(store, nullptr);
   constexpr int kThreads = 8, kEach = 40;
   auto outcomes = std::make_shared<Outcomes>(kThreads * kEach);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < kEach; ++i) {
-        const int index = t * kEach + i;
-        std::shared_ptr<kv::Transaction> txn = begin(*store);
-        txn->set(key_of(t, i), "v");
-        // Threads start on different kinds, so both kinds are in the queue at once.
-        if ((t + i) % 2 == 0) {
-          outcomes->record(index, txn->commit());
-        } else {
-          txn->commit_async([txn, outcomes, index](Status s) { outcomes->record(index, s); });
-        }
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
+  on_threads(kThreads, kEach, [&](int t, int i) {
+    const int index = t * kEach + i;
+    std::shared_ptr<kv::Transaction> txn = begin(*store);
+    txn->set(key_of(t, i), "v");
+    // Threads start on different kinds, so both kinds are in the queue at once.
+    if ((t + i) % 2 == 0) {
+      outcomes->record(index, txn->commit());
+    } else {
+      txn->commit_async([txn, outcomes, index](Status s) { outcomes->record(index, s); });
+    }
+  });
   ASSERT_TRUE(outcomes->wait_all()) << outcomes->received() << " of " << kThreads * kEach << " commits settled";
   for (const Status& s : outcomes->statuses()) EXPECT_TRUE(s.ok()) << s.to_string();
   for (int calls : outcomes->calls()) EXPECT_EQ(calls, 1);
@@ -374,17 +362,11 @@ TEST(LmdbStoreTest, AFailedFsyncMakesAnAsyncCommitReportUnknownResultAndLaterOne
   // Several at once, so that some are grouped and led by another async commit.
   constexpr int kThreads = 4, kEach = 10;
   auto later = std::make_shared<Outcomes>(kThreads * kEach);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < kEach; ++i) {
-        std::shared_ptr<kv::Transaction> txn = begin(*store);
-        txn->set(key_of(t, i), "refused");
-        txn->commit_async([txn, later, index = t * kEach + i](Status s) { later->record(index, s); });
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
+  on_threads(kThreads, kEach, [&](int t, int i) {
+    std::shared_ptr<kv::Transaction> txn = begin(*store);
+    txn->set(key_of(t, i), "refused");
+    txn->commit_async([txn, later, index = t * kEach + i](Status s) { later->record(index, s); });
+  });
   ASSERT_TRUE(later->wait_all()) << later->received() << " of " << kThreads * kEach << " commits settled";
   for (const Status& s : later->statuses()) EXPECT_EQ(s.code(), Code::kInternal) << s.to_string();
   for (int calls : later->calls()) EXPECT_EQ(calls, 1);
@@ -416,18 +398,12 @@ TEST(LmdbStoreTest, DroppingTheLastStoreHandleWithAsyncCommitsInFlightLosesNothi
     }
     store.reset();
     auto outcomes = std::make_shared<Outcomes>(txns.size());
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] {
-        for (int i = 0; i < kEach; ++i) {
-          const int index = t * kEach + i;
-          // From here on only the callback holds the transaction, as kv::run_async does.
-          auto txn = std::move(txns[index]);
-          txn->commit_async([txn, outcomes, index](Status s) { outcomes->record(index, s); });
-        }
-      });
-    }
-    for (auto& th : threads) th.join();
+    on_threads(kThreads, kEach, [&](int t, int i) {
+      const int index = t * kEach + i;
+      // From here on only the callback holds the transaction, as kv::run_async does.
+      auto txn = std::move(txns[index]);
+      txn->commit_async([txn, outcomes, index](Status s) { outcomes->record(index, s); });
+    });
     ASSERT_TRUE(outcomes->wait_all()) << outcomes->received() << " of " << txns.size() << " commits settled";
     for (const Status& s : outcomes->statuses()) EXPECT_TRUE(s.ok()) << s.to_string();
     for (int calls : outcomes->calls()) EXPECT_EQ(calls, 1);
