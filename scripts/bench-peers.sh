@@ -240,7 +240,10 @@ print(json.dumps({
     "systems": json.loads(os.environ["SYSTEMS"]),
     "notes": [
         "kvq over HTTP and the peers all speak to a server process; kvq in-process runs the jobs "
-        "layer inside the benchmark process itself, as an application embedding kvq would.",
+        "layer inside the benchmark process itself, as an application embedding kvq would. "
+        "The benchmark process links jemalloc, as docs/api.md advises such an application to "
+        "(the kvq executable and Debian's redis-server link it too); the peers' clients run "
+        "on it as well.",
         "Every HTTP call of kvq is a request with a JSON body and a JSON reply (3 per job), "
         "through the client `kvq bench` uses (Boost.Beast, nlohmann::json); the peers use "
         "their own binary or text protocols. The client's CPU comes out of the same 2 cores.",
