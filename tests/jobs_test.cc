@@ -835,6 +835,46 @@ TEST_P(JobsTest, AsyncAcceptTakesADueJobOrWaitsForTheNextAdd) {
   EXPECT_TRUE(jobs().finish(*second).ok()) << "the lock it was handed is the job's";
 }
 
+TEST_P(JobsTest, AsyncAcceptWakesWhenADelayedJobBecomesDue) {
+  ASSERT_TRUE(jobs().add("work", "soon", "{}", {.scheduled_time_ms = wall_ms() + 300}).ok());
+  const auto start = kv::Clock::now();
+  auto accepted = std::make_shared<Delivered<Result<Job>>>();
+  jobs().accept_async("work", {.timeout = 10s}, deliver_to(accepted));
+  auto job = first_delivered(*accepted, 1)[0];
+  const auto waited = kv::Clock::now() - start;
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  EXPECT_EQ(job->id, "soon");
+  EXPECT_GE(waited, 250ms);
+  EXPECT_LT(waited, 3s) << "woken by the due time, not by the accept deadline";
+}
+
+TEST_P(JobsTest, AsyncAcceptsWaitingOnManyTypesAreEachServedFromTheirOwnType) {
+  constexpr int kTypes = 8, kWaitersPerType = 3;
+  std::vector<std::string> types;
+  for (int t = 0; t < kTypes; ++t) {
+    types.push_back("multi" + std::to_string(t));
+    ASSERT_TRUE(jobs().set_type_timeout(types.back(), 60s).ok());
+  }
+  auto accepted = std::make_shared<Delivered<Result<Job>>>();
+  for (const auto& type : types) {
+    for (int w = 0; w < kWaitersPerType; ++w) jobs().accept_async(type, {.timeout = 10s}, deliver_to(accepted));
+  }
+  for (const auto& type : types) {
+    for (int w = 0; w < kWaitersPerType; ++w) {
+      ASSERT_TRUE(jobs().add(type, type + "-" + std::to_string(w), "{}").ok());
+    }
+  }
+  std::map<std::string, int> per_type;
+  std::set<std::string> ids;
+  for (const auto& job : first_delivered(*accepted, kTypes * kWaitersPerType)) {
+    ASSERT_TRUE(job.ok()) << job.status().to_string();
+    EXPECT_EQ(job->id.substr(0, job->type.size()), job->type) << job->id << " came from another type";
+    EXPECT_TRUE(ids.insert(job->id).second) << job->id << " was handed out twice";
+    ++per_type[job->type];
+  }
+  for (const auto& type : types) EXPECT_EQ(per_type[type], kWaitersPerType) << type;
+}
+
 TEST_P(JobsTest, CancellingAWaitingAsyncAcceptEndsItWithCancelled) {
   auto accepted = std::make_shared<Delivered<Result<Job>>>();
   const uint64_t ticket = jobs().accept_async("work", {.timeout = 30s}, deliver_to(accepted));

@@ -136,8 +136,9 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
   const std::string type_name(type);
   const std::string lock = new_lock(type);
   Acceptor& acceptor = impl_->acceptor;
+  const auto commit = look_async ? Acceptor::Commit::kAsync : Acceptor::Commit::kBlocking;
   if (options.timeout.count() > 0 && acceptor.has_waiters(type_name)) {
-    return acceptor.submit(type_name, options, lock, deadline, std::nullopt, std::move(done));
+    return acceptor.submit(type_name, options, lock, deadline, std::nullopt, std::move(done), commit);
   }
   // Read the generation before looking, so an add after our look always shows as a newer one.
   const uint64_t generation = impl_->notifier.pending_generation(type_name);
@@ -146,13 +147,13 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
     attempt_accept_many_async(
         *store_, impl_->keys, options_, type_name, options, {{lock, options.worker}},
         [&acceptor, type_name, options, lock, deadline, generation, ticket, done = std::move(done)](
-            Result<std::vector<Job>> jobs) {
+            Result<std::vector<Job>> jobs, std::optional<int64_t>) {
           if (jobs.ok() || jobs.status().code() != Code::kNotFound) {
             acceptor.forget(ticket);
             if (!jobs.ok()) return done(jobs.status());
             return done(std::move(jobs->front()));
           }
-          acceptor.submit(type_name, options, lock, deadline, generation, done, ticket);
+          acceptor.submit(type_name, options, lock, deadline, generation, done, Acceptor::Commit::kAsync, ticket);
         });
     return ticket;
   }
@@ -165,7 +166,7 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
     done(DeadlineExceeded("no job of type '" + type_name + "' is due"));
     return 0;
   }
-  return acceptor.submit(type_name, options, lock, deadline, generation, std::move(done));
+  return acceptor.submit(type_name, options, lock, deadline, generation, std::move(done), commit);
 }
 
 Result<std::vector<Job>> Jobs::accept_many(std::string_view type, size_t max_count, const AcceptOptions& options) {

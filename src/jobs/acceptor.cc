@@ -55,18 +55,19 @@ Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys,
 }
 
 void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string type,
-                               AcceptOptions accept, std::vector<Taker> takers,
-                               std::function<void(Result<std::vector<Job>>)> done) {
+                               AcceptOptions accept, std::vector<Taker> takers, AcceptManyDone done) {
   struct Attempt {
     std::string type;
     AcceptOptions accept;
     std::vector<Taker> takers;
     std::optional<uint64_t> attempt_version;
+    std::optional<int64_t> next_due;  // of the last try, the one whose outcome `done` gets
   };
-  auto a = std::make_shared<Attempt>(Attempt{std::move(type), std::move(accept), std::move(takers), {}});
+  auto a = std::make_shared<Attempt>(Attempt{std::move(type), std::move(accept), std::move(takers), {}, {}});
   kv::run_async(store, [a, &keys, &options](kv::Transaction& txn) {
-    return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, nullptr, a->attempt_version);
-  }, std::move(done), options.retry);
+    return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, &a->next_due, a->attempt_version);
+  }, [a, done = std::move(done)](Result<std::vector<Job>> jobs) { done(std::move(jobs), a->next_due); },
+  options.retry);
 }
 
 Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
@@ -100,13 +101,18 @@ Acceptor::~Acceptor() {
   }
   cv_.notify_all();
   thread_.join();
+  {
+    // An attempt in flight reads keys_ and options_, and finishes here.
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return in_flight_ == 0; });
+  }
   notifier_.set_pending_listener(nullptr);
   for (auto& [callback, result] : done) callback(std::move(result));
 }
 
 uint64_t Acceptor::submit(const std::string& type, const AcceptOptions& options, const std::string& lock,
                           kv::Clock::time_point deadline, std::optional<uint64_t> generation,
-                          Callback callback, uint64_t reserved) {
+                          Callback callback, Commit commit, uint64_t reserved) {
   std::unique_lock guard(mu_);
   const uint64_t ticket = reserved ? reserved : next_ticket_++;
   if (reserved) {
@@ -126,7 +132,7 @@ uint64_t Acceptor::submit(const std::string& type, const AcceptOptions& options,
     notifier_.hold_pending_interest(type);
     it->second.seen_generation = generation.value_or(0);
   }
-  push_waiter(it->second, {ticket, options, lock, deadline, std::move(callback)});
+  push_waiter(it->second, {ticket, options, lock, deadline, std::move(callback), commit});
   // Anything that moved since the caller's own attempt shows as a newer generation; a caller
   // that made none is looked for in the next round (with every waiter of its kind, in one
   // transaction).
@@ -190,7 +196,9 @@ bool Acceptor::cancel(uint64_t ticket) {
 }
 
 void Acceptor::drop_if_empty(std::map<std::string, Queue>::iterator it) {
-  if (!it->second.waiters.empty()) return;
+  // A queue whose batch is in flight stays until that batch finishes, so the type never has
+  // two attempts at once (a submit meanwhile finds the queue and waits its turn).
+  if (!it->second.waiters.empty() || it->second.in_flight) return;
   notifier_.release_pending_interest(it->first);
   queues_.erase(it);
 }
@@ -220,18 +228,27 @@ void Acceptor::run() {
   while (!stopping_) {
     const auto now = kv::Clock::now();
     Done done;
-    std::vector<std::string> to_attempt;
+    std::vector<std::pair<std::string, Batch>> to_start;
     for (auto& [type, queue] : queues_) {
       expire(type, queue, now, done);
+      if (queue.waiters.empty() || queue.in_flight) continue;
       const bool due = queue.next_due && *queue.next_due <= now;
-      if (!queue.waiters.empty() && (queue.attempt || due)) {
+      if (queue.attempt || due) {
         queue.attempt = false;
         queue.next_due.reset();
-        to_attempt.push_back(type);
+        queue.found_nothing.clear();
+        queue.round_open = true;
       }
+      if (!queue.round_open) continue;
+      auto batch = next_batch(type, queue);
+      if (!batch) {
+        queue.round_open = false;
+        continue;
+      }
+      queue.in_flight = true;
+      ++in_flight_;
+      to_start.emplace_back(type, std::move(*batch));
     }
-    // By name: a round releases the lock, and the map may change meanwhile.
-    for (const auto& type : to_attempt) round(type, lock, done);
     for (auto it = queues_.begin(); it != queues_.end();) {
       auto next = std::next(it);
       drop_if_empty(it);
@@ -239,70 +256,93 @@ void Acceptor::run() {
     }
     lock.unlock();
     for (auto& [callback, result] : done) callback(std::move(result));
+    for (auto& [type, batch] : to_start) start_batch(type, std::move(batch));
     lock.lock();
-    const bool more = std::any_of(queues_.begin(), queues_.end(), [](const auto& q) { return q.second.attempt; });
+    const bool more = std::any_of(queues_.begin(), queues_.end(), [](const auto& q) {
+      const Queue& queue = q.second;
+      return !queue.in_flight && !queue.waiters.empty() && (queue.attempt || queue.round_open);
+    });
     if (!more && !stopping_) cv_.wait_until(lock, next_wake(kv::Clock::now()));
   }
 }
 
-// One round for `type`: serve waiters in order while jobs are due, each batch of waiters with
-// the same options in one transaction. REQUIRES: `lock` held; it is released around store access.
-void Acceptor::round(const std::string& type, std::unique_lock<std::mutex>& lock, Done& done) {
-  std::vector<Kind> found_nothing;
-  for (;;) {
-    auto qit = queues_.find(type);
-    if (qit == queues_.end()) return;
-    auto& queue = qit->second;
-    if (found_nothing.empty()) queue.seen_generation = notifier_.pending_generation(type);
-    // Every kind still waiting found nothing: done, without walking thousands of idle waiters.
-    const auto untried = std::count_if(queue.kinds.begin(), queue.kinds.end(), [&](const auto& k) {
-      return std::find(found_nothing.begin(), found_nothing.end(), k.first) == found_nothing.end();
-    });
-    if (untried == 0) return;
-    auto first = std::find_if(queue.waiters.begin(), queue.waiters.end(), [&](const Waiter& w) {
-      return std::find(found_nothing.begin(), found_nothing.end(), kind_of(w.options)) == found_nothing.end();
-    });
-    if (first == queue.waiters.end()) return;
-    const AcceptOptions options = first->options;
-    const Kind kind = kind_of(options);
-    std::vector<uint64_t> tickets;
-    std::vector<Taker> takers;
-    for (auto it = first; it != queue.waiters.end() && takers.size() < kMaxBatch; ++it) {
-      if (kind_of(it->options) != kind) continue;
-      tickets.push_back(it->ticket);
-      takers.push_back({it->lock, it->options.worker});
-    }
-    std::optional<int64_t> next_due;
-    lock.unlock();
-    auto jobs = attempt_accept_many(store_, keys_, options_, type, options, takers, &next_due);
-    lock.lock();
-    qit = queues_.find(type);
-    if (qit == queues_.end()) return;  // every waiter was cancelled meanwhile
-    auto& waiters = qit->second.waiters;
-    auto complete = [&](uint64_t ticket, Result<Job> result) {
-      auto it = std::find_if(waiters.begin(), waiters.end(), [&](const Waiter& w) { return w.ticket == ticket; });
-      // A job taken for a waiter cancelled meanwhile stays running until its activity timeout
-      // (or its worker's departure) returns it: cancel raced the accept itself.
-      if (it == waiters.end()) return;
-      done.emplace_back(std::move(it->callback), std::move(result));
-      erase_waiter(qit->second, it);
-    };
-    if (!jobs.ok() && jobs.status().code() != Code::kNotFound) {
-      complete(tickets.front(), jobs.status());  // the others try again in their own turn
-      found_nothing.clear();
-      continue;
-    }
-    // The i-th job taken is takers[i]'s (attempt_accept_many keeps their order).
-    const size_t taken = jobs.ok() ? jobs->size() : 0;
-    for (size_t i = 0; i < taken; ++i) complete(tickets[i], std::move((*jobs)[i]));
-    if (taken > 0) found_nothing.clear();
-    if (taken == takers.size()) continue;
-    found_nothing.push_back(kind);
-    if (next_due) {
-      auto at = steady_at(*next_due + 1);
-      qit->second.next_due = qit->second.next_due ? std::min(*qit->second.next_due, at) : at;
-    }
+std::optional<Acceptor::Batch> Acceptor::next_batch(const std::string& type, Queue& queue) {
+  const auto& nothing = queue.found_nothing;
+  if (nothing.empty()) queue.seen_generation = notifier_.pending_generation(type);
+  // Every kind still waiting found nothing: done, without walking thousands of idle waiters.
+  const auto untried = std::count_if(queue.kinds.begin(), queue.kinds.end(), [&](const auto& k) {
+    return std::find(nothing.begin(), nothing.end(), k.first) == nothing.end();
+  });
+  if (untried == 0) return std::nullopt;
+  auto first = std::find_if(queue.waiters.begin(), queue.waiters.end(), [&](const Waiter& w) {
+    return std::find(nothing.begin(), nothing.end(), kind_of(w.options)) == nothing.end();
+  });
+  if (first == queue.waiters.end()) return std::nullopt;
+  Batch batch{first->options, {}, {}};
+  const Kind kind = kind_of(batch.options);
+  for (auto it = first; it != queue.waiters.end() && batch.takers.size() < kMaxBatch; ++it) {
+    if (kind_of(it->options) != kind) continue;
+    batch.tickets.push_back(it->ticket);
+    batch.takers.push_back({it->lock, it->options.worker});
+    if (it->commit == Commit::kAsync) batch.commit = Commit::kAsync;
   }
+  return batch;
+}
+
+void Acceptor::start_batch(const std::string& type, Batch batch) {
+  if (batch.commit == Commit::kBlocking) {
+    std::optional<int64_t> next_due;
+    auto jobs = attempt_accept_many(store_, keys_, options_, type, batch.options, batch.takers, &next_due);
+    return finish_batch(type, batch, std::move(jobs), next_due);
+  }
+  // The batch moves into the completion; the attempt gets copies of what it reads.
+  auto shared = std::make_shared<Batch>(std::move(batch));
+  attempt_accept_many_async(store_, keys_, options_, type, shared->options, shared->takers,
+                            [this, type, shared](Result<std::vector<Job>> jobs, std::optional<int64_t> next_due) {
+                              finish_batch(type, *shared, std::move(jobs), next_due);
+                            });
+}
+
+void Acceptor::finish_batch(const std::string& type, const Batch& batch, Result<std::vector<Job>> jobs,
+                            std::optional<int64_t> next_due) {
+  Done done;
+  {
+    std::lock_guard lock(mu_);
+    --in_flight_;
+    auto qit = queues_.find(type);
+    if (qit != queues_.end()) {
+      auto& queue = qit->second;
+      queue.in_flight = false;
+      auto complete = [&](uint64_t ticket, Result<Job> result) {
+        auto it = std::find_if(queue.waiters.begin(), queue.waiters.end(),
+                               [&](const Waiter& w) { return w.ticket == ticket; });
+        // A job taken for a waiter cancelled meanwhile stays running until its activity timeout
+        // (or its worker's departure) returns it: cancel raced the accept itself.
+        if (it == queue.waiters.end()) return;
+        done.emplace_back(std::move(it->callback), std::move(result));
+        erase_waiter(queue, it);
+      };
+      if (!jobs.ok() && jobs.status().code() != Code::kNotFound) {
+        complete(batch.tickets.front(), jobs.status());  // the others try again in their own turn
+        queue.found_nothing.clear();
+      } else {
+        // The i-th job taken is takers[i]'s (attempt_accept_many keeps their order).
+        const size_t taken = jobs.ok() ? jobs->size() : 0;
+        for (size_t i = 0; i < taken; ++i) complete(batch.tickets[i], std::move((*jobs)[i]));
+        if (taken > 0) queue.found_nothing.clear();
+        if (taken < batch.takers.size()) {
+          queue.found_nothing.push_back(kind_of(batch.options));
+          if (next_due) {
+            auto at = steady_at(*next_due + 1);
+            queue.next_due = queue.next_due ? std::min(*queue.next_due, at) : at;
+          }
+        }
+      }
+      drop_if_empty(qit);
+    }
+    cv_.notify_all();
+  }
+  for (auto& [callback, result] : done) callback(std::move(result));
 }
 
 }  // namespace kvq::jobs

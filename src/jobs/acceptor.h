@@ -9,6 +9,12 @@
 // kMaxBatch at a time, by one transaction that takes a job for each (so a burst of adds reaches
 // many waiting workers at the cost of one commit), and one that finds nothing due stands for
 // them all.
+// A batch with a waiter that came through an asynchronous accept on a nonblocking store commits
+// asynchronously, like its caller's own look: the thread does not wait for that commit (with
+// fsync, for a disk), so rounds of different types run side by side and share group commits,
+// and the commit joins the caller's asynchronous ones instead of being handed their leadership.
+// Blocking accepts keep blocking commits, which lead their own group commits. One attempt per
+// type is in flight at a time.
 #pragma once
 
 #include <condition_variable>
@@ -40,11 +46,12 @@ struct Taker {
 Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys, const JobsOptions& options,
                                              std::string_view type, const AcceptOptions& accept,
                                              const std::vector<Taker>& takers, std::optional<int64_t>* next_due);
-// attempt_accept_many for a caller that must not block (kv::run_async): `done` gets its outcome,
-// perhaps on another thread. The Jobs behind `keys` and `options` must outlive the call.
+// attempt_accept_many for a caller that must not block (kv::run_async): `done` gets its outcome
+// and, when fewer jobs than wanted were due, the earliest scheduled time of a pending job not yet
+// due, perhaps on another thread. The Jobs behind `keys` and `options` must outlive the call.
+using AcceptManyDone = std::function<void(Result<std::vector<Job>>, std::optional<int64_t> next_due)>;
 void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string type,
-                               AcceptOptions accept, std::vector<Taker> takers,
-                               std::function<void(Result<std::vector<Job>>)> done);
+                               AcceptOptions accept, std::vector<Taker> takers, AcceptManyDone done);
 // The same for one job, taken with `lock` for accept.worker.
 Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
                            const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due);
@@ -54,15 +61,17 @@ class Acceptor {
   using Callback = std::function<void(Result<Job>)>;
 
   Acceptor(kv::Store& store, const Keys& keys, const JobsOptions& options, Notifier& notifier);
-  // Ends every waiter with kCancelled.
+  // Ends every waiter with kCancelled; waits for attempts in flight.
   ~Acceptor();
 
+  // How an attempt for a waiter commits.
+  enum class Commit { kBlocking, kAsync };
   // Queues a waiter. `generation` is the type's pending generation read before the caller's own
   // last attempt; nullopt when the caller made none (it queued behind waiters), so the acceptor
   // looks for it in its next round. Returns a ticket for cancel().
   uint64_t submit(const std::string& type, const AcceptOptions& options, const std::string& lock,
                   kv::Clock::time_point deadline, std::optional<uint64_t> generation, Callback callback,
-                  uint64_t reserved = 0);
+                  Commit commit, uint64_t reserved = 0);
   // A ticket for an accept still making its own look elsewhere, before it may wait here:
   // cancel() of it then ends the submit that follows at once with kCancelled. The ticket goes
   // to that submit (`reserved`), or to forget() when the look ended the accept.
@@ -81,6 +90,7 @@ class Acceptor {
     std::string lock;
     kv::Clock::time_point deadline;
     Callback callback;
+    Commit commit;
   };
   // What makes waiters interchangeable in a round: the options that choose which jobs are due.
   using Kind = std::pair<std::optional<int64_t>, std::optional<int64_t>>;  // max time, max priority
@@ -89,18 +99,37 @@ class Acceptor {
     std::deque<Waiter> waiters;
     std::map<Kind, size_t> kinds;  // how many waiters of each kind, so a round ends without a scan
     uint64_t seen_generation = 0;
-    bool attempt = false;
+    bool attempt = false;       // a new round is wanted
+    bool round_open = false;    // a round is under way: its next batch is still to be tried
+    bool in_flight = false;     // one of its batches is being attempted
+    std::vector<Kind> found_nothing;  // kinds the open round found nothing due for
     std::optional<kv::Clock::time_point> next_due;
+  };
+  // One transaction's worth of a round: waiters of one kind, in arrival order.
+  struct Batch {
+    AcceptOptions options;
+    std::vector<uint64_t> tickets;
+    std::vector<Taker> takers;
+    Commit commit = Commit::kBlocking;
   };
   using Done = std::vector<std::pair<Callback, Result<Job>>>;
 
   void run();
-  void round(const std::string& type, std::unique_lock<std::mutex>& lock, Done& done);
+  // The open round's next batch of `queue`, or nullopt when every kind waiting there found
+  // nothing due. REQUIRES: mu_ held.
+  std::optional<Batch> next_batch(const std::string& type, Queue& queue);
+  // Attempts `batch`, with a blocking or an asynchronous commit. REQUIRES: mu_ not held (the
+  // attempt may finish on this thread).
+  void start_batch(const std::string& type, Batch batch);
+  // Hands out what the batch took and moves the round on. Any thread; takes mu_.
+  void finish_batch(const std::string& type, const Batch& batch, Result<std::vector<Job>> jobs,
+                    std::optional<int64_t> next_due);
   void expire(const std::string& type, Queue& queue, kv::Clock::time_point now, Done& done);
   kv::Clock::time_point next_wake(kv::Clock::time_point now) const;
   static void push_waiter(Queue& queue, Waiter waiter);
   static std::deque<Waiter>::iterator erase_waiter(Queue& queue, std::deque<Waiter>::iterator it);
-  // Erases an empty queue and releases its pending interest. REQUIRES: mu_ held.
+  // Erases an empty queue with no attempt in flight, and releases its pending interest.
+  // REQUIRES: mu_ held.
   void drop_if_empty(std::map<std::string, Queue>::iterator it);
 
   kv::Store& store_;
@@ -112,6 +141,7 @@ class Acceptor {
   std::map<std::string, Queue> queues_;
   uint64_t next_ticket_ = 1;
   std::map<uint64_t, bool> reserved_;  // reserved tickets not yet submitted: cancelled?
+  int in_flight_ = 0;                  // batches attempted and not yet finished
   bool stopping_ = false;
   std::thread thread_;
 };
