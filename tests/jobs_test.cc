@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -68,6 +69,14 @@ class JobsTest : public ::testing::TestWithParam<JobsParam> {
     auto info = jobs_->get(type, id);
     EXPECT_TRUE(info.ok()) << info.status().to_string();
     return info.ok() ? info->state : State::kPending;
+  }
+  // A second Jobs on the same store (and the same faults), as another process would open.
+  std::unique_ptr<Jobs> open_another() {
+    std::shared_ptr<kv::Store> store = raw_;
+    if (faulty_) store = faulty_;
+    auto j = Jobs::open(store, {.key_prefix = "t"});
+    EXPECT_TRUE(j.ok()) << j.status().to_string();
+    return j.ok() ? std::move(*j) : nullptr;
   }
   uint64_t store_version() {
     auto v = kv::run(raw(), [](kv::Transaction& t) { return t.read_version(); });
@@ -329,6 +338,28 @@ TEST_P(JobsTest, BlockingAcceptWakesWhenADelayedJobBecomesDue) {
   ASSERT_TRUE(job.ok()) << job.status().to_string();
   EXPECT_GE(waited, 250ms);
   EXPECT_LT(waited, 3s) << "woken by the due time, not by the accept deadline";
+}
+
+TEST_P(JobsTest, AnAddRacingAnAcceptsOwnLookStillWakesIt) {
+  // The add lands before, during or after the accept's own look, or after it queued to wait: in
+  // every case it must reach the accept well before the accept's deadline.
+  std::mt19937 random(42);
+  for (int i = 0; i < 60; ++i) {
+    const std::string id = "race" + std::to_string(i);
+    const auto delay = std::chrono::microseconds(random() % 400);
+    std::thread adder([&] {
+      std::this_thread::sleep_for(delay);
+      EXPECT_TRUE(jobs().add("work", id, "{}").ok());
+    });
+    const auto start = kv::Clock::now();
+    auto job = jobs().accept("work", {.timeout = 10s});
+    const auto waited = kv::Clock::now() - start;
+    adder.join();
+    ASSERT_TRUE(job.ok()) << id << ": " << job.status().to_string();
+    EXPECT_EQ(job->id, id);
+    EXPECT_LT(waited, 3s) << id << " was not woken by its add";
+    ASSERT_TRUE(jobs().finish(*job).ok());
+  }
 }
 
 TEST_P(JobsTest, ConcurrentAcceptorsNeverGetTheSameJob) {
@@ -873,6 +904,21 @@ TEST_P(JobsTest, AsyncAcceptsWaitingOnManyTypesAreEachServedFromTheirOwnType) {
     ++per_type[job->type];
   }
   for (const auto& type : types) EXPECT_EQ(per_type[type], kWaitersPerType) << type;
+}
+
+TEST_P(JobsTest, AnAddThroughAnotherJobsOnTheSameStoreWakesAWaiter) {
+  auto other = open_another();
+  ASSERT_NE(other, nullptr);
+  auto accepted = std::make_shared<Delivered<Result<Job>>>();
+  jobs().accept_async("work", {.timeout = 10s}, deliver_to(accepted));
+  std::this_thread::sleep_for(50ms);
+  ASSERT_EQ(accepted->size(), 0u) << "nothing was due";
+  const auto start = kv::Clock::now();
+  ASSERT_TRUE(other->add("work", "elsewhere", "{}").ok());
+  auto job = first_delivered(*accepted, 1)[0];
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  EXPECT_EQ(job->id, "elsewhere");
+  EXPECT_LT(kv::Clock::now() - start, 3s);
 }
 
 TEST_P(JobsTest, CancellingAWaitingAsyncAcceptEndsItWithCancelled) {

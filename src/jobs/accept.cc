@@ -140,14 +140,15 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
   if (options.timeout.count() > 0 && acceptor.has_waiters(type_name)) {
     return acceptor.submit(type_name, options, lock, deadline, std::nullopt, std::move(done), commit);
   }
-  // Read the generation before looking, so an add after our look always shows as a newer one.
-  const uint64_t generation = impl_->notifier.pending_generation(type_name);
+  // Before looking: a watch live since before our look fires for every add it cannot see.
+  const uint64_t generation = acceptor.watch_generation(type_name);
   if (look_async) {
     const uint64_t ticket = acceptor.reserve();
     attempt_accept_many_async(
-        *store_, impl_->keys, options_, type_name, options, {{lock, options.worker}},
+        *store_, impl_->keys, options_, type_name, options, {{lock, options.worker}}, /*arm_watch=*/false,
         [&acceptor, type_name, options, lock, deadline, generation, ticket, done = std::move(done)](
-            Result<std::vector<Job>> jobs, std::optional<int64_t>) {
+            AcceptOutcome outcome) {
+          auto& jobs = outcome.jobs;
           if (jobs.ok() || jobs.status().code() != Code::kNotFound) {
             acceptor.forget(ticket);
             if (!jobs.ok()) return done(jobs.status());

@@ -33,13 +33,17 @@ namespace {
 Result<std::vector<Job>> accept_attempt(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
                                         std::string_view type, const AcceptOptions& accept,
                                         const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-                                        std::optional<uint64_t>& attempt_version) {
+                                        std::optional<uint64_t>& attempt_version, kv::Watch* watch) {
   if (attempt_version) {
     KVQ_ASSIGN_OR_RETURN(auto taken, find_accepted(txn, keys, type, *attempt_version, takers));
     if (!taken.empty()) return taken;
   }
   KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
   if (next_due) next_due->reset();
+  if (watch) {
+    // At the look's own read version: an add the look cannot see changes the token after it.
+    KVQ_ASSIGN_OR_RETURN(*watch, txn.watch(keys.pending_token(type)));
+  }
   return try_accept_many(txn, keys, options, type, accept, takers, next_due);
 }
 
@@ -47,27 +51,34 @@ Result<std::vector<Job>> accept_attempt(kv::Transaction& txn, const Keys& keys, 
 
 Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys, const JobsOptions& options,
                                              std::string_view type, const AcceptOptions& accept,
-                                             const std::vector<Taker>& takers, std::optional<int64_t>* next_due) {
+                                             const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
+                                             kv::Watch* watch) {
   std::optional<uint64_t> attempt_version;
   return kv::run(store, [&](kv::Transaction& txn) {
-    return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version);
+    return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version, watch);
   }, options.retry);
 }
 
 void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string type,
-                               AcceptOptions accept, std::vector<Taker> takers, AcceptManyDone done) {
+                               AcceptOptions accept, std::vector<Taker> takers, bool arm_watch,
+                               std::function<void(AcceptOutcome)> done) {
   struct Attempt {
     std::string type;
     AcceptOptions accept;
     std::vector<Taker> takers;
+    bool arm_watch;
     std::optional<uint64_t> attempt_version;
     std::optional<int64_t> next_due;  // of the last try, the one whose outcome `done` gets
+    kv::Watch watch;                  // likewise
   };
-  auto a = std::make_shared<Attempt>(Attempt{std::move(type), std::move(accept), std::move(takers), {}, {}});
+  auto a = std::make_shared<Attempt>(
+      Attempt{std::move(type), std::move(accept), std::move(takers), arm_watch, {}, {}, {}});
   kv::run_async(store, [a, &keys, &options](kv::Transaction& txn) {
-    return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, &a->next_due, a->attempt_version);
-  }, [a, done = std::move(done)](Result<std::vector<Job>> jobs) { done(std::move(jobs), a->next_due); },
-  options.retry);
+    return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, &a->next_due, a->attempt_version,
+                          a->arm_watch ? &a->watch : nullptr);
+  }, [a, done = std::move(done)](Result<std::vector<Job>> jobs) {
+    done(AcceptOutcome{std::move(jobs), a->next_due, std::move(a->watch)});
+  }, options.retry);
 }
 
 Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
@@ -77,15 +88,9 @@ Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions
   return std::move(jobs.front());
 }
 
-Acceptor::Acceptor(kv::Store& store, const Keys& keys, const JobsOptions& options, Notifier& notifier)
-    : store_(store), keys_(keys), options_(options), notifier_(notifier) {
-  notifier_.set_pending_listener([this](const std::string& type) {
-    std::lock_guard lock(mu_);
-    auto it = queues_.find(type);
-    if (it == queues_.end()) return;
-    it->second.attempt = true;
-    cv_.notify_all();
-  });
+Acceptor::Acceptor(kv::Store& store, const Keys& keys, const JobsOptions& options)
+    : store_(store), keys_(keys), options_(options) {
+  sink_->acceptor = this;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -101,13 +106,37 @@ Acceptor::~Acceptor() {
   }
   cv_.notify_all();
   thread_.join();
+  std::map<std::string, PendingWatch> watches;
   {
     // An attempt in flight reads keys_ and options_, and finishes here.
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return in_flight_ == 0; });
+    watches.swap(watches_);
   }
-  notifier_.set_pending_listener(nullptr);
+  {
+    std::lock_guard detach(sink_->mu);
+    sink_->acceptor = nullptr;
+  }
+  watches.clear();  // cancels them, outside mu_: a cancelled watch runs its callback at once
   for (auto& [callback, result] : done) callback(std::move(result));
+}
+
+uint64_t Acceptor::watch_generation(const std::string& type) {
+  std::lock_guard lock(mu_);
+  auto it = watches_.find(type);
+  return it != watches_.end() && it->second.live ? it->second.generation : 0;
+}
+
+void Acceptor::on_fire(const std::string& type, uint64_t generation) {
+  std::lock_guard lock(mu_);
+  auto it = watches_.find(type);
+  // A watch replaced since: the look that armed its successor saw everything before that.
+  if (it == watches_.end() || it->second.generation != generation) return;
+  it->second.live = false;
+  auto qit = queues_.find(type);
+  if (qit == queues_.end()) return;
+  qit->second.attempt = true;
+  cv_.notify_all();
 }
 
 uint64_t Acceptor::submit(const std::string& type, const AcceptOptions& options, const std::string& lock,
@@ -125,18 +154,15 @@ uint64_t Acceptor::submit(const std::string& type, const AcceptOptions& options,
       return ticket;
     }
   }
-  auto [it, created] = queues_.try_emplace(type);
-  // A queue holds the type's pending interest for as long as it exists (lock order: ours, then
-  // the notifier's; the notifier never calls us holding its own).
-  if (created) {
-    notifier_.hold_pending_interest(type);
-    it->second.seen_generation = generation.value_or(0);
-  }
+  auto it = queues_.try_emplace(type).first;
   push_waiter(it->second, {ticket, options, lock, deadline, std::move(callback), commit});
-  // Anything that moved since the caller's own attempt shows as a newer generation; a caller
-  // that made none is looked for in the next round (with every waiter of its kind, in one
-  // transaction).
-  if (!generation || notifier_.pending_generation(type) != it->second.seen_generation) it->second.attempt = true;
+  // The watch that was live before the caller's look, still live: every add since will fire
+  // it. Otherwise (or when the caller made no look) the next round looks for this waiter, with
+  // every waiter of its kind in one transaction.
+  auto watch = watches_.find(type);
+  const bool covered = generation && *generation != 0 && watch != watches_.end() && watch->second.live &&
+                       watch->second.generation == *generation;
+  if (!covered) it->second.attempt = true;
   cv_.notify_all();
   return ticket;
 }
@@ -199,7 +225,6 @@ void Acceptor::drop_if_empty(std::map<std::string, Queue>::iterator it) {
   // A queue whose batch is in flight stays until that batch finishes, so the type never has
   // two attempts at once (a submit meanwhile finds the queue and waits its turn).
   if (!it->second.waiters.empty() || it->second.in_flight) return;
-  notifier_.release_pending_interest(it->first);
   queues_.erase(it);
 }
 
@@ -268,7 +293,6 @@ void Acceptor::run() {
 
 std::optional<Acceptor::Batch> Acceptor::next_batch(const std::string& type, Queue& queue) {
   const auto& nothing = queue.found_nothing;
-  if (nothing.empty()) queue.seen_generation = notifier_.pending_generation(type);
   // Every kind still waiting found nothing: done, without walking thousands of idle waiters.
   const auto untried = std::count_if(queue.kinds.begin(), queue.kinds.end(), [&](const auto& k) {
     return std::find(nothing.begin(), nothing.end(), k.first) == nothing.end();
@@ -286,25 +310,42 @@ std::optional<Acceptor::Batch> Acceptor::next_batch(const std::string& type, Que
     batch.takers.push_back({it->lock, it->options.worker});
     if (it->commit == Commit::kAsync) batch.commit = Commit::kAsync;
   }
+  // No live watch: this batch's look arms the next one (one batch of a type is in flight at a
+  // time, so no other is arming it).
+  auto& watch = watches_[type];
+  if (!watch.live) batch.arm = next_watch_generation_++;
   return batch;
 }
 
 void Acceptor::start_batch(const std::string& type, Batch batch) {
   if (batch.commit == Commit::kBlocking) {
-    std::optional<int64_t> next_due;
-    auto jobs = attempt_accept_many(store_, keys_, options_, type, batch.options, batch.takers, &next_due);
-    return finish_batch(type, batch, std::move(jobs), next_due);
+    AcceptOutcome outcome{NotFound(""), std::nullopt, {}};
+    outcome.jobs = attempt_accept_many(store_, keys_, options_, type, batch.options, batch.takers, &outcome.next_due,
+                                       batch.arm ? &outcome.watch : nullptr);
+    return finish_batch(type, batch, std::move(outcome));
   }
   // The batch moves into the completion; the attempt gets copies of what it reads.
   auto shared = std::make_shared<Batch>(std::move(batch));
-  attempt_accept_many_async(store_, keys_, options_, type, shared->options, shared->takers,
-                            [this, type, shared](Result<std::vector<Job>> jobs, std::optional<int64_t> next_due) {
-                              finish_batch(type, *shared, std::move(jobs), next_due);
+  attempt_accept_many_async(store_, keys_, options_, type, shared->options, shared->takers, shared->arm != 0,
+                            [this, type, shared](AcceptOutcome outcome) {
+                              finish_batch(type, *shared, std::move(outcome));
                             });
 }
 
-void Acceptor::finish_batch(const std::string& type, const Batch& batch, Result<std::vector<Job>> jobs,
-                            std::optional<int64_t> next_due) {
+void Acceptor::finish_batch(const std::string& type, const Batch& batch, AcceptOutcome outcome) {
+  auto& jobs = outcome.jobs;
+  const auto& next_due = outcome.next_due;
+  const bool looked = jobs.ok() || jobs.status().code() == Code::kNotFound;
+  kv::Watch retired;  // a replaced watch, cancelled outside mu_ (its callback runs at once)
+  if (batch.arm && outcome.watch.valid() && looked) {
+    // Before it is installed, while this thread alone holds it; a fire before the install is
+    // caught there (ready()).
+    outcome.watch.on_ready([sink = sink_, type, generation = batch.arm](const Status& s) {
+      if (s.code() == Code::kCancelled) return;
+      std::lock_guard lock(sink->mu);
+      if (sink->acceptor) sink->acceptor->on_fire(type, generation);
+    });
+  }
   Done done;
   {
     std::lock_guard lock(mu_);
@@ -338,10 +379,20 @@ void Acceptor::finish_batch(const std::string& type, const Batch& batch, Result<
           }
         }
       }
-      drop_if_empty(qit);
     }
+    if (batch.arm && outcome.watch.valid() && looked && !stopping_) {
+      auto& watch = watches_[type];
+      retired = std::move(watch.watch);
+      watch.watch = std::move(outcome.watch);
+      watch.generation = batch.arm;
+      watch.live = !watch.watch.ready();
+      if (!watch.live && qit != queues_.end()) qit->second.attempt = true;
+    }
+    if (qit != queues_.end()) drop_if_empty(qit);
     cv_.notify_all();
   }
+  retired.cancel();
+  outcome.watch.cancel();  // not installed (closing, or the look failed)
   for (auto& [callback, result] : done) callback(std::move(result));
 }
 

@@ -1,14 +1,20 @@
 // jobs/acceptor.h — serves every accept that has to wait, from one thread per Jobs.
 //
 // A waiting accept is a queued callback, not a blocked thread, so a server can hold many
-// thousands of long-polls. Per type, waiters are served in arrival order. The acceptor holds
-// the notifier's pending interest for a type while it has waiters there, and makes a round of
-// attempts whenever the type's pending generation moves (see notifier.h for why that misses no
-// add), when the earliest delayed job falls due, and expires waiters at their deadlines.
-// Waiters with the same options share a round: they are served together, up to
-// kMaxBatch at a time, by one transaction that takes a job for each (so a burst of adds reaches
-// many waiting workers at the cost of one commit), and one that finds nothing due stands for
-// them all.
+// thousands of long-polls. Per type, waiters are served in arrival order. Waiters with the same
+// options share a round: they are served together, up to kMaxBatch at a time, by one
+// transaction that takes a job for each (so a burst of adds reaches many waiting workers at the
+// cost of one commit), and one that finds nothing due stands for them all.
+//
+// Wake-ups, as in couch_jobs: a round's transaction that finds the type without a live watch
+// arms one on the type's pending token (which every add, resubmit and return to pending
+// changes) in the same transaction as its look, so an add either was seen by the look or fires
+// the watch, and the fire starts the next round directly (no other thread in between). One watch
+// per type serves every waiter in this process. A caller that looked for itself reads
+// watch_generation() before its look; if that watch is still live when it submits, every add
+// after its look will fire it, else the acceptor looks for it in its next round. Rounds also run
+// when the earliest delayed job falls due, and waiters expire at their deadlines.
+//
 // A batch with a waiter that came through an asynchronous accept on a nonblocking store commits
 // asynchronously, like its caller's own look: the thread does not wait for that commit (with
 // fsync, for a disk), so rounds of different types run side by side and share group commits,
@@ -22,12 +28,12 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
-#include "jobs/notifier.h"
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
 
@@ -42,16 +48,23 @@ struct Taker {
 // One accept attempt in its own transaction (with retries, recognising its own earlier commit
 // after an unknown result): up to takers.size() due jobs, the i-th for takers[i]. kNotFound
 // when nothing is due; when fewer than wanted were due, *next_due then holds the earliest
-// scheduled time of a pending job not yet due, if any.
+// scheduled time of a pending job not yet due, if any. With `watch`, the last try also arms a
+// watch on the type's pending token there.
 Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys, const JobsOptions& options,
                                              std::string_view type, const AcceptOptions& accept,
-                                             const std::vector<Taker>& takers, std::optional<int64_t>* next_due);
-// attempt_accept_many for a caller that must not block (kv::run_async): `done` gets its outcome
-// and, when fewer jobs than wanted were due, the earliest scheduled time of a pending job not yet
-// due, perhaps on another thread. The Jobs behind `keys` and `options` must outlive the call.
-using AcceptManyDone = std::function<void(Result<std::vector<Job>>, std::optional<int64_t> next_due)>;
+                                             const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
+                                             kv::Watch* watch = nullptr);
+// What attempt_accept_many_async hands its caller.
+struct AcceptOutcome {
+  Result<std::vector<Job>> jobs;
+  std::optional<int64_t> next_due;  // as attempt_accept_many's
+  kv::Watch watch;                  // armed when asked for
+};
+// attempt_accept_many for a caller that must not block (kv::run_async): `done` gets the outcome,
+// perhaps on another thread. The Jobs behind `keys` and `options` must outlive the call.
 void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string type,
-                               AcceptOptions accept, std::vector<Taker> takers, AcceptManyDone done);
+                               AcceptOptions accept, std::vector<Taker> takers, bool arm_watch,
+                               std::function<void(AcceptOutcome)> done);
 // The same for one job, taken with `lock` for accept.worker.
 Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
                            const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due);
@@ -60,15 +73,18 @@ class Acceptor {
  public:
   using Callback = std::function<void(Result<Job>)>;
 
-  Acceptor(kv::Store& store, const Keys& keys, const JobsOptions& options, Notifier& notifier);
+  Acceptor(kv::Store& store, const Keys& keys, const JobsOptions& options);
   // Ends every waiter with kCancelled; waits for attempts in flight.
   ~Acceptor();
 
   // How an attempt for a waiter commits.
   enum class Commit { kBlocking, kAsync };
-  // Queues a waiter. `generation` is the type's pending generation read before the caller's own
-  // last attempt; nullopt when the caller made none (it queued behind waiters), so the acceptor
-  // looks for it in its next round. Returns a ticket for cancel().
+  // The generation of `type`'s live pending watch, 0 when it has none. Read before a look of
+  // the caller's own, and passed to submit.
+  uint64_t watch_generation(const std::string& type);
+  // Queues a waiter. `generation` is watch_generation() read before the caller's own last look;
+  // nullopt when the caller made none (it queued behind waiters). Unless that watch is still
+  // live, the acceptor looks for the waiter in its next round. Returns a ticket for cancel().
   uint64_t submit(const std::string& type, const AcceptOptions& options, const std::string& lock,
                   kv::Clock::time_point deadline, std::optional<uint64_t> generation, Callback callback,
                   Commit commit, uint64_t reserved = 0);
@@ -98,7 +114,6 @@ class Acceptor {
   struct Queue {
     std::deque<Waiter> waiters;
     std::map<Kind, size_t> kinds;  // how many waiters of each kind, so a round ends without a scan
-    uint64_t seen_generation = 0;
     bool attempt = false;       // a new round is wanted
     bool round_open = false;    // a round is under way: its next batch is still to be tried
     bool in_flight = false;     // one of its batches is being attempted
@@ -111,6 +126,20 @@ class Acceptor {
     std::vector<uint64_t> tickets;
     std::vector<Taker> takers;
     Commit commit = Commit::kBlocking;
+    uint64_t arm = 0;  // the generation of the watch its transaction arms; 0: none
+  };
+  // The pending watch of a type: kept while the type has no waiters, so that the next waiter
+  // needs no look of the acceptor's.
+  struct PendingWatch {
+    kv::Watch watch;
+    uint64_t generation = 0;
+    bool live = false;  // armed, and not fired since
+  };
+  // Where fired watches report: outlives the Acceptor, whose destructor detaches it (under
+  // `mu`, so a fire in progress finishes first).
+  struct FireSink {
+    std::mutex mu;
+    Acceptor* acceptor = nullptr;
   };
   using Done = std::vector<std::pair<Callback, Result<Job>>>;
 
@@ -122,23 +151,25 @@ class Acceptor {
   // attempt may finish on this thread).
   void start_batch(const std::string& type, Batch batch);
   // Hands out what the batch took and moves the round on. Any thread; takes mu_.
-  void finish_batch(const std::string& type, const Batch& batch, Result<std::vector<Job>> jobs,
-                    std::optional<int64_t> next_due);
+  void finish_batch(const std::string& type, const Batch& batch, AcceptOutcome outcome);
+  // A watch armed by a batch fired: the next round of its type starts.
+  void on_fire(const std::string& type, uint64_t generation);
   void expire(const std::string& type, Queue& queue, kv::Clock::time_point now, Done& done);
   kv::Clock::time_point next_wake(kv::Clock::time_point now) const;
   static void push_waiter(Queue& queue, Waiter waiter);
   static std::deque<Waiter>::iterator erase_waiter(Queue& queue, std::deque<Waiter>::iterator it);
-  // Erases an empty queue with no attempt in flight, and releases its pending interest.
-  // REQUIRES: mu_ held.
+  // Erases an empty queue with no attempt in flight. REQUIRES: mu_ held.
   void drop_if_empty(std::map<std::string, Queue>::iterator it);
 
   kv::Store& store_;
   const Keys& keys_;
   const JobsOptions& options_;
-  Notifier& notifier_;
+  std::shared_ptr<FireSink> sink_ = std::make_shared<FireSink>();
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, Queue> queues_;
+  std::map<std::string, PendingWatch> watches_;
+  uint64_t next_watch_generation_ = 1;
   uint64_t next_ticket_ = 1;
   std::map<uint64_t, bool> reserved_;  // reserved tickets not yet submitted: cancelled?
   int in_flight_ = 0;                  // batches attempted and not yet finished

@@ -14,12 +14,12 @@ namespace kvq::jobs {
 
 struct Jobs::Impl {
   Impl(kv::Store& store, const JobsOptions& options)
-      : keys(options.key_prefix), notifier(store, keys, options.retry), acceptor(store, keys, options, notifier) {
+      : keys(options.key_prefix), notifier(store, keys, options.retry), acceptor(store, keys, options) {
     if (options.run_activity_monitor) monitor = std::make_unique<ActivityMonitor>(store, keys, options);
   }
   Keys keys;
-  Notifier notifier;
-  Acceptor acceptor;  // after the notifier: it is destroyed first
+  Notifier notifier;  // subscriptions
+  Acceptor acceptor;  // waiting accepts
   std::unique_ptr<ActivityMonitor> monitor;
 };
 

@@ -26,34 +26,7 @@ Notifier::~Notifier() {
   thread_.join();
   // Only now, with the thread gone, are the watches safe to touch; their callbacks see
   // kCancelled and do nothing.
-  for (auto& [type, tw] : types_) {
-    tw.pending.cancel();
-    tw.activity.cancel();
-  }
-}
-
-uint64_t Notifier::pending_generation(const std::string& type) {
-  std::lock_guard lock(mu_);
-  return types_[type].pending_gen;
-}
-
-void Notifier::hold_pending_interest(const std::string& type) {
-  std::lock_guard lock(mu_);
-  auto& tw = types_[type];
-  if (++tw.interest == 1 && !tw.pending_live) {
-    dirty_ = true;
-    work_cv_.notify_all();
-  }
-}
-
-void Notifier::release_pending_interest(const std::string& type) {
-  std::lock_guard lock(mu_);
-  --types_[type].interest;
-}
-
-void Notifier::set_pending_listener(std::function<void(const std::string& type)> listener) {
-  std::lock_guard lock(mu_);
-  pending_listener_ = std::move(listener);
+  for (auto& [type, tw] : types_) tw.activity.cancel();
 }
 
 void Notifier::add_subscription(const std::shared_ptr<Subscription::State_>& sub) {
@@ -93,12 +66,12 @@ void Notifier::deliver(Subscription::State_& sub, const JobEvent& event) {
   if (listener) listener();
 }
 
-void Notifier::on_watch_fired(const std::string& type, bool pending) {
+void Notifier::on_watch_fired(const std::string& type) {
   std::lock_guard lock(mu_);
   if (stopping_) return;
   auto it = types_.find(type);
   if (it == types_.end()) return;
-  (pending ? it->second.pending_live : it->second.activity_live) = false;
+  it->second.activity_live = false;
   dirty_ = true;
   work_cv_.notify_all();
 }
@@ -111,13 +84,9 @@ std::vector<Notifier::Plan> Notifier::take_plans() {
       std::lock_guard hub(hub_mu_);
       return s->closed || s->final_queued;
     });
-    const bool serve_waiters = !tw.pending_live && tw.interest > 0;
-    const bool serve_subscribers = (!tw.activity_live || tw.refresh_subscribers) && !tw.subs.empty();
-    Plan plan{type, serve_waiters, serve_subscribers, {}};
-    if (!plan.arm_pending && !plan.arm_activity) continue;
-    if (plan.arm_activity) plan.subs = tw.subs;
+    if (tw.subs.empty() || (tw.activity_live && !tw.refresh_subscribers)) continue;
     tw.refresh_subscribers = false;
-    plans.push_back(std::move(plan));
+    plans.push_back(Plan{type, tw.subs});
   }
   return plans;
 }
@@ -134,11 +103,7 @@ void Notifier::run() {
     lock.lock();
     if (!s.ok()) {
       // Put the work back and try again shortly; the store may be briefly unavailable.
-      for (auto& plan : plans) {
-        auto& tw = types_[plan.type];
-        if (plan.arm_pending) tw.pending_live = false;
-        if (plan.arm_activity) tw.refresh_subscribers = true;
-      }
+      for (auto& plan : plans) types_[plan.type].refresh_subscribers = true;
       dirty_ = true;
       work_cv_.wait_for(lock, kRetryPause, [&] { return stopping_; });
     }
@@ -148,61 +113,37 @@ void Notifier::run() {
 Status Notifier::rearm(std::vector<Plan>& plans) {
   if (plans.empty()) return Status::OK();
   KVQ_ASSIGN_OR_RETURN(auto txn, store_.begin());
-  struct Armed {
-    std::string type;
-    bool pending;
-    kv::Watch watch;
-  };
-  std::vector<Armed> armed;
+  std::vector<std::pair<std::string, kv::Watch>> armed;
   std::vector<std::pair<Subscription::State_*, JobEvent>> events;
   for (auto& plan : plans) {
-    if (plan.arm_pending) {
-      KVQ_ASSIGN_OR_RETURN(auto w, txn->watch(keys_.pending_token(plan.type)));
-      armed.push_back({plan.type, true, std::move(w)});
-    }
-    if (plan.arm_activity) {
-      KVQ_ASSIGN_OR_RETURN(auto w, txn->watch(keys_.activity_token(plan.type)));
-      armed.push_back({plan.type, false, std::move(w)});
-      for (auto& sub : plan.subs) {
-        Status error;
-        JobEvent e = observe(*txn, *sub, &error);
-        KVQ_RETURN_IF_ERROR(error);
-        events.emplace_back(sub.get(), std::move(e));
-      }
+    KVQ_ASSIGN_OR_RETURN(auto w, txn->watch(keys_.activity_token(plan.type)));
+    armed.emplace_back(plan.type, std::move(w));
+    for (auto& sub : plan.subs) {
+      Status error;
+      JobEvent e = observe(*txn, *sub, &error);
+      KVQ_RETURN_IF_ERROR(error);
+      events.emplace_back(sub.get(), std::move(e));
     }
   }
   std::vector<kv::Watch> replaced;
   std::vector<kv::Watch*> installed;
-  std::vector<std::string> bumped;
-  std::function<void(const std::string&)> listener;
   {
     std::lock_guard lock(mu_);
-    for (auto& a : armed) {
-      auto& tw = types_[a.type];
-      kv::Watch& slot = a.pending ? tw.pending : tw.activity;
-      replaced.push_back(std::move(slot));
-      slot = std::move(a.watch);
-      installed.push_back(&slot);
-      if (a.pending) {
-        tw.pending_live = true;
-        ++tw.pending_gen;
-        bumped.push_back(a.type);
-      } else {
-        tw.activity_live = true;
-      }
+    for (auto& [type, watch] : armed) {
+      auto& tw = types_[type];
+      replaced.push_back(std::move(tw.activity));
+      tw.activity = std::move(watch);
+      installed.push_back(&tw.activity);
+      tw.activity_live = true;
     }
-    listener = pending_listener_;
   }
   // Outside the lock: a callback may run at once (the watch already fired), and cancelling a
   // replaced watch runs its callback too. Only this thread touches the installed watches.
   for (auto& w : replaced) w.cancel();
   for (size_t i = 0; i < armed.size(); ++i) {
-    installed[i]->on_ready([this, type = armed[i].type, pending = armed[i].pending](const Status& s) {
-      if (s.code() != Code::kCancelled) on_watch_fired(type, pending);
+    installed[i]->on_ready([this, type = armed[i].first](const Status& s) {
+      if (s.code() != Code::kCancelled) on_watch_fired(type);
     });
-  }
-  if (listener) {
-    for (const auto& type : bumped) listener(type);
   }
   for (auto& [sub, event] : events) deliver(*sub, event);
   return Status::OK();
