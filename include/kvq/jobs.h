@@ -28,8 +28,9 @@
 // Background work runs in every process that opens a Jobs, and is safe to run in any number of
 // processes at once: an activity monitor re-enqueues running jobs whose worker has not called
 // update within the type's timeout (judged from the store's commit order between the monitor's
-// own checks, never by comparing clocks of different machines), and a notifier serves every
-// local waiter and subscriber of a type from one store watch per type.
+// own checks, never by comparing clocks of different machines); every local waiting accept of a
+// type is woken through one store watch per type, and every local subscriber of a type through
+// another.
 //
 // Limits: type 1..64 bytes, id 1..256 bytes (any bytes but NUL); data a JSON object of at most
 // JobsOptions::max_data_bytes (default 256 KiB) once compacted. Violations get kInvalidArgument
