@@ -828,6 +828,34 @@ TEST_P(JobsTest, AsyncAddUpdateAndFinishTakeAJobThroughItsLifeAndAreJudgedLikeTh
   EXPECT_EQ(jobs().get("work", "c").status().code(), Code::kNotFound) << "a rejected add writes nothing";
 }
 
+TEST_P(JobsTest, AsyncResubmitSetsUpTheNextRunAndIsJudgedLikeResubmit) {
+  ASSERT_TRUE(jobs().add("work", "r", R"({"n": 1})").ok());
+  Job job = accept_now();
+  auto resubmitted = std::make_shared<Delivered<Status>>();
+  const int64_t later = wall_ms() + 60'000;
+  jobs().resubmit_async(job, {.scheduled_time_ms = later, .data = R"({"n": 2})"}, deliver_to(resubmitted));
+  const Status first = first_delivered(*resubmitted, 1)[0];
+  ASSERT_TRUE(first.ok()) << first.to_string();
+  auto info = jobs().get("work", "r");
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->resubmitted);
+  EXPECT_EQ(info->data, R"({"n":2})") << "the data is normalized as resubmit does";
+  ASSERT_TRUE(jobs().finish(job).ok());
+  info = jobs().get("work", "r");
+  EXPECT_EQ(info->state, State::kPending) << "the finish started the next run";
+  EXPECT_EQ(info->scheduled_time_ms, later);
+
+  Job stale = job;
+  jobs().resubmit_async(stale, {}, deliver_to(resubmitted));
+  EXPECT_EQ(first_delivered(*resubmitted, 2)[1].code(), Code::kFailedPrecondition) << "a finished run is fenced";
+  stale.lock = "not-a-lock";
+  jobs().resubmit_async(stale, {}, deliver_to(resubmitted));
+  EXPECT_EQ(first_delivered(*resubmitted, 3)[2].code(), Code::kInvalidArgument);
+  stale.lock = job.lock;
+  jobs().resubmit_async(stale, {.data = "{not json"}, deliver_to(resubmitted));
+  EXPECT_EQ(first_delivered(*resubmitted, 4)[3].code(), Code::kInvalidArgument) << "data that is not JSON";
+}
+
 TEST_P(JobsTest, AsyncAddsFromManyThreadsAllLandOnce) {
   constexpr int kThreads = 4, kEach = 40;
   auto added = std::make_shared<Delivered<Status>>();

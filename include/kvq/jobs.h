@@ -243,6 +243,8 @@ class Jobs {
   Status finish(kv::Transaction& txn, Job& job, std::optional<std::string_view> data = std::nullopt);
   // Asks for another run at options.scheduled_time_ms once this run finishes.
   Status resubmit(Job& job, const ResubmitOptions& options = {});
+  // resubmit() for a caller that must not block, like add_async.
+  void resubmit_async(Job job, ResubmitOptions options, std::function<void(Status)> done);
   Status resubmit(kv::Transaction& txn, Job& job, const ResubmitOptions& options = {});
 
   // Re-enqueues every job that `worker` (the name given at accept) holds, at once, clearing

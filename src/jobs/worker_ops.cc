@@ -133,6 +133,14 @@ Status Jobs::resubmit(Job& job, const ResubmitOptions& options) {
   }, options_.retry);
 }
 
+void Jobs::resubmit_async(Job job, ResubmitOptions options, std::function<void(Status)> done) {
+  auto resubmit_at = [scheduled = options.scheduled_time_ms](kv::Transaction& txn, const Keys& keys, Job& held,
+                                                             const std::optional<std::string>& data) {
+    return resubmit_checked(txn, keys, held, scheduled, data);
+  };
+  run_call_async(*store_, impl_->keys, options_, std::move(job), options.data, resubmit_at, std::move(done));
+}
+
 Status Jobs::resubmit(kv::Transaction& txn, Job& job, const ResubmitOptions& options) {
   KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, options.data, options_.max_data_bytes));
   return resubmit_checked(txn, impl_->keys, job, options.scheduled_time_ms, checked);

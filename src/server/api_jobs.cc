@@ -78,15 +78,17 @@ void add_producer_routes(Router& router, Api& api) {
       if (error.status) return reply_error(*ex, error);
       batch.push_back(std::move(*job));
     }
-    const std::string type = r.params["type"];
-    Status s = kv::run(api.store, [&](kv::Transaction& txn) -> Status {
-      for (const auto& job : batch) KVQ_RETURN_IF_ERROR(api.jobs.add(txn, type, job.id, job.data, job.options));
+    // Shared by the tries of one transaction (a retry may run on another thread).
+    auto jobs = std::make_shared<const std::vector<NewJob>>(std::move(batch));
+    kv::run_async(api.store, [&api, jobs, type = r.params["type"]](kv::Transaction& txn) -> Status {
+      for (const auto& job : *jobs) KVQ_RETURN_IF_ERROR(api.jobs.add(txn, type, job.id, job.data, job.options));
       return Status::OK();
+    }, [ex, added = jobs->size()](Status s) {
+      if (s.code() == Code::kFailedPrecondition) return reply_error(*ex, {409, "no_timeout", s.message()});
+      if (!s.ok()) return reply_status(*ex, s);
+      reply_json(*ex, 200, {{"added", added}});
     });
-    if (s.code() == Code::kFailedPrecondition) return reply_error(*ex, {409, "no_timeout", s.message()});
-    if (!s.ok()) return reply_status(*ex, s);
-    reply_json(*ex, 200, {{"added", batch.size()}});
-  });
+  }, Router::Access::kToken, Router::Runs::kInline);
   router.add("POST", "/v1/jobs/{type}", [&api](Request& r, Ex ex) {
     auto parsed = JsonBody::parse(r.body, {"id", "data", "scheduled_time", "priority"});
     const JsonBody* body = body_or_reply(parsed, *ex);
@@ -271,10 +273,11 @@ void add_worker_call_routes(Router& router, Api& api) {
     auto call = read_call(r, *ex, true);
     if (!call) return;
     jobs::Job job{r.params["type"], r.params["id"], call->lock, "", ""};
-    Status s = api.jobs.resubmit(job, {.scheduled_time_ms = call->scheduled_time, .data = call->data});
-    if (!s.ok()) return reply_worker_status(*ex, s);
-    reply_json(*ex, 200, nlohmann::json::object());
-  });
+    api.jobs.resubmit_async(job, {.scheduled_time_ms = call->scheduled_time, .data = call->data}, [ex](Status s) {
+      if (!s.ok()) return reply_worker_status(*ex, s);
+      reply_json(*ex, 200, nlohmann::json::object());
+    });
+  }, Router::Access::kToken, Router::Runs::kInline);
 }
 
 // State shared by a wait or an event stream and the callbacks that feed it.

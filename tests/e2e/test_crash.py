@@ -125,6 +125,28 @@ class CrashUnderLoad(unittest.TestCase):
         self.assertTrue(all(j["state"] == "finished" for j in jobs.values()))
         self.assertTrue(set(added) <= set(jobs))
 
+    def test_kill9_keeps_an_acknowledged_batch_add_and_resubmit(self):
+        # Both answer from an asynchronous commit's callback, which must come after the commit
+        # (kill -9 keeps the page cache, so this checks the order, not the fsync).
+        s = self.server
+        c = s.client(timeout=5)
+        c.set_timeout(TYPE, 60)
+        batch = [{"id": "b%03d" % i, "data": {"i": i}} for i in range(50)]
+        self.assertEqual(c.post("/v1/jobs/%s/batch" % TYPE, {"jobs": batch}).json, {"added": 50})
+        r = c.post("/v1/accept/%s" % TYPE, {"timeout": 1})
+        self.assertEqual(r.status, 200, r)
+        job = r.json["jobs"][0]
+        r = c.post("/v1/jobs/%s/%s/resubmit" % (TYPE, q(job["id"])), {"lock": job["lock"], "data": {"again": 1}})
+        self.assertEqual(r.status, 200, r)
+        s.kill()
+        s2 = KvqServer(data_dir=s.data_dir, durability=None).start()
+        self.addCleanup(s2.cleanup)
+        c = s2.client(timeout=10)
+        page = c.get("/v1/jobs/%s?limit=100" % TYPE).json["jobs"]
+        self.assertEqual(sorted(j["id"] for j in page), [b["id"] for b in batch])
+        again = c.get("/v1/jobs/%s/%s" % (TYPE, q(job["id"]))).json
+        self.assertEqual((again["state"], again["resubmitted"], again["data"]), ("running", True, {"again": 1}))
+
 
 if __name__ == "__main__":
     unittest.main()
