@@ -856,6 +856,36 @@ TEST_P(JobsTest, AsyncResubmitSetsUpTheNextRunAndIsJudgedLikeResubmit) {
   EXPECT_EQ(first_delivered(*resubmitted, 4)[3].code(), Code::kInvalidArgument) << "data that is not JSON";
 }
 
+TEST_P(JobsTest, AcceptDueAsyncTakesWhatIsDueNowWithoutWaiting) {
+  auto taken = std::make_shared<Delivered<Result<std::vector<Job>>>>();
+  jobs().accept_due_async("work", 3, {.timeout = 10s}, deliver_to(taken));
+  const auto start = kv::Clock::now();
+  auto none = first_delivered(*taken, 1)[0];
+  EXPECT_EQ(none.status().code(), Code::kDeadlineExceeded) << "nothing due, and it does not wait";
+  EXPECT_LT(kv::Clock::now() - start, 5s);
+
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(jobs().add("work", "d" + std::to_string(i), "{}").ok());
+  ASSERT_TRUE(jobs().add("work", "later", "{}", {.scheduled_time_ms = wall_ms() + 60'000}).ok());
+  jobs().accept_due_async("work", 3, {.worker = "w"}, deliver_to(taken));
+  jobs().accept_due_async("work", 10, {}, deliver_to(taken));
+  auto outcomes = first_delivered(*taken, 3);
+  ASSERT_TRUE(outcomes[1].ok()) << outcomes[1].status().to_string();
+  ASSERT_TRUE(outcomes[2].ok()) << outcomes[2].status().to_string();
+  std::set<std::string> ids;
+  for (size_t k = 1; k < 3; ++k) {
+    for (const auto& job : *outcomes[k]) EXPECT_TRUE(ids.insert(job.id).second) << job.id << " was handed out twice";
+  }
+  EXPECT_EQ(ids.size(), 5u) << "every due job, and not the one scheduled later";
+  EXPECT_FALSE(ids.count("later"));
+  for (const auto& job : *outcomes[1]) EXPECT_EQ(job.worker, "w");
+  EXPECT_EQ(state_of("later"), State::kPending);
+
+  jobs().accept_due_async("work", 0, {}, deliver_to(taken));
+  EXPECT_EQ(first_delivered(*taken, 4)[3].status().code(), Code::kInvalidArgument);
+  jobs().accept_due_async("", 1, {}, deliver_to(taken));
+  EXPECT_EQ(first_delivered(*taken, 5)[4].status().code(), Code::kInvalidArgument);
+}
+
 TEST_P(JobsTest, AsyncAddsFromManyThreadsAllLandOnce) {
   constexpr int kThreads = 4, kEach = 40;
   auto added = std::make_shared<Delivered<Status>>();

@@ -229,6 +229,11 @@ class Jobs {
   // Up to `max_count` due jobs (1..1000), each with its own lock, taken in one transaction:
   // waits like accept for the first (options.timeout), then takes whatever else is due at once.
   Result<std::vector<Job>> accept_many(std::string_view type, size_t max_count, const AcceptOptions& options = {});
+  // Up to `max_count` (1..1000) jobs due now, taken in one transaction, without waiting for any
+  // (options.timeout is not used) and without a blocked thread, like add_async: `done` gets them,
+  // or kDeadlineExceeded when none was due.
+  void accept_due_async(std::string_view type, size_t max_count, const AcceptOptions& options,
+                        std::function<void(Result<std::vector<Job>>)> done);
   // One non-blocking attempt inside the caller's transaction; kNotFound when nothing is due.
   Result<Job> accept(kv::Transaction& txn, std::string_view type, const AcceptOptions& options = {});
   // Heartbeat, optionally replacing the data. kFailedPrecondition ("halt") if fenced out.

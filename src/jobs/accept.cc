@@ -170,13 +170,36 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
   return acceptor.submit(type_name, options, lock, deadline, generation, std::move(done), commit);
 }
 
-Result<std::vector<Job>> Jobs::accept_many(std::string_view type, size_t max_count, const AcceptOptions& options) {
+namespace {
+
+// The takers of an accept of up to `max_count` jobs, after checking its input.
+Result<std::vector<Taker>> many_takers(std::string_view type, size_t max_count, const AcceptOptions& options) {
   KVQ_RETURN_IF_ERROR(validate_accept(type, options));
   if (max_count < 1 || max_count > kMaxAcceptMany) {
     return InvalidArgument("accept_many wants 1.." + std::to_string(kMaxAcceptMany) + " jobs");
   }
   std::vector<Taker> takers;
   for (size_t i = 0; i < max_count; ++i) takers.push_back({new_lock(type), options.worker});
+  return takers;
+}
+
+}  // namespace
+
+void Jobs::accept_due_async(std::string_view type, size_t max_count, const AcceptOptions& options,
+                            std::function<void(Result<std::vector<Job>>)> done) {
+  auto takers = many_takers(type, max_count, options);
+  if (!takers.ok()) return done(takers.status());
+  attempt_accept_many_async(*store_, impl_->keys, options_, std::string(type), options, std::move(*takers),
+                            /*arm_watch=*/false, [type_name = std::string(type), done = std::move(done)](AcceptOutcome outcome) {
+                              if (outcome.jobs.ok() || outcome.jobs.status().code() != Code::kNotFound) {
+                                return done(std::move(outcome.jobs));
+                              }
+                              done(DeadlineExceeded("no job of type '" + type_name + "' is due"));
+                            });
+}
+
+Result<std::vector<Job>> Jobs::accept_many(std::string_view type, size_t max_count, const AcceptOptions& options) {
+  KVQ_ASSIGN_OR_RETURN(auto takers, many_takers(type, max_count, options));
   auto jobs = attempt_accept_many(*store_, impl_->keys, options_, type, options, takers, nullptr);
   if (jobs.ok() || jobs.status().code() != Code::kNotFound) return jobs;
   if (options.timeout.count() == 0) return DeadlineExceeded("no job of type '" + std::string(type) + "' is due");

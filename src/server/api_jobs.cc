@@ -167,19 +167,31 @@ void add_accept_route(Router& router, Api& api) {
       uint64_t held = 0;
     };
     auto wait = std::make_shared<Wait>();
-    // Appends up to `n` jobs due now, taken in one transaction; an error other than "none due".
-    auto take_due = [&api, type, options](nlohmann::json& list, int64_t n) -> Status {
-      jobs::AcceptOptions now = options;
-      now.timeout = jobs::Millis(0);
-      auto due = api.jobs.accept_many(type, static_cast<size_t>(n), now);
-      if (!due.ok()) return due.status().code() == Code::kDeadlineExceeded ? Status::OK() : due.status();
-      for (const auto& job : *due) {
-        api.metrics.accepted(type, 0);
-        list.push_back(handle_json(job));
-      }
-      return Status::OK();
+    // Up to `n` jobs due now, taken in one transaction, appended to `list`; then `then` gets
+    // any error other than "none due". Never blocks on a nonblocking store; elsewhere it runs on
+    // the pool (this route does, and so does `after_first`).
+    auto take_due = [&api, type, options](nlohmann::json list, int64_t n,
+                                          std::function<void(nlohmann::json, Status)> then) {
+      api.jobs.accept_due_async(type, static_cast<size_t>(n), options,
+                                [&api, type, list = std::move(list), then](Result<std::vector<jobs::Job>> due) mutable {
+                                  if (!due.ok()) {
+                                    const bool none = due.status().code() == Code::kDeadlineExceeded;
+                                    return then(std::move(list), none ? Status::OK() : due.status());
+                                  }
+                                  for (const auto& job : *due) {
+                                    api.metrics.accepted(type, 0);
+                                    list.push_back(handle_json(job));
+                                  }
+                                  then(std::move(list), Status::OK());
+                                });
     };
-    auto complete = [&api, ex, type, want, started, wait, take_due](Result<jobs::Job> first) {
+    // The first job's callback may run where its commit settled, which must not block (kv.h):
+    // taking the rest waits for a commit only on a store that is not nonblocking.
+    auto after_first = [&api, ex](std::function<void()> rest) {
+      if (api.store.nonblocking()) return rest();
+      ex->offload(std::move(rest));
+    };
+    auto complete = [&api, ex, type, want, started, wait, take_due, after_first](Result<jobs::Job> first) {
       {
         std::lock_guard lock(wait->mu);
         if (wait->done) return;
@@ -194,12 +206,9 @@ void add_accept_route(Router& router, Api& api) {
       auto list = nlohmann::json::array({handle_json(*first)});
       api.metrics.accepted(type, std::chrono::duration<double>(kv::Clock::now() - started).count());
       if (want == 1) return reply_json(*ex, 200, {{"jobs", list}});
-      // Taking the rest commits, and this may run where the first one's commit was settled,
-      // which must not block (kv.h).
-      ex->offload([ex, want, take_due, list = std::move(list)]() mutable {
+      after_first([ex, want, take_due, list = std::move(list)]() mutable {
         // The first is handed out already: a failure to take more still answers with it.
-        take_due(list, want - 1).ignore();
-        reply_json(*ex, 200, {{"jobs", list}});
+        take_due(std::move(list), want - 1, [ex](nlohmann::json all, Status) { reply_json(*ex, 200, {{"jobs", all}}); });
       });
     };
     auto queue = [&api, ex, type, options, wait, complete] {
@@ -211,16 +220,13 @@ void add_accept_route(Router& router, Api& api) {
       wait->held = api.hold([&api, ticket] { api.jobs.cancel_accept(ticket); });
       ex->on_disconnect([&api, ticket] { api.jobs.cancel_accept(ticket); });
     };
-    // Only a queued wait never blocks (jobs.h); a look of its own now may wait for a commit.
     if (want == 1 && options.timeout.count() > 0) return queue();
-    ex->offload([ex, want, take_due, queue] {
-      if (want > 1) {
-        // Whatever is due now, in one transaction; only when nothing is, wait for the first.
-        auto list = nlohmann::json::array();
-        Status s = take_due(list, want);
-        if (!s.ok()) return reply_status(*ex, s);
-        if (!list.empty()) return reply_json(*ex, 200, {{"jobs", list}});
-      }
+    // Whatever is due now, in one transaction; only when nothing is (and the caller waits), wait
+    // for the first.
+    take_due(nlohmann::json::array(), want, [ex, queue, waits = options.timeout.count() > 0](nlohmann::json list, Status s) {
+      if (!s.ok()) return reply_status(*ex, s);
+      if (!list.empty()) return reply_json(*ex, 200, {{"jobs", list}});
+      if (!waits) return ex->reply({204, ""});
       queue();
     });
   }, Router::Access::kToken, Router::Runs::kInline);
