@@ -1,0 +1,107 @@
+// The acceptor's wake-up protocol (src/jobs/acceptor.h), white-box, on real LMDB: the cases a
+// black-box race cannot hit on purpose.
+#include "jobs/acceptor.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "jobs/jobs_impl.h"
+#include "jobs/schema.h"
+#include "kvq/jobs.h"
+#include "kvq/lmdb_store.h"
+#include "support/delivered.h"
+#include "support/temp_dir.h"
+
+namespace kvq::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using jobs::Acceptor;
+using jobs::Job;
+
+class AcceptorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = open_lmdb_store({.path = dir_.path(), .durability = Durability::kNoSync});
+    ASSERT_TRUE(store.ok()) << store.status().to_string();
+    store_ = *store;
+    auto opened = jobs::Jobs::open(store_, options_);
+    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+    jobs_ = std::move(*opened);
+    ASSERT_TRUE(jobs_->set_type_timeout("work", 60s).ok());
+    acceptor_ = std::make_unique<Acceptor>(*store_, keys_, options_);
+  }
+  void TearDown() override { acceptor_.reset(); }
+
+  // Queues a waiter on "work" whose own look (if any) began when the live watch was `generation`.
+  void wait_for_job(std::optional<uint64_t> generation, std::shared_ptr<Delivered<Result<Job>>> into) {
+    acceptor_->submit("work", {.timeout = 10s}, jobs::new_lock("work"), kv::Clock::now() + 10s, generation,
+                      deliver_to(into), Acceptor::Commit::kBlocking);
+  }
+  // The live watch's generation once there is one (0 if none came within 5 s).
+  uint64_t live_watch() {
+    for (auto give_up = kv::Clock::now() + 5s; kv::Clock::now() < give_up; std::this_thread::sleep_for(1ms)) {
+      if (uint64_t g = acceptor_->watch_generation("work")) return g;
+    }
+    return 0;
+  }
+
+  TempDir dir_;
+  jobs::JobsOptions options_{.key_prefix = "t"};
+  jobs::Keys keys_{options_.key_prefix};
+  std::shared_ptr<kv::Store> store_;
+  std::unique_ptr<jobs::Jobs> jobs_;
+  std::unique_ptr<Acceptor> acceptor_;
+};
+
+TEST_F(AcceptorTest, AWaiterWhoseLookPredatesTheLiveWatchIsLookedForAgain) {
+  // A first waiter makes a round arm the type's watch: generation g1.
+  auto first = std::make_shared<Delivered<Result<Job>>>();
+  wait_for_job(std::nullopt, first);
+  const uint64_t g1 = live_watch();
+  ASSERT_NE(g1, 0u);
+  // A second caller reads g1, then looks and finds nothing (the queue is empty): this is its look.
+  // Two jobs land together; g1 fires, and the round that serves the first waiter takes one of
+  // them and arms a new watch, which has seen both jobs and will not fire for the one left.
+  ASSERT_TRUE(kv::run(*store_, [&](kv::Transaction& txn) -> Status {
+                KVQ_RETURN_IF_ERROR(jobs_->add(txn, "work", "j1", "{}"));
+                return jobs_->add(txn, "work", "j2", "{}");
+              }).ok());
+  ASSERT_TRUE(first->wait_for(1, 5s));
+  ASSERT_TRUE(first->values()[0].ok()) << first->values()[0].status().to_string();
+  const uint64_t g2 = acceptor_->watch_generation("work");
+  ASSERT_NE(g2, 0u);
+  ASSERT_NE(g2, g1) << "the round that served the first waiter armed a new watch";
+  // The second caller queues with the generation it read before its look. A live watch is not
+  // enough: this one was armed after that look, so the job left over must be looked for.
+  auto second = std::make_shared<Delivered<Result<Job>>>();
+  const auto start = kv::Clock::now();
+  wait_for_job(g1, second);
+  ASSERT_TRUE(second->wait_for(1, 5s)) << "the job left over never reached the waiter";
+  ASSERT_TRUE(second->values()[0].ok()) << second->values()[0].status().to_string();
+  EXPECT_NE(second->values()[0]->id, first->values()[0]->id);
+  EXPECT_LT(kv::Clock::now() - start, 3s);
+}
+
+TEST_F(AcceptorTest, AWaiterCoveredByTheStillLiveWatchIsWokenByTheNextAdd) {
+  auto first = std::make_shared<Delivered<Result<Job>>>();
+  wait_for_job(std::nullopt, first);
+  const uint64_t g1 = live_watch();
+  ASSERT_NE(g1, 0u);
+  // A caller whose look began under g1, with g1 still live: no look for it, and the next add
+  // fires g1 and reaches both waiters in turn.
+  auto second = std::make_shared<Delivered<Result<Job>>>();
+  wait_for_job(g1, second);
+  ASSERT_TRUE(jobs_->add("work", "a", "{}").ok());
+  ASSERT_TRUE(jobs_->add("work", "b", "{}").ok());
+  ASSERT_TRUE(first->wait_for(1, 5s));
+  ASSERT_TRUE(second->wait_for(1, 5s));
+  EXPECT_TRUE(first->values()[0].ok());
+  EXPECT_TRUE(second->values()[0].ok());
+}
+
+}  // namespace
+}  // namespace kvq::testing
