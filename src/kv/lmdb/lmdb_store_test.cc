@@ -373,74 +373,81 @@ TEST(LmdbStoreTest, AFailedFsyncMakesAnAsyncCommitReportUnknownResultAndLaterOne
   EXPECT_EQ(keys_under_t(*store), 0u) << "a commit refused after a failed fsync was applied";
 }
 
+// Asynchronous commits are settled by different threads with and without fsync (a committer
+// and the durability tracker's syncer, or the thread that leads), so these run with both.
+class LmdbEachDurabilityTest : public ::testing::TestWithParam<Durability> {
+ protected:
+  void SetUp() override {
+    store_ = open_or_die(dir_.path(), durability());
+    ASSERT_NE(store_, nullptr);
+  }
+  Durability durability() const { return GetParam(); }
+
+  TempDir dir_;
+  std::shared_ptr<kv::Store> store_;
+};
+
+INSTANTIATE_TEST_SUITE_P(ByDurability, LmdbEachDurabilityTest,
+                         ::testing::Values(Durability::kSync, Durability::kNoSync),
+                         [](const auto& info) { return info.param == Durability::kSync ? "sync" : "nosync"; });
+
 // An in-flight transaction keeps the environment open; the last of them may be released on
 // one of the environment's own threads (a committer, or the durability tracker's syncer), which
 // must then neither crash nor wait for itself.
-TEST(LmdbStoreTest, DroppingTheLastStoreHandleWithAsyncCommitsInFlightLosesNothing) {
-  for (Durability durability : {Durability::kSync, Durability::kNoSync}) {
-    SCOPED_TRACE(durability == Durability::kSync ? "sync" : "nosync");
-    TempDir dir;
-    auto store = open_or_die(dir.path(), durability);
-    ASSERT_NE(store, nullptr);
-    std::weak_ptr<kv::lmdb::Env> env;
-    {
-      auto opened = kv::lmdb::Env::open({.path = dir.path(), .durability = durability});
-      ASSERT_TRUE(opened.ok()) << opened.status().to_string();
-      env = *opened;
-    }
-    constexpr int kThreads = 4, kEach = 16;
-    std::vector<std::shared_ptr<kv::Transaction>> txns;
-    for (int t = 0; t < kThreads; ++t) {
-      for (int i = 0; i < kEach; ++i) {
-        txns.push_back(begin(*store));
-        txns.back()->set(key_of(t, i), "v");
-      }
-    }
-    store.reset();
-    auto outcomes = std::make_shared<Outcomes>(txns.size());
-    on_threads(kThreads, kEach, [&](int t, int i) {
-      const int index = t * kEach + i;
-      // From here on only the callback holds the transaction, as kv::run_async does.
-      auto txn = std::move(txns[index]);
-      txn->commit_async([txn, outcomes, index](Status s) { outcomes->record(index, s); });
-    });
-    ASSERT_TRUE(outcomes->wait_all()) << outcomes->received() << " of " << txns.size() << " commits settled";
-    for (const Status& s : outcomes->statuses()) EXPECT_TRUE(s.ok()) << s.to_string();
-    for (int calls : outcomes->calls()) EXPECT_EQ(calls, 1);
-
-    // The callbacks are released just after they return; then nothing holds the environment.
-    const auto deadline = kv::Clock::now() + 5s;
-    while (!env.expired() && kv::Clock::now() < deadline) std::this_thread::sleep_for(1ms);
-    EXPECT_TRUE(env.expired()) << "the environment stayed open after every commit was settled";
-    auto reopened = open_or_die(dir.path(), durability);
-    ASSERT_NE(reopened, nullptr);
-    EXPECT_EQ(keys_under_t(*reopened), size_t{kThreads * kEach});
+TEST_P(LmdbEachDurabilityTest, DroppingTheLastStoreHandleWithAsyncCommitsInFlightLosesNothing) {
+  std::weak_ptr<kv::lmdb::Env> env;
+  {
+    auto opened = kv::lmdb::Env::open({.path = dir_.path(), .durability = durability()});
+    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+    env = *opened;
   }
+  constexpr int kThreads = 4, kEach = 16;
+  std::vector<std::shared_ptr<kv::Transaction>> txns;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kEach; ++i) {
+      txns.push_back(begin(*store_));
+      txns.back()->set(key_of(t, i), "v");
+    }
+  }
+  store_.reset();
+  auto outcomes = std::make_shared<Outcomes>(txns.size());
+  on_threads(kThreads, kEach, [&](int t, int i) {
+    const int index = t * kEach + i;
+    // From here on only the callback holds the transaction, as kv::run_async does.
+    auto txn = std::move(txns[index]);
+    txn->commit_async([txn, outcomes, index](Status s) { outcomes->record(index, s); });
+  });
+  ASSERT_TRUE(outcomes->wait_all()) << outcomes->received() << " of " << txns.size() << " commits settled";
+  for (const Status& s : outcomes->statuses()) EXPECT_TRUE(s.ok()) << s.to_string();
+  for (int calls : outcomes->calls()) EXPECT_EQ(calls, 1);
+
+  // The callbacks are released just after they return; then nothing holds the environment.
+  const auto deadline = kv::Clock::now() + 5s;
+  while (!env.expired() && kv::Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(env.expired()) << "the environment stayed open after every commit was settled";
+  auto reopened = open_or_die(dir_.path(), durability());
+  ASSERT_NE(reopened, nullptr);
+  EXPECT_EQ(keys_under_t(*reopened), size_t{kThreads * kEach});
 }
 
 // A callback may hold the queue's leadership or be the syncer that settles groups: a blocking
 // commit from there could wait for itself, so it fails at once instead.
-TEST(LmdbStoreTest, ABlockingCommitInsideAnAsyncCommitsCallbackFailsInsteadOfWaitingForItself) {
-  for (Durability durability : {Durability::kSync, Durability::kNoSync}) {
-    SCOPED_TRACE(durability == Durability::kSync ? "sync" : "nosync");
-    TempDir dir;
-    auto store = open_or_die(dir.path(), durability);
-    ASSERT_NE(store, nullptr);
-    std::shared_ptr<kv::Transaction> outer = begin(*store);
-    outer->set("t/outer", "v");
-    auto inner_status = std::make_shared<std::promise<Status>>();
-    auto inner = inner_status->get_future();
-    outer->commit_async([outer, store, inner_status](Status s) {
-      EXPECT_TRUE(s.ok()) << s.to_string();
-      auto txn = begin(*store);
-      txn->set("t/inner", "v");
-      inner_status->set_value(txn->commit());
-    });
-    ASSERT_EQ(inner.wait_for(10s), std::future_status::ready) << "the blocking commit waited for itself";
-    EXPECT_EQ(inner.get().code(), Code::kFailedPrecondition);
-    EXPECT_EQ(read(*store, "t/outer"), "v");
-    EXPECT_EQ(read(*store, "t/inner"), std::nullopt);
-  }
+TEST_P(LmdbEachDurabilityTest, ABlockingCommitInsideAnAsyncCommitsCallbackFailsInsteadOfWaitingForItself) {
+  std::shared_ptr<kv::Store> store = store_;
+  std::shared_ptr<kv::Transaction> outer = begin(*store);
+  outer->set("t/outer", "v");
+  auto inner_status = std::make_shared<std::promise<Status>>();
+  auto inner = inner_status->get_future();
+  outer->commit_async([outer, store, inner_status](Status s) {
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    auto txn = begin(*store);
+    txn->set("t/inner", "v");
+    inner_status->set_value(txn->commit());
+  });
+  ASSERT_EQ(inner.wait_for(10s), std::future_status::ready) << "the blocking commit waited for itself";
+  EXPECT_EQ(inner.get().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(read(*store, "t/outer"), "v");
+  EXPECT_EQ(read(*store, "t/inner"), std::nullopt);
 }
 
 // Env::open used to release the reference it found while holding the registry's lock: when
