@@ -124,7 +124,7 @@ Acceptor::~Acceptor() {
 uint64_t Acceptor::watch_generation(const std::string& type) {
   std::lock_guard lock(mu_);
   auto it = watches_.find(type);
-  return it != watches_.end() && it->second.live ? it->second.generation : 0;
+  return it != watches_.end() && it->second.live() ? it->second.generation : 0;
 }
 
 void Acceptor::on_fire(const std::string& type, uint64_t generation) {
@@ -132,7 +132,6 @@ void Acceptor::on_fire(const std::string& type, uint64_t generation) {
   auto it = watches_.find(type);
   // A watch replaced since: the look that armed its successor saw everything before that.
   if (it == watches_.end() || it->second.generation != generation) return;
-  it->second.live = false;
   auto qit = queues_.find(type);
   if (qit == queues_.end()) return;
   qit->second.attempt = true;
@@ -160,7 +159,7 @@ uint64_t Acceptor::submit(const std::string& type, const AcceptOptions& options,
   // it. Otherwise (or when the caller made no look) the next round looks for this waiter, with
   // every waiter of its kind in one transaction.
   auto watch = watches_.find(type);
-  const bool covered = generation && *generation != 0 && watch != watches_.end() && watch->second.live &&
+  const bool covered = generation && *generation != 0 && watch != watches_.end() && watch->second.live() &&
                        watch->second.generation == *generation;
   if (!covered) it->second.attempt = true;
   cv_.notify_all();
@@ -313,7 +312,7 @@ std::optional<Acceptor::Batch> Acceptor::next_batch(const std::string& type, Que
   // No live watch: this batch's look arms the next one (one batch of a type is in flight at a
   // time, so no other is arming it).
   auto& watch = watches_[type];
-  if (!watch.live) batch.arm = next_watch_generation_++;
+  if (!watch.live()) batch.arm = next_watch_generation_++;
   return batch;
 }
 
@@ -385,8 +384,8 @@ void Acceptor::finish_batch(const std::string& type, const Batch& batch, AcceptO
       retired = std::move(watch.watch);
       watch.watch = std::move(outcome.watch);
       watch.generation = batch.arm;
-      watch.live = !watch.watch.ready();
-      if (!watch.live && qit != queues_.end()) qit->second.attempt = true;
+      // Fired before it was installed: its callback found another generation and did nothing.
+      if (!watch.live() && qit != queues_.end()) qit->second.attempt = true;
     }
     if (qit != queues_.end()) drop_if_empty(qit);
     cv_.notify_all();

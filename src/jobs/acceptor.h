@@ -133,7 +133,8 @@ class Acceptor {
   struct PendingWatch {
     kv::Watch watch;
     uint64_t generation = 0;
-    bool live = false;  // armed, and not fired since
+    // Armed and not fired since (a fire marks the watch ready before its callback runs).
+    bool live() const { return watch.valid() && !watch.ready(); }
   };
   // Where fired watches report: outlives the Acceptor, whose destructor detaches it (under
   // `mu`, so a fire in progress finishes first).
