@@ -272,7 +272,7 @@ bool CommitQueue::try_group(const Group& group, GroupResult& result, bool& split
   MDB_txn* txn = *txn_or;
   auto base = env_.version_in(txn);
   if (!base.ok()) {
-    env_.end_write(txn, false, nullptr);
+    env_.end_write(txn, false);
     return fail_all(base.status());
   }
   result.base_version = *base;
@@ -291,7 +291,7 @@ bool CommitQueue::try_group(const Group& group, GroupResult& result, bool& split
       }
     }
     if (int rc = apply(txn, req, version, changes); rc != MDB_SUCCESS) {
-      env_.end_write(txn, false, nullptr);
+      env_.end_write(txn, false);
       if (rc == MDB_MAP_FULL) {
         if (Status s = env_.grow_map(); !s.ok()) return fail_all(s);
         return false;
@@ -306,21 +306,27 @@ bool CommitQueue::try_group(const Group& group, GroupResult& result, bool& split
     wrote = true;
   }
   if (!wrote) {
-    env_.end_write(txn, false, nullptr);
+    env_.end_write(txn, false);
     return true;
   }
   std::string counter = encode_version(version);
   MDB_val key = as_val("version"), value = as_val(counter);
   if (int rc = mdb_put(txn, env_.meta(), &key, &value, 0); rc) {
-    env_.end_write(txn, false, nullptr);
+    env_.end_write(txn, false);
     if (rc == MDB_MAP_FULL) {
       if (Status s = env_.grow_map(); !s.ok()) return fail_all(s);
       return false;
     }
     return fail_all(status_from_lmdb(rc, "advancing the commit counter"));
   }
-  Status committed;
-  env_.end_write(txn, true, &committed);
+  const int rc = env_.end_write(txn, true);
+  // The commit itself allocates pages too (for LMDB's free list), so the map can fill there as
+  // well; LMDB has then aborted the transaction, and the group is tried again in a bigger map.
+  if (rc == MDB_MAP_FULL) {
+    if (Status s = env_.grow_map(); !s.ok()) return fail_all(s);
+    return false;
+  }
+  const Status committed = status_from_lmdb(rc, "committing to LMDB");
   if (durability && committed.ok()) durability->commit_done(version);
   if (!committed.ok()) {
     for (const auto& m : group) {

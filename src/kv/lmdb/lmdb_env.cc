@@ -271,13 +271,15 @@ int Env::sync_to_disk() {
   return rc;
 }
 
-void Env::end_write(MDB_txn* txn, bool commit_it, Status* commit_status) {
+int Env::end_write(MDB_txn* txn, bool commit_it) {
+  int rc = MDB_SUCCESS;
   if (commit_it) {
-    *commit_status = status_from_lmdb(mdb_txn_commit(txn), "committing to LMDB");
+    rc = mdb_txn_commit(txn);
   } else {
     mdb_txn_abort(txn);
   }
   gate_.leave();
+  return rc;
 }
 
 Status Env::grow_map() {

@@ -91,7 +91,8 @@ class Env : public std::enable_shared_from_this<Env> {
   Result<ReadTxn> begin_read();
   // REQUIRES: called only by the commit queue's leader. Holds a gate slot until end_write.
   Result<MDB_txn*> begin_write();
-  void end_write(MDB_txn* txn, bool commit_it, Status* commit_status);
+  // Commits (returning mdb_txn_commit's code) or aborts (returning MDB_SUCCESS) the write.
+  int end_write(MDB_txn* txn, bool commit_it);
   // Doubles the map size. REQUIRES: the caller holds no gate slot.
   Status grow_map();
 
