@@ -103,6 +103,60 @@ TEST_P(KvConformance, SnapshotReadAddsNoConflict) {
   EXPECT_TRUE(t1->commit().ok());
 }
 
+TEST_P(KvConformance, GetManyAnswersInOrderAndSeesTheTransactionsOwnWrites) {
+  put(store(), "a", "1");
+  put(store(), "b", "2");
+  put(store(), "e", "5");
+  auto txn = begin(store());
+  txn->set("c", "3");
+  txn->clear("b");
+  auto values = txn->get_many({"e", "a", "b", "c", "d"});
+  ASSERT_TRUE(values.ok()) << values.status().to_string();
+  EXPECT_EQ(*values, (std::vector<std::optional<std::string>>{"5", "1", std::nullopt, "3", std::nullopt}));
+}
+
+TEST_P(KvConformance, GetManyReadsAtTheTransactionsReadVersion) {
+  put(store(), "a", "1");
+  put(store(), "b", "2");
+  auto t1 = begin(store());
+  ASSERT_EQ(*t1->get("a"), "1");  // fixes t1's read version
+  put(store(), "a", "10");
+  put(store(), "b", "20");
+  put(store(), "c", "30");
+  auto values = t1->get_many({"a", "b", "c"});
+  ASSERT_TRUE(values.ok()) << values.status().to_string();
+  EXPECT_EQ(*values, (std::vector<std::optional<std::string>>{"1", "2", std::nullopt}));
+}
+
+TEST_P(KvConformance, GetManyConflictsWithALaterChangeOfAnyKeyItRead) {
+  put(store(), "k", "0");
+  {
+    auto t1 = begin(store());
+    ASSERT_TRUE(t1->get_many({"k", "absent1"}).ok());
+    put(store(), "k", "1");  // a key it found
+    t1->set("other", "x");
+    EXPECT_EQ(t1->commit().code(), Code::kAborted);
+  }
+  {
+    auto t1 = begin(store());
+    ASSERT_TRUE(t1->get_many({"k", "absent2"}).ok());
+    put(store(), "absent2", "created");  // a key it found absent
+    t1->set("other", "x");
+    EXPECT_EQ(t1->commit().code(), Code::kAborted);
+  }
+  EXPECT_EQ(read(store(), "other"), std::nullopt) << "a failed commit must change nothing";
+}
+
+TEST_P(KvConformance, GetManyWithSnapshotAddsNoConflict) {
+  put(store(), "k", "0");
+  auto t1 = begin(store());
+  ASSERT_TRUE(t1->get_many({"k", "absent"}, {.snapshot = true}).ok());
+  put(store(), "k", "1");
+  put(store(), "absent", "now present");
+  t1->set("other", "x");
+  EXPECT_TRUE(t1->commit().ok());
+}
+
 TEST_P(KvConformance, ReadingAnAbsentKeyConflictsWithItsCreation) {
   auto t1 = begin(store());
   ASSERT_EQ(*t1->get("k"), std::nullopt);

@@ -107,6 +107,11 @@ class Transaction {
   // The value of `key`, std::nullopt if absent.
   virtual Result<std::optional<std::string>> get(std::string_view key, ReadOptions options = {}) = 0;
 
+  // get() of each of `keys`, in order, as one read: on etcd one round trip instead of one per
+  // key. The default calls get() for each.
+  virtual Result<std::vector<std::optional<std::string>>> get_many(const std::vector<std::string>& keys,
+                                                                   ReadOptions options = {});
+
   // Keys in [begin, end) in key order (or reverse), at most `limit` of them.
   virtual Result<std::vector<KeyValue>> get_range(std::string_view begin, std::string_view end,
                                                   RangeOptions options = {}) = 0;

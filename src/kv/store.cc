@@ -3,6 +3,17 @@
 
 namespace kvq::kv {
 
+Result<std::vector<std::optional<std::string>>> Transaction::get_many(const std::vector<std::string>& keys,
+                                                                     ReadOptions options) {
+  std::vector<std::optional<std::string>> values;
+  values.reserve(keys.size());
+  for (const auto& key : keys) {
+    KVQ_ASSIGN_OR_RETURN(auto value, get(key, options));
+    values.push_back(std::move(value));
+  }
+  return values;
+}
+
 void Transaction::commit_async(std::function<void(Status)> done) { done(commit()); }
 
 bool Store::nonblocking() const { return false; }

@@ -138,4 +138,10 @@ Status Client::txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnRes
   });
 }
 
+Status Client::read_txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response) {
+  return call(false, [&](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context) {
+    return stub.Txn(&context, request, response);
+  });
+}
+
 }  // namespace kvq::kv::etcd

@@ -30,6 +30,8 @@ class Client {
 
   Status range(const etcdserverpb::RangeRequest& request, etcdserverpb::RangeResponse* response);
   Status txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response);
+  // A Txn of reads only: a failure leaves nothing applied (kUnavailable, not kUnknownResult).
+  Status read_txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response);
 
   // A channel for long-lived streams (watches), on the endpoint in use now.
   std::shared_ptr<grpc::Channel> channel();

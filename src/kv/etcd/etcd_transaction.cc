@@ -92,6 +92,47 @@ Result<std::optional<std::string>> EtcdTransaction::get(std::string_view key, Re
   return std::optional<std::string>(std::move(stored->value));
 }
 
+Result<std::vector<std::optional<std::string>>> EtcdTransaction::get_many(const std::vector<std::string>& keys,
+                                                                         ReadOptions options) {
+  if (committed_) return FailedPrecondition("the transaction has already committed");
+  std::vector<std::optional<std::string>> values(keys.size());
+  std::vector<size_t> fetched;  // which of `keys` each range of the request reads
+  etcdserverpb::TxnRequest request;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (auto buffered = buffer_.lookup(keys[i])) {
+      values[i] = std::move(*buffered);
+      continue;
+    }
+    KVQ_RETURN_IF_ERROR(check_key(keys[i]));
+    auto* range = request.add_success()->mutable_request_range();
+    range->set_key(full(keys[i]));
+    range->set_revision(revision_);
+    fetched.push_back(i);
+  }
+  if (fetched.size() == 1) {
+    KVQ_ASSIGN_OR_RETURN(values[fetched[0]], get(keys[fetched[0]], options));
+    return values;
+  }
+  if (fetched.empty()) return values;
+  // A Txn without compares reads every range at one revision, the current one when
+  // revision_ is still 0 (its header tells which).
+  etcdserverpb::TxnResponse response;
+  KVQ_RETURN_IF_ERROR(client_->read_txn(request, &response));
+  if (response.responses_size() != static_cast<int>(fetched.size())) {
+    return Unavailable("etcd: a read Txn answered " + std::to_string(response.responses_size()) + " of " +
+                       std::to_string(fetched.size()) + " ranges");
+  }
+  if (revision_ == 0) revision_ = response.header().revision();
+  for (size_t j = 0; j < fetched.size(); ++j) {
+    const auto& rows = response.responses(static_cast<int>(j)).response_range();
+    std::optional<Stored> stored;
+    if (rows.kvs_size() > 0) stored = Stored{rows.kvs(0).mod_revision(), rows.kvs(0).value()};
+    if (!options.snapshot) record_read(keys[fetched[j]], stored);
+    if (stored) values[fetched[j]] = std::move(stored->value);
+  }
+  return values;
+}
+
 Result<std::vector<KeyValue>> EtcdTransaction::get_range(std::string_view begin, std::string_view end,
                                                          RangeOptions options) {
   if (begin >= end) return std::vector<KeyValue>();

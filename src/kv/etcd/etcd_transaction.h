@@ -18,6 +18,9 @@ class EtcdTransaction : public Transaction {
       : client_(std::move(client)), hub_(std::move(hub)) {}
 
   Result<std::optional<std::string>> get(std::string_view key, ReadOptions options) override;
+  // One Txn of ranges at this transaction's revision.
+  Result<std::vector<std::optional<std::string>>> get_many(const std::vector<std::string>& keys,
+                                                           ReadOptions options) override;
   Result<std::vector<KeyValue>> get_range(std::string_view begin, std::string_view end,
                                           RangeOptions options) override;
   void set(std::string_view key, std::string_view value) override;
