@@ -50,13 +50,16 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
   // Each priority level costs one look, or two when it held fewer due jobs than wanted.
   for (int look = 0; look < 2 * kMaxPriorityLevels && taken.size() < takers.size(); ++look) {
     // Snapshot reads: only the jobs finally picked add conflicts, so acceptors that pick
-    // different jobs never collide.
-    KVQ_ASSIGN_OR_RETURN(auto first, txn.get_range(from, end, {.limit = 1, .snapshot = true}));
-    if (first.empty()) break;
-    KVQ_ASSIGN_OR_RETURN(auto head, keys.parse_pending(first[0].key));
+    // different jobs never collide. One read per level: the index orders a level's entries by
+    // scheduled time, so its due jobs are the first entries read, up to the level's due bound
+    // (on etcd each read is a round trip).
+    KVQ_ASSIGN_OR_RETURN(auto due, txn.get_range(from, end, {.limit = spread, .snapshot = true}));
+    if (due.empty()) break;
+    KVQ_ASSIGN_OR_RETURN(auto head, keys.parse_pending(due[0].key));
     if (accept.max_priority && head.priority > *accept.max_priority) break;
-    auto [lo, hi] = keys.pending_due(type, head.priority, max_time);
-    KVQ_ASSIGN_OR_RETURN(auto due, txn.get_range(lo, hi, {.limit = spread, .snapshot = true}));
+    const std::string due_end = keys.pending_due(type, head.priority, max_time).second;
+    due.erase(std::find_if(due.begin(), due.end(), [&](const kv::KeyValue& kv) { return kv.key >= due_end; }),
+              due.end());
     if (due.empty()) {
       if (next_due && (!*next_due || head.scheduled < **next_due)) *next_due = head.scheduled;
       if (head.priority == INT64_MAX) break;

@@ -38,13 +38,15 @@ Result<std::vector<Job>> accept_attempt(kv::Transaction& txn, const Keys& keys, 
     KVQ_ASSIGN_OR_RETURN(auto taken, find_accepted(txn, keys, type, *attempt_version, takers));
     if (!taken.empty()) return taken;
   }
-  KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
   if (next_due) next_due->reset();
   if (watch) {
     // At the look's own read version: an add the look cannot see changes the token after it.
     KVQ_ASSIGN_OR_RETURN(*watch, txn.watch(keys.pending_token(type)));
   }
-  return try_accept_many(txn, keys, options, type, accept, takers, next_due);
+  auto taken = try_accept_many(txn, keys, options, type, accept, takers, next_due);
+  // Read after the look, whose first read fixed it: on etcd asking first would cost a round trip.
+  KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
+  return taken;
 }
 
 }  // namespace

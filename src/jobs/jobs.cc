@@ -154,11 +154,15 @@ namespace {
 // add, once its input is validated and its data normalized.
 Status add_normalized(kv::Transaction& txn, const Keys& keys, std::string_view type, std::string_view id,
                       const std::string& data, const AddOptions& options) {
-  KVQ_ASSIGN_OR_RETURN(auto timeout, txn.get(keys.timeout(type)));
-  if (!timeout) {
+  // One read for both (on etcd, one round trip).
+  KVQ_ASSIGN_OR_RETURN(auto stored, txn.get_many({keys.timeout(type), keys.job(type, id)}));
+  if (!stored[0]) {
     return FailedPrecondition("type '" + std::string(type) + "' has no timeout; set one with set_type_timeout");
   }
-  KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id));
+  std::optional<JobRow> before;
+  if (stored[1]) {
+    KVQ_ASSIGN_OR_RETURN(before, decode_row(*stored[1]));
+  }
   auto after = added(before, data, options, now_ms());
   if (!after) return Status::OK();
   KVQ_ASSIGN_OR_RETURN(after->add_seq, txn.read_version());
@@ -186,8 +190,10 @@ Status add_attempt(kv::Transaction& txn, const Keys& keys, std::string_view type
     KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, id));
     if (row && row->add_seq == *attempt_version) return Status::OK();
   }
+  Status added = add_normalized(txn, keys, type, id, normalized, options);
+  // Read after add's own reads fixed it: on etcd asking first would cost a round trip.
   KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
-  return add_normalized(txn, keys, type, id, normalized, options);
+  return added;
 }
 
 }  // namespace

@@ -22,12 +22,16 @@ Status validate_handle(const Job& job) {
   return Status::OK();
 }
 
-// The row of a job this worker still holds, or "halt".
-Result<JobRow> load_held(kv::Transaction& txn, const Keys& keys, const Job& job) {
-  KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, job.type, job.id));
+// The job's row if this worker still holds it, or "halt".
+Result<JobRow> held(const Job& job, std::optional<JobRow> row) {
   if (!row) return halt(job, "was removed");
   if (row->lock != job.lock) return halt(job, "was re-enqueued or accepted by another worker");
   return std::move(*row);
+}
+
+Result<JobRow> load_held(kv::Transaction& txn, const Keys& keys, const Job& job) {
+  KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, job.type, job.id));
+  return held(job, std::move(row));
 }
 
 // A worker call's input, checked once: the handle, and the data normalized (if any).
@@ -52,7 +56,7 @@ Status finish_checked(kv::Transaction& txn, const Keys& keys, const Job& job, co
   KVQ_ASSIGN_OR_RETURN(auto current, load_job(txn, keys, job.type, job.id));
   // A retry after an unknown commit result finds its own finish already applied.
   if (current && current->lock.empty() && current->finished_lock == job.lock) return Status::OK();
-  KVQ_ASSIGN_OR_RETURN(JobRow before, load_held(txn, keys, job));
+  KVQ_ASSIGN_OR_RETURN(JobRow before, held(job, std::move(current)));
   JobRow after = before;
   after.lock.clear();
   after.worker.clear();
