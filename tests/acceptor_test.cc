@@ -10,6 +10,7 @@
 
 #include "jobs/jobs_impl.h"
 #include "jobs/schema.h"
+#include "kvq/fault_injection.h"
 #include "kvq/jobs.h"
 #include "kvq/lmdb_store.h"
 #include "support/delivered.h"
@@ -101,6 +102,41 @@ TEST_F(AcceptorTest, AWaiterCoveredByTheStillLiveWatchIsWokenByTheNextAdd) {
   ASSERT_TRUE(second->wait_for(1, 5s));
   EXPECT_TRUE(first->values()[0].ok());
   EXPECT_TRUE(second->values()[0].ok());
+}
+
+TEST_F(AcceptorTest, OnAStoreWhoseCallsWaitTheBatchesOfTwoTypesRunSideBySide) {
+  // Every commit through this store waits a second, as a distant etcd's might.
+  constexpr std::chrono::milliseconds kLatency = 1000ms;
+  auto slow = std::make_shared<kv::FaultInjectingStore>(store_, kv::FaultOptions{.commit_latency = kLatency});
+  ASSERT_FALSE(slow->nonblocking());
+  Acceptor acceptor(*slow, keys_, options_);
+  ASSERT_TRUE(jobs_->set_type_timeout("other", 60s).ok());
+  auto work = std::make_shared<Delivered<Result<Job>>>();
+  auto other = std::make_shared<Delivered<Result<Job>>>();
+  for (auto& [type, into] : {std::pair{"work", work}, std::pair{"other", other}}) {
+    acceptor.submit(type, {.timeout = 30s}, jobs::new_lock(type), kv::Clock::now() + 30s, std::nullopt,
+                    deliver_to(into), Acceptor::Commit::kBlocking);
+  }
+  // Both rounds found nothing and armed their watches.
+  for (auto give_up = kv::Clock::now() + 10s;
+       kv::Clock::now() < give_up && !(acceptor.watch_generation("work") && acceptor.watch_generation("other"));) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_NE(acceptor.watch_generation("work"), 0u);
+  ASSERT_NE(acceptor.watch_generation("other"), 0u);
+  // One job for each, added together (through the fast store); each round then takes one
+  // commit. One after the other, the second waiter would wait two.
+  const auto added = kv::Clock::now();
+  ASSERT_TRUE(kv::run(*store_, [&](kv::Transaction& txn) -> Status {
+                KVQ_RETURN_IF_ERROR(jobs_->add(txn, "work", "w", "{}"));
+                return jobs_->add(txn, "other", "o", "{}");
+              }).ok());
+  ASSERT_TRUE(work->wait_for(1, 10s));
+  ASSERT_TRUE(other->wait_for(1, 10s));
+  const auto both_served = kv::Clock::now() - added;
+  ASSERT_TRUE(work->values()[0].ok()) << work->values()[0].status().to_string();
+  ASSERT_TRUE(other->values()[0].ok()) << other->values()[0].status().to_string();
+  EXPECT_LT(both_served, kLatency * 18 / 10) << "the two types' rounds ran one after the other";
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
+#include "util/thread_pool.h"
 
 namespace kvq::jobs {
 namespace {
@@ -13,6 +14,9 @@ constexpr auto kIdle = 1h;
 // The most waiters one transaction serves: enough for a burst, small enough that a conflict
 // wastes little.
 constexpr size_t kMaxBatch = 64;
+// Threads running batches side by side on a store whose calls wait on the network (etcd): as
+// many types as this are served at once.
+constexpr size_t kBlockingBatchThreads = 8;
 
 // Converts a wall-clock instant into this process's steady clock, for waiting.
 kv::Clock::time_point steady_at(int64_t wall_ms) {
@@ -92,6 +96,7 @@ Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions
 
 Acceptor::Acceptor(kv::Store& store, const Keys& keys, const JobsOptions& options)
     : store_(store), keys_(keys), options_(options) {
+  if (!store_.nonblocking()) batch_pool_ = std::make_unique<util::ThreadPool>(kBlockingBatchThreads);
   sink_->acceptor = this;
   thread_ = std::thread([this] { run(); });
 }
@@ -282,7 +287,13 @@ void Acceptor::run() {
     }
     lock.unlock();
     for (auto& [callback, result] : done) callback(std::move(result));
-    for (auto& [type, batch] : to_start) start_batch(type, std::move(batch));
+    for (auto& [type, batch] : to_start) {
+      if (!batch_pool_) {
+        start_batch(type, std::move(batch));
+        continue;
+      }
+      batch_pool_->post([this, type = type, batch = std::move(batch)]() mutable { start_batch(type, std::move(batch)); });
+    }
     lock.lock();
     const bool more = std::any_of(queues_.begin(), queues_.end(), [](const auto& q) {
       const Queue& queue = q.second;

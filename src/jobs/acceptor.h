@@ -20,7 +20,9 @@
 // fsync, for a disk), so rounds of different types run side by side and share group commits,
 // and the commit joins the caller's asynchronous ones instead of being handed their leadership.
 // Blocking accepts keep blocking commits, which lead their own group commits. One attempt per
-// type is in flight at a time.
+// type is in flight at a time. On a store that is not nonblocking (etcd), where an attempt
+// waits on round trips, attempts of different types run side by side on a few threads of
+// their own.
 #pragma once
 
 #include <condition_variable>
@@ -36,6 +38,10 @@
 
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
+
+namespace kvq::util {
+class ThreadPool;
+}
 
 namespace kvq::jobs {
 
@@ -176,6 +182,9 @@ class Acceptor {
   int in_flight_ = 0;                  // batches attempted and not yet finished
   bool stopping_ = false;
   std::thread thread_;
+  // Where batches run when the store is not nonblocking(): there each lasts round trips, and on
+  // thread_ the batches of different types would wait for one another. Null elsewhere.
+  std::unique_ptr<util::ThreadPool> batch_pool_;
 };
 
 }  // namespace kvq::jobs

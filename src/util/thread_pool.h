@@ -1,0 +1,37 @@
+// util/thread_pool.h — a fixed number of threads that run posted tasks in arrival order.
+//
+// For work that blocks, such as a store call that waits on the network, and must not hold up
+// the thread that hands it out. The destructor runs every task already posted, then joins.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace kvq::util {
+
+class ThreadPool {
+ public:
+  // REQUIRES: threads > 0.
+  explicit ThreadPool(size_t threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  void post(std::function<void()> task);
+
+ private:
+  void run();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace kvq::util
