@@ -52,5 +52,8 @@ class Exchange {
 using Handler = std::function<void(Request&, std::shared_ptr<Exchange>)>;
 
 std::string percent_decode(std::string_view text, bool plus_is_space);
+// Fills request.segments (percent-decoded, the trailing empty one dropped) and request.query
+// from a request target such as "/v1/jobs/t?state=pending".
+void split_target(std::string_view target, Request& request);
 
 }  // namespace kvq::server

@@ -35,30 +35,6 @@ bool equal_constant_time(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-void split_target(std::string_view target, Request& request) {
-  const auto q = target.find('?');
-  std::string_view path = target.substr(0, q);
-  size_t start = 1;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string_view::npos) end = path.size();
-    request.segments.push_back(percent_decode(path.substr(start, end - start), false));
-    start = end + 1;
-  }
-  if (!request.segments.empty() && request.segments.back().empty()) request.segments.pop_back();
-  if (q == std::string_view::npos) return;
-  std::string_view query = target.substr(q + 1);
-  while (!query.empty()) {
-    auto amp = query.find('&');
-    auto pair = query.substr(0, amp);
-    auto eq = pair.find('=');
-    request.query[percent_decode(pair.substr(0, eq), true)] =
-        eq == std::string_view::npos ? "" : percent_decode(pair.substr(eq + 1), true);
-    if (amp == std::string_view::npos) break;
-    query = query.substr(amp + 1);
-  }
-}
-
 }  // namespace
 
 class Session;

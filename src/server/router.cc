@@ -47,6 +47,30 @@ std::string percent_decode(std::string_view text, bool plus_is_space) {
   return out;
 }
 
+void split_target(std::string_view target, Request& request) {
+  const auto q = target.find('?');
+  std::string_view path = target.substr(0, q);
+  size_t start = 1;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    request.segments.push_back(percent_decode(path.substr(start, end - start), false));
+    start = end + 1;
+  }
+  if (!request.segments.empty() && request.segments.back().empty()) request.segments.pop_back();
+  if (q == std::string_view::npos) return;
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    auto pair = query.substr(0, amp);
+    auto eq = pair.find('=');
+    request.query[percent_decode(pair.substr(0, eq), true)] =
+        eq == std::string_view::npos ? "" : percent_decode(pair.substr(eq + 1), true);
+    if (amp == std::string_view::npos) break;
+    query = query.substr(amp + 1);
+  }
+}
+
 void Router::add(std::string method, std::string pattern, Handler handler, Access access, Runs runs) {
   auto parts = split(pattern);
   routes_.push_back({std::move(method), std::move(pattern), std::move(parts), std::move(handler), access, runs});
