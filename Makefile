@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 DATA ?= ./kvq-data
 LISTEN ?= 127.0.0.1:7411
 
-.PHONY: run test test-asan test-clang build deps deps-test bench bench-layers clean
+.PHONY: run test test-asan test-clang fuzz build deps deps-test bench bench-layers clean
 
 # Starts kvq serve on the embedded default (an LMDB data directory) in the foreground.
 run: deps
@@ -31,11 +31,24 @@ test-asan: deps-test
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
 
-# Builds with clang and runs the suite (fuzzing needs clang).
+# Builds with clang and runs the suite.
 test-clang: deps-test
 	cmake --preset clang >/dev/null
 	cmake --build --preset clang -j $(JOBS)
 	ctest --preset clang -j $(JOBS)
+
+# Fuzzes the HTTP API in process (tests/fuzz/api_fuzz.cc) for FUZZ_SECONDS with libFuzzer under
+# ASan and UBSan. New inputs go to build/fuzz/corpus; a finding (crash, sanitizer report, 5xx
+# reply) stops the run with a non-zero exit and is saved under build/fuzz/findings/. Leaks are
+# the ASan suite's to find (make test-asan): the fuzzed server lives for the whole run.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz -j $(JOBS) --target api_fuzz
+	mkdir -p build/fuzz/corpus build/fuzz/findings
+	ASAN_OPTIONS=detect_leaks=0 ./build/fuzz/tests/fuzz/api_fuzz -max_total_time=$(FUZZ_SECONDS) \
+	  -timeout=30 -max_len=4096 -dict=tests/fuzz/api.dict -artifact_prefix=build/fuzz/findings/ \
+	  build/fuzz/corpus tests/fuzz/corpus
 
 build: deps
 	cmake --preset release >/dev/null

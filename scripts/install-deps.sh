@@ -18,7 +18,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   python3
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang
+  clang libclang-rt-14-dev
 )
 if [ "${1:-}" = "--test" ]; then
   packages+=(chromium)
