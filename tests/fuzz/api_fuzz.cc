@@ -2,12 +2,12 @@
 // HTTP API (server/api.h), in process, on a real LMDB store, as `kvq serve` dispatches them.
 //
 // An input is one request: its first byte picks the method (G, P, U, D for GET, POST, PUT,
-// DELETE; others by their value), the bytes up to the first newline
-// are the target (path and query), the rest is the body. A finding is a crash or sanitizer
-// report, a reply with a 5xx status (bad input must get a 4xx naming the problem), an exchange
-// replied to twice, or one never completed. Long-polls and event streams are ended the way
-// `kvq serve` ends them on shutdown (Api::end_all_waiting), since an input may ask to wait
-// minutes.
+// DELETE; others by their value), the bytes up to the first newline are the target (path and
+// query), the rest is the body. A finding is a crash or sanitizer report, a reply with a 5xx
+// status (bad input must get a 4xx naming the problem), an exchange completed twice (or a
+// stream ended that was never started), or one never completed. Long-polls and event streams
+// are ended the way `kvq serve` ends them on shutdown (Api::end_all_waiting), since an input
+// may ask to wait minutes.
 //
 // Run it with `make fuzz` (FUZZ_SECONDS=N for longer); the seed corpus is tests/fuzz/corpus.
 #include <chrono>
@@ -164,14 +164,16 @@ void run_one(Server& server, std::string_view input) {
     const Handler* handler = std::get<Router::Match>(matched).handler;
     server.pool.post([handler, request, exchange]() mutable { (*handler)(request, exchange); });
   }
-  unsigned status = exchange->wait_for(200ms);
+  unsigned status = exchange->wait_for(50ms);
   if (status == 0) {
     // Waiting (a long-poll or a stream): end it as a shutdown would.
     server.api->end_all_waiting();
     status = exchange->wait_for(10s);
   }
   if (status == 0) finding("the exchange was never completed", target);
-  if (exchange->replied_twice()) finding("the exchange was completed twice", target);
+  if (exchange->replied_twice()) {
+    finding("the exchange was completed twice, or ended a stream it never started", target);
+  }
   if (status >= 500) finding("status " + std::to_string(status), target);
 }
 
