@@ -1,5 +1,6 @@
 #include "kv/etcd/etcd_client.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -133,13 +134,11 @@ Status Client::range(const etcdserverpb::RangeRequest& request, etcdserverpb::Ra
 }
 
 Status Client::txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response) {
-  return call(true, [&](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context) {
-    return stub.Txn(&context, request, response);
-  });
-}
-
-Status Client::read_txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response) {
-  return call(false, [&](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context) {
+  auto writes = [](const auto& ops) {
+    return std::any_of(ops.begin(), ops.end(), [](const etcdserverpb::RequestOp& op) { return !op.has_request_range(); });
+  };
+  const bool commit = writes(request.success()) || writes(request.failure());
+  return call(commit, [&](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context) {
     return stub.Txn(&context, request, response);
   });
 }

@@ -29,9 +29,9 @@ class Client {
   const std::string& prefix() const { return options_.key_prefix; }
 
   Status range(const etcdserverpb::RangeRequest& request, etcdserverpb::RangeResponse* response);
+  // A failure of a Txn that writes may have applied it (kUnknownResult); one of reads only
+  // applied nothing (kUnavailable).
   Status txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response);
-  // A Txn of reads only: a failure leaves nothing applied (kUnavailable, not kUnknownResult).
-  Status read_txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response);
 
   // A channel for long-lived streams (watches), on the endpoint in use now.
   std::shared_ptr<grpc::Channel> channel();

@@ -117,7 +117,7 @@ Result<std::vector<std::optional<std::string>>> EtcdTransaction::get_many(const 
   // A Txn without compares reads every range at one revision, the current one when
   // revision_ is still 0 (its header tells which).
   etcdserverpb::TxnResponse response;
-  KVQ_RETURN_IF_ERROR(client_->read_txn(request, &response));
+  KVQ_RETURN_IF_ERROR(client_->txn(request, &response));
   if (response.responses_size() != static_cast<int>(fetched.size())) {
     return Unavailable("etcd: a read Txn answered " + std::to_string(response.responses_size()) + " of " +
                        std::to_string(fetched.size()) + " ranges");
