@@ -12,30 +12,33 @@ namespace {
 using namespace std::chrono_literals;
 
 TEST(ThreadPoolTest, RunsTasksSideBySideUpToItsThreads) {
-  ThreadPool pool(2);
-  // Each task waits for the other: they finish only if two threads run them at once.
+  // Each task waits for the other to start: both see it only if two threads run them at once.
+  // Declared before the pool, so that they outlive its threads.
   std::promise<void> first_started, second_started;
+  std::promise<bool> first_saw_second, second_saw_first;
   auto first_sees = second_started.get_future();
   auto second_sees = first_started.get_future();
-  std::atomic<int> finished{0};
+  auto first_result = first_saw_second.get_future();
+  auto second_result = second_saw_first.get_future();
+  ThreadPool pool(2);
   pool.post([&] {
     first_started.set_value();
-    if (first_sees.wait_for(10s) == std::future_status::ready) ++finished;
+    first_saw_second.set_value(first_sees.wait_for(10s) == std::future_status::ready);
   });
   pool.post([&] {
     second_started.set_value();
-    if (second_sees.wait_for(10s) == std::future_status::ready) ++finished;
+    second_saw_first.set_value(second_sees.wait_for(10s) == std::future_status::ready);
   });
-  std::promise<void> third_ran;
-  pool.post([&] { third_ran.set_value(); });
-  ASSERT_EQ(third_ran.get_future().wait_for(20s), std::future_status::ready);
-  EXPECT_EQ(finished.load(), 2);
+  ASSERT_EQ(first_result.wait_for(20s), std::future_status::ready);
+  ASSERT_EQ(second_result.wait_for(20s), std::future_status::ready);
+  EXPECT_TRUE(first_result.get());
+  EXPECT_TRUE(second_result.get());
 }
 
 TEST(ThreadPoolTest, DestructionRunsEveryTaskAlreadyPosted) {
   std::atomic<int> ran{0};
   {
-    ThreadPool pool(1);
+    ThreadPool pool(2);
     for (int i = 0; i < 100; ++i) {
       pool.post([&] {
         std::this_thread::sleep_for(100us);
