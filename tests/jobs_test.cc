@@ -12,6 +12,7 @@
 
 #include "kvq/fault_injection.h"
 #include "kvq/jobs.h"
+#include "kvq/tuple.h"
 #include "support/backends.h"
 #include "support/delivered.h"
 #include "support/kv_helpers.h"
@@ -120,6 +121,25 @@ TEST_P(JobsTest, TypeTimeoutsCanBeSetReadListedAndCleared) {
   EXPECT_EQ(jobs().clear_type_timeout("other").code(), Code::kNotFound);
   EXPECT_EQ(jobs().set_type_timeout("x", 0ms).code(), Code::kInvalidArgument);
   EXPECT_EQ(jobs().set_type_timeout("x", -5ms).code(), Code::kInvalidArgument);
+}
+
+TEST_P(JobsTest, AFinishedRetentionIsKeptWhenTheTimeoutChangesAndCanBeCleared) {
+  EXPECT_EQ(jobs().set_finished_retention("untimed", 1h).code(), Code::kNotFound);
+  EXPECT_EQ(jobs().set_finished_retention("work", 0ms).code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().set_finished_retention("work", -1ms).code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().get_type("work")->finished_retention, std::nullopt);
+
+  ASSERT_TRUE(jobs().set_finished_retention("work", 1h).ok());
+  ASSERT_TRUE(jobs().set_type_timeout("work", 30s).ok());
+  auto settings = jobs().get_type("work");
+  ASSERT_TRUE(settings.ok()) << settings.status().to_string();
+  EXPECT_EQ(settings->timeout, 30s);
+  EXPECT_EQ(settings->finished_retention, std::optional<jobs::Millis>(1h));
+  EXPECT_EQ(*jobs().get_type_timeout("work"), 30s);
+
+  ASSERT_TRUE(jobs().set_finished_retention("work", std::nullopt).ok());
+  EXPECT_EQ(jobs().get_type("work")->finished_retention, std::nullopt);
+  EXPECT_EQ(jobs().get_type("untimed").status().code(), Code::kNotFound);
 }
 
 // ---- Producers ----
@@ -235,7 +255,7 @@ TEST_P(JobsTest, PendingCountCountsDueJobsUpToItsLimit) {
   EXPECT_EQ(*jobs().pending_count("work", {.limit = 3}), 3u);
 }
 
-TEST_P(JobsTest, CountReportsPendingAndRunningFromTheIndexes) {
+TEST_P(JobsTest, CountReportsEveryStateFromTheIndexes) {
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(jobs().add("work", "n" + std::to_string(i), "{}").ok());
   ASSERT_TRUE(jobs().add("work", "later", "{}", {.scheduled_time_ms = wall_ms() + 3'600'000}).ok());
   Job a = accept_now();
@@ -245,7 +265,11 @@ TEST_P(JobsTest, CountReportsPendingAndRunningFromTheIndexes) {
   ASSERT_TRUE(counts.ok()) << counts.status().to_string();
   EXPECT_EQ(counts->pending, 3u) << "two due and one scheduled later";
   EXPECT_EQ(counts->running, 1u);
+  EXPECT_EQ(counts->finished, 1u);
   EXPECT_EQ(jobs().count("work", 2)->pending, 2u) << "counted up to the limit";
+  ASSERT_TRUE(jobs().add("work", b.id, "{}").ok());
+  EXPECT_EQ(jobs().count("work")->finished, 0u) << "added again, so pending";
+  EXPECT_EQ(jobs().count("work")->pending, 4u);
 }
 
 // ---- Accept ----
@@ -485,6 +509,96 @@ TEST_P(JobsTest, WaitingAcceptsAreServedTogetherWithTheirOwnWorkerNames) {
 }
 
 // ---- Workers ----
+
+// ---- Finished retention ----
+
+// Keys of the finished index (docs/design/data-model.md, subspace 9), read raw.
+size_t finished_index_entries(kv::Store& store, const std::string& type) {
+  auto [begin, end] = Subspace("t").sub(Tuple{int64_t{9}}).range(Tuple{type});
+  auto rows = kv::run(store, [&](kv::Transaction& txn) { return txn.get_range(begin, end); });
+  EXPECT_TRUE(rows.ok()) << rows.status().to_string();
+  return rows.ok() ? rows->size() : 0;
+}
+
+TEST_P(JobsTest, FinishedJobsAreRemovedOnceTheirRetentionHasPassed) {
+  ASSERT_TRUE(jobs().set_type_timeout("brief", 60s).ok());
+  // Four sweep periods (250 ms), so that a sweep ignoring the retention would show.
+  ASSERT_TRUE(jobs().set_finished_retention("brief", 1s).ok());
+  ASSERT_TRUE(jobs().add("brief", "done", "{}").ok());
+  ASSERT_TRUE(jobs().add("brief", "waiting", "{}", {.scheduled_time_ms = wall_ms() + 3'600'000}).ok());
+  ASSERT_TRUE(jobs().add("work", "kept", "{}").ok());
+  Job kept = accept_now("work");
+  ASSERT_TRUE(jobs().finish(kept).ok());
+
+  Job job = accept_now("brief");
+  ASSERT_EQ(job.id, "done");
+  ASSERT_TRUE(jobs().finish(job, R"({"r":1})").ok());
+  const auto finished = kv::Clock::now();
+  EXPECT_EQ(finished_index_entries(raw(), "brief"), 1u);
+
+  // Subscriptions end at finished, so this polls.
+  const auto removed_by = kv::Clock::now() + 10s;
+  while (jobs().get("brief", "done").ok() && kv::Clock::now() < removed_by) std::this_thread::sleep_for(5ms);
+  const auto kept_for = kv::Clock::now() - finished;
+  EXPECT_GE(kept_for, 1s - 50ms) << "removed before its retention passed";
+  EXPECT_LT(kept_for, 5s) << "took far longer than the documented sweep period";
+  EXPECT_EQ(jobs().get("brief", "done").status().code(), Code::kNotFound);
+  EXPECT_EQ(finished_index_entries(raw(), "brief"), 0u);
+
+  EXPECT_EQ(state_of("waiting", "brief"), State::kPending) << "retention touched a pending job";
+  EXPECT_EQ(state_of("kept"), State::kFinished) << "a type without retention lost a finished job";
+  const auto counted_by = kv::Clock::now() + 5s;
+  while (jobs().stats().removed_by_retention == 0 && kv::Clock::now() < counted_by) std::this_thread::sleep_for(5ms);
+  EXPECT_GE(jobs().stats().removed_by_retention, 1u);
+}
+
+TEST_P(JobsTest, AFinishedJobAddedAgainIsKeptAndExpiresFromItsNextFinish) {
+  ASSERT_TRUE(jobs().set_type_timeout("brief", 60s).ok());
+  ASSERT_TRUE(jobs().add("brief", "again", R"({"run":1})").ok());
+  Job first = accept_now("brief");
+  ASSERT_TRUE(jobs().finish(first).ok());
+  ASSERT_TRUE(jobs().add("brief", "again", R"({"run":2})").ok());
+  EXPECT_EQ(finished_index_entries(raw(), "brief"), 0u) << "a pending job kept its finished entry";
+  // Set after the first finish, so that finish's entry would already be expired.
+  std::this_thread::sleep_for(400ms);
+  ASSERT_TRUE(jobs().set_finished_retention("brief", 300ms).ok());
+  std::this_thread::sleep_for(1500ms);
+  auto info = jobs().get("brief", "again");
+  ASSERT_TRUE(info.ok()) << "a job that was pending again was removed";
+  EXPECT_EQ(info->state, State::kPending);
+  EXPECT_EQ(info->data, R"({"run":2})");
+
+  Job second = accept_now("brief");
+  ASSERT_TRUE(jobs().finish(second).ok());
+  const auto removed_by = kv::Clock::now() + 10s;
+  while (jobs().get("brief", "again").ok() && kv::Clock::now() < removed_by) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(jobs().get("brief", "again").status().code(), Code::kNotFound);
+}
+
+TEST_P(JobsTest, ManyExpiredJobsAreAllRemovedInGrowingBatches) {
+  constexpr int kJobs = 100;
+  ASSERT_TRUE(jobs().set_type_timeout("bulk", 60s).ok());
+  Status added = kv::run(raw(), [&](kv::Transaction& txn) -> Status {
+    for (int i = 0; i < kJobs; ++i) KVQ_RETURN_IF_ERROR(jobs().add(txn, "bulk", "b" + std::to_string(i), "{}"));
+    return Status::OK();
+  });
+  ASSERT_TRUE(added.ok()) << added.to_string();
+  auto taken = jobs().accept_many("bulk", kJobs);
+  ASSERT_TRUE(taken.ok()) << taken.status().to_string();
+  ASSERT_EQ(taken->size(), static_cast<size_t>(kJobs));
+  for (Job& job : *taken) ASSERT_TRUE(jobs().finish(job).ok());
+  EXPECT_EQ(finished_index_entries(raw(), "bulk"), static_cast<size_t>(kJobs));
+
+  ASSERT_TRUE(jobs().set_finished_retention("bulk", 250ms).ok());
+  const auto removed_by = kv::Clock::now() + 20s;
+  size_t left = kJobs;
+  while (left > 0 && kv::Clock::now() < removed_by) {
+    std::this_thread::sleep_for(50ms);
+    left = jobs().list("bulk", {.limit = 1000})->jobs.size();
+  }
+  EXPECT_EQ(left, 0u);
+  EXPECT_EQ(finished_index_entries(raw(), "bulk"), 0u);
+}
 
 TEST_P(JobsTest, UpdateReplacesDataWhileRunning) {
   ASSERT_TRUE(jobs().add("work", "u", R"({"p":0})").ok());

@@ -73,13 +73,22 @@ struct JobsOptions {
   // pick the same one (couch_jobs uses up to 1024).
   size_t accept_spread = 64;
   // Run the activity monitor in this process (every process may; turning it off is for tests
-  // and tools that must not re-enqueue anything).
+  // and tools that must not re-enqueue anything). It also removes expired finished jobs
+  // (set_finished_retention).
   bool run_activity_monitor = true;
   // The monitor checks each type about this many times per timeout (jittered).
   int monitor_checks_per_timeout = 4;
   // The most running jobs one monitor transaction re-enqueues; the batch adapts below it.
   size_t monitor_max_batch = 500;
   kv::RetryOptions retry;
+};
+
+// What a type is: its activity timeout, and how long its finished jobs are kept.
+struct TypeSettings {
+  Millis timeout{0};
+  // Finished jobs are removed once this long has passed since they finished; nullopt keeps
+  // them until someone removes them (the default).
+  std::optional<Millis> finished_retention;
 };
 
 struct AddOptions {
@@ -164,14 +173,25 @@ class Jobs {
   Jobs(const Jobs&) = delete;
   Jobs& operator=(const Jobs&) = delete;
 
-  // ---- Type timeouts ----
-  // REQUIRES: timeout > 0.
+  // ---- Types ----
+  // Creates the type or changes its timeout, keeping its finished_retention. REQUIRES: timeout > 0.
   Status set_type_timeout(std::string_view type, Millis timeout);
   Status set_type_timeout(kv::Transaction& txn, std::string_view type, Millis timeout);
   // kNotFound if the type has no timeout.
   Result<Millis> get_type_timeout(std::string_view type);
+  Result<TypeSettings> get_type(std::string_view type);
+  // Removes the type (its jobs stay, but nothing can be added until it has a timeout again).
   Status clear_type_timeout(std::string_view type);
   Result<std::vector<std::string>> types();
+  // Finished jobs of `type` are removed (as remove() does, so subscribers hear not-found) once
+  // `retention` has passed since they finished; nullopt keeps them (the default). Every
+  // process's activity monitor removes them, about retention/4 (at least 0.25 s, at most 60 s)
+  // late at most, jittered. The time a job finished is the finishing machine's wall clock, so
+  // clock skew between machines shifts it. Jobs finished by a build older than the finished
+  // index (2026-11-30, docs/design/data-model.md) are not found, so not removed. kNotFound if
+  // the type has no timeout; REQUIRES: retention > 0.
+  Status set_finished_retention(std::string_view type, std::optional<Millis> retention);
+  Status set_finished_retention(kv::Transaction& txn, std::string_view type, std::optional<Millis> retention);
 
   // ---- Producers ----
   // new -> pending; pending -> data, time and priority replaced; running -> marked resubmitted
@@ -200,11 +220,13 @@ class Jobs {
   // Pending jobs due by options.max_scheduled_time_ms, counting at most options.limit.
   Result<uint64_t> pending_count(std::string_view type, const PendingCountOptions& options = {});
 
-  // Pending (due or not) and running jobs of `type`, each counted up to `limit`, from the
-  // indexes (finished jobs have none). For dashboards and metrics.
+  // Pending (due or not), running and finished jobs of `type`, each counted up to `limit`,
+  // from the indexes (not counting jobs finished by a build older than the finished index,
+  // 2026-11-30). For dashboards and metrics.
   struct StateCounts {
     uint64_t pending = 0;
     uint64_t running = 0;
+    uint64_t finished = 0;
   };
   Result<StateCounts> count(std::string_view type, size_t limit = 100'000);
 
@@ -275,6 +297,7 @@ class Jobs {
   struct Stats {
     uint64_t reenqueued_by_monitor = 0;
     uint64_t monitor_checks = 0;
+    uint64_t removed_by_retention = 0;  // finished jobs this process's monitor removed
   };
   Stats stats() const;
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "jobs/job_store.h"
+#include "jobs/retention.h"
 #include "util/random.h"
 
 namespace kvq::jobs {
@@ -12,6 +13,25 @@ namespace {
 using namespace std::chrono_literals;
 constexpr auto kIdlePeriod = 5s;       // how long to sleep with no types at all
 constexpr auto kErrorPause = 100ms;
+constexpr kv::Clock::duration kMinSweepPeriod = 250ms;
+constexpr kv::Clock::duration kMaxSweepPeriod = 60s;
+
+// Runs one_batch(batch) until a batch comes back short, doubling the batch after each full one
+// (up to max_batch) and adding what each did to `counter`. A failed batch (too big or too slow
+// a transaction) halves the batch for next time and returns false.
+template <typename OneBatch>
+bool drain(size_t& batch, size_t max_batch, std::atomic<uint64_t>& counter, OneBatch one_batch) {
+  for (;;) {
+    Result<size_t> done = one_batch(batch);
+    if (!done.ok()) {
+      batch = std::max<size_t>(1, batch / 2);
+      return false;
+    }
+    counter.fetch_add(*done);
+    if (*done < batch) return true;
+    batch = std::min(max_batch, batch * 2);
+  }
+}
 
 }  // namespace
 
@@ -27,19 +47,24 @@ Status ActivityMonitor::refresh_types() {
   auto [begin, end] = keys_.timeouts();
   KVQ_ASSIGN_OR_RETURN(auto rows, txn->get_range(begin, end, {.snapshot = true}));
   KVQ_ASSIGN_OR_RETURN(auto watch, txn->watch(keys_.types_token()));
-  std::map<std::string, Millis> seen;
+  std::map<std::string, TypeSettings> seen;
   for (const auto& kv : rows) {
     auto type = keys_.parse_timeout_type(kv.key);
-    auto timeout = Tuple::unpack(kv.value);
-    if (!type.ok() || !timeout.ok() || timeout->size() != 1 || !(*timeout)[0].is_int()) continue;
-    seen[*type] = Millis((*timeout)[0].as_int());
+    auto settings = decode_type(kv.value);
+    if (!type.ok() || !settings.ok()) continue;
+    seen[*type] = *settings;
   }
   std::erase_if(types_, [&](const auto& entry) { return !seen.contains(entry.first); });
-  for (const auto& [type, timeout] : seen) {
+  const auto now = kv::Clock::now();
+  for (const auto& [type, settings] : seen) {
     auto& state = types_[type];
-    if (state.timeout != timeout) {
-      state.timeout = timeout;
-      state.next_check = kv::Clock::now();
+    if (state.timeout != settings.timeout) {
+      state.timeout = settings.timeout;
+      state.next_activity_check = state.next_check = now;
+    }
+    if (state.retention != settings.finished_retention) {
+      state.retention = settings.finished_retention;
+      state.next_sweep = state.next_check = now;
     }
   }
   watch_types(std::move(watch));
@@ -48,9 +73,25 @@ Status ActivityMonitor::refresh_types() {
 
 void ActivityMonitor::check(const std::string& type, TypeState& state) {
   const auto now = kv::Clock::now();
+  if (now >= state.next_activity_check) check_activity(type, state, now);
+  if (state.retention && now >= state.next_sweep) sweep_finished(type, state, now);
+  state.next_check = state.retention ? std::min(state.next_activity_check, state.next_sweep) : state.next_activity_check;
+}
+
+void ActivityMonitor::sweep_finished(const std::string& type, TypeState& state, kv::Clock::time_point now) {
+  const auto period = std::clamp<kv::Clock::duration>(*state.retention / 4, kMinSweepPeriod, kMaxSweepPeriod);
+  state.next_sweep = now + util::jittered(std::chrono::duration_cast<std::chrono::microseconds>(period), 0.2);
+  const int64_t cutoff = now_ms() - state.retention->count();
+  const bool drained = drain(state.sweep_batch, options_.monitor_max_batch, expired_, [&](size_t batch) {
+    return remove_expired_batch(store_, keys_, type, cutoff, batch, options_.retry);
+  });
+  if (!drained) state.next_sweep = now + kErrorPause;
+}
+
+void ActivityMonitor::check_activity(const std::string& type, TypeState& state, kv::Clock::time_point now) {
   const auto period = std::chrono::duration_cast<std::chrono::microseconds>(state.timeout) /
                       std::max(1, options_.monitor_checks_per_timeout);
-  state.next_check = now + util::jittered(period, 0.2);
+  state.next_activity_check = now + util::jittered(period, 0.2);
 
   auto version = kv::run(store_, [](kv::Transaction& txn) { return txn.read_version(); }, options_.retry);
   if (!version.ok()) return;  // retried at the next check
@@ -62,18 +103,10 @@ void ActivityMonitor::check(const std::string& type, TypeState& state) {
   if (state.checks.front().at <= now - state.timeout) threshold = &state.checks.front();
   if (!threshold) return;
 
-  for (;;) {
-    auto done = reenqueue_batch(type, threshold->version, state.batch);
-    if (!done.ok()) {
-      // Too big or too slow a transaction: shrink the batch and try again at the next check.
-      state.batch = std::max<size_t>(1, state.batch / 2);
-      state.next_check = now + kErrorPause;
-      return;
-    }
-    reenqueued_.fetch_add(*done);
-    if (*done < state.batch) return;
-    state.batch = std::min(options_.monitor_max_batch, state.batch * 2);
-  }
+  const uint64_t below = threshold->version;
+  const bool drained = drain(state.batch, options_.monitor_max_batch, reenqueued_,
+                             [&](size_t batch) { return reenqueue_batch(type, below, batch); });
+  if (!drained) state.next_activity_check = now + kErrorPause;
 }
 
 Result<size_t> ActivityMonitor::reenqueue_batch(const std::string& type, uint64_t below, size_t batch) {

@@ -1,4 +1,5 @@
-// jobs/activity_monitor.h — re-enqueues running jobs whose worker went quiet.
+// jobs/activity_monitor.h — re-enqueues running jobs whose worker went quiet, and removes
+// finished jobs whose type's retention has passed (retention.h).
 //
 // One thread per Jobs (kv::TypeMonitor's loop). It keeps the set of types (from their timeouts, re-read whenever the
 // types token changes) and checks each type about monitor_checks_per_timeout times per
@@ -11,10 +12,15 @@
 // the store's commit order and this process's own monotonic clock are compared, never clocks of
 // different machines. Any number of processes may run monitors at once: re-enqueueing re-reads
 // each job row, so two monitors conflict and the loser finds nothing left to do.
+//
+// A type with a finished retention is also swept every retention/4 (clamped to 0.25–60 s,
+// jittered) for jobs that finished more than one retention ago by this machine's wall clock;
+// retention is meant in minutes to days, where clock skew between machines does not matter.
 #pragma once
 
 #include <atomic>
 #include <deque>
+#include <optional>
 #include <string>
 
 #include "jobs/schema.h"
@@ -29,9 +35,13 @@ struct ActivityTypeState {
     uint64_t version;
   };
   Millis timeout{0};
+  std::optional<Millis> retention;
   std::deque<Check> checks;
-  kv::Clock::time_point next_check{};
+  kv::Clock::time_point next_check{};  // the earlier of the two below
+  kv::Clock::time_point next_activity_check{};
+  kv::Clock::time_point next_sweep{};
   size_t batch = 16;
+  size_t sweep_batch = 16;
 };
 
 class ActivityMonitor final : private kv::TypeMonitor<ActivityTypeState> {
@@ -41,6 +51,7 @@ class ActivityMonitor final : private kv::TypeMonitor<ActivityTypeState> {
 
   uint64_t reenqueued() const { return reenqueued_.load(); }
   uint64_t checks() const { return checks_.load(); }
+  uint64_t expired() const { return expired_.load(); }
 
  private:
   using TypeState = ActivityTypeState;
@@ -48,6 +59,8 @@ class ActivityMonitor final : private kv::TypeMonitor<ActivityTypeState> {
 
   Status refresh_types() override;
   void check(const std::string& type, TypeState& state) override;
+  void check_activity(const std::string& type, TypeState& state, kv::Clock::time_point now);
+  void sweep_finished(const std::string& type, TypeState& state, kv::Clock::time_point now);
   // Re-enqueues running jobs of `type` whose seq is below `below`; returns how many.
   Result<size_t> reenqueue_batch(const std::string& type, uint64_t below, size_t batch);
 
@@ -56,6 +69,7 @@ class ActivityMonitor final : private kv::TypeMonitor<ActivityTypeState> {
   const JobsOptions& options_;
   std::atomic<uint64_t> reenqueued_{0};
   std::atomic<uint64_t> checks_{0};
+  std::atomic<uint64_t> expired_{0};
 };
 
 }  // namespace kvq::jobs

@@ -24,6 +24,8 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
   KVQ_ASSIGN_OR_RETURN(uint64_t version, txn.read_version());
   const bool was_pending = before && state_of(*before) == State::kPending;
   const bool was_running = before && state_of(*before) == State::kRunning;
+  const bool was_finished = before && state_of(*before) == State::kFinished;
+  if (was_finished) txn.clear(keys.finished(type, before->updated, id));
   if (was_pending) txn.clear(keys.pending(type, before->priority, before->scheduled, id));
   if (was_running) {
     txn.clear(keys.activity(type, before->seq, id));
@@ -45,6 +47,7 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
         if (!after->worker.empty()) txn.set(keys.held_by(after->worker, type, id), "");
         break;
       case State::kFinished:
+        txn.set(keys.finished(type, after->updated, id), "");
         break;
     }
   }

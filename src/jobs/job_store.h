@@ -1,5 +1,5 @@
 // jobs/job_store.h — reading and writing job rows inside a transaction. save_job is the only
-// writer of job rows and their index entries, so invariants I1–I3 of schema.h hold by
+// writer of job rows and their index entries, so invariants I1–I4 of schema.h hold by
 // construction: it removes the entries `before` implied and adds those `after` implies.
 #pragma once
 

@@ -1,5 +1,6 @@
 // Type timeouts and the producers' operations.
 #include <algorithm>
+#include <limits>
 
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
@@ -46,11 +47,26 @@ Jobs::Stats Jobs::stats() const {
   if (impl_->monitor) {
     s.reenqueued_by_monitor = impl_->monitor->reenqueued();
     s.monitor_checks = impl_->monitor->checks();
+    s.removed_by_retention = impl_->monitor->expired();
   }
   return s;
 }
 
-// ---- Type timeouts ----
+// ---- Types ----
+
+namespace {
+
+// Rewrites the type's settings when they change, and tells the monitors.
+Status write_type(kv::Transaction& txn, const Keys& keys, std::string_view type, const TypeSettings& settings,
+                  const std::optional<std::string>& current) {
+  const std::string value = encode_type(settings);
+  if (current == value) return Status::OK();
+  txn.set(keys.timeout(type), value);
+  txn.set(keys.types_token(), util::random_hex(8));
+  return Status::OK();
+}
+
+}  // namespace
 
 Status Jobs::set_type_timeout(std::string_view type, Millis timeout) {
   return kv::run(*store_, [&](kv::Transaction& txn) { return set_type_timeout(txn, type, timeout); }, options_.retry);
@@ -59,23 +75,41 @@ Status Jobs::set_type_timeout(std::string_view type, Millis timeout) {
 Status Jobs::set_type_timeout(kv::Transaction& txn, std::string_view type, Millis timeout) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   if (timeout.count() <= 0) return InvalidArgument("type timeout must be positive");
-  const std::string key = impl_->keys.timeout(type);
-  const std::string value = Tuple{static_cast<int64_t>(timeout.count())}.pack();
-  KVQ_ASSIGN_OR_RETURN(auto current, txn.get(key));
-  if (current == value) return Status::OK();
-  txn.set(key, value);
-  txn.set(impl_->keys.types_token(), util::random_hex(8));
-  return Status::OK();
+  KVQ_ASSIGN_OR_RETURN(auto current, txn.get(impl_->keys.timeout(type)));
+  TypeSettings settings;
+  if (current) {
+    KVQ_ASSIGN_OR_RETURN(settings, decode_type(*current));
+  }
+  settings.timeout = timeout;
+  return write_type(txn, impl_->keys, type, settings, current);
 }
 
-Result<Millis> Jobs::get_type_timeout(std::string_view type) {
+Status Jobs::set_finished_retention(std::string_view type, std::optional<Millis> retention) {
+  return kv::run(*store_, [&](kv::Transaction& txn) { return set_finished_retention(txn, type, retention); },
+                 options_.retry);
+}
+
+Status Jobs::set_finished_retention(kv::Transaction& txn, std::string_view type, std::optional<Millis> retention) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  if (retention && retention->count() <= 0) return InvalidArgument("finished retention must be positive");
+  KVQ_ASSIGN_OR_RETURN(auto current, txn.get(impl_->keys.timeout(type)));
+  if (!current) return NotFound("type '" + std::string(type) + "' has no timeout");
+  KVQ_ASSIGN_OR_RETURN(TypeSettings settings, decode_type(*current));
+  settings.finished_retention = retention;
+  return write_type(txn, impl_->keys, type, settings, current);
+}
+
+Result<TypeSettings> Jobs::get_type(std::string_view type) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   auto value = kv::run(*store_, [&](kv::Transaction& txn) { return txn.get(impl_->keys.timeout(type)); }, options_.retry);
   if (!value.ok()) return value.status();
   if (!*value) return NotFound("type '" + std::string(type) + "' has no timeout");
-  auto t = Tuple::unpack(**value);
-  if (!t.ok() || t->size() != 1 || !(*t)[0].is_int()) return Internal("corrupt type timeout");
-  return Millis((*t)[0].as_int());
+  return decode_type(**value);
+}
+
+Result<Millis> Jobs::get_type_timeout(std::string_view type) {
+  KVQ_ASSIGN_OR_RETURN(TypeSettings settings, get_type(type));
+  return settings.timeout;
 }
 
 Status Jobs::clear_type_timeout(std::string_view type) {
@@ -310,6 +344,8 @@ Result<Jobs::StateCounts> Jobs::count(std::string_view type, size_t limit) {
     StateCounts counts;
     KVQ_ASSIGN_OR_RETURN(counts.pending, count_range(txn, keys.pending_of(type)));
     KVQ_ASSIGN_OR_RETURN(counts.running, count_range(txn, keys.activity_before(type, UINT64_MAX >> 1)));
+    KVQ_ASSIGN_OR_RETURN(counts.finished,
+                         count_range(txn, keys.finished_before(type, std::numeric_limits<int64_t>::max())));
     return counts;
   }, options_.retry);
 }

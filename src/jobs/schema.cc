@@ -67,6 +67,24 @@ Result<JobRow> decode_row(std::string_view bytes) {
   return r;
 }
 
+std::string encode_type(const TypeSettings& settings) {
+  Tuple t{static_cast<int64_t>(settings.timeout.count())};
+  if (settings.finished_retention) t.append(static_cast<int64_t>(settings.finished_retention->count()));
+  return t.pack();
+}
+
+Result<TypeSettings> decode_type(std::string_view bytes) {
+  auto t = Tuple::unpack(bytes);
+  if (!t.ok() || t->empty() || t->size() > 2) return Internal("corrupt type settings");
+  for (const auto& element : t->elements()) {
+    if (!element.is_int()) return Internal("corrupt type settings");
+  }
+  TypeSettings settings;
+  settings.timeout = Millis((*t)[0].as_int());
+  if (t->size() == 2) settings.finished_retention = Millis((*t)[1].as_int());
+  return settings;
+}
+
 std::string Keys::job(std::string_view type, std::string_view id) const {
   return space(kJobs).pack({type, id});
 }
@@ -112,6 +130,13 @@ std::pair<std::string, std::string> Keys::held_by(std::string_view worker) const
   return space(kHeldBy).range({worker});
 }
 
+std::string Keys::finished(std::string_view type, int64_t finished_ms, std::string_view id) const {
+  return space(kFinished).pack({type, finished_ms, id});
+}
+std::pair<std::string, std::string> Keys::finished_before(std::string_view type, int64_t below) const {
+  return {space(kFinished).range({type}).first, space(kFinished).pack({type, below})};
+}
+
 Result<Keys::PendingEntry> Keys::parse_pending(std::string_view key) const {
   KVQ_ASSIGN_OR_RETURN(Tuple t, space(kPending).unpack(key));
   if (t.size() != 4 || !t[1].is_int() || !t[2].is_int() || !t[3].is_string()) {
@@ -124,6 +149,12 @@ Result<Keys::ActivityEntry> Keys::parse_activity(std::string_view key) const {
   KVQ_ASSIGN_OR_RETURN(Tuple t, space(kActivity).unpack(key));
   if (t.size() != 3 || !t[1].is_int() || !t[2].is_string()) return InvalidArgument("not an activity key");
   return ActivityEntry{static_cast<uint64_t>(t[1].as_int()), t[2].as_string()};
+}
+
+Result<Keys::FinishedEntry> Keys::parse_finished(std::string_view key) const {
+  KVQ_ASSIGN_OR_RETURN(Tuple t, space(kFinished).unpack(key));
+  if (t.size() != 3 || !t[1].is_int() || !t[2].is_string()) return InvalidArgument("not a finished-index key");
+  return FinishedEntry{t[1].as_int(), t[2].as_string()};
 }
 
 Result<std::string> Keys::parse_timeout_type(std::string_view key) const {

@@ -9,7 +9,8 @@
 //                                          updated, data, add_seq)
 //   (2, type, priority, scheduled, id)  -> ""  pending index, in accept order
 //   (3, type, seq, id)                  -> ""  activity index of running jobs, by commit order
-//   (4, type)                           -> Tuple(timeout_ms)  a type exists while this does
+//   (4, type)                           -> Tuple(timeout_ms[, retention_ms])  a type exists while
+//                                          this does; retention_ms only when finished jobs expire
 //   (5, type)                           -> random token, rewritten whenever a job of the type
 //                                          becomes pending (accept waiters watch it)
 //   (6, type)                           -> random token, rewritten on every change of a job of
@@ -18,6 +19,8 @@
 //                                          cleared (the activity monitor watches it)
 //   (8, worker, type, id)               -> ""  running jobs held by a named worker, so a worker
 //                                          that leaves or dies can have its jobs re-enqueued
+//   (9, type, finished_ms, id)          -> ""  finished jobs, in the order they finished (by the
+//                                          row's `updated`), so expired ones are found at once
 //
 // Subspace ids 1–19 belong to the jobs layer; the workers layer uses 20–39 of the same prefix.
 //
@@ -30,7 +33,8 @@
 //   I1. pending  (lock "" and !finished) <=> exactly one pending-index entry, at the row's
 //       (priority, scheduled).
 //   I2. running  (lock != "")            <=> exactly one activity-index entry, at the row's seq.
-//   I3. finished (finished)               => no index entry.
+//   I3. finished (finished)              <=> exactly one finished-index entry, at the row's
+//       updated (for jobs finished since subspace 9 exists; older ones have none).
 //   I4. running with a worker named       <=> exactly one worker-index entry, at (worker, type, id).
 #pragma once
 
@@ -68,6 +72,11 @@ State state_of(const JobRow& row);
 std::string encode_row(const JobRow& row);
 Result<JobRow> decode_row(std::string_view bytes);
 
+// A type's settings, the value of (4, type). Without a retention it encodes exactly as before
+// retention existed.
+std::string encode_type(const TypeSettings& settings);
+Result<TypeSettings> decode_type(std::string_view bytes);
+
 class Keys {
  public:
   explicit Keys(std::string prefix) : root_(std::move(prefix)) {}
@@ -91,6 +100,9 @@ class Keys {
   std::string types_token() const;
   std::string held_by(std::string_view worker, std::string_view type, std::string_view id) const;
   std::pair<std::string, std::string> held_by(std::string_view worker) const;
+  std::string finished(std::string_view type, int64_t finished_ms, std::string_view id) const;
+  // Finished entries with finished_ms < `below`.
+  std::pair<std::string, std::string> finished_before(std::string_view type, int64_t below) const;
 
   // Decoders for index keys; kInvalidArgument for a key of another shape.
   struct PendingEntry {
@@ -104,6 +116,11 @@ class Keys {
     std::string id;
   };
   Result<ActivityEntry> parse_activity(std::string_view key) const;
+  struct FinishedEntry {
+    int64_t finished_ms;
+    std::string id;
+  };
+  Result<FinishedEntry> parse_finished(std::string_view key) const;
   Result<std::string> parse_timeout_type(std::string_view key) const;
   Result<std::string> parse_job_id(std::string_view key) const;
   // (type, id) of a worker-index key.
@@ -119,6 +136,7 @@ class Keys {
     kActivityToken = 6,
     kTypesToken = 7,
     kHeldBy = 8,
+    kFinished = 9,
   };
   Subspace space(Space s) const { return root_.sub(Tuple{static_cast<int64_t>(s)}); }
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace kvq::jobs {
 namespace {
 
@@ -64,6 +66,38 @@ TEST(SchemaTest, IndexKeysParseBack) {
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->seq, 77u);
   EXPECT_FALSE(keys.parse_activity(keys.pending("t", 2, 9, "id")).ok());
+}
+
+TEST(SchemaTest, TypeSettingsWithoutRetentionEncodeAsBeforeRetentionExisted) {
+  EXPECT_EQ(encode_type({.timeout = Millis(1500)}), Tuple{int64_t{1500}}.pack());
+  auto old = decode_type(Tuple{int64_t{1500}}.pack());
+  ASSERT_TRUE(old.ok()) << old.status().to_string();
+  EXPECT_EQ(old->timeout, Millis(1500));
+  EXPECT_EQ(old->finished_retention, std::nullopt);
+  auto both = decode_type(encode_type({.timeout = Millis(30'000), .finished_retention = Millis(86'400'000)}));
+  ASSERT_TRUE(both.ok()) << both.status().to_string();
+  EXPECT_EQ(both->timeout, Millis(30'000));
+  EXPECT_EQ(both->finished_retention, Millis(86'400'000));
+  EXPECT_FALSE(decode_type("").ok());
+  EXPECT_FALSE(decode_type(Tuple{}.pack()).ok());
+  EXPECT_FALSE(decode_type(Tuple{int64_t{1}, int64_t{2}, int64_t{3}}.pack()).ok());
+  EXPECT_FALSE(decode_type(Tuple{"1500"}.pack()).ok());
+}
+
+TEST(SchemaTest, FinishedKeysSortByFinishTimeAndTheExpiredArePrefix) {
+  Keys keys("p");
+  EXPECT_LT(keys.finished("t", 100, "z"), keys.finished("t", 101, "a"));
+  auto [lo, hi] = keys.finished_before("t", 101);
+  EXPECT_LE(lo, keys.finished("t", -5, "a"));
+  EXPECT_LT(keys.finished("t", 100, "zzz"), hi);
+  EXPECT_GE(keys.finished("t", 101, ""), hi);
+  auto [all_lo, all_hi] = keys.finished_before("t", std::numeric_limits<int64_t>::max());
+  EXPECT_FALSE(keys.finished("ta", 0, "x") >= all_lo && keys.finished("ta", 0, "x") < all_hi);
+  auto parsed = keys.parse_finished(keys.finished("t", 100, "id"));
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->finished_ms, 100);
+  EXPECT_EQ(parsed->id, "id");
+  EXPECT_FALSE(keys.parse_finished(keys.pending("t", 2, 9, "id")).ok());
 }
 
 TEST(SchemaTest, TypesDoNotShareIndexRanges) {
