@@ -72,6 +72,8 @@ std::string dump(const nlohmann::json& j);
 nlohmann::json embed(const std::string& json_text);
 nlohmann::json job_json(const jobs::JobInfo& info);
 nlohmann::json event_json(const jobs::JobEvent& event);
+// {"type", "timeout", "finished_retention"}: seconds, the retention null when there is none.
+nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& settings);
 // A query parameter as a number; nullopt if absent; an ApiError if malformed.
 std::optional<double> query_number(const Request& r, const std::string& name, ApiError* error);
 // Seconds (a JSON number or query value) to milliseconds, checked against [0, max_seconds].

@@ -119,6 +119,13 @@ std::optional<double> query_number(const Request& r, const std::string& name, Ap
   return v;
 }
 
+nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& settings) {
+  auto seconds = [](jobs::Millis ms) { return static_cast<double>(ms.count()) / 1000.0; };
+  nlohmann::json retention = nullptr;
+  if (settings.finished_retention) retention = seconds(*settings.finished_retention);
+  return {{"type", type}, {"timeout", seconds(settings.timeout)}, {"finished_retention", retention}};
+}
+
 std::optional<jobs::Millis> seconds_field(std::optional<double> value, double max_seconds, const std::string& name,
                                           ApiError* error) {
   if (!value) return std::nullopt;

@@ -14,29 +14,6 @@ namespace {
 
 using Ex = std::shared_ptr<Exchange>;
 
-// Finished jobs have no index: they are counted from the type's job list, a page at a time,
-// reading at most kFinishedPages pages.
-constexpr size_t kFinishedPage = 1000;
-constexpr int kFinishedPages = 10;
-
-struct FinishedCount {
-  uint64_t count = 0;
-  bool partial = false;  // stopped before the end: `count` is a lower bound
-};
-
-Result<FinishedCount> count_finished(jobs::Jobs& jobs, const std::string& type) {
-  FinishedCount out;
-  jobs::ListOptions options{.state = jobs::State::kFinished, .limit = kFinishedPage};
-  for (int page = 0; page < kFinishedPages; ++page) {
-    KVQ_ASSIGN_OR_RETURN(jobs::JobPage listed, jobs.list(type, options));
-    out.count += listed.jobs.size();
-    if (listed.next_cursor.empty()) return out;
-    options.cursor = std::move(listed.next_cursor);
-  }
-  out.partial = true;
-  return out;
-}
-
 uint64_t total_of(const std::map<std::string, uint64_t>& totals, const std::string& type) {
   auto it = totals.find(type);
   return it == totals.end() ? 0 : it->second;
@@ -52,18 +29,16 @@ Result<nlohmann::json> type_stats(Api& api, const Metrics::Totals& totals) {
   KVQ_ASSIGN_OR_RETURN(std::vector<TypeCounts> counted, count_jobs(api.jobs));
   auto out = nlohmann::json::array();
   for (const auto& [type, counts] : counted) {
-    auto timeout = api.jobs.get_type_timeout(type);
-    if (timeout.status().code() == Code::kNotFound) continue;  // cleared since it was listed
-    if (!timeout.ok()) return timeout.status();
-    KVQ_ASSIGN_OR_RETURN(FinishedCount finished, count_finished(api.jobs, type));
-    out.push_back({{"type", type},
-                   {"timeout", static_cast<double>(timeout->count()) / 1000.0},
-                   {"pending", counts.pending},
-                   {"running", counts.running},
-                   {"finished", finished.count},
-                   {"finished_partial", finished.partial},
-                   {"accepts", total_of(totals.accepts, type)},
-                   {"finishes", total_of(totals.finishes, type)}});
+    auto settings = api.jobs.get_type(type);
+    if (settings.status().code() == Code::kNotFound) continue;  // cleared since it was listed
+    if (!settings.ok()) return settings.status();
+    nlohmann::json entry = type_json(type, *settings);
+    entry.update({{"pending", counts.pending},
+                  {"running", counts.running},
+                  {"finished", counts.finished},
+                  {"accepts", total_of(totals.accepts, type)},
+                  {"finishes", total_of(totals.finishes, type)}});
+    out.push_back(std::move(entry));
   }
   return out;
 }

@@ -18,38 +18,70 @@ void add_meta_routes(Router& router, Api& api) {
   });
 }
 
+namespace {
+
+constexpr double kMaxTimeoutSeconds = 365.0 * 24 * 3600;
+constexpr double kMaxRetentionSeconds = 10 * kMaxTimeoutSeconds;
+
+// PUT's "finished_retention": absent (nullopt: unchanged), null (keep finished jobs), or seconds.
+std::optional<std::optional<jobs::Millis>> retention_field(const JsonBody& body, ApiError* error) {
+  if (!body.has("finished_retention")) return std::nullopt;
+  if (body.json().at("finished_retention").is_null()) return std::optional<jobs::Millis>();
+  auto seconds = body.number("finished_retention", error);
+  if (error->status) return std::nullopt;
+  if (!(*seconds > 0)) {
+    *error = invalid_argument("'finished_retention' must be a positive number of seconds, or null");
+    return std::nullopt;
+  }
+  auto retention = seconds_field(seconds, kMaxRetentionSeconds, "finished_retention", error);
+  if (error->status) return std::nullopt;
+  return std::optional<jobs::Millis>(*retention);
+}
+
+}  // namespace
+
 void add_type_routes(Router& router, Api& api) {
-  auto type_json = [](const std::string& type, jobs::Millis timeout) {
-    return nlohmann::json{{"type", type}, {"timeout", static_cast<double>(timeout.count()) / 1000.0}};
-  };
-  router.add("GET", "/v1/types", [&api, type_json](Request&, std::shared_ptr<Exchange> ex) {
+  router.add("GET", "/v1/types", [&api](Request&, std::shared_ptr<Exchange> ex) {
     auto types = api.jobs.types();
     if (!types.ok()) return reply_status(*ex, types.status());
     auto out = nlohmann::json::array();
     for (const auto& type : *types) {
-      auto timeout = api.jobs.get_type_timeout(type);
-      if (timeout.ok()) out.push_back(type_json(type, *timeout));
+      auto settings = api.jobs.get_type(type);
+      if (settings.ok()) out.push_back(type_json(type, *settings));
     }
     reply_json(*ex, 200, {{"types", out}});
   });
-  router.add("GET", "/v1/types/{type}", [&api, type_json](Request& r, std::shared_ptr<Exchange> ex) {
-    auto timeout = api.jobs.get_type_timeout(r.params["type"]);
-    if (!timeout.ok()) return reply_status(*ex, timeout.status());
-    reply_json(*ex, 200, type_json(r.params["type"], *timeout));
+  router.add("GET", "/v1/types/{type}", [&api](Request& r, std::shared_ptr<Exchange> ex) {
+    auto settings = api.jobs.get_type(r.params["type"]);
+    if (!settings.ok()) return reply_status(*ex, settings.status());
+    reply_json(*ex, 200, type_json(r.params["type"], *settings));
   });
-  router.add("PUT", "/v1/types/{type}", [&api, type_json](Request& r, std::shared_ptr<Exchange> ex) {
-    auto parsed = JsonBody::parse(r.body, {"timeout"});
+  router.add("PUT", "/v1/types/{type}", [&api](Request& r, std::shared_ptr<Exchange> ex) {
+    auto parsed = JsonBody::parse(r.body, {"timeout", "finished_retention"});
     if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*ex, *e);
     const auto& body = std::get<JsonBody>(parsed);
     ApiError error{0, "", ""};
-    auto seconds = body.number("timeout", &error);
+    auto retention = retention_field(body, &error);
     if (error.status) return reply_error(*ex, error);
-    if (!seconds || *seconds <= 0) return reply_error(*ex, invalid_argument("'timeout' must be a positive number of seconds"));
-    auto timeout = seconds_field(seconds, 365.0 * 24 * 3600, "timeout", &error);
-    if (error.status) return reply_error(*ex, error);
-    Status s = api.jobs.set_type_timeout(r.params["type"], *timeout);
+    // The timeout may be left out only to change the retention of a type that exists.
+    std::optional<jobs::Millis> timeout;
+    if (body.has("timeout") || !retention) {
+      auto seconds = body.number("timeout", &error);
+      if (error.status) return reply_error(*ex, error);
+      if (!seconds || *seconds <= 0) return reply_error(*ex, invalid_argument("'timeout' must be a positive number of seconds"));
+      timeout = seconds_field(seconds, kMaxTimeoutSeconds, "timeout", &error);
+      if (error.status) return reply_error(*ex, error);
+    }
+    const std::string& type = r.params["type"];
+    Status s = kv::run(api.jobs.store(), [&](kv::Transaction& txn) -> Status {
+      if (timeout) KVQ_RETURN_IF_ERROR(api.jobs.set_type_timeout(txn, type, *timeout));
+      if (retention) return api.jobs.set_finished_retention(txn, type, *retention);
+      return Status::OK();
+    }, api.jobs.options().retry);
     if (!s.ok()) return reply_status(*ex, s);
-    reply_json(*ex, 200, type_json(r.params["type"], *timeout));
+    auto settings = api.jobs.get_type(type);
+    if (!settings.ok()) return reply_status(*ex, settings.status());
+    reply_json(*ex, 200, type_json(type, *settings));
   });
   router.add("DELETE", "/v1/types/{type}", [&api](Request& r, std::shared_ptr<Exchange> ex) {
     Status s = api.jobs.clear_type_timeout(r.params["type"]);

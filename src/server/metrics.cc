@@ -65,7 +65,8 @@ std::string Metrics::render(jobs::Jobs& jobs) {
   if (auto counted = count_jobs(jobs); counted.ok()) {
     for (const auto& [type, counts] : *counted) {
       out << "kvq_jobs{type=\"" << label(type) << "\",state=\"pending\"} " << counts.pending << "\n"
-          << "kvq_jobs{type=\"" << label(type) << "\",state=\"running\"} " << counts.running << "\n";
+          << "kvq_jobs{type=\"" << label(type) << "\",state=\"running\"} " << counts.running << "\n"
+          << "kvq_jobs{type=\"" << label(type) << "\",state=\"finished\"} " << counts.finished << "\n";
     }
   }
   const auto retries = kv::retry_counts();
@@ -78,6 +79,9 @@ std::string Metrics::render(jobs::Jobs& jobs) {
   out << "# HELP kvq_monitor_reenqueues_total Running jobs this process's activity monitor re-enqueued.\n"
       << "# TYPE kvq_monitor_reenqueues_total counter\n"
       << "kvq_monitor_reenqueues_total " << stats.reenqueued_by_monitor << "\n";
+  out << "# HELP kvq_retention_removals_total Finished jobs this process's monitor removed once their type's retention passed.\n"
+      << "# TYPE kvq_retention_removals_total counter\n"
+      << "kvq_retention_removals_total " << stats.removed_by_retention << "\n";
   out << "# HELP kvq_accept_wait_seconds How long an accept waited before it got a job.\n"
       << "# TYPE kvq_accept_wait_seconds histogram\n";
   for (size_t i = 0; i < kBuckets.size(); ++i) {

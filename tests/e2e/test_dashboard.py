@@ -141,15 +141,17 @@ def register(c, wtype, wid, info=None):
 
 
 def populate(c):
-    """Type `main` (timeout 30): one finished job, one running on a named worker, three
-    pending, one of them with markup in its id; type `other` (timeout 2.5): two pending. Worker
-    type `wt` with two live workers, `gone` with none left. Jobs are added one step at a time,
+    """Type `main` (timeout 30, finished jobs kept): one finished job, one running on a named
+    worker, three pending, one of them with markup in its id; type `other` (timeout 2.5,
+    finished jobs kept a day): two pending. Worker type `wt` with two live workers, `gone` with
+    none left. Jobs are added one step at a time,
     so each accept can only take the job meant for it."""
     s = {"main": uniq("main"), "other": uniq("other"), "wt": uniq("wt"), "gone": uniq("gone"),
          "finished": "f-1", "running": "r-1", "pending": ["p-1", "p-2", "<b>bold</b>"],
          "other_pending": ["o-1", "o-2"], "worker": "render-w1"}
     c.set_timeout(s["main"], 30)
     c.set_timeout(s["other"], 2.5)
+    ok(c.put("/v1/types/%s" % q(s["other"]), {"finished_retention": 86400}))
     ok(c.add(s["main"], s["finished"], {"step": "done"}))
     finish(c, s["main"], *accept_one(c, s["main"]))
     ok(c.add(s["main"], s["running"], {"step": "run"}))
@@ -180,11 +182,13 @@ class Stats(ServerTestCase):
         s = populate(self.c)
         stats = self.stats()
         types = {t["type"]: t for t in stats["types"]}
-        self.assertEqual(types[s["main"]], {"type": s["main"], "timeout": 30.0, "pending": 3, "running": 1,
-                                            "finished": 1, "finished_partial": False, "accepts": 2,
+        self.assertEqual(types[s["main"]], {"type": s["main"], "timeout": 30.0,
+                                            "finished_retention": None, "pending": 3, "running": 1,
+                                            "finished": 1, "accepts": 2,
                                             "finishes": 1})
-        self.assertEqual(types[s["other"]], {"type": s["other"], "timeout": 2.5, "pending": 2, "running": 0,
-                                             "finished": 0, "finished_partial": False, "accepts": 0,
+        self.assertEqual(types[s["other"]], {"type": s["other"], "timeout": 2.5,
+                                             "finished_retention": 86400.0, "pending": 2, "running": 0,
+                                             "finished": 0, "accepts": 0,
                                              "finishes": 0})
         names = [t["type"] for t in stats["types"]]
         self.assertEqual(names, sorted(names))
@@ -208,10 +212,10 @@ class Stats(ServerTestCase):
         self.assertStatus(c.delete("/v1/types/%s" % t), 200)
         self.assertNotIn(t, [x["type"] for x in self.stats()["types"]], "a type without a timeout is gone")
 
-    def test_counts_finished_jobs_over_many_pages_of_the_job_list(self):
+    def test_counts_finished_jobs_from_their_index_and_not_removed_ones(self):
         t, c = uniq("many"), self.c
         c.set_timeout(t, 60)
-        n = 1050  # finished jobs are counted from the job list, 1,000 a page
+        n = 1050  # more than one page (1,000) of the index
         for start in range(0, n, 1000):
             batch = [{"id": "j%05d" % i, "data": {}} for i in range(start, min(n, start + 1000))]
             self.assertStatus(c.post("/v1/jobs/%s/batch" % t, {"jobs": batch}), 200)
@@ -222,9 +226,11 @@ class Stats(ServerTestCase):
                 done += 1
         for jid in ("a-first", "z-last"):  # pending ones on both sides of the finished ones
             self.assertStatus(c.add(t, jid), 200)
-        entry = next(x for x in self.stats()["types"] if x["type"] == t)
-        self.assertEqual((entry["pending"], entry["running"], entry["finished"], entry["finished_partial"]),
-                         (2, 0, n, False))
+        entry = lambda: next(x for x in self.stats()["types"] if x["type"] == t)
+        self.assertEqual((entry()["pending"], entry()["running"], entry()["finished"]), (2, 0, n))
+        self.assertStatus(c.delete("/v1/jobs/%s/j00007" % t), 200)
+        self.assertStatus(c.add(t, "j00008"), 200)  # finished -> pending again
+        self.assertEqual((entry()["pending"], entry()["running"], entry()["finished"]), (3, 0, n - 2))
 
 
 # ---- the page --------------------------------------------------------------------------------
@@ -270,11 +276,10 @@ class Rendered(ServerTestCase):
         body = dom.one("tbody", id="types-body")
         self.assertEqual([r.attrs["data-type"] for r in body.find_all("tr")], sorted([self.s["main"], self.s["other"]]))
         main = body.one("tr", data_type=self.s["main"])
-        self.assertEqual([main.field(f) for f in ("type", "timeout", "pending", "running", "finished")],
-                         [self.s["main"], "30 s", "3", "1", "1"])
+        fields = ("type", "timeout", "retention", "pending", "running", "finished")
+        self.assertEqual([main.field(f) for f in fields], [self.s["main"], "30 s", "kept", "3", "1", "1"])
         other = body.one("tr", data_type=self.s["other"])
-        self.assertEqual([other.field(f) for f in ("type", "timeout", "pending", "running", "finished")],
-                         [self.s["other"], "2.5 s", "2", "0", "0"])
+        self.assertEqual([other.field(f) for f in fields], [self.s["other"], "2.5 s", "1 d", "2", "0", "0"])
 
     def test_it_refreshes_by_itself_and_charts_throughput(self):
         dom = self.page("/dashboard")

@@ -65,6 +65,14 @@ class NamedErrors(ServerTestCase):
             "negative type timeout": lambda: c.put("/v1/types/%s" % t, {"timeout": -1}),
             "zero type timeout": lambda: c.put("/v1/types/%s" % t, {"timeout": 0}),
             "type timeout a string": lambda: c.put("/v1/types/%s" % t, {"timeout": "30"}),
+            "zero finished_retention": lambda: c.put("/v1/types/%s" % t,
+                                                     {"timeout": 30, "finished_retention": 0}),
+            "negative finished_retention": lambda: c.put("/v1/types/%s" % t,
+                                                         {"timeout": 30, "finished_retention": -5}),
+            "finished_retention a string": lambda: c.put("/v1/types/%s" % t,
+                                                         {"timeout": 30, "finished_retention": "1d"}),
+            "finished_retention over 10 years": lambda: c.put(
+                "/v1/types/%s" % t, {"timeout": 30, "finished_retention": 400000000}),
             "negative accept timeout": lambda: c.post("/v1/accept/%s" % t, {"timeout": -1}),
             "accept timeout over 300": lambda: c.post("/v1/accept/%s" % t, {"timeout": 301}),
             "accept count 0": lambda: c.post("/v1/accept/%s" % t, {"count": 0}),
@@ -285,6 +293,8 @@ class Metrics(ServerTestCase):
         for i in range(3):
             self.assertStatus(c.add(t, "m%d" % i), 200)
         self.assertStatus(c.accept(t), 200)
+        done = self.assertStatus(c.accept(t), 200)["jobs"][0]
+        self.assertStatus(c.post("/v1/jobs/%s/%s/finish" % (t, done["id"]), {"lock": done["lock"]}), 200)
         self.assertStatus(c.get("/v1/nope"), 404)
         r = c.get("/metrics")
         self.assertEqual(r.status, 200, r)
@@ -297,8 +307,10 @@ class Metrics(ServerTestCase):
             vals = [v for n, l, v in samples if n == name
                     and all(l.get(k) == x for k, x in labels.items())]
             return vals
-        self.assertEqual(value("kvq_jobs", type=t, state="pending"), [2.0])
+        self.assertEqual(value("kvq_jobs", type=t, state="pending"), [1.0])
         self.assertEqual(value("kvq_jobs", type=t, state="running"), [1.0])
+        self.assertEqual(value("kvq_jobs", type=t, state="finished"), [1.0])
+        self.assertEqual(types.get("kvq_retention_removals_total"), "counter", types)
         reqs = [(l, v) for n, l, v in samples if n == "kvq_http_requests_total"]
         self.assertTrue(reqs, "no kvq_http_requests_total samples")
         self.assertTrue(all("route" in l and "status" in l for l, _ in reqs), reqs)

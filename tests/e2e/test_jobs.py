@@ -24,19 +24,55 @@ class HealthAndTypes(ServerTestCase):
         t = uniq("types")
         self.assertStatus(self.c.get("/v1/types/%s" % t), 404, "not_found")
         body = self.assertStatus(self.c.put("/v1/types/%s" % t, {"timeout": 30}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 30.0})
+        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": None})
         body = self.assertStatus(self.c.get("/v1/types/%s" % t), 200)
-        self.assertEqual(body, {"type": t, "timeout": 30.0})
+        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": None})
         # a fractional timeout, replacing the old one
         body = self.assertStatus(self.c.put("/v1/types/%s" % t, {"timeout": 2.5}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 2.5})
+        self.assertEqual(body, {"type": t, "timeout": 2.5, "finished_retention": None})
         types = self.assertStatus(self.c.get("/v1/types"), 200)["types"]
-        self.assertIn({"type": t, "timeout": 2.5}, types)
+        self.assertIn({"type": t, "timeout": 2.5, "finished_retention": None}, types)
         self.assertEqual(self.assertStatus(self.c.delete("/v1/types/%s" % t), 200), {})
         self.assertStatus(self.c.get("/v1/types/%s" % t), 404, "not_found")
         self.assertStatus(self.c.delete("/v1/types/%s" % t), 404, "not_found")
         types = self.assertStatus(self.c.get("/v1/types"), 200)["types"]
         self.assertNotIn(t, [x["type"] for x in types])
+
+    def test_finished_retention_is_set_kept_by_a_timeout_change_and_cleared_with_null(self):
+        t = uniq("retained")
+        body = self.assertStatus(self.c.put("/v1/types/%s" % t,
+                                            {"timeout": 30, "finished_retention": 86400}), 200)
+        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": 86400.0})
+        # a PUT without the field changes the timeout only
+        body = self.assertStatus(self.c.put("/v1/types/%s" % t, {"timeout": 10}), 200)
+        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": 86400.0})
+        self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % t), 200), body)
+        body = self.assertStatus(self.c.put("/v1/types/%s" % t,
+                                            {"timeout": 10, "finished_retention": None}), 200)
+        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": None})
+
+    def test_a_finished_job_is_removed_once_its_retention_has_passed(self):
+        t = uniq("expiring")
+        self.assertStatus(self.c.put("/v1/types/%s" % t, {"timeout": 30, "finished_retention": 1}),
+                          200)
+        self.assertStatus(self.c.add(t, "done"), 200)
+        self.assertStatus(self.c.add(t, "later", scheduled_time=int(time.time() * 1000) + 3600000),
+                          200)
+        job = self.assertStatus(self.c.accept(t), 200)["jobs"][0]
+        self.assertStatus(self.c.post("/v1/jobs/%s/done/finish" % t, {"lock": job["lock"]}), 200)
+        finished = time.monotonic()
+        self.assertEqual(self.assertStatus(self.c.job(t, "done"), 200)["state"], "finished")
+        while self.c.job(t, "done").status == 200 and time.monotonic() - finished < 10:
+            time.sleep(0.02)
+        kept_for = time.monotonic() - finished
+        self.assertStatus(self.c.job(t, "done"), 404, "not_found")
+        self.assertGreaterEqual(kept_for, 0.95, "removed before its retention passed")
+        self.assertEqual(self.assertStatus(self.c.job(t, "later"), 200)["state"], "pending")
+        metrics = self.c.get("/metrics").body.decode()
+        removed = [line for line in metrics.splitlines()
+                   if line.startswith("kvq_retention_removals_total ")]
+        self.assertEqual(len(removed), 1, metrics)
+        self.assertGreaterEqual(float(removed[0].split()[1]), 1)
 
     def test_type_names_with_all_allowed_characters(self):
         t = "A-z_0.9:" + uniq("x")
