@@ -16,20 +16,28 @@ constexpr auto kErrorPause = 100ms;
 constexpr kv::Clock::duration kMinSweepPeriod = 250ms;
 constexpr kv::Clock::duration kMaxSweepPeriod = 60s;
 
-// Runs one_batch(batch) until a batch comes back short, doubling the batch after each full one
-// (up to max_batch) and adding what each did to `counter`. A failed batch (too big or too slow
-// a transaction) halves the batch for next time and returns false.
+// A sweep stops after this long and resumes at the monitor's next turn, so that a type with a
+// large backlog of expired jobs never delays other types' activity checks by more.
+constexpr kv::Clock::duration kSweepBudget = 200ms;
+
+enum class Drained { kAll, kFailed, kOutOfTime };
+
+// Runs one_batch(batch) until a batch comes back short or `deadline` passes, doubling the batch
+// after each full one (up to max_batch) and adding what each did to `counter`. A failed batch
+// (too big or too slow a transaction) halves the batch for next time.
 template <typename OneBatch>
-bool drain(size_t& batch, size_t max_batch, std::atomic<uint64_t>& counter, OneBatch one_batch) {
+Drained drain(size_t& batch, size_t max_batch, std::atomic<uint64_t>& counter, kv::Clock::time_point deadline,
+              OneBatch one_batch) {
   for (;;) {
     Result<size_t> done = one_batch(batch);
     if (!done.ok()) {
       batch = std::max<size_t>(1, batch / 2);
-      return false;
+      return Drained::kFailed;
     }
     counter.fetch_add(*done);
-    if (*done < batch) return true;
+    if (*done < batch) return Drained::kAll;
     batch = std::min(max_batch, batch * 2);
+    if (kv::Clock::now() >= deadline) return Drained::kOutOfTime;
   }
 }
 
@@ -82,10 +90,12 @@ void ActivityMonitor::sweep_finished(const std::string& type, TypeState& state, 
   const auto period = std::clamp<kv::Clock::duration>(*state.retention / 4, kMinSweepPeriod, kMaxSweepPeriod);
   state.next_sweep = now + util::jittered(std::chrono::duration_cast<std::chrono::microseconds>(period), 0.2);
   const int64_t cutoff = now_ms() - state.retention->count();
-  const bool drained = drain(state.sweep_batch, options_.monitor_max_batch, expired_, [&](size_t batch) {
-    return remove_expired_batch(store_, keys_, type, cutoff, batch, options_.retry);
-  });
-  if (!drained) state.next_sweep = now + kErrorPause;
+  const Drained drained = drain(state.sweep_batch, options_.monitor_max_batch, expired_, now + kSweepBudget,
+                                [&](size_t batch) {
+                                  return remove_expired_batch(store_, keys_, type, cutoff, batch, options_.retry);
+                                });
+  if (drained == Drained::kFailed) state.next_sweep = now + kErrorPause;
+  if (drained == Drained::kOutOfTime) state.next_sweep = kv::Clock::now();
 }
 
 void ActivityMonitor::check_activity(const std::string& type, TypeState& state, kv::Clock::time_point now) {
@@ -104,9 +114,9 @@ void ActivityMonitor::check_activity(const std::string& type, TypeState& state, 
   if (!threshold) return;
 
   const uint64_t below = threshold->version;
-  const bool drained = drain(state.batch, options_.monitor_max_batch, reenqueued_,
-                             [&](size_t batch) { return reenqueue_batch(type, below, batch); });
-  if (!drained) state.next_activity_check = now + kErrorPause;
+  const Drained drained = drain(state.batch, options_.monitor_max_batch, reenqueued_, kv::Clock::time_point::max(),
+                                [&](size_t batch) { return reenqueue_batch(type, below, batch); });
+  if (drained == Drained::kFailed) state.next_activity_check = now + kErrorPause;
 }
 
 Result<size_t> ActivityMonitor::reenqueue_batch(const std::string& type, uint64_t below, size_t batch) {

@@ -15,7 +15,10 @@
 //
 // A type with a finished retention is also swept every retention/4 (clamped to 0.25–60 s,
 // jittered) for jobs that finished more than one retention ago by this machine's wall clock;
-// retention is meant in minutes to days, where clock skew between machines does not matter.
+// retention is meant in minutes to days, where clock skew between machines does not matter. A
+// sweep works at most about 200 ms at a time and then yields to the other types' checks, so a
+// large backlog (a retention newly set on a type with many finished jobs) is removed over
+// several turns instead of holding up re-enqueueing.
 #pragma once
 
 #include <atomic>

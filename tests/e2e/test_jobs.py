@@ -50,6 +50,14 @@ class HealthAndTypes(ServerTestCase):
         body = self.assertStatus(self.c.put("/v1/types/%s" % t,
                                             {"timeout": 10, "finished_retention": None}), 200)
         self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": None})
+        # the retention alone, for a type that exists
+        body = self.assertStatus(self.c.put("/v1/types/%s" % t, {"finished_retention": 60}), 200)
+        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": 60.0})
+        absent = uniq("absent")
+        self.assertStatus(self.c.put("/v1/types/%s" % absent, {"finished_retention": 60}), 404,
+                          "not_found")
+        self.assertStatus(self.c.get("/v1/types/%s" % absent), 404, "not_found")
+        self.assertStatus(self.c.put("/v1/types/%s" % t, {}), 400, "invalid_argument")
 
     def test_a_finished_job_is_removed_once_its_retention_has_passed(self):
         t = uniq("expiring")
