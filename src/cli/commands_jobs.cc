@@ -171,13 +171,21 @@ constexpr char kWatchUsage[] =
     "\n"
     "Prints job ID's state now and each change, one line each, until it is finished or removed.\n"
     "With --json, prints each event's JSON on its own line.\n";
-constexpr char kTypesUsage[] = "usage: kvq types\n\nLists the job types and their timeouts.\n";
+constexpr char kTypesUsage[] =
+    "usage: kvq types\n\nLists the job types with their timeouts and finished-job retentions.\n";
 constexpr char kTimeoutUsage[] =
     "usage: kvq timeout TYPE [SECONDS]\n"
     "       kvq timeout TYPE --clear\n"
     "\n"
     "Prints TYPE's timeout, sets it to SECONDS (> 0), or clears it (removes the type).\n"
     "A worker must update an accepted job within its type's timeout.\n";
+constexpr char kRetentionUsage[] =
+    "usage: kvq retention TYPE [SECONDS]\n"
+    "       kvq retention TYPE --clear\n"
+    "\n"
+    "Prints how long TYPE's finished jobs are kept, sets it to SECONDS (> 0), or clears it\n"
+    "(finished jobs are then kept until removed, the default). Once a finished job is older than\n"
+    "its type's retention, the server removes it. TYPE must have a timeout.\n";
 constexpr char kWorkersUsage[] =
     "usage: kvq workers WTYPE\n\nLists the registered workers of WTYPE and the membership version.\n";
 
@@ -186,6 +194,15 @@ std::string time_cell(const Json& value) {
   if (value.is_number_integer()) return format_time_ms(value.get<int64_t>());
   if (value.is_null()) return "";
   return compact(value, true);
+}
+
+std::string seconds_cell(const Json& value) {
+  return value.is_number() ? format_seconds(value.get<double>()) : compact(value);
+}
+
+// A finished_retention: null means the jobs stay until removed.
+std::string retention_cell(const Json& value) {
+  return value.is_null() ? "kept" : "removed after " + seconds_cell(value);
 }
 
 std::string cell(const Json& object, const char* key) {
@@ -472,11 +489,10 @@ int run_types(int argc, char** argv) {
   }
   std::vector<std::vector<std::string>> rows;
   for (const auto& t : types) {
-    const Json timeout = value_of(t, "timeout", Json());
-    rows.push_back({cell(t, "type"),
-                    timeout.is_number() ? format_seconds(timeout.get<double>()) : compact(timeout)});
+    rows.push_back({cell(t, "type"), seconds_cell(value_of(t, "timeout", Json())),
+                    retention_cell(value_of(t, "finished_retention", Json()))});
   }
-  std::fputs(format_table({"TYPE", "TIMEOUT"}, rows).c_str(), stdout);
+  std::fputs(format_table({"TYPE", "TIMEOUT", "RETENTION"}, rows).c_str(), stdout);
   return kExitOk;
 }
 
@@ -507,10 +523,35 @@ int run_timeout(int argc, char** argv) {
   } else if (clear) {
     std::printf("cleared the timeout of %s\n", type.c_str());
   } else {
-    const Json timeout = value_of(r.body, "timeout", Json());
-    std::printf("%s: timeout %s\n", type.c_str(),
-                timeout.is_number() ? format_seconds(timeout.get<double>()).c_str()
-                                    : compact(timeout).c_str());
+    std::printf("%s: timeout %s\n", type.c_str(), seconds_cell(value_of(r.body, "timeout", Json())).c_str());
+  }
+  return kExitOk;
+}
+
+int run_retention(int argc, char** argv) {
+  int code = 0;
+  auto inv = begin_command(argc, argv, "retention", kRetentionUsage, {{"clear", false}}, 1, 2, &code);
+  if (!inv) return code;
+  const auto& type = inv->args.positional[0];
+  const bool clear = inv->args.flag("clear");
+  const bool set = inv->args.positional.size() == 2;
+  if (clear && set) return inv->usage_error("give SECONDS or --clear, not both");
+  std::optional<double> seconds;
+  if (set) {
+    seconds = parse_double(inv->args.positional[1]);
+    if (!seconds || *seconds <= 0) {
+      return inv->usage_error("SECONDS must be a number > 0, not '" + inv->args.positional[1] + "'");
+    }
+  }
+  Response r = clear || set ? inv->client->put(path("/v1/types", {type}),
+                                                Json{{"finished_retention", set ? Json(*seconds) : Json()}})
+                             : inv->client->get(path("/v1/types", {type}));
+  if (!r.ok()) return inv->fail(r);
+  if (inv->json) {
+    print_json(r.body);
+  } else {
+    std::printf("%s: finished jobs %s\n", type.c_str(),
+                retention_cell(value_of(r.body, "finished_retention", Json())).c_str());
   }
   return kExitOk;
 }

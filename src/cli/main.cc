@@ -18,6 +18,7 @@ constexpr char kUsage[] =
     "  update|finish|resubmit TYPE ID --lock L [DATA_JSON]   worker calls on an accepted job\n"
     "  wait TYPE ID [--state S]         wait for a state     watch TYPE ID   stream a job's changes\n"
     "  types                            list types           timeout TYPE [SECONDS|--clear]\n"
+    "  retention TYPE [SECONDS|--clear] how long finished jobs are kept\n"
     "  workers WTYPE                    list workers         top [--once]    live counts per type\n"
     "  bench [--jobs J ...]             load-test a server\n"
     "  (client commands: --url URL (default $KVQ_URL or http://127.0.0.1:7411), --token T, --json, --help)\n"
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
   if (command == "watch") return kvq::cli::run_watch(argc - 1, argv + 1);
   if (command == "types") return kvq::cli::run_types(argc - 1, argv + 1);
   if (command == "timeout") return kvq::cli::run_timeout(argc - 1, argv + 1);
+  if (command == "retention") return kvq::cli::run_retention(argc - 1, argv + 1);
   if (command == "workers") return kvq::cli::run_workers(argc - 1, argv + 1);
   if (command == "top") return kvq::cli::run_top(argc - 1, argv + 1);
   if (command == "bench") return kvq::cli::run_bench(argc - 1, argv + 1);
