@@ -42,7 +42,7 @@ constexpr char kBenchUsage[] =
 struct TypeRow {
   std::string type;
   Json timeout;
-  std::optional<double> pending, running;
+  std::optional<double> pending, running, finished;
   std::optional<double> accepts, finishes;  // counters
 };
 
@@ -57,7 +57,7 @@ bool snapshot(Client& client, std::vector<TypeRow>* rows, std::string* error) {
   for (const auto& t : value_of(types.body, "types", Json::array())) {
     const std::string name = value_of(t, "type", std::string());
     by_type[name] = TypeRow{name, value_of(t, "timeout", Json()), std::nullopt, std::nullopt,
-                            std::nullopt, std::nullopt};
+                            std::nullopt, std::nullopt, std::nullopt};
   }
   Response metrics = client.get("/metrics");
   bool have_gauge = false;
@@ -73,6 +73,7 @@ bool snapshot(Client& client, std::vector<TypeRow>* rows, std::string* error) {
         if (state == s.labels.end()) continue;
         if (state->second == "pending") row.pending = s.value;
         if (state->second == "running") row.running = s.value;
+        if (state->second == "finished") row.finished = s.value;
       } else if (s.name == "kvq_accepts_total") {
         row.accepts = s.value;
       } else if (s.name == "kvq_finishes_total") {
@@ -88,6 +89,7 @@ bool snapshot(Client& client, std::vector<TypeRow>* rows, std::string* error) {
     } else {
       if (!row.pending) row.pending = 0;
       if (!row.running) row.running = 0;
+      if (!row.finished) row.finished = 0;
     }
     rows->push_back(row);
   }
@@ -118,12 +120,12 @@ std::string format_top(const std::vector<TypeRow>& rows, const std::vector<TypeR
     const TypeRow* p = prev.count(r.type) ? prev[r.type] : nullptr;
     table.push_back({r.type,
                      r.timeout.is_number() ? format_seconds(r.timeout.get<double>()) : "-",
-                     count_cell(r.pending), count_cell(r.running),
+                     count_cell(r.pending), count_cell(r.running), count_cell(r.finished),
                      rate_cell(r.accepts, p ? p->accepts : std::nullopt, seconds),
                      rate_cell(r.finishes, p ? p->finishes : std::nullopt, seconds)});
   }
   if (table.empty()) return "no types\n";
-  return format_table({"TYPE", "TIMEOUT", "PENDING", "RUNNING", "ACCEPTS/S", "FINISHES/S"}, table);
+  return format_table({"TYPE", "TIMEOUT", "PENDING", "RUNNING", "FINISHED", "ACCEPTS/S", "FINISHES/S"}, table);
 }
 
 Json top_json(const std::vector<TypeRow>& rows) {
@@ -132,6 +134,7 @@ Json top_json(const std::vector<TypeRow>& rows) {
     Json t = {{"type", r.type}, {"timeout", r.timeout}};
     t["pending"] = r.pending ? Json(static_cast<int64_t>(*r.pending)) : Json();
     t["running"] = r.running ? Json(static_cast<int64_t>(*r.running)) : Json();
+    t["finished"] = r.finished ? Json(static_cast<int64_t>(*r.finished)) : Json();
     types.push_back(std::move(t));
   }
   return Json{{"types", std::move(types)}};

@@ -484,19 +484,22 @@ class WorkerFlow(CliTestCase):
 
 class Top(CliTestCase):
 
-    def test_top_once_shows_pending_and_running_counts(self):
+    def test_top_once_shows_the_counts_of_every_state(self):
         t = self.new_type("top")
         self.ok("add", t, "a")
-        self.accept_one(t)
+        jid, lock = self.accept_one(t)
+        self.ok("finish", t, jid, "--lock", lock)
         self.ok("add", t, "b")
+        self.accept_one(t)
         self.ok("add", t, "c")
+        self.ok("add", t, "d")
         r = self.ok("top", "--once")
         header, rows = table(r.stdout)
-        self.assertEqual(header, ["TYPE", "TIMEOUT", "PENDING", "RUNNING", "ACCEPTS/S",
-                                  "FINISHES/S"])
+        self.assertEqual(header, ["TYPE", "TIMEOUT", "PENDING", "RUNNING", "FINISHED",
+                                  "ACCEPTS/S", "FINISHES/S"])
         row = [row for row in rows if row[0] == t]
         self.assertEqual(len(row), 1, r.stdout)
-        self.assertEqual(row[0][1:4], ["30s", "2", "1"], r.stdout)
+        self.assertEqual(row[0][1:5], ["30s", "2", "1", "1"], r.stdout)
 
     def test_top_once_json(self):
         t = self.new_type("topj")
@@ -505,7 +508,8 @@ class Top(CliTestCase):
         self.ok("add", t, "b")
         types = self.ok_json("top", "--once")["types"]
         mine = [x for x in types if x["type"] == t]
-        self.assertEqual(mine, [{"type": t, "timeout": 30.0, "pending": 1, "running": 1}])
+        self.assertEqual(mine, [{"type": t, "timeout": 30.0, "pending": 1, "running": 1,
+                                 "finished": 0}])
 
 
 class UsageAndNetworkErrors(CliTestCase):
