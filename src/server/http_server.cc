@@ -112,12 +112,15 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   void on_disconnect(uint64_t request, std::function<void()> callback) {
     asio::post(stream_.get_executor(), [self = shared_from_this(), request, cb = std::move(callback)]() mutable {
-      // Answered already (and not a stream): nothing is waiting, so nothing to watch.
-      if (request != self->request_ || (self->done_ && !self->streaming_)) return;
+      if (request != self->request_) return;
+      // Gone before the route asked (a stream's client can leave as soon as it starts): the
+      // route must still hear of it, or it keeps its subscription forever.
       if (self->gone_) {
         cb();
         return;
       }
+      // Answered already (and not a stream): nothing is waiting, so nothing to watch.
+      if (self->done_ && !self->streaming_) return;
       self->disconnect_ = std::move(cb);
       if (!self->watching_) self->watch_for_disconnect();
     });
@@ -228,7 +231,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void write_next() {
     if (writes_.empty()) {
       writing_ = false;
-      if (close_after_writes_) return close();
+      // A client seen gone while a write was under way is closed once the writes end.
+      if (close_after_writes_ || gone_) return close();
       if (after_write_ == After::kClose) return close();
       if (after_write_ == After::kNextRequest) {
         after_write_ = After::kNothing;

@@ -1,5 +1,6 @@
 """Long-polls (accept, wait) and the job event stream."""
 
+import socket
 import threading
 import time
 import unittest
@@ -201,6 +202,32 @@ class LongPolls(ServerTestCase):
             self.assertIsNone(s.next_event(), "stream did not close after found:false")
         finally:
             s.close()
+
+    def test_streams_and_long_polls_whose_client_has_already_left_are_closed(self):
+        # The client sends its request and ends its side at once, so the server may see it gone
+        # before the route has asked to hear of that; every connection must still be closed.
+        c = self.c
+        requests = ["GET /v1/workers/%s/events" % uniq("wt"),
+                    "GET /v1/jobs/%s/gone/events" % self.t,
+                    "GET /v1/jobs/%s/gone/wait?timeout=30" % self.t,
+                    "POST /v1/accept/%s" % self.t]
+        self.assertStatus(c.add(self.t, "gone"), 200)
+        for attempt in range(15):
+            for line in requests:
+                with self.subTest(request=line, attempt=attempt):
+                    sock = socket.create_connection((c.host, c.port), timeout=5)
+                    try:
+                        body = b'{"timeout": 30}' if line.startswith("POST") else b""
+                        sock.sendall(line.encode() + b" HTTP/1.1\r\nHost: k\r\nContent-Length: %d"
+                                     b"\r\n\r\n%s" % (len(body), body))
+                        sock.shutdown(socket.SHUT_WR)
+                        try:
+                            while sock.recv(65536):
+                                pass
+                        except socket.timeout:
+                            self.fail("the server kept the connection of a departed client open")
+                    finally:
+                        sock.close()
 
 
 if __name__ == "__main__":
