@@ -37,18 +37,24 @@ test-clang: deps-test
 	cmake --build --preset clang -j $(JOBS)
 	ctest --preset clang -j $(JOBS)
 
-# Fuzzes the HTTP API in process (tests/fuzz/api_fuzz.cc) for FUZZ_SECONDS with libFuzzer under
-# ASan and UBSan. New inputs go to build/fuzz/corpus; a finding (crash, sanitizer report, 5xx
-# reply) stops the run with a non-zero exit and is saved under build/fuzz/findings/. Leaks are
-# the ASan suite's to find (make test-asan): the fuzzed server lives for the whole run.
+# Fuzzes the HTTP API in process with libFuzzer under ASan and UBSan, FUZZ_SECONDS for each of
+# two targets: tests/fuzz/api_fuzz.cc (requests to every route's handler) and then
+# tests/fuzz/http_fuzz.cc (arbitrary bytes on a connection to the real HTTP server). New inputs
+# go to build/fuzz/<target>/corpus; a finding (crash, sanitizer report, 5xx reply, a connection
+# left open, ...) stops the run with a non-zero exit and is saved under
+# build/fuzz/<target>/findings/. Leaks are the ASan suite's to find (make test-asan): the fuzzed
+# server lives for the whole run.
 FUZZ_SECONDS ?= 60
 fuzz: deps
 	cmake --preset fuzz >/dev/null
-	cmake --build --preset fuzz -j $(JOBS) --target api_fuzz
-	mkdir -p build/fuzz/corpus build/fuzz/findings
-	ASAN_OPTIONS=detect_leaks=0 ./build/fuzz/tests/fuzz/api_fuzz -max_total_time=$(FUZZ_SECONDS) \
-	  -timeout=30 -max_len=4096 -dict=tests/fuzz/api.dict -artifact_prefix=build/fuzz/findings/ \
-	  build/fuzz/corpus tests/fuzz/corpus
+	cmake --build --preset fuzz -j $(JOBS) --target api_fuzz http_fuzz
+	for target in api http; do \
+	  seeds=tests/fuzz/corpus; [ $$target = http ] && seeds=tests/fuzz/http_corpus; \
+	  mkdir -p build/fuzz/$$target/corpus build/fuzz/$$target/findings && \
+	  ASAN_OPTIONS=detect_leaks=0 ./build/fuzz/tests/fuzz/$${target}_fuzz -max_total_time=$(FUZZ_SECONDS) \
+	    -timeout=30 -max_len=4096 -dict=tests/fuzz/$$target.dict \
+	    -artifact_prefix=build/fuzz/$$target/findings/ build/fuzz/$$target/corpus $$seeds || exit 1; \
+	done
 
 build: deps
 	cmake --preset release >/dev/null

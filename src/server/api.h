@@ -62,6 +62,8 @@ void add_job_routes(Router& router, Api& api);
 void add_worker_routes(Router& router, Api& api);
 // The dashboard's page (public) and GET /v1/stats.
 void add_dashboard_routes(Router& router, Api& api);
+// Every route above: the whole API of docs/http-api.md.
+void add_api_routes(Router& router, Api& api);
 
 // ---- helpers shared by the route files ----
 void reply_json(Exchange& ex, unsigned status, const nlohmann::json& body);

@@ -76,6 +76,14 @@ void Api::end_all_waiting() {
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
+void add_api_routes(Router& router, Api& api) {
+  add_meta_routes(router, api);
+  add_type_routes(router, api);
+  add_job_routes(router, api);
+  add_worker_routes(router, api);
+  add_dashboard_routes(router, api);
+}
+
 void reply_json(Exchange& ex, unsigned status, const nlohmann::json& body) { ex.reply({status, dump(body)}); }
 
 void reply_error(Exchange& ex, const ApiError& error) { ex.reply({error.status, error_body(error)}); }

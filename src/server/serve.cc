@@ -108,11 +108,7 @@ int run_serve(int argc, char** argv) {
   Metrics metrics;
   Api api{jobs_ref, **workers, **store, metrics};
   Router router;
-  add_meta_routes(router, api);
-  add_type_routes(router, api);
-  add_job_routes(router, api);
-  add_worker_routes(router, api);
-  add_dashboard_routes(router, api);
+  add_api_routes(router, api);
   // The hot routes (add, accept, finish) then run where their request was read, and a commit
   // that waits for an fsync holds up no thread: the reply goes out once it is on disk.
   http.nonblocking_store = (*store)->nonblocking();

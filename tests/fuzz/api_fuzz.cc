@@ -12,20 +12,12 @@
 // Run it with `make fuzz` (FUZZ_SECONDS=N for longer); the seed corpus is tests/fuzz/corpus.
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <mutex>
 #include <string>
 #include <string_view>
 
-#include "kvq/jobs.h"
-#include "kvq/lmdb_store.h"
-#include "kvq/workers.h"
-#include "server/api.h"
+#include "fuzz_server.h"
 #include "server/api_error.h"
-#include "server/metrics.h"
-#include "server/router.h"
 #include "util/thread_pool.h"
 
 namespace kvq::server {
@@ -34,9 +26,7 @@ namespace {
 using namespace std::chrono_literals;
 
 [[noreturn]] void finding(const std::string& what, std::string_view target) {
-  std::fprintf(stderr, "api_fuzz: %s (target '%.*s')\n", what.c_str(), static_cast<int>(target.size()),
-               target.data());
-  std::abort();
+  fuzz::finding("api_fuzz", what, target);
 }
 
 // An exchange that records how it completed.
@@ -85,52 +75,9 @@ class RecordingExchange : public Exchange {
   unsigned status_ = 0;
 };
 
-// What `kvq serve --data DIR --durability nosync` builds, once per fuzzing process.
 struct Server {
-  Server() {
-    auto made = std::filesystem::temp_directory_path() / ("kvq-api-fuzz-" + std::to_string(::getpid()));
-    std::filesystem::remove_all(made);
-    std::filesystem::create_directories(made);
-    dir = made;
-    store = check(open_lmdb_store({.path = dir.string(), .durability = Durability::kNoSync}));
-    jobs = check(jobs::Jobs::open(store));
-    workers = check(workers::Workers::open(store, {.on_departure = [this](kv::Transaction& txn, const std::string&,
-                                                                          const std::string& id) {
-                                                    return jobs->release_worker(txn, id).status();
-                                                  }}));
-    api.reset(new Api{*jobs, *workers, *store, metrics});  // an aggregate: no make_unique
-    add_meta_routes(router, *api);
-    add_type_routes(router, *api);
-    add_job_routes(router, *api);
-    add_worker_routes(router, *api);
-    add_dashboard_routes(router, *api);
-    // Types the seed inputs use, so that more of them get past "no such type".
-    for (const char* type : {"t", "email"}) {
-      if (!jobs->set_type_timeout(type, 30s).ok()) finding("setting up a type failed", type);
-    }
-  }
-  ~Server() {
-    api->end_all_waiting();
-    api.reset();
-    workers.reset();
-    jobs.reset();
-    store.reset();
-    std::filesystem::remove_all(dir);
-  }
-
-  template <typename T>
-  static T check(Result<T> r) {
-    if (!r.ok()) finding("setting up: " + r.status().to_string(), "");
-    return std::move(*r);
-  }
-
-  std::filesystem::path dir;
-  std::shared_ptr<kv::Store> store;
-  std::unique_ptr<jobs::Jobs> jobs;
-  std::unique_ptr<workers::Workers> workers;
-  Metrics metrics;
-  std::unique_ptr<Api> api;
-  Router router;
+  fuzz::Backend backend{"api_fuzz"};
+  Router router = backend.routes();
   util::ThreadPool pool{4};  // kvq serve's worker pool, for handlers and offloaded work
 };
 
@@ -167,7 +114,7 @@ void run_one(Server& server, std::string_view input) {
   unsigned status = exchange->wait_for(50ms);
   if (status == 0) {
     // Waiting (a long-poll or a stream): end it as a shutdown would.
-    server.api->end_all_waiting();
+    server.backend.api->end_all_waiting();
     status = exchange->wait_for(10s);
   }
   if (status == 0) finding("the exchange was never completed", target);
