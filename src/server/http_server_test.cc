@@ -49,6 +49,9 @@ class HttpServerTest : public ::testing::Test {
     if (!server_) return;
     server_->stop(2s);
     runner_.join();
+    // Sessions must go before the server's io_context, as in kvq serve.
+    kept_.exchanges.clear();
+    server_.reset();
   }
 
   int connect_client() {

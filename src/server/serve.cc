@@ -106,9 +106,11 @@ int run_serve(int argc, char** argv) {
   if (!workers.ok()) return fail(workers.status().to_string());
 
   Metrics metrics;
-  Api api{jobs_ref, **workers, **store, metrics};
+  // Destroyed before the server (below), so that exchanges it still holds (a subscription being
+  // dropped on its timer thread) end their sessions while the server's io_context exists.
+  std::unique_ptr<Api> api(new Api{jobs_ref, **workers, **store, metrics});  // an aggregate: no make_unique
   Router router;
-  add_api_routes(router, api);
+  add_api_routes(router, *api);
   // The hot routes (add, accept, finish) then run where their request was read, and a commit
   // that waits for an fsync holds up no thread: the reply goes out once it is on disk.
   http.nonblocking_store = (*store)->nonblocking();
@@ -127,11 +129,12 @@ int run_serve(int argc, char** argv) {
     int signal_number = 0;
     sigwait(&stop_signals, &signal_number);
     if (options.log_level != "error") std::fprintf(stderr, "kvq serve: stopping (signal %d)\n", signal_number);
-    api.end_all_waiting();
+    api->end_all_waiting();
     server.stop(kStopGrace);
   });
   server.run();
   stopper.join();
+  api.reset();
   if (options.log_level != "error") std::fprintf(stderr, "kvq serve: stopped\n");
   return 0;
 }
