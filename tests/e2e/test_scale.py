@@ -56,7 +56,9 @@ class TenThousandIdleLongPolls(unittest.TestCase):
         c.set_timeout(IDLE, 60)
         baseline_fds = open_fds(s.pid)
         loop = asyncio.get_running_loop()
-        body = b'{"timeout": 20}'
+        # Longer than the setup below can take (up to 12 + 15 + 1 s under a loaded ASan build):
+        # with 20 s the first polls sometimes timed out (204) before the adds.
+        body = b'{"timeout": 60}'
         request = (b"POST /v1/accept/%s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                    b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                    % (IDLE.encode(), len(body), body))
@@ -121,8 +123,8 @@ class TenThousandIdleLongPolls(unittest.TestCase):
                 w.close()
         await asyncio.sleep(0)
 
-        # the server drops the closed polls (at the latest when their 20 s timeout ends)
-        # and still works: a new job goes to a new accept, not to a closed connection. It
+        # the server drops the closed polls (it sees their clients go; their 60 s timeout is
+        # beyond this wait) and still works: a new job goes to a new accept, not to a closed connection. It
         # cancels a poll's accept before it closes the socket, so once the descriptors are back
         # to where they were, no abandoned accept is left to take the job. (Waiting only for
         # fewer than 1,000 left a few hundred in flight: the job went to one of them once.)
