@@ -496,34 +496,47 @@ int run_types(int argc, char** argv) {
   return kExitOk;
 }
 
+// `kvq timeout` and `kvq retention` take TYPE, then SECONDS (> 0) to set, --clear, or nothing to
+// print. Returns false, with *code set, after a usage error.
+struct SecondsSetting {
+  std::string type;
+  bool clear = false;
+  std::optional<double> seconds;
+};
+bool parse_seconds_setting(const Invocation& inv, SecondsSetting* out, int* code) {
+  out->type = inv.args.positional[0];
+  out->clear = inv.args.flag("clear");
+  const bool set = inv.args.positional.size() == 2;
+  if (out->clear && set) {
+    *code = inv.usage_error("give SECONDS or --clear, not both");
+    return false;
+  }
+  if (!set) return true;
+  out->seconds = parse_double(inv.args.positional[1]);
+  if (!out->seconds || *out->seconds <= 0) {
+    *code = inv.usage_error("SECONDS must be a number > 0, not '" + inv.args.positional[1] + "'");
+    return false;
+  }
+  return true;
+}
+
 int run_timeout(int argc, char** argv) {
   int code = 0;
   auto inv = begin_command(argc, argv, "timeout", kTimeoutUsage, {{"clear", false}}, 1, 2, &code);
   if (!inv) return code;
-  const auto& type = inv->args.positional[0];
-  const bool clear = inv->args.flag("clear");
-  const bool set = inv->args.positional.size() == 2;
-  if (clear && set) return inv->usage_error("give SECONDS or --clear, not both");
-  Response r;
-  if (clear) {
-    r = inv->client->del(path("/v1/types", {type}));
-  } else if (set) {
-    auto seconds = parse_double(inv->args.positional[1]);
-    if (!seconds || *seconds <= 0) {
-      return inv->usage_error("SECONDS must be a number > 0, not '" + inv->args.positional[1] +
-                              "'");
-    }
-    r = inv->client->put(path("/v1/types", {type}), Json{{"timeout", *seconds}});
-  } else {
-    r = inv->client->get(path("/v1/types", {type}));
-  }
+  SecondsSetting setting;
+  if (!parse_seconds_setting(*inv, &setting, &code)) return code;
+  const std::string type_path = path("/v1/types", {setting.type});
+  Response r = setting.clear     ? inv->client->del(type_path)
+               : setting.seconds ? inv->client->put(type_path, Json{{"timeout", *setting.seconds}})
+                                 : inv->client->get(type_path);
   if (!r.ok()) return inv->fail(r);
   if (inv->json) {
     print_json(r.body);
-  } else if (clear) {
-    std::printf("cleared the timeout of %s\n", type.c_str());
+  } else if (setting.clear) {
+    std::printf("cleared the timeout of %s\n", setting.type.c_str());
   } else {
-    std::printf("%s: timeout %s\n", type.c_str(), seconds_cell(value_of(r.body, "timeout", Json())).c_str());
+    std::printf("%s: timeout %s\n", setting.type.c_str(), seconds_cell(value_of(r.body, "timeout", Json())).c_str());
   }
   return kExitOk;
 }
@@ -532,25 +545,19 @@ int run_retention(int argc, char** argv) {
   int code = 0;
   auto inv = begin_command(argc, argv, "retention", kRetentionUsage, {{"clear", false}}, 1, 2, &code);
   if (!inv) return code;
-  const auto& type = inv->args.positional[0];
-  const bool clear = inv->args.flag("clear");
-  const bool set = inv->args.positional.size() == 2;
-  if (clear && set) return inv->usage_error("give SECONDS or --clear, not both");
-  std::optional<double> seconds;
-  if (set) {
-    seconds = parse_double(inv->args.positional[1]);
-    if (!seconds || *seconds <= 0) {
-      return inv->usage_error("SECONDS must be a number > 0, not '" + inv->args.positional[1] + "'");
-    }
-  }
-  Response r = clear || set ? inv->client->put(path("/v1/types", {type}),
-                                                Json{{"finished_retention", set ? Json(*seconds) : Json()}})
-                             : inv->client->get(path("/v1/types", {type}));
+  SecondsSetting setting;
+  if (!parse_seconds_setting(*inv, &setting, &code)) return code;
+  const std::string type_path = path("/v1/types", {setting.type});
+  // Only the retention is sent, so a concurrent change of the timeout is never undone.
+  Response r = setting.clear || setting.seconds
+                   ? inv->client->put(type_path, Json{{"finished_retention",
+                                                       setting.seconds ? Json(*setting.seconds) : Json()}})
+                   : inv->client->get(type_path);
   if (!r.ok()) return inv->fail(r);
   if (inv->json) {
     print_json(r.body);
   } else {
-    std::printf("%s: finished jobs %s\n", type.c_str(),
+    std::printf("%s: finished jobs %s\n", setting.type.c_str(),
                 retention_cell(value_of(r.body, "finished_retention", Json())).c_str());
   }
   return kExitOk;
