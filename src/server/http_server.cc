@@ -51,21 +51,28 @@ struct HttpServer::Impl {
   HttpOptions options;
   Router router;
   Observer observer;
+  // Before the io_context: destroying it destroys the sessions its pending handlers hold, and
+  // each untracks itself.
+  std::mutex sessions_mu;
+  std::set<Session*> sessions;
+  std::map<Session*, std::weak_ptr<Session>> session_refs;
+  std::condition_variable sessions_cv;
   asio::io_context ioc;
   tcp::acceptor acceptor;
   asio::thread_pool workers;
   asio::executor_work_guard<asio::io_context::executor_type> guard;
   std::atomic<bool> stopping{false};
-  std::mutex sessions_mu;
-  std::set<Session*> sessions;
-  std::map<Session*, std::weak_ptr<Session>> session_refs;
-  std::condition_variable sessions_cv;
 };
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, HttpServer::Impl& server)
       : stream_(std::move(socket)), server_(server), keep_alive_timer_(stream_.get_executor()) {}
+  // A session closes itself in every case it knows of; one whose exchange was dropped
+  // unanswered (a route's bug) ends here, and must not stay in the server's list of open ones.
+  ~Session() {
+    if (!closed_) server_.untrack(this);
+  }
 
   void start() {
     asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });

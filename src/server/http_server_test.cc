@@ -133,5 +133,22 @@ TEST_F(HttpServerTest, AStreamWhoseClientLeftMidWriteClosesOnceTheWritesEnd) {
   ::close(fd);
 }
 
+TEST_F(HttpServerTest, AnExchangeDroppedUnansweredClosesItsConnectionAndDoesNotHoldUpStop) {
+  // A route that never answers (a bug) must still not leave the server waiting for the
+  // connection at shutdown.
+  Router router;
+  router.add("GET", "/forgets", [](Request&, std::shared_ptr<Exchange>) {});
+  start(std::move(router));
+  int fd = connect_client();
+  send_request(fd, "/forgets");
+  EXPECT_TRUE(closed_within(fd, 5s)) << "the connection of a dropped exchange stayed open";
+  ::close(fd);
+  const auto stopping = Clock::now();
+  server_->stop(5s);
+  EXPECT_LT(Clock::now() - stopping, 2s) << "stop waited for a connection that was already gone";
+  runner_.join();
+  server_.reset();
+}
+
 }  // namespace
 }  // namespace kvq::server
