@@ -180,6 +180,7 @@ class Jobs {
   // kNotFound if the type has no timeout.
   Result<Millis> get_type_timeout(std::string_view type);
   Result<TypeSettings> get_type(std::string_view type);
+  Result<TypeSettings> get_type(kv::Transaction& txn, std::string_view type);
   // Removes the type (its jobs stay, but nothing can be added until it has a timeout again).
   Status clear_type_timeout(std::string_view type);
   Result<std::vector<std::string>> types();

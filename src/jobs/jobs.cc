@@ -100,11 +100,14 @@ Status Jobs::set_finished_retention(kv::Transaction& txn, std::string_view type,
 }
 
 Result<TypeSettings> Jobs::get_type(std::string_view type) {
+  return kv::run(*store_, [&](kv::Transaction& txn) { return get_type(txn, type); }, options_.retry);
+}
+
+Result<TypeSettings> Jobs::get_type(kv::Transaction& txn, std::string_view type) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
-  auto value = kv::run(*store_, [&](kv::Transaction& txn) { return txn.get(impl_->keys.timeout(type)); }, options_.retry);
-  if (!value.ok()) return value.status();
-  if (!*value) return NotFound("type '" + std::string(type) + "' has no timeout");
-  return decode_type(**value);
+  KVQ_ASSIGN_OR_RETURN(auto value, txn.get(impl_->keys.timeout(type)));
+  if (!value) return NotFound("type '" + std::string(type) + "' has no timeout");
+  return decode_type(*value);
 }
 
 Result<Millis> Jobs::get_type_timeout(std::string_view type) {

@@ -73,13 +73,12 @@ void add_type_routes(Router& router, Api& api) {
       if (error.status) return reply_error(*ex, error);
     }
     const std::string& type = r.params["type"];
-    Status s = kv::run(api.jobs.store(), [&](kv::Transaction& txn) -> Status {
+    // The answer is what this transaction wrote, read back from its own writes.
+    auto settings = kv::run(api.jobs.store(), [&](kv::Transaction& txn) -> Result<jobs::TypeSettings> {
       if (timeout) KVQ_RETURN_IF_ERROR(api.jobs.set_type_timeout(txn, type, *timeout));
-      if (retention) return api.jobs.set_finished_retention(txn, type, *retention);
-      return Status::OK();
+      if (retention) KVQ_RETURN_IF_ERROR(api.jobs.set_finished_retention(txn, type, *retention));
+      return api.jobs.get_type(txn, type);
     }, api.jobs.options().retry);
-    if (!s.ok()) return reply_status(*ex, s);
-    auto settings = api.jobs.get_type(type);
     if (!settings.ok()) return reply_status(*ex, settings.status());
     reply_json(*ex, 200, type_json(type, *settings));
   });
