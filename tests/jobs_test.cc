@@ -60,6 +60,8 @@ class JobsTest : public ::testing::TestWithParam<JobsParam> {
 
   Jobs& jobs() { return *jobs_; }
   kv::Store& raw() { return *raw_; }
+  // Whether the fault injector has reported a commit's result as unknown after applying it.
+  bool a_commit_result_was_hidden() const { return faulty_ && faulty_->counts().unknown_applied > 0; }
 
   Job accept_now(const std::string& type = "work", AcceptOptions o = {}) {
     auto job = jobs_->accept(type, o);
@@ -547,9 +549,15 @@ TEST_P(JobsTest, FinishedJobsAreRemovedOnceTheirRetentionHasPassed) {
 
   EXPECT_EQ(state_of("waiting", "brief"), State::kPending) << "retention touched a pending job";
   EXPECT_EQ(state_of("kept"), State::kFinished) << "a type without retention lost a finished job";
+  // The counter counts removals whose commit the monitor saw succeed. Under the fault
+  // injector a removal can commit and be reported unknown; its retry then finds nothing to do,
+  // and the removal goes uncounted (seen once in 11 runs), so only an exact store promises 1.
   const auto counted_by = kv::Clock::now() + 5s;
   while (jobs().stats().removed_by_retention == 0 && kv::Clock::now() < counted_by) std::this_thread::sleep_for(5ms);
-  EXPECT_GE(jobs().stats().removed_by_retention, 1u);
+  EXPECT_LE(jobs().stats().removed_by_retention, 1u) << "counted more removals than there were";
+  if (!a_commit_result_was_hidden()) {
+    EXPECT_EQ(jobs().stats().removed_by_retention, 1u);
+  }
 }
 
 TEST_P(JobsTest, AFinishedJobAddedAgainIsKeptAndExpiresFromItsNextFinish) {

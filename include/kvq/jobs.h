@@ -298,7 +298,10 @@ class Jobs {
   struct Stats {
     uint64_t reenqueued_by_monitor = 0;
     uint64_t monitor_checks = 0;
-    uint64_t removed_by_retention = 0;  // finished jobs this process's monitor removed
+    // Finished jobs this process's monitor removed. Like reenqueued_by_monitor, it counts what
+    // the monitor saw commit: a removal whose commit result was unknown (kv.h) and that did
+    // apply is not counted, as its retry finds nothing left to remove.
+    uint64_t removed_by_retention = 0;
   };
   Stats stats() const;
 
