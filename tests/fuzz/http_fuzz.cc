@@ -20,8 +20,11 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -63,14 +66,27 @@ struct Server {
   std::thread runner;
 };
 
+// Each connection comes from its own loopback address. The client ends first, so each input
+// leaves a socket in TIME_WAIT for 60 s; at a few thousand inputs a second that used up the
+// ephemeral ports of one source address, and connect() failed with EADDRNOTAVAIL (seen in CI).
+// IP_BIND_ADDRESS_NO_PORT lets connect() pick the port, per source address.
 int connect_to(unsigned short port) {
+  static std::atomic<uint32_t> connections{0};
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) finding("socket() failed", "");
+  if (fd < 0) finding(std::string("socket() failed: ") + std::strerror(errno), "");
+  const int on = 1;
+  ::setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &on, sizeof on);
+  sockaddr_in source{};
+  source.sin_family = AF_INET;
+  source.sin_addr.s_addr = htonl(0x7F010000u | (connections++ & 0xFFFFu));  // 127.1.0.0/16
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&source), sizeof source) != 0)
+    finding(std::string("bind() failed: ") + std::strerror(errno), "");
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(port);
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) finding("connect() failed", "");
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0)
+    finding(std::string("connect() failed: ") + std::strerror(errno), "");
   return fd;
 }
 
