@@ -1,5 +1,6 @@
-// kvq demo: shows the storage layer at work on a real data directory — transactional
-// read-modify-write through the retry loop, tuple-encoded keys, a conflict, and a watch.
+// kvq demo: shows the library at work on a real data directory — transactional
+// read-modify-write through the retry loop, tuple-encoded keys, a conflict, a watch, and a job's
+// life from add to finish.
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -29,14 +30,14 @@ int run_demo(int argc, char** argv) {
     if (arg == "--data" && i + 1 < argc) {
       data = argv[++i];
     } else if (arg == "--help" || arg == "-h") {
-      std::puts("usage: kvq demo [--data DIR]\n\nA short tour of the storage layer on DIR.");
+      std::puts("usage: kvq demo [--data DIR]\n\nA short tour of the storage and jobs layers on DIR.");
       return 0;
     } else {
       std::fprintf(stderr, "kvq demo: unknown option '%s'\n", arg.c_str());
       return 2;
     }
   }
-  std::printf("kvq demo — the job server (kvq serve) is not built yet; this tours the library on a data directory.\n");
+  std::printf("kvq demo — a tour of the kvq library on a data directory (kvq serve is the server).\n");
   auto store = open_lmdb_store({.path = data});
   if (!store.ok()) return fail("opening the store", store.status());
   std::printf("store: %s\n", (*store)->describe().c_str());
