@@ -46,4 +46,31 @@ struct LmdbOptions {
 
 Result<std::shared_ptr<kv::Store>> open_lmdb_store(const LmdbOptions& options);
 
+struct LmdbBackupOptions {
+  // Leave out free pages: the copy holds only live data, so it can be much smaller than the
+  // data file, which never shrinks. Slower than a page-for-page copy.
+  bool compact = true;
+};
+
+// Writes a consistent copy of the data directory `data_dir` into the directory `destination`,
+// while other threads and processes keep reading and writing it. Returns the copy's size in
+// bytes.
+//
+// What it promises:
+//   * The copy is one committed state of the store (a read snapshot): every commit that
+//     returned before the call is in it, and no commit is in it in part.
+//   * The copy is a data directory of its own: open_lmdb_store (or `kvq serve --data`) opens it.
+//   * It is on disk (fsynced, with its directory entry) when this returns OK. Until then it is
+//     written as `data.mdb.partial`, which a failure removes: a `data.mdb` in `destination` is
+//     always a whole copy.
+//   * It never creates or changes `data_dir`: NotFound if it holds no store. `destination` is
+//     created if missing; InvalidArgument if it holds anything already.
+//   * If this process has `data_dir` open, the copy reads through that environment (LMDB allows
+//     one per process); otherwise it opens the directory read-only, so it may run next to
+//     processes of either durability.
+// While it runs, its snapshot keeps the pages it reads from being reused, so a store under heavy
+// writes grows by about what is written meanwhile.
+Result<uint64_t> backup_lmdb_store(const std::string& data_dir, const std::string& destination,
+                                   const LmdbBackupOptions& options = {});
+
 }  // namespace kvq

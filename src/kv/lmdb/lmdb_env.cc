@@ -1,5 +1,7 @@
 #include "kv/lmdb/lmdb_env.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -32,6 +34,13 @@ std::map<std::string, std::weak_ptr<Env>>& registry() {
 std::condition_variable& registry_changed() {
   static auto* cv = new std::condition_variable;
   return *cv;
+}
+
+// Different spellings of one directory ("data", "./data/") must find one environment.
+std::string registry_key(const std::string& path) {
+  std::error_code ec;
+  std::string canonical = std::filesystem::weakly_canonical(path, ec).string();
+  return ec ? path : canonical;
 }
 
 }  // namespace
@@ -111,8 +120,7 @@ Result<std::shared_ptr<Env>> Env::open(const LmdbOptions& options) {
   std::error_code ec;
   std::filesystem::create_directories(options.path, ec);
   if (ec) return Unavailable("cannot create data directory '" + options.path + "': " + ec.message());
-  std::string path = std::filesystem::weakly_canonical(options.path, ec).string();
-  if (ec) path = options.path;
+  const std::string path = registry_key(options.path);
 
   // Declared before the lock, so released after it: if every other reference went meanwhile
   // (another thread, or a commit settled on the environment's own threads), this is the last
@@ -146,6 +154,37 @@ Result<std::shared_ptr<Env>> Env::open(const LmdbOptions& options) {
   registry()[path] = env;
   env->registered_ = true;
   return env;
+}
+
+Status Env::copy_directory(const std::string& dir, int fd, bool compact) {
+  std::shared_ptr<Env> open;  // released after the lock: ~Env may take it
+  std::unique_lock lock(registry_mutex());
+  const std::string key = registry_key(dir);
+  for (;;) {
+    auto it = registry().find(key);
+    if (it == registry().end()) break;
+    if ((open = it->second.lock())) break;
+    registry_changed().wait(lock);  // an environment on it is still closing
+  }
+  if (open) {
+    lock.unlock();
+    return open->copy_to(fd, compact);
+  }
+  // Still holding the registry: a second environment on one directory in one process would
+  // release the first one's file locks when it closes (LMDB's rule). Read-only, so that the copy
+  // writes nothing to the directory and does not mix MDB_WRITEMAP modes with the processes
+  // using it (docs/design/storage.md).
+  MDB_env* env = nullptr;
+  if (int rc = mdb_env_create(&env); rc) return status_from_lmdb(rc, "mdb_env_create");
+  mdb_env_set_maxdbs(env, 4);
+  Status status = status_from_lmdb(mdb_env_open(env, key.c_str(), MDB_RDONLY | MDB_NOTLS, 0644),
+                                   "opening LMDB environment in '" + key + "' read-only");
+  if (status.ok()) {
+    status = status_from_lmdb(mdb_env_copyfd2(env, fd, compact ? MDB_CP_COMPACT : 0),
+                              "copying the LMDB environment");
+  }
+  mdb_env_close(env);
+  return status;
 }
 
 Status Env::init() {
@@ -295,6 +334,20 @@ Status Env::grow_map() {
                                 "growing the LMDB map to " + std::to_string(bigger) + " bytes");
       },
       kResizePatience);
+}
+
+Status Env::copy_to(int fd, bool compact) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    gate_.enter();
+    const int rc = mdb_env_copyfd2(env_, fd, compact ? MDB_CP_COMPACT : 0);
+    gate_.leave();
+    if (rc != MDB_MAP_RESIZED) return status_from_lmdb(rc, "copying the LMDB environment");
+    KVQ_RETURN_IF_ERROR(adopt_map_size_from_other_process());
+    if (::ftruncate(fd, 0) != 0 || ::lseek(fd, 0, SEEK_SET) != 0) {
+      return Internal(std::string("restarting the copy: ") + std::strerror(errno));
+    }
+  }
+  return Unavailable("the LMDB map kept being resized by another process");
 }
 
 Result<uint64_t> Env::version_in(MDB_txn* txn) const {

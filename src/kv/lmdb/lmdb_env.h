@@ -70,6 +70,10 @@ class MapGate {
 class Env : public std::enable_shared_from_this<Env> {
  public:
   static Result<std::shared_ptr<Env>> open(const LmdbOptions& options);
+  // Writes a consistent copy of the environment in directory `dir` to `fd` (mdb_env_copyfd2):
+  // through the Env this process has open on it, if any, else through a read-only environment
+  // of its own, opened and closed while no Env can open that directory.
+  static Status copy_directory(const std::string& dir, int fd, bool compact);
   ~Env();
   Env(const Env&) = delete;
   Env& operator=(const Env&) = delete;
@@ -113,6 +117,8 @@ class Env : public std::enable_shared_from_this<Env> {
   Status init();
   Result<MDB_txn*> begin_txn(unsigned flags);
   Status adopt_map_size_from_other_process();
+  // Holds a gate slot, so that the map is not resized under the copy's read snapshot.
+  Status copy_to(int fd, bool compact);
   void release_read(MDB_txn* txn);
   // fdatasync of the data file, holding a gate slot (LMDB reads the meta page from the map).
   int sync_to_disk();
