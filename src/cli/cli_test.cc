@@ -138,6 +138,12 @@ TEST(Format, TimesTablesAndKeyValues) {
   EXPECT_EQ(truncate("abc", 6), "abc");
   EXPECT_EQ(format_seconds(30), "30s");
   EXPECT_EQ(format_seconds(1.5), "1.5s");
+  EXPECT_EQ(format_bytes(0), "0 B");
+  EXPECT_EQ(format_bytes(1023), "1023 B");
+  EXPECT_EQ(format_bytes(20480), "20.0 KiB");
+  EXPECT_EQ(format_bytes(8364032), "8.0 MiB");
+  EXPECT_EQ(format_bytes(uint64_t{3} << 29), "1.5 GiB");
+  EXPECT_EQ(format_bytes(uint64_t{5} << 50), "5120.0 TiB");
 }
 
 TEST(Format, Job) {

@@ -12,6 +12,7 @@
 namespace kvq::cli {
 
 int run_demo(int argc, char** argv);
+int run_backup(int argc, char** argv);  // backup.cc
 
 // HTTP client commands (commands_jobs.cc): argv[0] is the command name.
 int run_add(int argc, char** argv);

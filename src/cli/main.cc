@@ -22,6 +22,7 @@ constexpr char kUsage[] =
     "  workers WTYPE                    list workers         top [--once]    live counts per type\n"
     "  bench [--jobs J ...]             load-test a server\n"
     "  (client commands: --url URL (default $KVQ_URL or http://127.0.0.1:7411), --token T, --json, --help)\n"
+    "  backup DEST [--data DIR]   copy a data directory while servers use it (default ./kvq-data)\n"
     "  demo [--data DIR]   a short tour of the kvq library (storage and jobs) on an embedded\n"
     "                      LMDB data directory (default ./kvq-data)\n"
     "  version             print the version\n"
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   const std::string_view command = argv[1];
   if (command == "serve") return kvq::server::run_serve(argc - 1, argv + 1);
   if (command == "demo") return kvq::cli::run_demo(argc - 1, argv + 1);
+  if (command == "backup") return kvq::cli::run_backup(argc - 1, argv + 1);
   if (command == "add") return kvq::cli::run_add(argc - 1, argv + 1);
   if (command == "get") return kvq::cli::run_get(argc - 1, argv + 1);
   if (command == "ls") return kvq::cli::run_ls(argc - 1, argv + 1);

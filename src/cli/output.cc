@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <iterator>
 
 namespace kvq::cli {
 
@@ -186,6 +187,20 @@ std::string format_table(const std::vector<std::string>& header,
 std::string format_seconds(double seconds) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%gs", seconds);
+  return buf;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes) / 1024;
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
+    value /= 1024;
+    ++unit;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", value, kUnits[unit]);
   return buf;
 }
 

@@ -107,6 +107,9 @@ T value_of(const nlohmann::json& obj, const char* key, T fallback) {
 // Seconds as "30s", "1.5s".
 std::string format_seconds(double seconds);
 
+// A size as "512 B", "20.0 KiB", "1.5 GiB".
+std::string format_bytes(uint64_t bytes);
+
 // ---- metrics and statistics ------------------------------------------------------------------
 
 // One sample of the Prometheus text format.
