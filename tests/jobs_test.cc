@@ -81,6 +81,11 @@ class JobsTest : public ::testing::TestWithParam<JobsParam> {
     EXPECT_TRUE(j.ok()) << j.status().to_string();
     return j.ok() ? std::move(*j) : nullptr;
   }
+  // Waits (through a subscription) until the job reaches `state`; its event then.
+  Result<jobs::JobEvent> wait_for_state(const std::string& type, const std::string& id, State state) {
+    KVQ_ASSIGN_OR_RETURN(auto sub, jobs_->subscribe(type, id));
+    return sub->wait(state, kv::Clock::now() + 10s);
+  }
   uint64_t store_version() {
     auto v = kv::run(raw(), [](kv::Transaction& t) { return t.read_version(); });
     EXPECT_TRUE(v.ok());
@@ -142,6 +147,28 @@ TEST_P(JobsTest, AFinishedRetentionIsKeptWhenTheTimeoutChangesAndCanBeCleared) {
   ASSERT_TRUE(jobs().set_finished_retention("work", std::nullopt).ok());
   EXPECT_EQ(jobs().get_type("work")->finished_retention, std::nullopt);
   EXPECT_EQ(jobs().get_type("untimed").status().code(), Code::kNotFound);
+}
+
+TEST_P(JobsTest, MaxLostRunsIsKeptWithTheOtherSettingsAndCanBeCleared) {
+  EXPECT_EQ(jobs().set_max_lost_runs("untimed", 3).code(), Code::kNotFound);
+  EXPECT_EQ(jobs().set_max_lost_runs("work", 0).code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().set_max_lost_runs("work", jobs::kMaxLostRunsLimit + 1).code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().get_type("work")->max_lost_runs, std::nullopt);
+
+  ASSERT_TRUE(jobs().set_max_lost_runs("work", 3).ok());
+  ASSERT_TRUE(jobs().set_type_timeout("work", 30s).ok());
+  ASSERT_TRUE(jobs().set_finished_retention("work", 1h).ok());
+  auto settings = jobs().get_type("work");
+  ASSERT_TRUE(settings.ok()) << settings.status().to_string();
+  EXPECT_EQ(settings->timeout, 30s);
+  EXPECT_EQ(settings->finished_retention, std::optional<jobs::Millis>(1h));
+  EXPECT_EQ(settings->max_lost_runs, std::optional<uint32_t>(3));
+
+  ASSERT_TRUE(jobs().set_finished_retention("work", std::nullopt).ok());
+  EXPECT_EQ(jobs().get_type("work")->max_lost_runs, std::optional<uint32_t>(3));
+  ASSERT_TRUE(jobs().set_max_lost_runs("work", std::nullopt).ok());
+  EXPECT_EQ(jobs().get_type("work")->max_lost_runs, std::nullopt);
+  EXPECT_EQ(jobs().get_type("work")->timeout, 30s);
 }
 
 // ---- Producers ----
@@ -712,6 +739,102 @@ TEST_P(JobsTest, WorkerWritesInAFencedTransactionNeverCommit) {
   EXPECT_EQ(read(raw(), "app/result"), std::nullopt);
   auto retry = begin(raw());
   EXPECT_EQ(jobs().update(*retry, job).status().code(), Code::kFailedPrecondition);
+}
+
+TEST_P(JobsTest, AJobWhoseRunsAreLostMaxLostRunsTimesInARowIsFinishedAsGivenUp) {
+  ASSERT_TRUE(jobs().set_type_timeout("poison", 300ms).ok());
+  ASSERT_TRUE(jobs().set_max_lost_runs("poison", 2).ok());
+  ASSERT_TRUE(jobs().add("poison", "p", R"({"n":1})").ok());
+
+  Job first = accept_now("poison", {.worker = "w1"});
+  ASSERT_EQ(first.id, "p");
+  auto back = wait_for_state("poison", "p", State::kPending);  // the first lost run: re-enqueued
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_FALSE(back->gave_up);
+  auto info = jobs().get("poison", "p");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->lost_runs, 1u);
+  EXPECT_FALSE(info->gave_up);
+
+  Job second = accept_now("poison", {.worker = "w2"});
+  ASSERT_EQ(second.id, "p");
+  ASSERT_TRUE(jobs().update(second, R"({"n":1,"progress":5})").ok());
+  auto gone = wait_for_state("poison", "p", State::kFinished);  // the second: given up
+  ASSERT_TRUE(gone.ok()) << gone.status().to_string();
+  EXPECT_TRUE(gone->gave_up);
+  EXPECT_EQ(gone->data, R"({"n":1,"progress":5})") << "its data as its last run left it";
+  info = jobs().get("poison", "p");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, State::kFinished);
+  EXPECT_TRUE(info->gave_up);
+  EXPECT_EQ(info->lost_runs, 2u);
+  EXPECT_EQ(info->attempts, 2u);
+  EXPECT_EQ(info->worker, "");
+  EXPECT_EQ(jobs().finish(second).code(), Code::kFailedPrecondition) << "the lost run's worker is halted";
+  EXPECT_EQ(jobs().finish(first).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(jobs().count("poison")->finished, 1u);
+  EXPECT_EQ(jobs().accept("poison").status().code(), Code::kDeadlineExceeded) << "nothing left to run";
+  const auto counted_by = kv::Clock::now() + 5s;
+  while (jobs().stats().gave_up_by_monitor == 0 && kv::Clock::now() < counted_by) std::this_thread::sleep_for(5ms);
+  EXPECT_LE(jobs().stats().gave_up_by_monitor, 1u);
+  if (!a_commit_result_was_hidden()) {
+    EXPECT_EQ(jobs().stats().gave_up_by_monitor, 1u);
+  }
+
+  // Added again, it starts over.
+  ASSERT_TRUE(jobs().add("poison", "p", R"({"n":2})").ok());
+  info = jobs().get("poison", "p");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, State::kPending);
+  EXPECT_FALSE(info->gave_up);
+  EXPECT_EQ(info->lost_runs, 0u);
+}
+
+TEST_P(JobsTest, AFinishedRunResetsTheLostRunCount) {
+  ASSERT_TRUE(jobs().set_type_timeout("flaky", 300ms).ok());
+  ASSERT_TRUE(jobs().set_max_lost_runs("flaky", 2).ok());
+  ASSERT_TRUE(jobs().add("flaky", "f", "{}").ok());
+  accept_now("flaky");
+  ASSERT_TRUE(wait_for_state("flaky", "f", State::kPending).ok());
+  // A recurring job: this run finishes and asks for another.
+  Job ok_run = accept_now("flaky");
+  auto txn = begin(raw());
+  ASSERT_TRUE(jobs().resubmit(*txn, ok_run).ok());
+  ASSERT_TRUE(jobs().finish(*txn, ok_run).ok());
+  ASSERT_TRUE(txn->commit().ok());
+  auto info = jobs().get("flaky", "f");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, State::kPending);
+  EXPECT_EQ(info->lost_runs, 0u) << "a finished run resets the count";
+
+  accept_now("flaky");
+  ASSERT_TRUE(wait_for_state("flaky", "f", State::kPending).ok());
+  info = jobs().get("flaky", "f");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->lost_runs, 1u) << "one lost run since the last finish: not given up";
+  EXPECT_FALSE(info->gave_up);
+}
+
+TEST_P(JobsTest, ReleasingAWorkerCountsALostRunAndGivesUpAtTheLimit) {
+  ASSERT_TRUE(jobs().set_type_timeout("once", 60s).ok());
+  ASSERT_TRUE(jobs().set_max_lost_runs("once", 1).ok());
+  ASSERT_TRUE(jobs().add("once", "a", R"({"k":"a"})").ok());
+  ASSERT_TRUE(jobs().add("work", "b", "{}").ok());
+  Job a = accept_now("once", {.worker = "w"});
+  Job b = accept_now("work", {.worker = "w"});
+  auto released = jobs().release_worker("w");
+  ASSERT_TRUE(released.ok()) << released.status().to_string();
+  EXPECT_EQ(*released, 2u);
+  auto gave_up = jobs().get("once", "a");
+  ASSERT_TRUE(gave_up.ok());
+  EXPECT_EQ(gave_up->state, State::kFinished);
+  EXPECT_TRUE(gave_up->gave_up);
+  EXPECT_EQ(gave_up->data, R"({"k":"a"})");
+  auto requeued = jobs().get("work", "b");
+  ASSERT_TRUE(requeued.ok());
+  EXPECT_EQ(requeued->state, State::kPending) << "a type without max_lost_runs re-enqueues for ever";
+  EXPECT_EQ(requeued->lost_runs, 1u);
+  EXPECT_EQ(jobs().finish(a).code(), Code::kFailedPrecondition);
 }
 
 TEST_P(JobsTest, ReleasingAWorkerReenqueuesExactlyTheJobsItHolds) {

@@ -5,8 +5,10 @@
 // first; default 0). Its state is pending, running or finished:
 //
 //   add ──► pending ──accept──► running ──finish──► finished ──add──► pending
-//              ▲                  │  ▲ update (heartbeat)
-//              └─ activity timeout, worker death, or finish after resubmit
+//              ▲                  │  ▲ update (heartbeat)      ▲
+//              │                  │  └─────────────────────────┼─ lost run, once the type's
+//              └─ lost run (activity timeout or worker death),      max_lost_runs is reached
+//                 or finish after resubmit                          (gave_up)
 //
 // Audiences, as in couch_jobs:
 //   * type timeouts — a type exists while it has an activity timeout; add requires one.
@@ -89,7 +91,13 @@ struct TypeSettings {
   // Finished jobs are removed once this long has passed since they finished; nullopt keeps
   // them until someone removes them (the default).
   std::optional<Millis> finished_retention;
+  // A job whose runs were lost this many times in a row (its worker went silent past the
+  // timeout, or died) is finished with gave_up set instead of re-enqueued; nullopt re-enqueues
+  // it for ever (the default).
+  std::optional<uint32_t> max_lost_runs;
 };
+
+inline constexpr uint32_t kMaxLostRunsLimit = 1'000'000;
 
 struct AddOptions {
   std::optional<int64_t> scheduled_time_ms;  // default: now
@@ -106,6 +114,11 @@ struct JobInfo {
   bool resubmitted = false;  // running, and set to run again after this run
   std::string worker;        // who holds it while running ("" if not named)
   uint32_t attempts = 0;     // how many times it has been accepted
+  // Runs lost in a row (activity timeout or worker death) since it was last added or finished.
+  uint32_t lost_runs = 0;
+  // Finished because its type's max_lost_runs was reached, not by a worker; its data is what
+  // it was when its last run was lost.
+  bool gave_up = false;
   int64_t created_at_ms = 0;
   int64_t updated_at_ms = 0;
 };
@@ -160,6 +173,7 @@ struct JobEvent {
   State state = State::kPending;
   std::string data;
   uint64_t seq = 0;  // grows with every change of the job
+  bool gave_up = false;  // finished by giving up (TypeSettings::max_lost_runs), not by a worker
 };
 
 class Subscription;
@@ -193,6 +207,15 @@ class Jobs {
   // the type has no timeout; REQUIRES: retention > 0.
   Status set_finished_retention(std::string_view type, std::optional<Millis> retention);
   Status set_finished_retention(kv::Transaction& txn, std::string_view type, std::optional<Millis> retention);
+  // After `max_lost_runs` runs of a job of `type` are lost in a row — its worker stopped calling
+  // update for the type's timeout, or was declared dead (release_worker) — the job is finished
+  // with gave_up set, its data as it was, instead of going back to pending: a job that crashes
+  // or hangs every worker that takes it stops doing so. A finish resets the count, and so does
+  // an add that changes the job. nullopt re-enqueues lost runs for ever (the default). The
+  // count of a job already past a new, lower limit is checked at its next lost run. kNotFound if
+  // the type has no timeout; REQUIRES: 1 <= max_lost_runs <= kMaxLostRunsLimit.
+  Status set_max_lost_runs(std::string_view type, std::optional<uint32_t> max_lost_runs);
+  Status set_max_lost_runs(kv::Transaction& txn, std::string_view type, std::optional<uint32_t> max_lost_runs);
 
   // ---- Producers ----
   // new -> pending; pending -> data, time and priority replaced; running -> marked resubmitted
@@ -277,8 +300,10 @@ class Jobs {
 
   // Re-enqueues every job that `worker` (the name given at accept) holds, at once, clearing
   // their locks so the worker's later calls halt. The workers layer calls this in the
-  // transaction that removes a worker that unregistered or was declared dead. Returns how many
-  // jobs went back to pending. Jobs accepted without a worker name are never touched.
+  // transaction that removes a worker that unregistered or was declared dead. Each such run
+  // counts as lost (set_max_lost_runs), so a job past its type's limit is finished with gave_up
+  // set instead. Returns how many jobs it took back either way. Jobs accepted without a worker
+  // name are never touched.
   Result<size_t> release_worker(std::string_view worker);
   Result<size_t> release_worker(kv::Transaction& txn, std::string_view worker);
 
@@ -302,6 +327,9 @@ class Jobs {
     // the monitor saw commit: a removal whose commit result was unknown (kv.h) and that did
     // apply is not counted, as its retry finds nothing left to remove.
     uint64_t removed_by_retention = 0;
+    // Lost runs this process's monitor ended by giving up (max_lost_runs) rather than
+    // re-enqueueing; counted as reenqueued_by_monitor is. Not included in it.
+    uint64_t gave_up_by_monitor = 0;
   };
   Stats stats() const;
 

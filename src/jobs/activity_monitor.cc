@@ -120,22 +120,31 @@ void ActivityMonitor::check_activity(const std::string& type, TypeState& state, 
 }
 
 Result<size_t> ActivityMonitor::reenqueue_batch(const std::string& type, uint64_t below, size_t batch) {
-  return kv::run(
+  size_t gave_up = 0;  // of the attempt that committed
+  auto handled = kv::run(
       store_,
       [&](kv::Transaction& txn) -> Result<size_t> {
+        gave_up = 0;
         auto [begin, end] = keys_.activity_before(type, below);
         KVQ_ASSIGN_OR_RETURN(auto stale, txn.get_range(begin, end, {.limit = batch, .snapshot = true}));
+        if (stale.empty()) return size_t{0};
+        KVQ_ASSIGN_OR_RETURN(auto max_lost_runs, max_lost_runs_of(txn, keys_, type));
         size_t count = 0;
         for (const auto& kv : stale) {
           KVQ_ASSIGN_OR_RETURN(auto entry, keys_.parse_activity(kv.key));
           KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys_, type, entry.id));
           if (!before || state_of(*before) != State::kRunning || before->seq != entry.seq) continue;
-          KVQ_RETURN_IF_ERROR(save_job(txn, keys_, type, entry.id, before, requeued(*before)));
+          JobRow after = after_lost_run(*before, max_lost_runs);
+          if (after.gave_up) ++gave_up;
+          KVQ_RETURN_IF_ERROR(save_job(txn, keys_, type, entry.id, before, std::move(after)));
           ++count;
         }
         return count;
       },
       options_.retry);
+  if (!handled.ok()) return handled;
+  gave_up_.fetch_add(gave_up);
+  return *handled - gave_up;
 }
 
 }  // namespace kvq::jobs

@@ -53,6 +53,7 @@ class ActivityMonitor final : private kv::TypeMonitor<ActivityTypeState> {
   ~ActivityMonitor() override;
 
   uint64_t reenqueued() const { return reenqueued_.load(); }
+  uint64_t gave_up() const { return gave_up_.load(); }
   uint64_t checks() const { return checks_.load(); }
   uint64_t expired() const { return expired_.load(); }
 
@@ -71,6 +72,7 @@ class ActivityMonitor final : private kv::TypeMonitor<ActivityTypeState> {
   const Keys& keys_;
   const JobsOptions& options_;
   std::atomic<uint64_t> reenqueued_{0};
+  std::atomic<uint64_t> gave_up_{0};
   std::atomic<uint64_t> checks_{0};
   std::atomic<uint64_t> expired_{0};
 };

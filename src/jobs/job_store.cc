@@ -55,16 +55,32 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
   return Status::OK();
 }
 
-JobRow requeued(const JobRow& running) {
+JobRow after_lost_run(const JobRow& running, std::optional<uint32_t> max_lost_runs) {
   JobRow after = running;
   after.lock.clear();
   after.worker.clear();
+  after.lost_runs = running.lost_runs + 1;
+  if (max_lost_runs && after.lost_runs >= *max_lost_runs) {
+    after.finished = true;
+    after.gave_up = true;
+    after.resubmit = false;
+    // No worker finished it: a finish with the lost run's lock must halt, not pass as a retry.
+    after.finished_lock.clear();
+    return after;
+  }
   if (after.resubmit) {
     after.resubmit = false;
     after.scheduled = after.next_scheduled;
     after.priority = after.next_priority;
   }
   return after;
+}
+
+Result<std::optional<uint32_t>> max_lost_runs_of(kv::Transaction& txn, const Keys& keys, std::string_view type) {
+  KVQ_ASSIGN_OR_RETURN(auto value, txn.get(keys.timeout(type)));
+  if (!value) return std::optional<uint32_t>();
+  KVQ_ASSIGN_OR_RETURN(TypeSettings settings, decode_type(*value));
+  return settings.max_lost_runs;
 }
 
 JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row) {
@@ -78,6 +94,8 @@ JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row) {
   info.resubmitted = row.resubmit;
   info.worker = row.worker;
   info.attempts = row.attempts;
+  info.lost_runs = row.lost_runs;
+  info.gave_up = row.gave_up;
   info.created_at_ms = row.created;
   info.updated_at_ms = row.updated;
   return info;

@@ -23,9 +23,15 @@ Result<std::optional<JobRow>> load_job(kv::Transaction& txn, const Keys& keys, s
 Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, std::string_view id,
                 const std::optional<JobRow>& before, std::optional<JobRow> after);
 
-// A running job put back to pending (its lock cleared, so its worker is halted), keeping its
-// place in the queue — or taking the next run's time and priority if it was resubmitted.
-JobRow requeued(const JobRow& running);
+// What a running job becomes when its run is lost (its worker went silent past the type's
+// timeout, or left or died): its lock is cleared, so its worker is halted, and it counts one
+// more lost run. Then it goes back to pending, keeping its place in the queue (or taking the
+// next run's time and priority if it was resubmitted) — or, once `max_lost_runs` runs were lost
+// in a row, it is finished with gave_up set and its data as it was.
+JobRow after_lost_run(const JobRow& running, std::optional<uint32_t> max_lost_runs);
+
+// The type's max_lost_runs, read in `txn`; nullopt also for a type without a timeout.
+Result<std::optional<uint32_t>> max_lost_runs_of(kv::Transaction& txn, const Keys& keys, std::string_view type);
 
 JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row);
 

@@ -46,6 +46,7 @@ Jobs::Stats Jobs::stats() const {
   Stats s;
   if (impl_->monitor) {
     s.reenqueued_by_monitor = impl_->monitor->reenqueued();
+    s.gave_up_by_monitor = impl_->monitor->gave_up();
     s.monitor_checks = impl_->monitor->checks();
     s.removed_by_retention = impl_->monitor->expired();
   }
@@ -96,6 +97,23 @@ Status Jobs::set_finished_retention(kv::Transaction& txn, std::string_view type,
   if (!current) return NotFound("type '" + std::string(type) + "' has no timeout");
   KVQ_ASSIGN_OR_RETURN(TypeSettings settings, decode_type(*current));
   settings.finished_retention = retention;
+  return write_type(txn, impl_->keys, type, settings, current);
+}
+
+Status Jobs::set_max_lost_runs(std::string_view type, std::optional<uint32_t> max_lost_runs) {
+  return kv::run(*store_, [&](kv::Transaction& txn) { return set_max_lost_runs(txn, type, max_lost_runs); },
+                 options_.retry);
+}
+
+Status Jobs::set_max_lost_runs(kv::Transaction& txn, std::string_view type, std::optional<uint32_t> max_lost_runs) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  if (max_lost_runs && (*max_lost_runs < 1 || *max_lost_runs > kMaxLostRunsLimit)) {
+    return InvalidArgument("max_lost_runs must be between 1 and " + std::to_string(kMaxLostRunsLimit));
+  }
+  KVQ_ASSIGN_OR_RETURN(auto current, txn.get(impl_->keys.timeout(type)));
+  if (!current) return NotFound("type '" + std::string(type) + "' has no timeout");
+  KVQ_ASSIGN_OR_RETURN(TypeSettings settings, decode_type(*current));
+  settings.max_lost_runs = max_lost_runs;
   return write_type(txn, impl_->keys, type, settings, current);
 }
 
@@ -164,6 +182,7 @@ std::optional<JobRow> added(const std::optional<JobRow>& before, const std::stri
       if (after.scheduled == before->scheduled && after.priority == before->priority && after.data == before->data) {
         return std::nullopt;
       }
+      after.lost_runs = 0;
       return after;
     case State::kRunning:
       after.resubmit = true;
@@ -176,6 +195,8 @@ std::optional<JobRow> added(const std::optional<JobRow>& before, const std::stri
       return after;
     case State::kFinished:
       after.finished = false;
+      after.gave_up = false;
+      after.lost_runs = 0;
       after.data = data;
       after.scheduled = o.scheduled_time_ms.value_or(now);
       after.priority = o.priority;

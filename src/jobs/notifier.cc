@@ -150,7 +150,7 @@ Status Notifier::rearm(std::vector<Plan>& plans) {
 }
 
 JobEvent Notifier::observe(kv::Transaction& txn, const Subscription::State_& sub, Status* error) {
-  JobEvent e{sub.type, sub.id, true, State::kPending, "", 0};
+  JobEvent e{sub.type, sub.id, true, State::kPending, "", 0, false};
   auto row = load_job(txn, keys_, sub.type, sub.id);
   if (!row.ok()) {
     *error = row.status();
@@ -164,6 +164,7 @@ JobEvent Notifier::observe(kv::Transaction& txn, const Subscription::State_& sub
   e.state = state_of(**row);
   e.data = (*row)->data;
   e.seq = (*row)->seq;
+  e.gave_up = (*row)->gave_up;
   return e;
 }
 

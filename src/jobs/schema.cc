@@ -6,7 +6,8 @@ namespace kvq::jobs {
 namespace {
 
 constexpr int64_t kRowFormat = 1;
-constexpr size_t kRowFields = 16;
+constexpr size_t kRowFieldsBeforeLostRuns = 16;
+constexpr size_t kRowFields = 18;
 
 std::pair<std::string, std::string> between(const Subspace& s, const Tuple& lo, const Tuple& hi) {
   return {s.pack(lo), s.pack(hi)};
@@ -35,18 +36,22 @@ std::string encode_row(const JobRow& r) {
                r.created,
                r.updated,
                r.data,
-               static_cast<int64_t>(r.add_seq)}
+               static_cast<int64_t>(r.add_seq),
+               static_cast<int64_t>(r.lost_runs),
+               r.gave_up}
       .pack();
 }
 
 Result<JobRow> decode_row(std::string_view bytes) {
   KVQ_ASSIGN_OR_RETURN(Tuple t, Tuple::unpack(bytes));
-  if (t.size() != kRowFields || !t[0].is_int() || t[0].as_int() != kRowFormat) {
+  if ((t.size() != kRowFields && t.size() != kRowFieldsBeforeLostRuns) || !t[0].is_int() ||
+      t[0].as_int() != kRowFormat) {
     return Internal("job row has an unknown format");
   }
   const bool shaped = t[1].is_int() && t[2].is_string() && t[3].is_string() && t[4].is_bool() &&
                       t[5].is_bool() && t[6].is_int() && t[7].is_int() && t[8].is_int() && t[9].is_int() &&
-                      t[10].is_string() && t[11].is_int() && t[12].is_int() && t[13].is_int() && t[14].is_string() && t[15].is_int();
+                      t[10].is_string() && t[11].is_int() && t[12].is_int() && t[13].is_int() && t[14].is_string() && t[15].is_int() &&
+                      (t.size() == kRowFieldsBeforeLostRuns || (t[16].is_int() && t[17].is_bool()));
   if (!shaped) return Internal("job row has fields of the wrong kind");
   JobRow r;
   r.seq = static_cast<uint64_t>(t[1].as_int());
@@ -64,24 +69,37 @@ Result<JobRow> decode_row(std::string_view bytes) {
   r.updated = t[13].as_int();
   r.data = t[14].as_string();
   r.add_seq = static_cast<uint64_t>(t[15].as_int());
+  if (t.size() == kRowFields) {
+    r.lost_runs = static_cast<uint32_t>(t[16].as_int());
+    r.gave_up = t[17].as_bool();
+  }
   return r;
 }
 
 std::string encode_type(const TypeSettings& settings) {
   Tuple t{static_cast<int64_t>(settings.timeout.count())};
-  if (settings.finished_retention) t.append(static_cast<int64_t>(settings.finished_retention->count()));
+  if (settings.finished_retention || settings.max_lost_runs) {
+    if (settings.finished_retention) {
+      t.append(static_cast<int64_t>(settings.finished_retention->count()));
+    } else {
+      t.append(nullptr);
+    }
+  }
+  if (settings.max_lost_runs) t.append(static_cast<int64_t>(*settings.max_lost_runs));
   return t.pack();
 }
 
 Result<TypeSettings> decode_type(std::string_view bytes) {
   auto t = Tuple::unpack(bytes);
-  if (!t.ok() || t->empty() || t->size() > 2) return Internal("corrupt type settings");
-  for (const auto& element : t->elements()) {
-    if (!element.is_int()) return Internal("corrupt type settings");
-  }
+  if (!t.ok() || t->empty() || t->size() > 3) return Internal("corrupt type settings");
+  const auto& e = t->elements();
+  const bool shaped = e[0].is_int() && (e.size() < 2 || e[1].is_int() || e[1].is_null()) &&
+                      (e.size() < 3 || (e[2].is_int() && e[2].as_int() > 0));
+  if (!shaped) return Internal("corrupt type settings");
   TypeSettings settings;
-  settings.timeout = Millis((*t)[0].as_int());
-  if (t->size() == 2) settings.finished_retention = Millis((*t)[1].as_int());
+  settings.timeout = Millis(e[0].as_int());
+  if (e.size() >= 2 && e[1].is_int()) settings.finished_retention = Millis(e[1].as_int());
+  if (e.size() == 3) settings.max_lost_runs = static_cast<uint32_t>(e[2].as_int());
   return settings;
 }
 

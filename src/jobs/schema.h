@@ -6,11 +6,13 @@
 //   (1, type, id)                       -> job row: Tuple(format=1, seq, lock, worker, finished,
 //                                          resubmit, scheduled, priority, next_scheduled,
 //                                          next_priority, finished_lock, attempts, created,
-//                                          updated, data, add_seq)
+//                                          updated, data, add_seq[, lost_runs, gave_up])
 //   (2, type, priority, scheduled, id)  -> ""  pending index, in accept order
 //   (3, type, seq, id)                  -> ""  activity index of running jobs, by commit order
-//   (4, type)                           -> Tuple(timeout_ms[, retention_ms])  a type exists while
-//                                          this does; retention_ms only when finished jobs expire
+//   (4, type)                           -> Tuple(timeout_ms[, retention_ms|null[, max_lost_runs]])
+//                                          a type exists while this does; retention_ms only when
+//                                          finished jobs expire, max_lost_runs only when lost
+//                                          runs give up
 //   (5, type)                           -> random token, rewritten whenever a job of the type
 //                                          becomes pending (accept waiters watch it)
 //   (6, type)                           -> random token, rewritten on every change of a job of
@@ -64,6 +66,8 @@ struct JobRow {
   int64_t updated = 0;
   std::string data;
   uint64_t add_seq = 0;  // read version of the add that last changed it: makes add idempotent
+  uint32_t lost_runs = 0;  // runs lost in a row since the last add or finish
+  bool gave_up = false;    // finished by reaching the type's max_lost_runs
 };
 
 // The one place a job's state is derived from its stored fields.
@@ -72,8 +76,9 @@ State state_of(const JobRow& row);
 std::string encode_row(const JobRow& row);
 Result<JobRow> decode_row(std::string_view bytes);
 
-// A type's settings, the value of (4, type). Without a retention it encodes exactly as before
-// retention existed.
+// A type's settings, the value of (4, type). Settings left at their defaults are not written,
+// so a type with only a timeout encodes exactly as before retention existed. A row without a
+// lost-run count or give-up flag decodes with 0 and false.
 std::string encode_type(const TypeSettings& settings);
 Result<TypeSettings> decode_type(std::string_view bytes);
 

@@ -22,11 +22,31 @@ TEST(SchemaTest, JobRowRoundTripsThroughItsEncoding) {
   row.created = 1;
   row.updated = 2;
   row.data = R"({"a":1})";
+  row.lost_runs = 2;
+  row.gave_up = true;
   auto decoded = decode_row(encode_row(row));
   ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
   EXPECT_EQ(encode_row(*decoded), encode_row(row));
   EXPECT_EQ(decoded->lock, "abc");
   EXPECT_EQ(decoded->data, row.data);
+  EXPECT_EQ(decoded->lost_runs, 2u);
+  EXPECT_TRUE(decoded->gave_up);
+}
+
+TEST(SchemaTest, ARowWrittenBeforeLostRunsDecodesWithNone) {
+  // The 16 fields rows had before lost_runs and gave_up were added.
+  const Tuple before{int64_t{1}, int64_t{42}, "", "", true, false, int64_t{5}, int64_t{0}, int64_t{0},
+                     int64_t{0}, "lk", int64_t{3}, int64_t{1}, int64_t{2}, R"({"a":1})", int64_t{40}};
+  auto decoded = decode_row(before.pack());
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_TRUE(decoded->finished);
+  EXPECT_EQ(decoded->attempts, 3u);
+  EXPECT_EQ(decoded->data, R"({"a":1})");
+  EXPECT_EQ(decoded->lost_runs, 0u);
+  EXPECT_FALSE(decoded->gave_up);
+  Tuple seventeen = before;
+  seventeen.append(int64_t{1});
+  EXPECT_FALSE(decode_row(seventeen.pack()).ok());
 }
 
 TEST(SchemaTest, CorruptRowsAreErrorsNotCrashes) {
@@ -80,8 +100,26 @@ TEST(SchemaTest, TypeSettingsWithoutRetentionEncodeAsBeforeRetentionExisted) {
   EXPECT_EQ(both->finished_retention, Millis(86'400'000));
   EXPECT_FALSE(decode_type("").ok());
   EXPECT_FALSE(decode_type(Tuple{}.pack()).ok());
-  EXPECT_FALSE(decode_type(Tuple{int64_t{1}, int64_t{2}, int64_t{3}}.pack()).ok());
+  EXPECT_FALSE(decode_type(Tuple{int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}}.pack()).ok());
+  EXPECT_FALSE(decode_type(Tuple{int64_t{1}, int64_t{2}, int64_t{0}}.pack()).ok());
+  EXPECT_FALSE(decode_type(Tuple{int64_t{1}, "2"}.pack()).ok());
   EXPECT_FALSE(decode_type(Tuple{"1500"}.pack()).ok());
+}
+
+TEST(SchemaTest, TypeSettingsWithMaxLostRunsRoundTripWithOrWithoutRetention) {
+  const TypeSettings alone{.timeout = Millis(1500), .max_lost_runs = 3};
+  EXPECT_EQ(encode_type(alone), (Tuple{int64_t{1500}, nullptr, int64_t{3}}.pack()));
+  auto decoded = decode_type(encode_type(alone));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->timeout, Millis(1500));
+  EXPECT_EQ(decoded->finished_retention, std::nullopt);
+  EXPECT_EQ(decoded->max_lost_runs, 3u);
+  auto all = decode_type(encode_type({.timeout = Millis(1), .finished_retention = Millis(2), .max_lost_runs = 5}));
+  ASSERT_TRUE(all.ok()) << all.status().to_string();
+  EXPECT_EQ(all->finished_retention, Millis(2));
+  EXPECT_EQ(all->max_lost_runs, 5u);
+  // Clearing max_lost_runs gives back the shorter encoding.
+  EXPECT_EQ(encode_type({.timeout = Millis(1), .finished_retention = Millis(2)}), (Tuple{int64_t{1}, int64_t{2}}.pack()));
 }
 
 TEST(SchemaTest, FinishedKeysSortByFinishTimeAndTheExpiredArePrefix) {

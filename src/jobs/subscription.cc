@@ -29,7 +29,7 @@ Result<std::unique_ptr<Subscription>> Jobs::subscribe(std::string_view type, std
     if (!row.ok()) return row.status();
     return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) + "' does not exist");
   }
-  state->initial = JobEvent{state->type, state->id, true, state_of(**row), (*row)->data, (*row)->seq};
+  state->initial = JobEvent{state->type, state->id, true, state_of(**row), (*row)->data, (*row)->seq, (*row)->gave_up};
   state->latest = state->initial;
   {
     // Events the notifier queued from older reads are superseded by the initial state.

@@ -1,5 +1,8 @@
 // update, finish and resubmit: what a worker does with a job it holds. Each checks the job's
 // lock in the same transaction as its writes, which is what fences out a stale worker.
+#include <map>
+#include <string>
+
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
 #include "jobs/validation.h"
@@ -61,6 +64,7 @@ Status finish_checked(kv::Transaction& txn, const Keys& keys, const Job& job, co
   after.lock.clear();
   after.worker.clear();
   after.finished_lock = job.lock;
+  after.lost_runs = 0;  // this run was not lost
   if (data) after.data = *data;
   if (before.resubmit) {
     after.resubmit = false;
@@ -160,6 +164,7 @@ Result<size_t> Jobs::release_worker(kv::Transaction& txn, std::string_view worke
   const auto& keys = impl_->keys;
   auto [begin, end] = keys.held_by(worker);
   KVQ_ASSIGN_OR_RETURN(auto held, txn.get_range(begin, end));
+  std::map<std::string, std::optional<uint32_t>> max_lost_runs;  // by type, read once each
   size_t released = 0;
   for (const auto& kv : held) {
     KVQ_ASSIGN_OR_RETURN(auto type_and_id, keys.parse_held(kv.key));
@@ -168,7 +173,12 @@ Result<size_t> Jobs::release_worker(kv::Transaction& txn, std::string_view worke
     if (!before || state_of(*before) != State::kRunning || before->worker != worker) {
       return Internal("worker index entry for job '" + id + "' does not match its row");
     }
-    KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, requeued(*before)));
+    auto limit = max_lost_runs.find(type);
+    if (limit == max_lost_runs.end()) {
+      KVQ_ASSIGN_OR_RETURN(auto read, max_lost_runs_of(txn, keys, type));
+      limit = max_lost_runs.emplace(type, read).first;
+    }
+    KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, after_lost_run(*before, limit->second)));
     ++released;
   }
   return released;
