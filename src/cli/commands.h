@@ -28,6 +28,7 @@ int run_watch(int argc, char** argv);
 int run_types(int argc, char** argv);
 int run_timeout(int argc, char** argv);
 int run_retention(int argc, char** argv);
+int run_max_lost_runs(int argc, char** argv);
 int run_workers(int argc, char** argv);
 
 // Operations (commands_ops.cc).

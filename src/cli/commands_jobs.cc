@@ -172,7 +172,7 @@ constexpr char kWatchUsage[] =
     "Prints job ID's state now and each change, one line each, until it is finished or removed.\n"
     "With --json, prints each event's JSON on its own line.\n";
 constexpr char kTypesUsage[] =
-    "usage: kvq types\n\nLists the job types with their timeouts and finished-job retentions.\n";
+    "usage: kvq types\n\nLists the job types with their timeouts, max lost runs and finished-job retentions.\n";
 constexpr char kTimeoutUsage[] =
     "usage: kvq timeout TYPE [SECONDS]\n"
     "       kvq timeout TYPE --clear\n"
@@ -186,6 +186,14 @@ constexpr char kRetentionUsage[] =
     "Prints how long TYPE's finished jobs are kept, sets it to SECONDS (> 0), or clears it\n"
     "(finished jobs are then kept until removed, the default). Once a finished job is older than\n"
     "its type's retention, the server removes it. TYPE must have a timeout.\n";
+constexpr char kMaxLostRunsUsage[] =
+    "usage: kvq max-lost-runs TYPE [N]\n"
+    "       kvq max-lost-runs TYPE --clear\n"
+    "\n"
+    "Prints after how many lost runs in a row TYPE's jobs are given up, sets it to N (1 to\n"
+    "1000000), or clears it (lost runs are then re-enqueued for ever, the default). A run is lost\n"
+    "when its worker stops updating the job for the type's timeout, or unregisters or dies; a job\n"
+    "given up is finished with gave_up set and its data kept. TYPE must have a timeout.\n";
 constexpr char kWorkersUsage[] =
     "usage: kvq workers WTYPE\n\nLists the registered workers of WTYPE and the membership version.\n";
 
@@ -201,6 +209,8 @@ std::string seconds_cell(const Json& value) {
 }
 
 // A finished_retention: null means the jobs stay until removed.
+std::string max_lost_runs_cell(const Json& value) { return value.is_null() ? "never" : compact(value); }
+
 std::string retention_cell(const Json& value) {
   return value.is_null() ? "kept" : "removed after " + seconds_cell(value);
 }
@@ -490,9 +500,10 @@ int run_types(int argc, char** argv) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& t : types) {
     rows.push_back({cell(t, "type"), seconds_cell(value_of(t, "timeout", Json())),
+                    max_lost_runs_cell(value_of(t, "max_lost_runs", Json())),
                     retention_cell(value_of(t, "finished_retention", Json()))});
   }
-  std::fputs(format_table({"TYPE", "TIMEOUT", "RETENTION"}, rows).c_str(), stdout);
+  std::fputs(format_table({"TYPE", "TIMEOUT", "MAX-LOST-RUNS", "RETENTION"}, rows).c_str(), stdout);
   return kExitOk;
 }
 
@@ -559,6 +570,39 @@ int run_retention(int argc, char** argv) {
   } else {
     std::printf("%s: finished jobs %s\n", setting.type.c_str(),
                 retention_cell(value_of(r.body, "finished_retention", Json())).c_str());
+  }
+  return kExitOk;
+}
+
+int run_max_lost_runs(int argc, char** argv) {
+  int code = 0;
+  auto inv = begin_command(argc, argv, "max-lost-runs", kMaxLostRunsUsage, {{"clear", false}}, 1, 2, &code);
+  if (!inv) return code;
+  const std::string& type = inv->args.positional[0];
+  const bool clear = inv->args.flag("clear");
+  const bool set = inv->args.positional.size() == 2;
+  if (clear && set) return inv->usage_error("give N or --clear, not both");
+  std::optional<int64_t> n;
+  if (set) {
+    n = parse_int(inv->args.positional[1]);
+    if (!n || *n < 1 || *n > 1'000'000) {
+      return inv->usage_error("N must be a whole number from 1 to 1000000, not '" + inv->args.positional[1] + "'");
+    }
+  }
+  const std::string type_path = path("/v1/types", {type});
+  // Only this setting is sent, so a concurrent change of the others is never undone.
+  Response r = clear || n ? inv->client->put(type_path, Json{{"max_lost_runs", n ? Json(*n) : Json()}})
+                          : inv->client->get(type_path);
+  if (!r.ok()) return inv->fail(r);
+  if (inv->json) {
+    print_json(r.body);
+    return kExitOk;
+  }
+  const Json value = value_of(r.body, "max_lost_runs", Json());
+  if (value.is_null()) {
+    std::printf("%s: lost runs are re-enqueued, never given up\n", type.c_str());
+  } else {
+    std::printf("%s: jobs are given up after %s lost runs in a row\n", type.c_str(), compact(value).c_str());
   }
   return kExitOk;
 }

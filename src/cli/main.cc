@@ -19,6 +19,7 @@ constexpr char kUsage[] =
     "  wait TYPE ID [--state S]         wait for a state     watch TYPE ID   stream a job's changes\n"
     "  types                            list types           timeout TYPE [SECONDS|--clear]\n"
     "  retention TYPE [SECONDS|--clear] how long finished jobs are kept\n"
+    "  max-lost-runs TYPE [N|--clear]   give a job up after N lost runs in a row\n"
     "  workers WTYPE                    list workers         top [--once]    live counts per type\n"
     "  bench [--jobs J ...]             load-test a server\n"
     "  (client commands: --url URL (default $KVQ_URL or http://127.0.0.1:7411), --token T, --json, --help)\n"
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
   if (command == "types") return kvq::cli::run_types(argc - 1, argv + 1);
   if (command == "timeout") return kvq::cli::run_timeout(argc - 1, argv + 1);
   if (command == "retention") return kvq::cli::run_retention(argc - 1, argv + 1);
+  if (command == "max-lost-runs") return kvq::cli::run_max_lost_runs(argc - 1, argv + 1);
   if (command == "workers") return kvq::cli::run_workers(argc - 1, argv + 1);
   if (command == "top") return kvq::cli::run_top(argc - 1, argv + 1);
   if (command == "bench") return kvq::cli::run_bench(argc - 1, argv + 1);

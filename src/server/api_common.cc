@@ -105,6 +105,8 @@ nlohmann::json job_json(const jobs::JobInfo& info) {
           {"resubmitted", info.resubmitted},
           {"worker", info.worker},
           {"attempts", info.attempts},
+          {"lost_runs", info.lost_runs},
+          {"gave_up", info.gave_up},
           {"created_at", info.created_at_ms},
           {"updated_at", info.updated_at_ms}};
 }
@@ -112,7 +114,7 @@ nlohmann::json job_json(const jobs::JobInfo& info) {
 nlohmann::json event_json(const jobs::JobEvent& e) {
   if (!e.found) return {{"type", e.type}, {"id", e.id}, {"found", false}};
   return {{"type", e.type}, {"id", e.id}, {"found", true}, {"state", jobs::state_name(e.state)},
-          {"data", embed(e.data)}, {"seq", e.seq}};
+          {"data", embed(e.data)}, {"seq", e.seq}, {"gave_up", e.gave_up}};
 }
 
 std::optional<double> query_number(const Request& r, const std::string& name, ApiError* error) {
@@ -131,7 +133,12 @@ nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& sett
   auto seconds = [](jobs::Millis ms) { return static_cast<double>(ms.count()) / 1000.0; };
   nlohmann::json retention = nullptr;
   if (settings.finished_retention) retention = seconds(*settings.finished_retention);
-  return {{"type", type}, {"timeout", seconds(settings.timeout)}, {"finished_retention", retention}};
+  nlohmann::json max_lost_runs = nullptr;
+  if (settings.max_lost_runs) max_lost_runs = *settings.max_lost_runs;
+  return {{"type", type},
+          {"timeout", seconds(settings.timeout)},
+          {"finished_retention", retention},
+          {"max_lost_runs", max_lost_runs}};
 }
 
 std::optional<jobs::Millis> seconds_field(std::optional<double> value, double max_seconds, const std::string& name,

@@ -38,6 +38,21 @@ std::optional<std::optional<jobs::Millis>> retention_field(const JsonBody& body,
   return std::optional<jobs::Millis>(*retention);
 }
 
+// PUT's "max_lost_runs": absent (nullopt: unchanged), null (re-enqueue for ever), or a count.
+std::optional<std::optional<uint32_t>> max_lost_runs_field(const JsonBody& body, ApiError* error) {
+  if (!body.has("max_lost_runs")) return std::nullopt;
+  // In place: copying a disengaged inner optional trips GCC 12's -Wmaybe-uninitialized.
+  if (body.json().at("max_lost_runs").is_null()) return std::optional<std::optional<uint32_t>>(std::in_place);
+  auto n = body.integer("max_lost_runs", error);
+  if (error->status) return std::nullopt;
+  if (*n < 1 || *n > jobs::kMaxLostRunsLimit) {
+    *error = invalid_argument("'max_lost_runs' must be an integer from 1 to " + std::to_string(jobs::kMaxLostRunsLimit) +
+                              ", or null");
+    return std::nullopt;
+  }
+  return std::optional<uint32_t>(static_cast<uint32_t>(*n));
+}
+
 }  // namespace
 
 void add_type_routes(Router& router, Api& api) {
@@ -57,15 +72,17 @@ void add_type_routes(Router& router, Api& api) {
     reply_json(*ex, 200, type_json(r.params["type"], *settings));
   });
   router.add("PUT", "/v1/types/{type}", [&api](Request& r, std::shared_ptr<Exchange> ex) {
-    auto parsed = JsonBody::parse(r.body, {"timeout", "finished_retention"});
+    auto parsed = JsonBody::parse(r.body, {"timeout", "finished_retention", "max_lost_runs"});
     if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*ex, *e);
     const auto& body = std::get<JsonBody>(parsed);
     ApiError error{0, "", ""};
     auto retention = retention_field(body, &error);
     if (error.status) return reply_error(*ex, error);
-    // The timeout may be left out only to change the retention of a type that exists.
+    auto max_lost_runs = max_lost_runs_field(body, &error);
+    if (error.status) return reply_error(*ex, error);
+    // The timeout may be left out only to change the other settings of a type that exists.
     std::optional<jobs::Millis> timeout;
-    if (body.has("timeout") || !retention) {
+    if (body.has("timeout") || (!retention && !max_lost_runs)) {
       auto seconds = body.number("timeout", &error);
       if (error.status) return reply_error(*ex, error);
       if (!seconds || *seconds <= 0) return reply_error(*ex, invalid_argument("'timeout' must be a positive number of seconds"));
@@ -77,6 +94,7 @@ void add_type_routes(Router& router, Api& api) {
     auto settings = kv::run(api.jobs.store(), [&](kv::Transaction& txn) -> Result<jobs::TypeSettings> {
       if (timeout) KVQ_RETURN_IF_ERROR(api.jobs.set_type_timeout(txn, type, *timeout));
       if (retention) KVQ_RETURN_IF_ERROR(api.jobs.set_finished_retention(txn, type, *retention));
+      if (max_lost_runs) KVQ_RETURN_IF_ERROR(api.jobs.set_max_lost_runs(txn, type, *max_lost_runs));
       return api.jobs.get_type(txn, type);
     }, api.jobs.options().retry);
     if (!settings.ok()) return reply_status(*ex, settings.status());

@@ -82,6 +82,9 @@ std::string Metrics::render(jobs::Jobs& jobs) {
   out << "# HELP kvq_retention_removals_total Finished jobs this process's monitor removed once their type's retention passed.\n"
       << "# TYPE kvq_retention_removals_total counter\n"
       << "kvq_retention_removals_total " << stats.removed_by_retention << "\n";
+  out << "# HELP kvq_monitor_gave_up_total Running jobs this process's activity monitor gave up on (their type's max_lost_runs reached) instead of re-enqueueing.\n"
+      << "# TYPE kvq_monitor_gave_up_total counter\n"
+      << "kvq_monitor_gave_up_total " << stats.gave_up_by_monitor << "\n";
   out << "# HELP kvq_accept_wait_seconds How long an accept waited before it got a job.\n"
       << "# TYPE kvq_accept_wait_seconds histogram\n";
   for (size_t i = 0; i < kBuckets.size(); ++i) {

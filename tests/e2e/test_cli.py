@@ -99,7 +99,7 @@ class TypesTimeoutsAndRetention(CliTestCase):
         r = self.ok("timeout", t)
         self.assertEqual(r.stdout.strip(), "%s: timeout 2.5s" % t)
         self.assertEqual(self.ok_json("timeout", t),
-                         {"type": t, "timeout": 2.5, "finished_retention": None})
+                         {"type": t, "timeout": 2.5, "finished_retention": None, "max_lost_runs": None})
         r = self.ok("timeout", t, "--clear")
         self.assertIn("cleared", r.stdout)
         self.assertIn(t, r.stdout)
@@ -128,10 +128,30 @@ class TypesTimeoutsAndRetention(CliTestCase):
         self.ok("retention", expiring, "1.5")
         r = self.ok("types")
         header, rows = table(r.stdout)
-        self.assertEqual(header, ["TYPE", "TIMEOUT", "RETENTION"])
+        self.assertEqual(header, ["TYPE", "TIMEOUT", "MAX-LOST-RUNS", "RETENTION"])
         by_type = {row[0]: row[1:] for row in rows}
-        self.assertEqual(by_type.get(kept), ["30s", "kept"], r.stdout)
-        self.assertEqual(by_type.get(expiring), ["2.5s", "removed", "after", "1.5s"], r.stdout)
+        self.assertEqual(by_type.get(kept), ["30s", "never", "kept"], r.stdout)
+        self.assertEqual(by_type.get(expiring), ["2.5s", "never", "removed", "after", "1.5s"], r.stdout)
+
+    def test_max_lost_runs_prints_sets_and_clears_only_that_setting(self):
+        t = uniq("mlr")
+        self.ok("timeout", t, "30")
+        self.ok("retention", t, "60")
+        r = self.ok("max-lost-runs", t)
+        self.assertEqual(r.stdout, "%s: lost runs are re-enqueued, never given up\n" % t)
+        r = self.ok("max-lost-runs", t, "3")
+        self.assertEqual(r.stdout, "%s: jobs are given up after 3 lost runs in a row\n" % t)
+        self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % q(t)), 200),
+                         {"type": t, "timeout": 30.0, "finished_retention": 60.0, "max_lost_runs": 3})
+        header, rows = table(self.ok("types").stdout)
+        self.assertIn([t, "30s", "3", "removed", "after", "60s"], rows)
+        body = self.ok_json("max-lost-runs", t, "--clear")
+        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": 60.0, "max_lost_runs": None})
+        for bad in (["0"], ["1.5"], ["x"], ["1000001"], ["3", "--clear"]):
+            r = self.assertExit(self.kvq("max-lost-runs", t, *bad), 2)
+            self.assertIn("kvq max-lost-runs:", r.stderr)
+        r = self.assertExit(self.kvq("max-lost-runs", uniq("absent"), "3"), 5)
+        self.assertIsNone(self.c.get("/v1/types/%s" % q(t)).json["max_lost_runs"])
 
     def test_types_json(self):
         kept, expiring = uniq("tj-kept"), uniq("tj-exp")
@@ -139,8 +159,8 @@ class TypesTimeoutsAndRetention(CliTestCase):
         self.ok("timeout", expiring, "10")
         self.ok("retention", expiring, "3600")
         types = self.ok_json("types")["types"]
-        self.assertIn({"type": kept, "timeout": 30.0, "finished_retention": None}, types)
-        self.assertIn({"type": expiring, "timeout": 10.0, "finished_retention": 3600.0}, types)
+        self.assertIn({"type": kept, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None}, types)
+        self.assertIn({"type": expiring, "timeout": 10.0, "finished_retention": 3600.0, "max_lost_runs": None}, types)
         names = [x["type"] for x in types]
         self.assertEqual(names, sorted(names))
 
@@ -151,15 +171,15 @@ class TypesTimeoutsAndRetention(CliTestCase):
         r = self.ok("retention", t, "3600")
         self.assertEqual(r.stdout.strip(), "%s: finished jobs removed after 3600s" % t)
         self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % t), 200),
-                         {"type": t, "timeout": 30.0, "finished_retention": 3600.0})
+                         {"type": t, "timeout": 30.0, "finished_retention": 3600.0, "max_lost_runs": None})
         r = self.ok("retention", t)
         self.assertEqual(r.stdout.strip(), "%s: finished jobs removed after 3600s" % t)
         self.assertEqual(self.ok_json("retention", t, "1.5"),
-                         {"type": t, "timeout": 30.0, "finished_retention": 1.5})
+                         {"type": t, "timeout": 30.0, "finished_retention": 1.5, "max_lost_runs": None})
         r = self.ok("retention", t, "--clear")
         self.assertEqual(r.stdout.strip(), "%s: finished jobs kept" % t)
         self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % t), 200),
-                         {"type": t, "timeout": 30.0, "finished_retention": None})
+                         {"type": t, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None})
 
     def test_retention_of_a_type_without_timeout_exits_5_and_creates_nothing(self):
         t = uniq("ret-none")
@@ -186,7 +206,7 @@ class TypesTimeoutsAndRetention(CliTestCase):
         t = self.new_type("ret-keep")
         self.ok("retention", t, "120")
         body = self.ok_json("timeout", t, "5")
-        self.assertEqual(body, {"type": t, "timeout": 5.0, "finished_retention": 120.0})
+        self.assertEqual(body, {"type": t, "timeout": 5.0, "finished_retention": 120.0, "max_lost_runs": None})
         self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % t), 200), body)
         r = self.ok("retention", t)
         self.assertEqual(r.stdout.strip(), "%s: finished jobs removed after 120s" % t)

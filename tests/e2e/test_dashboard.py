@@ -143,7 +143,7 @@ def register(c, wtype, wid, info=None):
 def populate(c):
     """Type `main` (timeout 30, finished jobs kept): one finished job, one running on a named
     worker, three pending, one of them with markup in its id; type `other` (timeout 2.5,
-    finished jobs kept a day): two pending. Worker type `wt` with two live workers, `gone` with
+    finished jobs kept a day, jobs given up after 3 lost runs): two pending. Worker type `wt` with two live workers, `gone` with
     none left. Jobs are added one step at a time,
     so each accept can only take the job meant for it."""
     s = {"main": uniq("main"), "other": uniq("other"), "wt": uniq("wt"), "gone": uniq("gone"),
@@ -151,7 +151,7 @@ def populate(c):
          "other_pending": ["o-1", "o-2"], "worker": "render-w1"}
     c.set_timeout(s["main"], 30)
     c.set_timeout(s["other"], 2.5)
-    ok(c.put("/v1/types/%s" % q(s["other"]), {"finished_retention": 86400}))
+    ok(c.put("/v1/types/%s" % q(s["other"]), {"finished_retention": 86400, "max_lost_runs": 3}))
     ok(c.add(s["main"], s["finished"], {"step": "done"}))
     finish(c, s["main"], *accept_one(c, s["main"]))
     ok(c.add(s["main"], s["running"], {"step": "run"}))
@@ -183,11 +183,11 @@ class Stats(ServerTestCase):
         stats = self.stats()
         types = {t["type"]: t for t in stats["types"]}
         self.assertEqual(types[s["main"]], {"type": s["main"], "timeout": 30.0,
-                                            "finished_retention": None, "pending": 3, "running": 1,
+                                            "finished_retention": None, "max_lost_runs": None, "pending": 3, "running": 1,
                                             "finished": 1, "accepts": 2,
                                             "finishes": 1})
         self.assertEqual(types[s["other"]], {"type": s["other"], "timeout": 2.5,
-                                             "finished_retention": 86400.0, "pending": 2, "running": 0,
+                                             "finished_retention": 86400.0, "max_lost_runs": 3, "pending": 2, "running": 0,
                                              "finished": 0, "accepts": 0,
                                              "finishes": 0})
         names = [t["type"] for t in stats["types"]]
@@ -276,10 +276,11 @@ class Rendered(ServerTestCase):
         body = dom.one("tbody", id="types-body")
         self.assertEqual([r.attrs["data-type"] for r in body.find_all("tr")], sorted([self.s["main"], self.s["other"]]))
         main = body.one("tr", data_type=self.s["main"])
-        fields = ("type", "timeout", "retention", "pending", "running", "finished")
-        self.assertEqual([main.field(f) for f in fields], [self.s["main"], "30 s", "kept", "3", "1", "1"])
+        fields = ("type", "timeout", "gives-up", "retention", "pending", "running", "finished")
+        self.assertEqual([main.field(f) for f in fields], [self.s["main"], "30 s", "never", "kept", "3", "1", "1"])
         other = body.one("tr", data_type=self.s["other"])
-        self.assertEqual([other.field(f) for f in fields], [self.s["other"], "2.5 s", "1 d", "2", "0", "0"])
+        self.assertEqual([other.field(f) for f in fields],
+                         [self.s["other"], "2.5 s", "after 3", "1 d", "2", "0", "0"])
 
     def test_it_refreshes_by_itself_and_charts_throughput(self):
         dom = self.page("/dashboard")

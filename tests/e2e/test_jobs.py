@@ -7,7 +7,7 @@ import unittest
 from kvq_server import KvqServer, ServerTestCase, q, uniq
 
 JOB_FIELDS = {"type", "id", "state", "data", "scheduled_time", "priority", "resubmitted",
-              "worker", "attempts", "created_at", "updated_at"}
+              "worker", "attempts", "lost_runs", "gave_up", "created_at", "updated_at"}
 
 
 class HealthAndTypes(ServerTestCase):
@@ -24,14 +24,14 @@ class HealthAndTypes(ServerTestCase):
         t = uniq("types")
         self.assertStatus(self.c.get("/v1/types/%s" % t), 404, "not_found")
         body = self.assertStatus(self.c.put("/v1/types/%s" % t, {"timeout": 30}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": None})
+        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None})
         body = self.assertStatus(self.c.get("/v1/types/%s" % t), 200)
-        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": None})
+        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None})
         # a fractional timeout, replacing the old one
         body = self.assertStatus(self.c.put("/v1/types/%s" % t, {"timeout": 2.5}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 2.5, "finished_retention": None})
+        self.assertEqual(body, {"type": t, "timeout": 2.5, "finished_retention": None, "max_lost_runs": None})
         types = self.assertStatus(self.c.get("/v1/types"), 200)["types"]
-        self.assertIn({"type": t, "timeout": 2.5, "finished_retention": None}, types)
+        self.assertIn({"type": t, "timeout": 2.5, "finished_retention": None, "max_lost_runs": None}, types)
         self.assertEqual(self.assertStatus(self.c.delete("/v1/types/%s" % t), 200), {})
         self.assertStatus(self.c.get("/v1/types/%s" % t), 404, "not_found")
         self.assertStatus(self.c.delete("/v1/types/%s" % t), 404, "not_found")
@@ -42,17 +42,17 @@ class HealthAndTypes(ServerTestCase):
         t = uniq("retained")
         body = self.assertStatus(self.c.put("/v1/types/%s" % t,
                                             {"timeout": 30, "finished_retention": 86400}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": 86400.0})
+        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": 86400.0, "max_lost_runs": None})
         # a PUT without the field changes the timeout only
         body = self.assertStatus(self.c.put("/v1/types/%s" % t, {"timeout": 10}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": 86400.0})
+        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": 86400.0, "max_lost_runs": None})
         self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % t), 200), body)
         body = self.assertStatus(self.c.put("/v1/types/%s" % t,
                                             {"timeout": 10, "finished_retention": None}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": None})
+        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": None, "max_lost_runs": None})
         # the retention alone, for a type that exists
         body = self.assertStatus(self.c.put("/v1/types/%s" % t, {"finished_retention": 60}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": 60.0})
+        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": 60.0, "max_lost_runs": None})
         absent = uniq("absent")
         self.assertStatus(self.c.put("/v1/types/%s" % absent, {"finished_retention": 60}), 404,
                           "not_found")
