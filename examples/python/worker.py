@@ -9,8 +9,11 @@ What it does:
   2. heartbeats in a background thread, every health_timeout / 3 seconds,
   3. long-polls for a job, "works" on it (sleeps, reporting progress with
      /update, which also tells the server it is still alive), then finishes it,
-  4. on Ctrl-C (SIGINT) or SIGTERM, unregisters: the server puts any job it
-     held back to pending at once, so another worker can take it.
+  4. on Ctrl-C (SIGINT) or SIGTERM, hands the job it is working on back
+     (resubmit, then finish: pending again at once, with its data as it came,
+     and not counted as a lost run towards the type's max_lost_runs), then
+     unregisters (the server would put any job it still held back to pending
+     at once too, counting a lost run).
 
 Only the Python standard library is used.
 """
@@ -71,6 +74,17 @@ def heartbeat_loop(api, wpath, state, every, stop):
             print("heartbeat failed: %s" % err)
 
 
+def hand_back(api, job):
+    """Puts a job we hold back to pending as it came to us: a run asked for
+    again, then this one finished. Unlike dying or unregistering with it, this is
+    not a lost run."""
+    jpath = "/v1/jobs/%s/%s" % (quote(job["type"]), quote(job["id"]))
+    status, _ = api.call("POST", jpath + "/resubmit", {"lock": job["lock"], "data": job["data"]}, timeout=5)
+    if status == 200:
+        status, _ = api.call("POST", jpath + "/finish", {"lock": job["lock"]}, timeout=5)
+    return status == 200
+
+
 def process(api, job, work_seconds, steps=5):
     """Pretend to work; report progress after each step. Returns False if the job
     was taken away from us (409 halted) and we should drop it."""
@@ -129,6 +143,7 @@ def main():
     threading.Thread(target=heartbeat_loop, daemon=True,
                      args=(api, wpath, state, args.health_timeout / 3, stop)).start()
 
+    held = []  # jobs accepted and not yet finished or given up
     try:
         while True:
             # 3. Wait up to 30 s for a job. Passing our worker id ties the job to
@@ -147,16 +162,26 @@ def main():
                 time.sleep(1)
                 continue
             for job in body["jobs"]:
+                held.append(job)
+            while held:
+                job = held[0]
                 if process(api, job, args.work_seconds):
                     print("finished %s" % job["id"])
                 else:
                     print("abandoned %s (halted: no longer ours)" % job["id"])
+                held.pop(0)
     except KeyboardInterrupt:
         print("stopping")
     finally:
-        # 4. Unregister, so any job we held is pending again right away.
+        # 4. Hand back what we hold, then unregister.
         signal.signal(signal.SIGINT, signal.SIG_IGN)   # don't interrupt the goodbye
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for job in held:
+            try:
+                if hand_back(api, job):
+                    print("handed back %s" % job["id"])
+            except OSError as err:
+                print("handing back %s failed: %s" % (job["id"], err))
         stop.set()
         try:
             api.call("DELETE", "%s?token=%s" % (wpath, quote(state["token"])), timeout=5)

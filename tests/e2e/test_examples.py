@@ -65,6 +65,10 @@ class Examples(ServerTestCase):
                    "the example worker to accept the job")
         self.stop_worker(p, signal.SIGTERM)
         self.assertJobState(t, "slow", "pending")
+        job = self.c.job(t, "slow").json
+        # handed back as it came, not lost: it counts nothing towards max_lost_runs
+        self.assertEqual((job["lost_runs"], job["data"]), (0, {}))
+        self.assertEqual(self.c.get("/v1/workers/%s" % t).json["workers"], [])
 
 
 if __name__ == "__main__":
