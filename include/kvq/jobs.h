@@ -211,7 +211,8 @@ class Jobs {
   // update for the type's timeout, or was declared dead (release_worker) — the job is finished
   // with gave_up set, its data as it was, instead of going back to pending: a job that crashes
   // or hangs every worker that takes it stops doing so. A finish resets the count, and so does
-  // an add that changes the job. nullopt re-enqueues lost runs for ever (the default). The
+  // an add that changes a pending or finished job (an add while it runs only asks for another
+  // run). nullopt re-enqueues lost runs for ever (the default). The
   // count of a job already past a new, lower limit is checked at its next lost run. kNotFound if
   // the type has no timeout; REQUIRES: 1 <= max_lost_runs <= kMaxLostRunsLimit.
   Status set_max_lost_runs(std::string_view type, std::optional<uint32_t> max_lost_runs);
