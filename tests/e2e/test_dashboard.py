@@ -143,27 +143,30 @@ def register(c, wtype, wid, info=None):
 def populate(c):
     """Type `main` (timeout 30, finished jobs kept): one finished job, one running on a named
     worker, three pending, one of them with markup in its id; type `other` (timeout 2.5,
-    finished jobs kept a day, jobs given up after 3 lost runs): two pending. Worker type `wt` with two live workers, `gone` with
-    none left. Jobs are added one step at a time,
+    finished jobs kept a day, jobs given up after 1 lost run): one given up (its worker, `left`
+    of `gone`, unregistered holding it), two pending. Worker type `wt` with two live workers,
+    `gone` with none left. Jobs are added one step at a time,
     so each accept can only take the job meant for it."""
     s = {"main": uniq("main"), "other": uniq("other"), "wt": uniq("wt"), "gone": uniq("gone"),
          "finished": "f-1", "running": "r-1", "pending": ["p-1", "p-2", "<b>bold</b>"],
-         "other_pending": ["o-1", "o-2"], "worker": "render-w1"}
+         "other_pending": ["o-1", "o-2"], "gave_up": "g-1", "worker": "render-w1"}
     c.set_timeout(s["main"], 30)
     c.set_timeout(s["other"], 2.5)
-    ok(c.put("/v1/types/%s" % q(s["other"]), {"finished_retention": 86400, "max_lost_runs": 3}))
+    ok(c.put("/v1/types/%s" % q(s["other"]), {"finished_retention": 86400, "max_lost_runs": 1}))
     ok(c.add(s["main"], s["finished"], {"step": "done"}))
     finish(c, s["main"], *accept_one(c, s["main"]))
     ok(c.add(s["main"], s["running"], {"step": "run"}))
     accept_one(c, s["main"], worker=s["worker"])
     for i, jid in enumerate(s["pending"]):
         ok(c.add(s["main"], jid, {"n": i, "html": "<i>not markup</i>"}))
+    ok(c.add(s["other"], s["gave_up"], {"why": "kills its worker"}))
+    token = register(c, s["gone"], "left")
+    accept_one(c, s["other"], worker="left")
+    ok(c.delete("/v1/workers/%s/left?token=%s" % (q(s["gone"]), token)))  # its run is lost
     for jid in s["other_pending"]:
         ok(c.add(s["other"], jid))
     register(c, s["wt"], s["worker"], {"host": "h1", "pid": 42})
     register(c, s["wt"], "render-w2")
-    token = register(c, s["gone"], "left")
-    ok(c.delete("/v1/workers/%s/left?token=%s" % (q(s["gone"]), token)))
     return s
 
 
@@ -187,8 +190,8 @@ class Stats(ServerTestCase):
                                             "finished": 1, "accepts": 2,
                                             "finishes": 1})
         self.assertEqual(types[s["other"]], {"type": s["other"], "timeout": 2.5,
-                                             "finished_retention": 86400.0, "max_lost_runs": 3, "pending": 2, "running": 0,
-                                             "finished": 0, "accepts": 0,
+                                             "finished_retention": 86400.0, "max_lost_runs": 1, "pending": 2, "running": 0,
+                                             "finished": 1, "accepts": 1,
                                              "finishes": 0})
         names = [t["type"] for t in stats["types"]]
         self.assertEqual(names, sorted(names))
@@ -280,7 +283,7 @@ class Rendered(ServerTestCase):
         self.assertEqual([main.field(f) for f in fields], [self.s["main"], "30 s", "never", "kept", "3", "1", "1"])
         other = body.one("tr", data_type=self.s["other"])
         self.assertEqual([other.field(f) for f in fields],
-                         [self.s["other"], "2.5 s", "after 3", "1 d", "2", "0", "0"])
+                         [self.s["other"], "2.5 s", "after 1", "1 d", "2", "0", "1"])
 
     def test_it_refreshes_by_itself_and_charts_throughput(self):
         dom = self.page("/dashboard")
@@ -293,7 +296,7 @@ class Rendered(ServerTestCase):
         for series in ("accepts", "finishes"):
             points = chart.one("polyline", data_series=series).attrs["points"].split()
             self.assertEqual(len(points), samples, series)
-        self.assertEqual(dom.one(id="total-accepts").text(), "2")
+        self.assertEqual(dom.one(id="total-accepts").text(), "3")
         self.assertEqual(dom.one(id="total-finishes").text(), "1")
         self.assertRegex(dom.one(id="rate-accepts").text(), r"^\d+\.\d$")
 
@@ -324,6 +327,19 @@ class Rendered(ServerTestCase):
         self.assertEqual(json.loads(box.one("pre", id="job-data").text()), {"n": 2, "html": "<i>not markup</i>"})
         self.assertEqual(box.find_all("i"), [])
         self.assertIn("selected", dom.one("tr", data_job=jid).attrs["class"])
+
+    def test_a_job_given_up_says_so_in_the_list_and_its_details(self):
+        s = self.s
+        dom = self.page(type=s["other"], state="finished")
+        rows = dom.one("tbody", id="jobs-body").find_all("tr")
+        self.assertEqual([r.attrs["data-job"] for r in rows], [s["gave_up"]])
+        self.assertEqual(rows[0].field("state"), "finished (gave up)")
+        box = self.page(type=s["other"], job=s["gave_up"]).one(id="job")
+        self.assertEqual([box.field(f) for f in ("state", "attempts", "lost_runs", "worker")],
+                         ["finished (gave up)", "1", "1", "-"])
+        self.assertEqual(json.loads(box.one("pre", id="job-data").text()), {"why": "kills its worker"})
+        pending = self.page(type=s["other"], state="pending").one("tr", data_job=s["other_pending"][0])
+        self.assertEqual(pending.field("state"), "pending")
 
     def test_a_job_that_does_not_exist_says_so(self):
         dom = self.page(type=self.s["main"], job="no-such-job")
