@@ -21,7 +21,7 @@ State state_of(const JobRow& row) {
 }
 
 std::string encode_row(const JobRow& r) {
-  return Tuple{kRowFormat,
+  Tuple t{kRowFormat,
                static_cast<int64_t>(r.seq),
                r.lock,
                r.worker,
@@ -36,10 +36,14 @@ std::string encode_row(const JobRow& r) {
                r.created,
                r.updated,
                r.data,
-               static_cast<int64_t>(r.add_seq),
-               static_cast<int64_t>(r.lost_runs),
-               r.gave_up}
-      .pack();
+               static_cast<int64_t>(r.add_seq)};
+  // Only a job that has lost a run carries the two fields, so every other row is as short, and
+  // encodes byte for byte, as before they existed.
+  if (r.lost_runs != 0 || r.gave_up) {
+    t.append(static_cast<int64_t>(r.lost_runs));
+    t.append(r.gave_up);
+  }
+  return t.pack();
 }
 
 Result<JobRow> decode_row(std::string_view bytes) {

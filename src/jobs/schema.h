@@ -73,12 +73,13 @@ struct JobRow {
 // The one place a job's state is derived from its stored fields.
 State state_of(const JobRow& row);
 
+// lost_runs and gave_up are written only when not 0/false; a row without them decodes with
+// 0 and false.
 std::string encode_row(const JobRow& row);
 Result<JobRow> decode_row(std::string_view bytes);
 
 // A type's settings, the value of (4, type). Settings left at their defaults are not written,
-// so a type with only a timeout encodes exactly as before retention existed. A row without a
-// lost-run count or give-up flag decodes with 0 and false.
+// so a type with only a timeout encodes exactly as before retention existed.
 std::string encode_type(const TypeSettings& settings);
 Result<TypeSettings> decode_type(std::string_view bytes);
 
