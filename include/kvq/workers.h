@@ -22,7 +22,8 @@
 // transaction removing a worker — typically `jobs->release_worker(txn, id)`, with workers
 // accepting jobs under their registered id (AcceptOptions::worker). Then the jobs a worker
 // holds go back to pending the moment it unregisters or is declared dead, instead of after
-// their activity timeout, and its later calls on them halt.
+// their activity timeout (each a lost run: see Jobs::set_max_lost_runs), and its later calls on
+// them halt.
 //
 // Limits: worker type 1..64 bytes of [A-Za-z0-9_.:-]; id 1..256 bytes without control
 // characters; info a JSON object of at most 64 KiB; health timeout at least 100 ms.
