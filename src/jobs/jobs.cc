@@ -1,5 +1,6 @@
 // Type timeouts and the producers' operations.
 #include <algorithm>
+#include <functional>
 #include <limits>
 
 #include "jobs/job_store.h"
@@ -67,6 +68,16 @@ Status write_type(kv::Transaction& txn, const Keys& keys, std::string_view type,
   return Status::OK();
 }
 
+// Changes one setting of a type that exists (kNotFound otherwise), keeping the others.
+Status change_type(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                   const std::function<void(TypeSettings&)>& change) {
+  KVQ_ASSIGN_OR_RETURN(auto current, txn.get(keys.timeout(type)));
+  if (!current) return NotFound("type '" + std::string(type) + "' has no timeout");
+  KVQ_ASSIGN_OR_RETURN(TypeSettings settings, decode_type(*current));
+  change(settings);
+  return write_type(txn, keys, type, settings, current);
+}
+
 }  // namespace
 
 Status Jobs::set_type_timeout(std::string_view type, Millis timeout) {
@@ -93,11 +104,7 @@ Status Jobs::set_finished_retention(std::string_view type, std::optional<Millis>
 Status Jobs::set_finished_retention(kv::Transaction& txn, std::string_view type, std::optional<Millis> retention) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   if (retention && retention->count() <= 0) return InvalidArgument("finished retention must be positive");
-  KVQ_ASSIGN_OR_RETURN(auto current, txn.get(impl_->keys.timeout(type)));
-  if (!current) return NotFound("type '" + std::string(type) + "' has no timeout");
-  KVQ_ASSIGN_OR_RETURN(TypeSettings settings, decode_type(*current));
-  settings.finished_retention = retention;
-  return write_type(txn, impl_->keys, type, settings, current);
+  return change_type(txn, impl_->keys, type, [&](TypeSettings& settings) { settings.finished_retention = retention; });
 }
 
 Status Jobs::set_max_lost_runs(std::string_view type, std::optional<uint32_t> max_lost_runs) {
@@ -110,11 +117,7 @@ Status Jobs::set_max_lost_runs(kv::Transaction& txn, std::string_view type, std:
   if (max_lost_runs && (*max_lost_runs < 1 || *max_lost_runs > kMaxLostRunsLimit)) {
     return InvalidArgument("max_lost_runs must be between 1 and " + std::to_string(kMaxLostRunsLimit));
   }
-  KVQ_ASSIGN_OR_RETURN(auto current, txn.get(impl_->keys.timeout(type)));
-  if (!current) return NotFound("type '" + std::string(type) + "' has no timeout");
-  KVQ_ASSIGN_OR_RETURN(TypeSettings settings, decode_type(*current));
-  settings.max_lost_runs = max_lost_runs;
-  return write_type(txn, impl_->keys, type, settings, current);
+  return change_type(txn, impl_->keys, type, [&](TypeSettings& settings) { settings.max_lost_runs = max_lost_runs; });
 }
 
 Result<TypeSettings> Jobs::get_type(std::string_view type) {
