@@ -1,6 +1,7 @@
 // cli/commands_jobs.cc — the HTTP client commands for jobs, types and workers.
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <sstream>
@@ -507,40 +508,59 @@ int run_types(int argc, char** argv) {
   return kExitOk;
 }
 
-// `kvq timeout` and `kvq retention` take TYPE, then SECONDS (> 0) to set, --clear, or nothing to
-// print. Returns false, with *code set, after a usage error.
-struct SecondsSetting {
+// `kvq timeout`, `kvq retention` and `kvq max-lost-runs` take TYPE, then a VALUE to set,
+// --clear, or nothing to print. `parse` turns the VALUE's text into the JSON to send, or nullopt
+// when it breaks `rule`. Returns false, with *code set, after a usage error.
+struct TypeSetting {
   std::string type;
   bool clear = false;
-  std::optional<double> seconds;
+  std::optional<Json> value;
 };
-bool parse_seconds_setting(const Invocation& inv, SecondsSetting* out, int* code) {
+bool parse_type_setting(const Invocation& inv, const std::string& value_name, const std::string& rule,
+                        const std::function<std::optional<Json>(const std::string&)>& parse, TypeSetting* out,
+                        int* code) {
   out->type = inv.args.positional[0];
   out->clear = inv.args.flag("clear");
   const bool set = inv.args.positional.size() == 2;
   if (out->clear && set) {
-    *code = inv.usage_error("give SECONDS or --clear, not both");
+    *code = inv.usage_error("give " + value_name + " or --clear, not both");
     return false;
   }
   if (!set) return true;
-  out->seconds = parse_double(inv.args.positional[1]);
-  if (!out->seconds || *out->seconds <= 0) {
-    *code = inv.usage_error("SECONDS must be a number > 0, not '" + inv.args.positional[1] + "'");
+  out->value = parse(inv.args.positional[1]);
+  if (!out->value) {
+    *code = inv.usage_error(value_name + " " + rule + ", not '" + inv.args.positional[1] + "'");
     return false;
   }
   return true;
+}
+
+bool parse_seconds_setting(const Invocation& inv, TypeSetting* out, int* code) {
+  return parse_type_setting(inv, "SECONDS", "must be a number > 0",
+                            [](const std::string& text) -> std::optional<Json> {
+                              auto seconds = parse_double(text);
+                              if (!seconds || *seconds <= 0) return std::nullopt;
+                              return Json(*seconds);
+                            },
+                            out, code);
+}
+
+// Sends only `field` (its value, or null to clear it), so a concurrent change of the type's other
+// settings is never undone; with neither, reads the type.
+Response put_or_get_setting(const Invocation& inv, const TypeSetting& setting, const char* field) {
+  const std::string type_path = path("/v1/types", {setting.type});
+  if (!setting.clear && !setting.value) return inv.client->get(type_path);
+  return inv.client->put(type_path, Json{{field, setting.value.value_or(Json())}});
 }
 
 int run_timeout(int argc, char** argv) {
   int code = 0;
   auto inv = begin_command(argc, argv, "timeout", kTimeoutUsage, {{"clear", false}}, 1, 2, &code);
   if (!inv) return code;
-  SecondsSetting setting;
+  TypeSetting setting;
   if (!parse_seconds_setting(*inv, &setting, &code)) return code;
   const std::string type_path = path("/v1/types", {setting.type});
-  Response r = setting.clear     ? inv->client->del(type_path)
-               : setting.seconds ? inv->client->put(type_path, Json{{"timeout", *setting.seconds}})
-                                 : inv->client->get(type_path);
+  Response r = setting.clear ? inv->client->del(type_path) : put_or_get_setting(*inv, setting, "timeout");
   if (!r.ok()) return inv->fail(r);
   if (inv->json) {
     print_json(r.body);
@@ -556,14 +576,9 @@ int run_retention(int argc, char** argv) {
   int code = 0;
   auto inv = begin_command(argc, argv, "retention", kRetentionUsage, {{"clear", false}}, 1, 2, &code);
   if (!inv) return code;
-  SecondsSetting setting;
+  TypeSetting setting;
   if (!parse_seconds_setting(*inv, &setting, &code)) return code;
-  const std::string type_path = path("/v1/types", {setting.type});
-  // Only the retention is sent, so a concurrent change of the timeout is never undone.
-  Response r = setting.clear || setting.seconds
-                   ? inv->client->put(type_path, Json{{"finished_retention",
-                                                       setting.seconds ? Json(*setting.seconds) : Json()}})
-                   : inv->client->get(type_path);
+  Response r = put_or_get_setting(*inv, setting, "finished_retention");
   if (!r.ok()) return inv->fail(r);
   if (inv->json) {
     print_json(r.body);
@@ -578,21 +593,17 @@ int run_max_lost_runs(int argc, char** argv) {
   int code = 0;
   auto inv = begin_command(argc, argv, "max-lost-runs", kMaxLostRunsUsage, {{"clear", false}}, 1, 2, &code);
   if (!inv) return code;
-  const std::string& type = inv->args.positional[0];
-  const bool clear = inv->args.flag("clear");
-  const bool set = inv->args.positional.size() == 2;
-  if (clear && set) return inv->usage_error("give N or --clear, not both");
-  std::optional<int64_t> n;
-  if (set) {
-    n = parse_int(inv->args.positional[1]);
-    if (!n || *n < 1 || *n > 1'000'000) {
-      return inv->usage_error("N must be a whole number from 1 to 1000000, not '" + inv->args.positional[1] + "'");
-    }
-  }
-  const std::string type_path = path("/v1/types", {type});
-  // Only this setting is sent, so a concurrent change of the others is never undone.
-  Response r = clear || n ? inv->client->put(type_path, Json{{"max_lost_runs", n ? Json(*n) : Json()}})
-                          : inv->client->get(type_path);
+  TypeSetting setting;
+  const bool parsed = parse_type_setting(*inv, "N", "must be a whole number from 1 to 1000000",
+                                         [](const std::string& text) -> std::optional<Json> {
+                                           auto n = parse_int(text);
+                                           if (!n || *n < 1 || *n > 1'000'000) return std::nullopt;
+                                           return Json(*n);
+                                         },
+                                         &setting, &code);
+  if (!parsed) return code;
+  const std::string& type = setting.type;
+  Response r = put_or_get_setting(*inv, setting, "max_lost_runs");
   if (!r.ok()) return inv->fail(r);
   if (inv->json) {
     print_json(r.body);
