@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 DATA ?= ./kvq-data
 LISTEN ?= 127.0.0.1:7411
 
-.PHONY: run test test-asan test-clang fuzz build deps deps-test bench bench-layers clean
+.PHONY: run test test-reliability test-asan test-clang fuzz build deps deps-test bench bench-layers clean
 
 # Starts kvq serve on the embedded default (an LMDB data directory) in the foreground.
 run: deps
@@ -20,16 +20,26 @@ run: deps
 	@echo "  ./build/release/src/cli/kvq ls email        (the CLI: ./build/release/src/cli/kvq help)"
 	./build/release/src/cli/kvq serve --listen $(LISTEN) --data $(DATA)
 
+# The whole suite: unit, conformance and end-to-end tests, then the reliability suite.
 test: deps-test
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
-	ctest --preset release -j $(JOBS)
+	ctest --preset release -j $(JOBS) -LE reliability
+	ctest --preset release -L reliability
+
+# The reliability suite alone (tests/reliability): real faults against real servers — simulated
+# power loss, full disks, descriptor exhaustion, hostile clients. Some need root (loop devices,
+# mounts); as another user those cases are skipped and say why.
+test-reliability: deps-test
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS)
+	ctest --preset release -L reliability
 
 # The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-asan: deps-test
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan -j $(JOBS)
-	ctest --preset asan -j $(JOBS)
+	ctest --preset asan -j $(JOBS) -LE reliability
 
 # Builds with clang and runs the suite.
 test-clang: deps-test
