@@ -22,24 +22,20 @@
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <optional>
 #include <string>
 
 #include "jobs/schema.h"
+#include "kv/check_history.h"
 #include "kv/type_monitor.h"
 #include "kvq/jobs.h"
 
 namespace kvq::jobs {
 
 struct ActivityTypeState {
-  struct Check {
-    kv::Clock::time_point at;
-    uint64_t version;
-  };
   Millis timeout{0};
   std::optional<Millis> retention;
-  std::deque<Check> checks;
+  kv::CheckHistory checks;
   kv::Clock::time_point next_check{};  // the earlier of the two below
   kv::Clock::time_point next_activity_check{};
   kv::Clock::time_point next_sweep{};
@@ -59,7 +55,6 @@ class ActivityMonitor final : private kv::TypeMonitor<ActivityTypeState> {
 
  private:
   using TypeState = ActivityTypeState;
-  using Check = ActivityTypeState::Check;
 
   Status refresh_types() override;
   void check(const std::string& type, TypeState& state) override;

@@ -9,21 +9,18 @@
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <memory>
 #include <string>
 
+#include "kv/check_history.h"
 #include "kv/type_monitor.h"
 #include "workers/workers_impl.h"
 
 namespace kvq::workers {
 
 struct HealthTypeState {
-  struct Check {
-    kv::Clock::time_point at;
-    uint64_t version;
-  };
-  std::deque<Check> checks;
+  kv::CheckHistory checks;
+  kv::Clock::duration period = std::chrono::seconds(1);  // the one the next check was scheduled by
   kv::Clock::time_point next_check{};
 };
 
@@ -36,7 +33,6 @@ class HealthMonitor final : private kv::TypeMonitor<HealthTypeState> {
 
  private:
   using TypeState = HealthTypeState;
-  using Check = HealthTypeState::Check;
 
   Status refresh_types() override;
   void check(const std::string& type, TypeState& state) override;
