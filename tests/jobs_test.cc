@@ -16,6 +16,7 @@
 #include "support/backends.h"
 #include "support/delivered.h"
 #include "support/kv_helpers.h"
+#include "support/read_stalls.h"
 
 namespace kvq::testing {
 namespace {
@@ -60,6 +61,7 @@ class JobsTest : public ::testing::TestWithParam<JobsParam> {
 
   Jobs& jobs() { return *jobs_; }
   kv::Store& raw() { return *raw_; }
+  std::shared_ptr<kv::Store> raw_ptr() { return raw_; }
   // Whether the fault injector has reported a commit's result as unknown after applying it.
   bool a_commit_result_was_hidden() const { return faulty_ && faulty_->counts().unknown_applied > 0; }
 
@@ -726,6 +728,60 @@ TEST_P(JobsTest, AWorkerThatKeepsUpdatingIsNeverReenqueued) {
     std::this_thread::sleep_for(50ms);
   }
   EXPECT_TRUE(jobs().finish(job).ok());
+}
+
+// Issue 17: a monitor whose read of the store's version stalls for longer than the timeout
+// (a paused etcd member) must not take the activity committed during the stall for a timeout
+// old. The worker runs on a store that answers at once; only the monitor's store stalls.
+TEST_P(JobsTest, AMonitorWhoseReadsStallNeverReenqueuesAWorkerThatReportsOnTime) {
+  if (GetParam().faults) GTEST_SKIP() << "the stalls are injected on a store of their own";
+  constexpr std::chrono::milliseconds kTimeout = 1s, kBeat = 200ms, kStall = 1500ms;
+  constexpr int kStalls = 2;
+  auto stalling = std::make_shared<kv::FaultInjectingStore>(raw_ptr(), kv::FaultOptions{});
+  // Another key prefix, so the fixture's own (unstalled) monitor does not watch these jobs.
+  auto worker_side = Jobs::open(raw_ptr(), {.key_prefix = "s", .run_activity_monitor = false});
+  ASSERT_TRUE(worker_side.ok());
+  ASSERT_TRUE((*worker_side)->set_type_timeout("stall", kTimeout).ok());
+  auto monitor_side = Jobs::open(stalling, {.key_prefix = "s", .monitor_checks_per_timeout = 4});
+  ASSERT_TRUE(monitor_side.ok());
+  Jobs& worker = **worker_side;
+  ASSERT_TRUE(worker.add("stall", "beating", "{}").ok());
+  ASSERT_TRUE(worker.add("stall", "quiet", "{}").ok());
+  auto first = worker.accept("stall"), second = worker.accept("stall");
+  ASSERT_TRUE(first.ok() && second.ok());
+  const auto accepted = kv::Clock::now();
+  Job beating = first->id == "beating" ? *first : *second;
+  auto quiet = worker.subscribe("stall", "quiet");
+  ASSERT_TRUE(quiet.ok());
+
+  std::atomic<bool> stop{false};
+  Status halted = Status::OK();
+  std::thread heartbeats([&] {
+    while (!stop.load()) {
+      auto s = worker.update(beating);
+      if (!s.ok()) {
+        halted = s.status();
+        return;
+      }
+      std::this_thread::sleep_for(kBeat);
+    }
+  });
+  auto checks = [&] { return (*monitor_side)->stats().monitor_checks; };
+  for (int i = 0; i < kStalls; ++i) {
+    EXPECT_TRUE(stall_one_read(*stalling, kStall, checks, 2, 10s)) << "the monitor never read through stall " << i;
+  }
+  // The quiet job is still lost: within 1 + 2.4/4 timeouts of the time the monitor watched,
+  // plus every stall (which it does not count), plus slack for a loaded machine.
+  auto lost = (*quiet)->wait(State::kPending, accepted + 1600ms + kStalls * kStall + 1s);
+  const auto idle = kv::Clock::now() - accepted;
+  stop = true;
+  heartbeats.join();
+  EXPECT_TRUE(halted.ok()) << "re-enqueued while its worker reported every " << kBeat.count() << " ms: "
+                           << halted.to_string();
+  EXPECT_TRUE(lost.ok()) << "a job whose worker stopped was not re-enqueued: " << lost.status().to_string();
+  EXPECT_GE(idle, kTimeout);
+  EXPECT_TRUE(worker.finish(beating).ok());
+  EXPECT_GE((*monitor_side)->stats().reenqueued_by_monitor, 1u);
 }
 
 TEST_P(JobsTest, WorkerWritesInAFencedTransactionNeverCommit) {

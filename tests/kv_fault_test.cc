@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <thread>
+#include <vector>
 
 #include "kvq/fault_injection.h"
 #include "support/backends.h"
@@ -81,6 +82,42 @@ TEST_P(KvFaults, InjectedConflictChangesNothing) {
   (*txn)->set("k", "v");
   EXPECT_EQ((*txn)->commit().code(), Code::kAborted);
   EXPECT_EQ(read(this->store(), "k"), std::nullopt);
+}
+
+TEST_P(KvFaults, ADelayedFirstReadAnswersWithWhatWasCommittedDuringTheDelay) {
+  using namespace std::chrono_literals;
+  auto store = faulty(0, 0, 0, 1);
+  kv::FaultOptions stall;
+  stall.read_latency = 300ms;
+  store->set_options(stall);
+  auto txn = store->begin();
+  ASSERT_TRUE(txn.ok());
+  const auto asked = kv::Clock::now();
+  Result<uint64_t> version = Unavailable("not read yet");
+  std::thread reader([&] { version = (*txn)->read_version(); });
+  // Commits to the wrapped store while the read waits, each remembered with when it returned.
+  // The stalled read must see one made well into its wait, as a read held up by a paused etcd
+  // member answers with what the rest of the cluster committed meanwhile.
+  std::vector<kv::Clock::time_point> written;
+  const auto deadline = asked + 5s;
+  while (store->counts().delayed_reads == 0 && kv::Clock::now() < deadline) {
+    put(this->store(), "k", std::to_string(written.size()));
+    written.push_back(kv::Clock::now());
+    std::this_thread::sleep_for(10ms);
+  }
+  reader.join();
+  ASSERT_TRUE(version.ok()) << version.status().to_string();
+  EXPECT_GE(kv::Clock::now() - asked, 300ms);
+  auto seen = (*txn)->get("k");
+  ASSERT_TRUE(seen.ok() && *seen);
+  const size_t index = std::stoul(**seen);
+  ASSERT_LT(index, written.size());
+  EXPECT_GT(written[index] - asked, 200ms) << "the read's version was fixed before its wait ended";
+  EXPECT_EQ(store->counts().delayed_reads, 1u) << "only the first read of a transaction waits";
+  store->set_options({});
+  const auto quick = kv::Clock::now();
+  ASSERT_TRUE(kv::run(*store, [](kv::Transaction& t) { return t.read_version(); }).ok());
+  EXPECT_LT(kv::Clock::now() - quick, 300ms);
 }
 
 KVQ_INSTANTIATE_FOR_BACKENDS(KvFaults);

@@ -7,11 +7,13 @@
 #include <stdexcept>
 #include <thread>
 
+#include "kvq/fault_injection.h"
 #include "kvq/jobs.h"
 #include "kvq/workers.h"
 #include "support/backends.h"
 #include "support/child_process.h"
 #include "support/kv_helpers.h"
+#include "support/read_stalls.h"
 
 namespace kvq::testing {
 namespace {
@@ -299,6 +301,59 @@ TEST_P(WorkersTest, ARemoteRegistrationThatStopsHeartbeatingIsDeclaredDead) {
   const auto deadline = kv::Clock::now() + 5s;
   while (!ids().empty() && kv::Clock::now() < deadline) std::this_thread::sleep_for(20ms);
   EXPECT_TRUE(ids().empty()) << "nothing heartbeats a remote registration but its owner";
+}
+
+// Issue 17, for the health monitor: it has the activity monitor's shape (a check's version
+// against a check a timeout old), so a read that stalls for longer than the health timeout must
+// not make the heartbeats committed during the stall look a timeout old. The heartbeats go
+// through a store that answers at once; only the monitor's store stalls.
+TEST_P(WorkersTest, AMonitorWhoseReadsStallNeverDeclaresAWorkerThatHeartbeatsOnTimeDead) {
+  constexpr std::chrono::milliseconds kTimeout = 1s, kBeat = 200ms, kStall = 1500ms;
+  constexpr int kStalls = 2;
+  auto stalling = std::make_shared<kv::FaultInjectingStore>(store_ptr(), kv::FaultOptions{});
+  // Another key prefix, so the fixture's own (unstalled) monitor does not watch these workers.
+  auto heartbeating_side = Workers::open(store_ptr(), {.key_prefix = "s", .run_health_monitor = false});
+  ASSERT_TRUE(heartbeating_side.ok());
+  auto monitor_side = Workers::open(stalling, {.key_prefix = "s"});
+  ASSERT_TRUE(monitor_side.ok());
+  Workers& side = **heartbeating_side;
+  auto beating = side.register_remote("stall", "beating", {.health_timeout = kTimeout});
+  auto quiet = side.register_remote("stall", "quiet", {.health_timeout = kTimeout});
+  ASSERT_TRUE(beating.ok() && quiet.ok());
+  const auto registered = kv::Clock::now();
+
+  std::atomic<bool> stop{false};
+  Status halted = Status::OK();
+  std::thread heartbeats([&] {
+    while (!stop.load()) {
+      if (Status s = side.heartbeat("stall", "beating", *beating); !s.ok()) {
+        halted = s;
+        return;
+      }
+      std::this_thread::sleep_for(kBeat);
+    }
+  });
+  auto checks = [&] { return (*monitor_side)->stats().monitor_checks; };
+  for (int i = 0; i < kStalls; ++i) {
+    EXPECT_TRUE(stall_one_read(*stalling, kStall, checks, 2, 10s)) << "the monitor never read through stall " << i;
+  }
+  // The quiet one is still declared dead: within 1 + 2.4/4 timeouts of the time the monitor
+  // watched, plus every stall (which it does not count), plus slack for a loaded machine.
+  const auto limit = registered + 1600ms + kStalls * kStall + 1s;
+  auto members = [&] {
+    std::set<std::string> out;
+    auto m = side.workers("stall");
+    if (m.ok()) for (auto& w : m->workers) out.insert(w.id);
+    return out;
+  };
+  while (members().contains("quiet") && kv::Clock::now() < limit) std::this_thread::sleep_for(20ms);
+  const auto idle = kv::Clock::now() - registered;
+  stop = true;
+  heartbeats.join();
+  EXPECT_TRUE(halted.ok()) << "declared dead while heartbeating every " << kBeat.count() << " ms: "
+                           << halted.to_string();
+  EXPECT_EQ(members(), (std::set<std::string>{"beating"})) << "the quiet worker outlived its bound";
+  EXPECT_GE(idle, kTimeout);
 }
 
 TEST_P(WorkersTest, TypesListsEveryTypeThatHasHadAWorkerInNameOrder) {

@@ -14,8 +14,11 @@
 //     them). If etcd compacted the needed history, the key is re-read instead: a change is
 //     never missed.
 //   * Every key is stored under `key_prefix`, so deployments can share a cluster.
-//   * Errors: a dropped connection or a member without a leader is kUnavailable (and the next
-//     call tries the next endpoint); a commit whose answer was lost is kUnknownResult.
+//   * Errors: a dropped connection, a member without a leader, or one that stops answering
+//     (paused: see member_check_after) is left for the next endpoint — a read is sent there at
+//     once, and kUnavailable comes back only when no endpoint answered within request_timeout;
+//     a commit whose answer was lost is kUnknownResult, never re-sent by the store. Watches move
+//     to the next endpoint with the calls.
 //
 // Limits etcd imposes, which kvq's own limits stay under: 1 MiB values (etcd caps requests
 // near 1.5 MiB), and the number of compares and operations in one Txn (`--max-txn-ops`,
@@ -36,7 +39,17 @@ namespace kvq {
 struct EtcdOptions {
   std::vector<std::string> endpoints;  // "host:port" of the members' client URLs
   std::string key_prefix;              // every key kvq writes starts with this
+  // The most one call waits for etcd, across members (a commit waits on one member only).
   std::chrono::milliseconds request_timeout{5000};
+  // A call without an answer after member_check_after makes kvq ask the same member a tiny
+  // linearizable read, allowed member_check_timeout. No answer to that either: the member is
+  // taken for paused, dead or cut off from its quorum, and left for the next endpoint — a read
+  // is sent there at once, a commit ends kUnknownResult (it may have applied, so it is never
+  // sent again as if it had not). A paused member thus costs a call about 1 s with these
+  // defaults, not request_timeout. An answer: the member is alive, and the slow call is
+  // awaited up to request_timeout.
+  std::chrono::milliseconds member_check_after{500};
+  std::chrono::milliseconds member_check_timeout{500};
   // TLS: set ca_file to talk TLS (verifying the members against that CA); cert_file and
   // key_file add a client certificate for etcd's --client-cert-auth.
   std::string ca_file, cert_file, key_file;

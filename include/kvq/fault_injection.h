@@ -6,7 +6,11 @@
 //   * begin(), reads and commit() fail with kUnavailable (commit: without applying anything),
 //   * commit() reports kUnknownResult — half of the time after really committing, half of the
 //     time without — which is exactly the ambiguity a caller must survive,
-//   * commit() is delayed by `commit_latency`.
+//   * commit() is delayed by `commit_latency`,
+//   * a transaction's first read (the one that fixes its read version) waits `read_latency`
+//     before it reaches the wrapped store, so it answers with the store as it is when the wait
+//     ends — what a read blocked on a stalled etcd member does. Set it with set_options at the
+//     moments a test chooses; a read already waiting keeps the wait it started with.
 // Rates are probabilities in [0, 1]. The random source is seeded, so a failing run can be
 // repeated. Counters report how many faults were injected.
 //
@@ -27,6 +31,7 @@ struct FaultOptions {
   double unavailable_rate = 0;
   double unknown_result_rate = 0;
   std::chrono::microseconds commit_latency{0};
+  std::chrono::microseconds read_latency{0};
   uint64_t seed = 1;
 };
 
@@ -35,6 +40,7 @@ struct FaultCounts {
   uint64_t unavailable = 0;
   uint64_t unknown_applied = 0;
   uint64_t unknown_not_applied = 0;
+  uint64_t delayed_reads = 0;  // first reads that waited read_latency, counted once answered
 };
 
 class FaultInjectingStore : public Store {

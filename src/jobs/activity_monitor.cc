@@ -104,18 +104,16 @@ void ActivityMonitor::check_activity(const std::string& type, TypeState& state, 
   state.next_activity_check = now + util::jittered(period, 0.2);
 
   auto version = kv::run(store_, [](kv::Transaction& txn) { return txn.read_version(); }, options_.retry);
+  // Stamped when the store answered, not when it was asked (check_history.h).
+  state.checks.record(kv::Clock::now(), version.ok() ? std::optional(*version) : std::nullopt, period);
   if (!version.ok()) return;  // retried at the next check
   checks_.fetch_add(1);
-  state.checks.push_back({now, *version});
-  // The newest check at least one timeout old gives the threshold; older ones are not needed.
-  const Check* threshold = nullptr;
-  while (state.checks.size() > 1 && state.checks[1].at <= now - state.timeout) state.checks.pop_front();
-  if (state.checks.front().at <= now - state.timeout) threshold = &state.checks.front();
-  if (!threshold) return;
+  state.checks.prune(state.timeout);
+  const std::optional<uint64_t> below = state.checks.threshold(state.timeout);
+  if (!below) return;
 
-  const uint64_t below = threshold->version;
   const Drained drained = drain(state.batch, options_.monitor_max_batch, reenqueued_, kv::Clock::time_point::max(),
-                                [&](size_t batch) { return reenqueue_batch(type, below, batch); });
+                                [&](size_t batch) { return reenqueue_batch(type, *below, batch); });
   if (drained == Drained::kFailed) state.next_activity_check = now + kErrorPause;
 }
 

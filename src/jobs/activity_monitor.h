@@ -1,17 +1,26 @@
 // jobs/activity_monitor.h — re-enqueues running jobs whose worker went quiet, and removes
 // finished jobs whose type's retention has passed (retention.h).
 //
-// One thread per Jobs (kv::TypeMonitor's loop). It keeps the set of types (from their timeouts, re-read whenever the
-// types token changes) and checks each type about monitor_checks_per_timeout times per
-// timeout, jittered. A check records (local steady time, store read version). A running job
-// whose activity seq is below the read version of a check made at least one timeout ago has
-// not been updated since that check: it has been idle for at least one timeout, and is
-// re-enqueued — at most about 1 + 2.4/checks_per_timeout timeouts after its last update (the
-// first check after the update may come one jittered period late, the deciding one a period
-// after the timeout). Only
-// the store's commit order and this process's own monotonic clock are compared, never clocks of
-// different machines. Any number of processes may run monitors at once: re-enqueueing re-reads
-// each job row, so two monitors conflict and the loser finds nothing left to do.
+// One thread per Jobs (kv::TypeMonitor's loop). It keeps the set of types (from their timeouts,
+// re-read whenever the types token changes) and checks each type about
+// monitor_checks_per_timeout times per timeout, jittered. A check records the store's read
+// version, dated when the store answered (kv::CheckHistory). A running job whose activity seq is
+// below the version of a check at least one timeout old has not been updated since that check:
+// it has been idle for at least one timeout, and is re-enqueued.
+//
+// The promise: a run is lost only when its worker has not reported for the timeout — no call
+// on the job whose transaction began within the timeout has committed. It holds when the
+// monitor's reads stall (a check is dated by the answer, so what committed during a stall never
+// looks old), when the monitor's process is paused or its store stalls (between two checks at
+// most 1.5 periods count, so such time counts toward nobody's idleness), and when the
+// re-enqueue transaction stalls (it re-reads the job and commits only if it is unchanged). A
+// job whose worker really stopped is re-enqueued at most about 1 + 2.4/checks_per_timeout
+// timeouts of that counted time after its last update (the first check after the update may
+// come one jittered period late, the deciding one a period after the timeout) — later by about
+// the length of any stall. Only the store's commit order and this process's own monotonic clock
+// are compared, never clocks of different machines. Any number of processes may run monitors at
+// once: re-enqueueing re-reads each job row, so two monitors conflict and the loser finds
+// nothing left to do.
 //
 // A type with a finished retention is also swept every retention/4 (clamped to 0.25–60 s,
 // jittered) for jobs that finished more than one retention ago by this machine's wall clock;
@@ -22,24 +31,20 @@
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <optional>
 #include <string>
 
 #include "jobs/schema.h"
+#include "kv/check_history.h"
 #include "kv/type_monitor.h"
 #include "kvq/jobs.h"
 
 namespace kvq::jobs {
 
 struct ActivityTypeState {
-  struct Check {
-    kv::Clock::time_point at;
-    uint64_t version;
-  };
   Millis timeout{0};
   std::optional<Millis> retention;
-  std::deque<Check> checks;
+  kv::CheckHistory checks;
   kv::Clock::time_point next_check{};  // the earlier of the two below
   kv::Clock::time_point next_activity_check{};
   kv::Clock::time_point next_sweep{};
@@ -59,7 +64,6 @@ class ActivityMonitor final : private kv::TypeMonitor<ActivityTypeState> {
 
  private:
   using TypeState = ActivityTypeState;
-  using Check = ActivityTypeState::Check;
 
   Status refresh_types() override;
   void check(const std::string& type, TypeState& state) override;

@@ -17,6 +17,14 @@ struct FaultInjectingStore::Shared {
     if (rate <= 0) return false;
     return std::uniform_real_distribution<double>(0, 1)(rng) < rate;
   }
+  std::chrono::microseconds read_latency() {
+    std::lock_guard lock(mu);
+    return options.read_latency;
+  }
+  void count_delayed_read() {
+    std::lock_guard lock(mu);
+    ++counts.delayed_reads;
+  }
   bool inject_unavailable() {
     std::lock_guard lock(mu);
     if (!roll(options.unavailable_rate)) return false;
@@ -37,12 +45,18 @@ class FaultInjectingTransaction : public Transaction {
 
   Result<std::optional<std::string>> get(std::string_view key, ReadOptions options) override {
     if (shared_->inject_unavailable()) return Unavailable("injected: store unavailable on read");
-    return inner_->get(key, options);
+    const bool delayed = delay_first_read();
+    auto result = inner_->get(key, options);
+    if (delayed) shared_->count_delayed_read();
+    return result;
   }
   Result<std::vector<KeyValue>> get_range(std::string_view begin, std::string_view end,
                                           RangeOptions options) override {
     if (shared_->inject_unavailable()) return Unavailable("injected: store unavailable on read");
-    return inner_->get_range(begin, end, options);
+    const bool delayed = delay_first_read();
+    auto result = inner_->get_range(begin, end, options);
+    if (delayed) shared_->count_delayed_read();
+    return result;
   }
   void set(std::string_view key, std::string_view value) override { inner_->set(key, value); }
   void clear(std::string_view key) override { inner_->clear(key); }
@@ -50,10 +64,23 @@ class FaultInjectingTransaction : public Transaction {
     inner_->clear_range(begin, end);
   }
   Status add_read_conflict_key(std::string_view key) override {
-    return inner_->add_read_conflict_key(key);
+    const bool delayed = delay_first_read();
+    Status s = inner_->add_read_conflict_key(key);
+    if (delayed) shared_->count_delayed_read();
+    return s;
   }
-  Result<Watch> watch(std::string_view key) override { return inner_->watch(key); }
-  Result<uint64_t> read_version() override { return inner_->read_version(); }
+  Result<Watch> watch(std::string_view key) override {
+    const bool delayed = delay_first_read();
+    auto result = inner_->watch(key);
+    if (delayed) shared_->count_delayed_read();
+    return result;
+  }
+  Result<uint64_t> read_version() override {
+    const bool delayed = delay_first_read();
+    auto result = inner_->read_version();
+    if (delayed) shared_->count_delayed_read();
+    return result;
+  }
   uint64_t committed_version() const override { return inner_->committed_version(); }
 
   Status commit() override {
@@ -92,8 +119,20 @@ class FaultInjectingTransaction : public Transaction {
     return {fault, o.commit_latency};
   }
 
+  // Sleeps read_latency before the transaction's first read, which (on both backends) is the
+  // one that fixes its read version; returns whether it slept.
+  bool delay_first_read() {
+    if (read_) return false;
+    read_ = true;
+    const auto latency = shared_->read_latency();
+    if (latency.count() <= 0) return false;
+    std::this_thread::sleep_for(latency);
+    return true;
+  }
+
   std::unique_ptr<Transaction> inner_;
   std::shared_ptr<FaultInjectingStore::Shared> shared_;
+  bool read_ = false;
 };
 
 }  // namespace

@@ -55,32 +55,26 @@ void HealthMonitor::check(const std::string& type, TypeState& state) {
     }
     return std::pair{version, std::move(seen)};
   }, core_->options.retry);
+  // Stamped when the store answered, not when it was asked (check_history.h).
+  state.checks.record(kv::Clock::now(), observed.ok() ? std::optional(observed->first) : std::nullopt, state.period);
   if (!observed.ok()) return;  // tried again at the next check
   checks_.fetch_add(1);
-  auto& [version, seen] = *observed;
-  state.checks.push_back({now, version});
+  const auto& seen = observed->second;
 
   Millis shortest = std::chrono::duration_cast<Millis>(kIdlePeriod * 4), longest{0};
   for (const auto& w : seen) {
     shortest = std::min(shortest, w.timeout);
     longest = std::max(longest, w.timeout);
-    // The newest check at least this worker's timeout old.
-    const Check* threshold = nullptr;
-    for (const auto& c : state.checks) {
-      if (c.at > now - w.timeout) break;
-      threshold = &c;
-    }
-    if (!threshold || w.seq >= threshold->version) continue;
+    const std::optional<uint64_t> threshold = state.checks.threshold(w.timeout);
+    if (!threshold || w.seq >= *threshold) continue;
     auto removed = kv::run(*core_->store, [&](kv::Transaction& txn) {
       return core_->registry.declare_dead(txn, type, w.id, w.seq);
     }, core_->options.retry);
     if (removed.ok() && *removed) dead_.fetch_add(1);
   }
-  // Keep the checks the longest timeout still needs: everything newer than it, plus the newest
-  // one older.
-  while (state.checks.size() > 1 && state.checks[1].at <= now - longest) state.checks.pop_front();
-  const auto period = std::max<kv::Clock::duration>(kMinPeriod, shortest / 4);
-  state.next_check = now + util::jittered(std::chrono::duration_cast<std::chrono::microseconds>(period), 0.2);
+  state.checks.prune(longest);
+  state.period = std::max<kv::Clock::duration>(kMinPeriod, shortest / 4);
+  state.next_check = now + util::jittered(std::chrono::duration_cast<std::chrono::microseconds>(state.period), 0.2);
 }
 
 }  // namespace kvq::workers

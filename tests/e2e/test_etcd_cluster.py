@@ -1,6 +1,8 @@
 """kvq on a three-member etcd cluster on loopback, with two `kvq serve` processes sharing it:
 jobs and wake-ups cross between the servers, and killing the etcd leader (and then a server)
-under load loses no acknowledged add and finishes no job twice."""
+under load loses no acknowledged add and finishes no job twice. Pausing (SIGSTOP) the member a
+server talks to leaves that server unable to answer for about a second, not the 5 s request
+timeout (issue 17); the longest window is reported with KVQ_E2E_VERBOSE=1."""
 
 import collections
 import json
@@ -83,6 +85,12 @@ class EtcdCluster:
     def kill(self, m):
         m["proc"].send_signal(signal.SIGKILL)
         m["proc"].wait()
+
+    def pause(self, m):
+        m["proc"].send_signal(signal.SIGSTOP)
+
+    def resume(self, m):
+        m["proc"].send_signal(signal.SIGCONT)
 
     def stop(self):
         for m in self.members:
@@ -255,6 +263,72 @@ class TwoServersOnOneCluster(unittest.TestCase):
              % (len(added), stall))
         self.assertGreater(len(added), 20)
         self.assertLess(stall, 20, "writes stalled for %.1f s after the leader died" % stall)
+
+
+@unittest.skipIf(shutil.which("etcd") is None, "Debian's etcd-server is not installed (scripts/install-deps.sh)")
+class PausedMembers(unittest.TestCase):
+    """One server whose endpoint list starts with the two followers, then the leader, so that
+    pausing each member in turn pauses the one the server talks to at that moment."""
+
+    PAUSE = 3.0  # seconds each member stays stopped
+
+    def setUp(self):
+        self.cluster = EtcdCluster().start()
+        self.addCleanup(self.cluster.stop)
+        leader = self.cluster.leader()
+        self.order = [m for m in self.cluster.members if m is not leader] + [leader]
+        endpoints = ",".join("127.0.0.1:%d" % m["client"] for m in self.order)
+        self.server = KvqServer(extra_args=["--store", "etcd://%s/%s" % (endpoints, uniq("kvq"))]).start()
+        self.addCleanup(self.server.cleanup)
+
+    def test_a_paused_member_leaves_its_server_unable_to_answer_for_about_a_second(self):
+        c = self.server.client(timeout=30)
+        self.assertEqual(c.set_timeout("p", 30).status, 200)
+        answered, acknowledged = [], []  # monotonic times of answered adds; their ids
+        stop = threading.Event()
+        self.addCleanup(stop.set)
+
+        def producer():
+            n = 0
+            while not stop.is_set():
+                jid = "p%d" % n
+                n += 1
+                try:
+                    r = c.add("p", jid, {"n": n})
+                except Exception:
+                    continue
+                if r.status == 200:
+                    answered.append(time.monotonic())
+                    acknowledged.append(jid)
+
+        t = threading.Thread(target=producer, daemon=True)
+        t.start()
+        wait_until(lambda: len(answered) > 20, 10, message="adds before the first pause")
+        windows = []
+        for m, role in zip(self.order, ["follower", "follower", "leader"]):
+            paused_at = time.monotonic()
+            self.cluster.pause(m)
+            time.sleep(self.PAUSE)  # the fault's length, not a wait for an event
+            self.cluster.resume(m)
+            resumed_at = time.monotonic()
+            wait_until(lambda: len([a for a in answered if a > resumed_at]) > 10, 20,
+                       message="adds after resuming the %s" % role)
+            times = [paused_at] + [a for a in answered if a > paused_at]
+            window = max(b - a for a, b in zip(times, times[1:]))
+            windows.append((role, window))
+        stop.set()
+        t.join(35)
+        note("etcd paused members: longest unavailability %s (each paused %.0f s; the request timeout is 5 s)"
+             % (", ".join("%s %.2f s" % w for w in windows), self.PAUSE))
+        for role, window in windows:
+            # A follower costs kvq's own check (about 1 s; before issue 17 the whole 3 s pause, as
+            # the request timeout is longer); the leader adds etcd's election, during which the
+            # other members cannot answer either.
+            self.assertLess(window, 2.5 if role == "follower" else 4.0,
+                            "the server could not answer for %.2f s while a %s was paused" % (window, role))
+        for jid in acknowledged:
+            r = c.job("p", jid)
+            self.assertEqual(r.status, 200, "acknowledged add %s is lost: %r" % (jid, r))
 
 
 if __name__ == "__main__":

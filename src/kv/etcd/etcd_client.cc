@@ -1,6 +1,7 @@
 #include "kv/etcd/etcd_client.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <fstream>
 #include <sstream>
 
@@ -27,6 +28,37 @@ Status from_grpc(const grpc::Status& status, bool commit) {
 }
 
 namespace {
+
+// One attempt of a call, made asynchronously so that the calling thread can look at the member
+// while it waits; gRPC completes it exactly once (answer, deadline or cancellation).
+struct Attempt {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+
+  void complete(grpc::Status s) {
+    std::lock_guard lock(mu);
+    status = std::move(s);
+    done = true;
+    cv.notify_all();
+  }
+  // Whether it completed by `until`.
+  bool wait_until(std::chrono::steady_clock::time_point until) {
+    std::unique_lock lock(mu);
+    return cv.wait_until(lock, until, [&] { return done; });
+  }
+  void wait() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return done; });
+  }
+};
+
+// A code that says the member did not answer: its connection is gone, it has no leader, or
+// the call ran out of time.
+bool unreachable(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
 
 Result<std::string> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -58,6 +90,12 @@ Client::Client(EtcdOptions options, std::shared_ptr<grpc::ChannelCredentials> cr
     : options_(std::move(options)), credentials_(std::move(credentials)) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 * 1024 * 1024);  // gRPC's 4 MiB default is below large ranges
+  // A backstop for a connection that went silent while no call checks it (an idle watch
+  // stream): pings every 10 s, which etcd's default --grpc-keepalive-min-time (5 s) allows;
+  // faster ones it answers with GOAWAY "too_many_pings". Calls are checked faster, in call().
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2'000);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   for (const auto& endpoint : options_.endpoints) {
     auto channel = grpc::CreateCustomChannel(endpoint, credentials_, args);
     kv_.push_back(etcdserverpb::KV::NewStub(channel));
@@ -65,11 +103,34 @@ Client::Client(EtcdOptions options, std::shared_ptr<grpc::ChannelCredentials> cr
   }
 }
 
-std::shared_ptr<grpc::Channel> Client::channel() { return channels_[current_.load() % channels_.size()]; }
+std::shared_ptr<grpc::Channel> Client::channel(size_t endpoint) { return channels_[endpoint % channels_.size()]; }
 
 void Client::fail_over(size_t index) {
   size_t expected = index;
-  current_.compare_exchange_strong(expected, (index + 1) % channels_.size());
+  if (!current_.compare_exchange_strong(expected, (index + 1) % channels_.size())) return;
+  std::function<void(size_t)> listener;
+  {
+    std::lock_guard lock(listener_mu_);
+    listener = listener_;
+  }
+  if (listener) listener(index);
+}
+
+void Client::set_fail_over_listener(std::function<void(size_t)> listener) {
+  std::lock_guard lock(listener_mu_);
+  listener_ = std::move(listener);
+}
+
+bool Client::answers(size_t index, std::chrono::system_clock::time_point deadline) {
+  grpc::ClientContext context;
+  context.set_deadline(std::min(deadline, std::chrono::system_clock::now() + options_.member_check_timeout));
+  if (!authorize(context).ok()) return true;  // cannot tell; let the call run its course
+  // The read read_version makes: linearizable, so a member cut off from its quorum fails it too.
+  etcdserverpb::RangeRequest request;
+  request.set_key(options_.key_prefix + "\x01");
+  request.set_count_only(true);
+  etcdserverpb::RangeResponse response;
+  return !unreachable(kv_[index]->Range(&context, request, &response).error_code());
 }
 
 Status Client::authenticate(size_t index) {
@@ -107,29 +168,57 @@ Status Client::authorize(grpc::ClientContext& context) {
   return Status::OK();
 }
 
-template <typename Call>
-Status Client::call(bool commit, Call&& fn) {
-  const size_t index = current_.load() % channels_.size();
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + options_.request_timeout);
-  KVQ_RETURN_IF_ERROR(authorize(context));
-  grpc::Status status = fn(*kv_[index], context);
-  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-    // The token expired (etcd's simple tokens do): fetch another on the next call.
-    std::lock_guard lock(token_mu_);
-    token_.clear();
-    return Unavailable("etcd: " + status.error_message() + " (re-authenticating)");
-  }
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-      status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+// Each attempt waits member_check_after for its answer, then asks the member a tiny read of
+// its own. A member that answers that is alive and merely slow: the call is awaited until
+// request_timeout. One that does not (paused, dead, cut off from its quorum) has the call
+// cancelled: a read is sent again at once to the next endpoint, within the same deadline; a
+// commit is never sent again here — it may have applied, so it ends kUnknownResult and the
+// caller's retry (kv::run, which re-reads first) decides. The next call starts on the next
+// endpoint either way.
+template <typename Start>
+Status Client::call(bool commit, Start&& start) {
+  const auto deadline = std::chrono::system_clock::now() + options_.request_timeout;
+  Status result = Unavailable("etcd: no endpoint");
+  for (size_t tried = 0; tried < channels_.size(); ++tried) {
+    const size_t index = current_.load() % channels_.size();
+    grpc::ClientContext context;
+    context.set_deadline(deadline);
+    KVQ_RETURN_IF_ERROR(authorize(context));
+    auto attempt = std::make_shared<Attempt>();
+    start(*kv_[index], context, [attempt](grpc::Status s) { attempt->complete(std::move(s)); });
+    bool given_up = false;
+    if (!attempt->wait_until(std::chrono::steady_clock::now() + options_.member_check_after) &&
+        !answers(index, deadline)) {
+      given_up = true;
+      context.TryCancel();
+    }
+    attempt->wait();  // gRPC completes every call, by its deadline at the latest
+    const grpc::Status status = attempt->status;
+    if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      // The token expired (etcd's simple tokens do): fetch another on the next call.
+      std::lock_guard lock(token_mu_);
+      token_.clear();
+      return Unavailable("etcd: " + status.error_message() + " (re-authenticating)");
+    }
+    // An answer that came despite the cancellation stands.
+    given_up = given_up && status.error_code() == grpc::StatusCode::CANCELLED;
+    if (!given_up && !unreachable(status.error_code())) return from_grpc(status, commit);
     fail_over(index);
+    result = given_up ? from_grpc(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                               "member " + options_.endpoints[index] + " answered neither the call in " +
+                                                   std::to_string(options_.member_check_after.count()) +
+                                                   " ms nor a check of it in " +
+                                                   std::to_string(options_.member_check_timeout.count()) + " ms"),
+                                  commit)
+                      : from_grpc(status, commit);
+    if (commit || std::chrono::system_clock::now() >= deadline) break;
   }
-  return from_grpc(status, commit);
+  return result;
 }
 
 Status Client::range(const etcdserverpb::RangeRequest& request, etcdserverpb::RangeResponse* response) {
-  return call(false, [&](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context) {
-    return stub.Range(&context, request, response);
+  return call(false, [&](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context, auto done) {
+    stub.async()->Range(&context, &request, response, std::move(done));
   });
 }
 
@@ -138,8 +227,8 @@ Status Client::txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnRes
     return std::any_of(ops.begin(), ops.end(), [](const etcdserverpb::RequestOp& op) { return !op.has_request_range(); });
   };
   const bool commit = writes(request.success()) || writes(request.failure());
-  return call(commit, [&](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context) {
-    return stub.Txn(&context, request, response);
+  return call(commit, [&](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context, auto done) {
+    stub.async()->Txn(&context, &request, response, std::move(done));
   });
 }
 

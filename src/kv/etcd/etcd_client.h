@@ -1,11 +1,14 @@
 // kv/etcd/etcd_client.h — the gRPC connection to an etcd cluster: one channel per endpoint,
-// calls with a deadline, failover to the next endpoint when one is unreachable, and the one
-// mapping from gRPC statuses to kvq codes.
+// calls with a deadline, failover to the next endpoint when one is unreachable or stops
+// answering (a paused member is found out in about member_check_after + member_check_timeout,
+// not request_timeout), and the one mapping from gRPC statuses to kvq codes.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,17 +36,22 @@ class Client {
   // applied nothing (kUnavailable).
   Status txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response);
 
-  // A channel for long-lived streams (watches), on the endpoint in use now.
-  std::shared_ptr<grpc::Channel> channel();
+  // A channel for long-lived streams (watches), on `endpoint` (an index, as current() gives).
+  std::shared_ptr<grpc::Channel> channel(size_t endpoint);
   // Adds the auth token (fetching one first if needed) to a call's metadata.
   Status authorize(grpc::ClientContext& context);
-  // Moves to the next endpoint after a failure on `index`'s.
+  // Moves to the next endpoint after a failure on `index`'s (if it is still the current one),
+  // then tells the listener, on the calling thread, which endpoint was left.
   void fail_over(size_t index);
   size_t current() const { return current_.load(); }
+  void set_fail_over_listener(std::function<void(size_t left)> listener);
 
  private:
-  template <typename Call>
-  Status call(bool commit, Call&& call);
+  // start(stub, context, done) starts one asynchronous call that ends by calling done(status).
+  template <typename Start>
+  Status call(bool commit, Start&& start);
+  // Whether member `index` answers a tiny linearizable read within member_check_timeout.
+  bool answers(size_t index, std::chrono::system_clock::time_point deadline);
 
   Status authenticate(size_t index);
 
@@ -54,6 +62,8 @@ class Client {
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<etcdserverpb::KV::Stub>> kv_;
   std::atomic<size_t> current_{0};
+  std::mutex listener_mu_;
+  std::function<void(size_t)> listener_;
 };
 
 }  // namespace kvq::kv::etcd

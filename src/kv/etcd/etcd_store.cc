@@ -9,7 +9,11 @@ namespace {
 class EtcdStore : public kv::Store {
  public:
   explicit EtcdStore(std::shared_ptr<kv::etcd::Client> client)
-      : client_(std::move(client)), hub_(std::make_shared<kv::etcd::WatchHub>(client_)) {}
+      : client_(std::move(client)), hub_(std::make_shared<kv::etcd::WatchHub>(client_)) {
+    client_->set_fail_over_listener([hub = std::weak_ptr(hub_)](size_t left) {
+      if (auto h = hub.lock()) h->left_endpoint(left);
+    });
+  }
 
   Result<std::unique_ptr<kv::Transaction>> begin() override {
     return std::unique_ptr<kv::Transaction>(std::make_unique<kv::etcd::EtcdTransaction>(client_, hub_));
@@ -57,6 +61,9 @@ Result<EtcdOptions> parse_etcd_url(std::string_view url) {
 Result<std::shared_ptr<kv::Store>> open_etcd_store(const EtcdOptions& options) {
   if (options.endpoints.empty()) return InvalidArgument("no etcd endpoints");
   if (options.request_timeout.count() <= 0) return InvalidArgument("request_timeout must be positive");
+  if (options.member_check_after.count() <= 0 || options.member_check_timeout.count() <= 0) {
+    return InvalidArgument("member_check_after and member_check_timeout must be positive");
+  }
   if (options.username.empty() != options.password.empty()) {
     return InvalidArgument("etcd authentication needs both a username and a password");
   }

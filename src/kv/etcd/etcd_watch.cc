@@ -71,7 +71,8 @@ bool WatchHub::connect() {
   // Without it a member cut off from its leader would keep the stream open and silent.
   context_->AddMetadata("hasleader", "true");
   if (!client_->authorize(*context_).ok()) return true;  // no stream: run() pauses and retries
-  stub_ = etcdserverpb::Watch::NewStub(client_->channel());
+  stream_endpoint_ = client_->current();
+  stub_ = etcdserverpb::Watch::NewStub(client_->channel(stream_endpoint_));
   stream_ = stub_->Watch(context_.get());
   for (const auto& [id, entry] : entries_) send_create(id, entry);
   return true;
@@ -81,9 +82,10 @@ void WatchHub::run() {
   while (connect()) {
     etcdserverpb::WatchResponse response;
     while (stream_ && stream_->Read(&response)) handle(response);
-    const size_t endpoint = client_->current();
+    size_t endpoint;
     {
       std::lock_guard lock(mu_);
+      endpoint = stream_endpoint_;
       if (stream_) {
         stream_->WritesDone();
         stream_->Finish().ok();  // the call has ended (Read returned false); collect it
@@ -95,6 +97,13 @@ void WatchHub::run() {
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, kReconnectPause, [&] { return stopping_; });
   }
+}
+
+void WatchHub::left_endpoint(size_t endpoint) {
+  std::lock_guard lock(mu_);
+  // The calls found the member this stream is on unresponsive: a paused member keeps the
+  // stream open and silent, so move it too (run() re-creates every watch on the next one).
+  if (stream_ && context_ && stream_endpoint_ == endpoint) context_->TryCancel();
 }
 
 void WatchHub::handle(const etcdserverpb::WatchResponse& response) {

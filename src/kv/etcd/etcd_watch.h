@@ -5,8 +5,8 @@
 // leaves the key with a value other than the one the transaction read. If etcd compacted the
 // history it needs, the key is re-read now instead (fire if it differs, else watch on from the
 // current revision), so compaction never hides a change. If the stream breaks (a member died,
-// the connection dropped), it is re-opened — on the next endpoint — and every watch re-created
-// from the revision after the last event it saw.
+// the connection dropped, or the calls left its member for not answering), it is re-opened — on
+// the next endpoint — and every watch re-created from the revision after the last event it saw.
 #pragma once
 
 #include <condition_variable>
@@ -29,6 +29,8 @@ class WatchHub : public std::enable_shared_from_this<WatchHub> {
 
   // `key` is the full etcd key (prefix included).
   Result<Watch> watch(const std::string& key, std::optional<std::string> expected, int64_t start_revision);
+  // The client left `endpoint` (Client::set_fail_over_listener): a stream on it moves too.
+  void left_endpoint(size_t endpoint);
 
  private:
   struct Entry {
@@ -55,6 +57,7 @@ class WatchHub : public std::enable_shared_from_this<WatchHub> {
   std::unique_ptr<grpc::ClientContext> context_;
   std::unique_ptr<etcdserverpb::Watch::Stub> stub_;
   std::unique_ptr<Stream> stream_;
+  size_t stream_endpoint_ = 0;
   bool started_ = false;
   bool stopping_ = false;
   std::thread thread_;

@@ -1,0 +1,129 @@
+// tests/support/etcd_cluster.h — a real multi-member etcd cluster on loopback, for tests that
+// pause (SIGSTOP) or kill members. Each member runs with the flags EtcdProcess uses; ports are
+// picked free at start; the data directories are under the caller's. Members are killed when
+// the object goes away (a paused one too: SIGKILL ends a stopped process).
+#pragma once
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/etcd_process.h"
+
+namespace kvq::testing {
+
+class EtcdCluster {
+ public:
+  // Starts `size` members and waits until each answers a linearizable read (so a leader is
+  // elected); ready() is false if that did not happen within 30 s.
+  EtcdCluster(const std::string& dir, int size) {
+    std::string initial;
+    for (int i = 0; i < size; ++i) {
+      Member m{"m" + std::to_string(i), free_port(), free_port(), -1};
+      initial += (i ? "," : "") + m.name + "=http://127.0.0.1:" + std::to_string(m.peer);
+      members_.push_back(m);
+    }
+    for (auto& m : members_) spawn(dir, m, initial);
+    ready_ = wait_ready();
+  }
+  ~EtcdCluster() {
+    for (auto& m : members_) {
+      if (m.pid <= 0) continue;
+      kill(m.pid, SIGKILL);
+      waitpid(m.pid, nullptr, 0);
+    }
+  }
+  EtcdCluster(const EtcdCluster&) = delete;
+  EtcdCluster& operator=(const EtcdCluster&) = delete;
+
+  bool ready() const { return ready_; }
+  size_t size() const { return members_.size(); }
+  std::string endpoint(size_t i) const { return "127.0.0.1:" + std::to_string(members_[i].client); }
+  void pause(size_t i) { kill(members_[i].pid, SIGSTOP); }
+  void resume(size_t i) { kill(members_[i].pid, SIGCONT); }
+
+  // The index of the Raft leader, from Debian's etcdctl (`endpoint status`); -1 if none said so.
+  int leader() const {
+    std::string endpoints;
+    for (size_t i = 0; i < members_.size(); ++i) endpoints += (i ? "," : "") + endpoint(i);
+    const std::string cmd = "ETCDCTL_API=3 etcdctl --command-timeout=2s --endpoints=" + endpoints +
+                            " endpoint status -w simple 2>/dev/null";
+    FILE* out = popen(cmd.c_str(), "r");
+    if (!out) return -1;
+    std::string said;
+    char buf[512];
+    while (size_t n = fread(buf, 1, sizeof buf, out)) said.append(buf, n);
+    pclose(out);
+    // One line per endpoint: "ENDPOINT, ID, VERSION, DB SIZE, IS LEADER, ..."
+    std::istringstream lines(said);
+    for (std::string line; std::getline(lines, line);) {
+      std::vector<std::string> fields;
+      std::istringstream parts(line);
+      for (std::string f; std::getline(parts, f, ',');) {
+        const size_t start = f.find_first_not_of(' ');
+        fields.push_back(start == std::string::npos ? "" : f.substr(start));
+      }
+      if (fields.size() < 5 || fields[4] != "true") continue;
+      for (size_t i = 0; i < members_.size(); ++i) {
+        if (fields[0] == endpoint(i)) return static_cast<int>(i);
+      }
+    }
+    return -1;
+  }
+
+ private:
+  struct Member {
+    std::string name;
+    int client, peer;
+    pid_t pid;
+  };
+
+  void spawn(const std::string& dir, Member& m, const std::string& initial) {
+    const std::string client_url = "http://127.0.0.1:" + std::to_string(m.client);
+    const std::string peer_url = "http://127.0.0.1:" + std::to_string(m.peer);
+    const std::string data = dir + "/" + m.name;
+    std::vector<std::string> args = {"etcd", "--name", m.name, "--data-dir", data,
+                                     "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
+                                     "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+                                     "--initial-cluster", initial, "--initial-cluster-state", "new",
+                                     "--initial-cluster-token", "kvq-test-cluster", "--max-txn-ops", "10000",
+                                     "--quota-backend-bytes", "8589934592", "--log-level", "error"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    const std::string log = data + ".log";
+    posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
+    if (posix_spawnp(&m.pid, "etcd", &files, nullptr, argv.data(), environ) != 0) m.pid = -1;
+    posix_spawn_file_actions_destroy(&files);
+  }
+
+  bool wait_ready() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (members_[i].pid <= 0) return false;
+      auto store = open_etcd_store({.endpoints = {endpoint(i)}, .request_timeout = std::chrono::milliseconds(500)});
+      if (!store.ok()) return false;
+      for (;;) {
+        auto txn = (*store)->begin();
+        if (txn.ok() && (*txn)->read_version().ok()) break;
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    return true;
+  }
+
+  std::vector<Member> members_;
+  bool ready_ = false;
+};
+
+}  // namespace kvq::testing
