@@ -112,7 +112,9 @@ Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, s
     KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_activity(kv.key));
     KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, entry.id));
     for (size_t i = 0; row && i < takers.size(); ++i) {
-      if (util::secret_equal(row->lock, takers[i].lock)) by_taker[i] = Job{std::string(type), entry.id, takers[i].lock, row->data, row->worker};
+      if (util::secret_equal(row->lock, takers[i].lock)) {
+        by_taker[i] = Job{std::string(type), entry.id, takers[i].lock, row->data, row->worker};
+      }
     }
   }
   std::vector<Job> found;  // in takers' order, as try_accept_many returns them

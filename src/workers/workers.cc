@@ -15,8 +15,9 @@ RegistrationImpl::~RegistrationImpl() { unregister().ignore(); }
 // twice since) means taken over too, not a wrong token.
 Status RegistrationImpl::unregister() {
   if (unregistered_.exchange(true) || lost_.load()) return Status::OK();
-  Status s = kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.leave(txn, type_, id_, token_); },
-                     core_->options.retry);
+  Status s = kv::run(
+      *core_->store, [&](kv::Transaction& txn) { return core_->registry.leave(txn, type_, id_, token_); },
+      core_->options.retry);
   return s.code() == Code::kPermissionDenied ? Status::OK() : s;
 }
 
@@ -25,7 +26,9 @@ Status RegistrationImpl::heartbeat() {
   if (unregistered_.load()) return FailedPrecondition("worker '" + id_ + "' has unregistered");
   Status s = kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.beat(txn, type_, id_, token_); },
                      core_->options.retry);
-  if (s.code() == Code::kPermissionDenied) s = FailedPrecondition("worker '" + id_ + "' was taken over by another registration");
+  if (s.code() == Code::kPermissionDenied) {
+    s = FailedPrecondition("worker '" + id_ + "' was taken over by another registration");
+  }
   if (s.code() == Code::kFailedPrecondition) lost_ = true;
   if (s.ok()) core_->heartbeats.fetch_add(1);
   return s;

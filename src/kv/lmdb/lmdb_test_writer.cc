@@ -44,7 +44,8 @@ int fail(const Status& s) {
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
   const std::string mode = argv[2];
-  auto store = open_lmdb_store({.path = argv[1], .watch_poll_interval = std::chrono::seconds(mode == "watch" ? 60 : 1)});
+  const auto safety_net = std::chrono::seconds(mode == "watch" ? 60 : 1);
+  auto store = open_lmdb_store({.path = argv[1], .watch_poll_interval = safety_net});
   if (!store.ok()) return fail(store.status());
   if (mode == "count") {
     for (long long acked = 0;;) {
