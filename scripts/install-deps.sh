@@ -14,7 +14,7 @@ packages=(
   libjemalloc-dev
   nlohmann-json3-dev libsimdjson-dev
   libboost-dev
-  etcd-server etcd-client openssl
+  etcd-server etcd-client openssl libssl-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   python3
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -288,7 +288,7 @@ TEST_P(WorkersTest, ARemoteRegistrationLivesOnItsOwnHeartbeatsFromAnyProcess) {
     std::this_thread::sleep_for(50ms);
   }
   EXPECT_EQ(ids(), (std::set<std::string>{"http-1"}));
-  EXPECT_EQ(other->heartbeat("w", "http-1", "not-the-token").code(), Code::kFailedPrecondition);
+  EXPECT_EQ(other->heartbeat("w", "http-1", "not-the-token").code(), Code::kPermissionDenied);
   ASSERT_TRUE(other->unregister("w", "http-1", *token).ok());
   EXPECT_TRUE(ids().empty());
   EXPECT_EQ(workers_->heartbeat("w", "http-1", *token).code(), Code::kFailedPrecondition);
@@ -425,6 +425,70 @@ TEST(WorkersProcessTest, ProcessesSeeEachOtherAndAKilledOnesJobsAreRescued) {
   jobs::Job copy = stolen;
   EXPECT_EQ(jobs.update(copy).status().code(), Code::kFailedPrecondition) << "the dead worker's calls halt";
   EXPECT_EQ((*w)->workers("w")->workers.size(), 1u);
+}
+
+// ---- Tokens are secrets: only the right one acts ----
+
+TEST_P(WorkersTest, AWrongTokenNeitherUnregistersNorHeartbeatsTheWorker) {
+  auto token = workers_->register_remote("w", "r1", {.health_timeout = 60s});
+  ASSERT_TRUE(token.ok()) << token.status().to_string();
+  const uint64_t v = version();
+  const int64_t beat_before = workers_->workers("w")->workers.at(0).last_heartbeat_ms;
+  std::string wrong = *token;
+  wrong.back() = wrong.back() == '0' ? '1' : '0';  // differs in the last digit only
+  for (const std::string& bad : {wrong, std::string("x"), *token + "0"}) {
+    EXPECT_EQ(workers_->unregister("w", "r1", bad).code(), Code::kPermissionDenied) << bad;
+    EXPECT_EQ(workers_->heartbeat("w", "r1", bad).code(), Code::kPermissionDenied) << bad;
+  }
+  EXPECT_EQ(ids(), (std::set<std::string>{"r1"})) << "a wrong token must not unregister";
+  EXPECT_EQ(version(), v);
+  EXPECT_EQ(workers_->workers("w")->workers.at(0).last_heartbeat_ms, beat_before) << "nor heartbeat";
+  EXPECT_EQ(workers_->stats().heartbeats, 0u);
+  ASSERT_TRUE(workers_->unregister("w", "r1", *token).ok()) << "the right token unregisters";
+  EXPECT_TRUE(ids().empty());
+  EXPECT_TRUE(workers_->unregister("w", "r1", wrong).ok()) << "a worker that is gone is gone for anyone";
+}
+
+TEST_P(WorkersTest, TheTokenATakeOverReplacedIsToldTakenOverNotWrongToken) {
+  auto first = workers_->register_remote("w", "r2");
+  ASSERT_TRUE(first.ok());
+  auto second = workers_->register_remote("w", "r2", {.take_over = true});
+  ASSERT_TRUE(second.ok());
+  Status beat = workers_->heartbeat("w", "r2", *first);
+  EXPECT_EQ(beat.code(), Code::kFailedPrecondition) << beat.to_string();
+  EXPECT_NE(beat.message().find("taken over"), std::string::npos) << beat.to_string();
+  EXPECT_TRUE(workers_->unregister("w", "r2", *first).ok()) << "gone for the replaced registration";
+  EXPECT_EQ(ids(), (std::set<std::string>{"r2"})) << "without removing its successor";
+  EXPECT_TRUE(workers_->heartbeat("w", "r2", *second).ok());
+  EXPECT_EQ(workers_->heartbeat("w", "r2", *first + "0").code(), Code::kPermissionDenied);
+}
+
+TEST_P(WorkersTest, AHandleTakenOverTwiceIsLostAndItsUnregisterLeavesTheSuccessor) {
+  auto mine = workers_->register_worker("w", "r3");
+  ASSERT_TRUE(mine.ok());
+  ASSERT_TRUE(workers_->register_remote("w", "r3", {.take_over = true}).ok());
+  ASSERT_TRUE(workers_->register_remote("w", "r3", {.take_over = true}).ok());
+  EXPECT_EQ((*mine)->heartbeat().code(), Code::kFailedPrecondition) << "its token held the worker once";
+  EXPECT_TRUE((*mine)->lost());
+  EXPECT_TRUE((*mine)->unregister().ok());
+  EXPECT_EQ(ids(), (std::set<std::string>{"r3"}));
+}
+
+TEST_P(WorkersTest, WorkerTokensAndJobLocksCarry128RandomBits) {
+  const auto is_hex = [](std::string_view s) { return s.find_first_not_of("0123456789abcdef") == std::string::npos; };
+  auto a = workers_->register_remote("w", "t1");
+  auto b = workers_->register_remote("w", "t2");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->size(), 32u) << *a;
+  EXPECT_TRUE(is_hex(*a)) << *a;
+  EXPECT_NE(*a, *b);
+  ASSERT_TRUE(jobs_->add("work", "j", "{}").ok());
+  auto job = jobs_->accept("work");
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  const auto dash = job->lock.rfind('-');
+  ASSERT_NE(dash, std::string::npos) << job->lock;
+  EXPECT_EQ(dash, 32u) << "32 hex digits, then the type tag: " << job->lock;
+  EXPECT_TRUE(is_hex(job->lock.substr(0, dash))) << job->lock;
 }
 
 }  // namespace

@@ -13,9 +13,10 @@
 //     use one directory at once. Opening the same directory twice in one process shares one
 //     environment (LMDB forbids two).
 //   * The memory map grows by itself (doubling) when full, instead of failing.
-//   * Watches fire at once for commits made by this process; changes made by other processes
-//     are noticed by polling a change counter every `watch_poll_interval` while any watch is
-//     armed, so they are seen within about that interval.
+//   * Watches fire at once for commits made by this process. Other processes' commits wake this
+//     one through a futex in shared memory (the file `kvq-wake` in the directory), so their
+//     watches fire within about a millisecond too; `watch_poll_interval` is only a safety net,
+//     the longest a change can go unseen if its wake-up never comes.
 //   * LMDB errors (disk full, corrupt file) come back as a Status, never as a crash.
 //
 // Thread-safety: the returned Store is thread-safe.
@@ -41,7 +42,7 @@ struct LmdbOptions {
   unsigned max_readers = 1024;
   // At most this many transactions are applied together in one group commit.
   size_t max_group_size = 256;
-  std::chrono::milliseconds watch_poll_interval{10};
+  std::chrono::milliseconds watch_poll_interval{1000};
 };
 
 Result<std::shared_ptr<kv::Store>> open_lmdb_store(const LmdbOptions& options);

@@ -10,6 +10,8 @@
 //                       idempotent: read first, write only what is still missing.
 //   kFailedPrecondition the caller's view is stale — for jobs, the worker was fenced out ("halt").
 //                       Never retry; stop working on the job.
+//   kPermissionDenied   the caller presented a secret (a worker token) that does not grant
+//                       what it asked; nothing changed. Never retry with the same secret.
 //   kNotFound, kAlreadyExists, kInvalidArgument, kResourceExhausted, kDeadlineExceeded,
 //   kCancelled, kInternal: as named; not retried.
 //
@@ -37,6 +39,7 @@ enum class Code {
   kFailedPrecondition,
   kCancelled,
   kInternal,
+  kPermissionDenied,
 };
 
 // The stable snake_case name of a code ("aborted", "not_found", ...), used in logs and by the
@@ -90,6 +93,7 @@ inline Status FailedPrecondition(std::string m) {
 }
 inline Status Cancelled(std::string m) { return {Code::kCancelled, std::move(m)}; }
 inline Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
+inline Status PermissionDenied(std::string m) { return {Code::kPermissionDenied, std::move(m)}; }
 
 // A value of type T, or the Status that explains why there is none. Never holds an OK status
 // without a value.

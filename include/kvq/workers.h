@@ -118,9 +118,16 @@ class Workers {
   // keeps the returned token and passes it to heartbeat/unregister below, on any process.
   virtual Result<std::string> register_remote(std::string_view type, std::string_view id,
                                               const RegisterOptions& options = {}) = 0;
-  // kFailedPrecondition if `token` no longer holds the worker (declared dead or taken over).
+  // The token is a secret of 128 random bits from the kernel (hex): whoever has it controls the
+  // registration. Tokens are compared in constant time.
+  //
+  // heartbeat: OK if `token` holds the worker. kFailedPrecondition if the worker is gone
+  // (declared dead or unregistered) or `token` is the one its current registration took over:
+  // stop, register again. kPermissionDenied for any other token; nothing changes.
   virtual Status heartbeat(std::string_view type, std::string_view id, std::string_view token) = 0;
-  // Removes the worker if `token` still holds it (running on_departure); OK either way.
+  // Removes the worker if `token` holds it (running on_departure). OK also when the worker is
+  // gone, or `token` is the one its current registration took over (it is gone for that
+  // caller). kPermissionDenied for any other token, and the worker stays registered.
   virtual Status unregister(std::string_view type, std::string_view id, std::string_view token) = 0;
 
   // Every live worker of `type` and the membership version, read in one transaction.

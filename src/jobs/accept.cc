@@ -8,6 +8,7 @@
 #include "jobs/jobs_impl.h"
 #include "jobs/validation.h"
 #include "util/random.h"
+#include "util/secret.h"
 
 namespace kvq::jobs {
 namespace {
@@ -15,7 +16,10 @@ namespace {
 // Priority levels examined per attempt; beyond it a caller sees "nothing due" (and is woken by
 // the next change). Priorities are meant to be a handful of levels.
 constexpr int kMaxPriorityLevels = 64;
-constexpr size_t kLockBytes = 12;
+// A lock is what lets a worker change its job, so it is a secret: 128 random bits from the
+// kernel, then the type tag. Rows keep the locks of earlier builds (24 hex digits), which still
+// compare as they did.
+constexpr size_t kLockBytes = util::kMinSecretBytes;
 constexpr size_t kMaxAcceptMany = 1000;
 
 // The checks every accept entry point makes on its input before touching the store.
@@ -37,7 +41,7 @@ std::string type_tag(std::string_view type) {
   return tag;
 }
 
-std::string new_lock(std::string_view type) { return util::random_hex(kLockBytes) + "-" + type_tag(type); }
+std::string new_lock(std::string_view type) { return util::secret_hex(kLockBytes) + "-" + type_tag(type); }
 
 Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
                                          std::string_view type, const AcceptOptions& accept,
@@ -108,7 +112,9 @@ Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, s
     KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_activity(kv.key));
     KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, entry.id));
     for (size_t i = 0; row && i < takers.size(); ++i) {
-      if (row->lock == takers[i].lock) by_taker[i] = Job{std::string(type), entry.id, takers[i].lock, row->data, row->worker};
+      if (util::secret_equal(row->lock, takers[i].lock)) {
+        by_taker[i] = Job{std::string(type), entry.id, takers[i].lock, row->data, row->worker};
+      }
     }
   }
   std::vector<Job> found;  // in takers' order, as try_accept_many returns them

@@ -6,6 +6,7 @@
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
 #include "jobs/validation.h"
+#include "util/secret.h"
 
 namespace kvq::jobs {
 namespace {
@@ -28,7 +29,7 @@ Status validate_handle(const Job& job) {
 // The job's row if this worker still holds it, or "halt".
 Result<JobRow> held(const Job& job, std::optional<JobRow> row) {
   if (!row) return halt(job, "was removed");
-  if (row->lock != job.lock) return halt(job, "was re-enqueued or accepted by another worker");
+  if (!util::secret_equal(row->lock, job.lock)) return halt(job, "was re-enqueued or accepted by another worker");
   return std::move(*row);
 }
 
@@ -58,7 +59,7 @@ Result<UpdateResult> update_checked(kv::Transaction& txn, const Keys& keys, Job&
 Status finish_checked(kv::Transaction& txn, const Keys& keys, const Job& job, const std::optional<std::string>& data) {
   KVQ_ASSIGN_OR_RETURN(auto current, load_job(txn, keys, job.type, job.id));
   // A retry after an unknown commit result finds its own finish already applied.
-  if (current && current->lock.empty() && current->finished_lock == job.lock) return Status::OK();
+  if (current && current->lock.empty() && util::secret_equal(current->finished_lock, job.lock)) return Status::OK();
   KVQ_ASSIGN_OR_RETURN(JobRow before, held(job, std::move(current)));
   JobRow after = before;
   after.lock.clear();

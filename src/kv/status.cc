@@ -16,6 +16,7 @@ std::string_view code_name(Code code) {
     case Code::kFailedPrecondition: return "failed_precondition";
     case Code::kCancelled: return "cancelled";
     case Code::kInternal: return "internal";
+    case Code::kPermissionDenied: return "permission_denied";
   }
   return "internal";
 }

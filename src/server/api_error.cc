@@ -10,6 +10,7 @@ ApiError from_status(const Status& status) {
     case Code::kNotFound: return {404, "not_found", status.message()};
     case Code::kAlreadyExists: return {409, "already_exists", status.message()};
     case Code::kFailedPrecondition: return {409, "failed_precondition", status.message()};
+    case Code::kPermissionDenied: return {403, "wrong_token", status.message()};
     case Code::kAborted:
     case Code::kUnavailable:
     case Code::kUnknownResult:

@@ -1,6 +1,7 @@
-// util/random.h — fast thread-local randomness for jitter, lock tokens and random picks.
-// Not for cryptography. Thread-safe: each thread has its own generator, seeded from
-// std::random_device.
+// util/random.h — fast thread-local randomness for jitter, random picks and change tokens.
+// Predictable from its earlier outputs: never use it for anything that grants a right (job
+// locks, worker tokens); util/secret.h makes those. Thread-safe: each thread has its own
+// generator, seeded from std::random_device.
 #pragma once
 
 #include <chrono>

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/random.h"
+#include "util/secret.h"
 #include "util/text.h"
 
 namespace kvq::workers {
@@ -18,20 +19,35 @@ int64_t wall_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
+// A row that took over no one stays byte for byte what it was before replaced_token existed.
 std::string encode_row(const WorkerRow& r) {
-  return Tuple{kRowFormat, r.token, static_cast<int64_t>(r.seq), r.info, r.registered_at, r.last_heartbeat,
-               r.timeout_ms}
-      .pack();
+  Tuple t{kRowFormat, r.token, static_cast<int64_t>(r.seq), r.info, r.registered_at, r.last_heartbeat, r.timeout_ms};
+  if (!r.replaced_token.empty()) t.append(r.replaced_token);
+  return t.pack();
 }
 
 Result<WorkerRow> decode_row(std::string_view bytes) {
   KVQ_ASSIGN_OR_RETURN(Tuple t, Tuple::unpack(bytes));
-  const bool shaped = t.size() == 7 && t[0].is_int() && t[0].as_int() == kRowFormat && t[1].is_string() &&
-                      t[2].is_int() && t[3].is_string() && t[4].is_int() && t[5].is_int() && t[6].is_int();
+  const bool shaped = (t.size() == 7 || (t.size() == 8 && t[7].is_string())) && t[0].is_int() &&
+                      t[0].as_int() == kRowFormat && t[1].is_string() && t[2].is_int() && t[3].is_string() &&
+                      t[4].is_int() && t[5].is_int() && t[6].is_int();
   if (!shaped) return Internal("worker row has an unknown format");
-  return WorkerRow{t[1].as_string(), static_cast<uint64_t>(t[2].as_int()), t[3].as_string(),
-                   t[4].as_int(),    t[5].as_int(),                         t[6].as_int()};
+  return WorkerRow{t[1].as_string(), static_cast<uint64_t>(t[2].as_int()), t[3].as_string(), t[4].as_int(),
+                   t[5].as_int(),    t[6].as_int(), t.size() == 8 ? t[7].as_string() : std::string()};
 }
+
+namespace {
+
+// Whether `token` holds `row`; if not, the status that says why.
+Status check_token(const WorkerRow& row, const std::string& id, const std::string& token) {
+  if (util::secret_equal(row.token, token)) return Status::OK();
+  if (!row.replaced_token.empty() && util::secret_equal(row.replaced_token, token)) {
+    return FailedPrecondition("worker '" + id + "' was taken over by another registration");
+  }
+  return PermissionDenied("wrong token for worker '" + id + "'");
+}
+
+}  // namespace
 
 std::string Keys::worker(std::string_view type, std::string_view id) const { return space(kWorkers).pack({type, id}); }
 std::pair<std::string, std::string> Keys::workers_of(std::string_view type) const {
@@ -90,7 +106,8 @@ Status Registry::join(kv::Transaction& txn, const std::string& type, const std::
   std::optional<WorkerRow> before;
   if (existing) {
     KVQ_ASSIGN_OR_RETURN(before, decode_row(*existing));
-    if (before->token == token) return Status::OK();  // an earlier attempt of this join committed
+    // An earlier attempt of this join committed.
+    if (util::secret_equal(before->token, token)) return Status::OK();
     if (!options.take_over) {
       return AlreadyExists("worker '" + id + "' of type '" + type + "' is alive elsewhere; register with take_over");
     }
@@ -98,7 +115,9 @@ Status Registry::join(kv::Transaction& txn, const std::string& type, const std::
   }
   KVQ_ASSIGN_OR_RETURN(uint64_t version, txn.read_version());
   const int64_t now = wall_ms();
-  txn.set(keys.worker(type, id), encode_row({token, version, options.info, now, now, options.health_timeout.count()}));
+  const std::string replaced = before ? before->token : std::string();
+  txn.set(keys.worker(type, id),
+          encode_row({token, version, options.info, now, now, options.health_timeout.count(), replaced}));
   KVQ_ASSIGN_OR_RETURN(auto known, txn.get(keys.known_type(type), {.snapshot = true}));
   if (!known) {
     txn.set(keys.known_type(type), "");
@@ -112,7 +131,7 @@ Status Registry::beat(kv::Transaction& txn, const std::string& type, const std::
   KVQ_ASSIGN_OR_RETURN(auto existing, txn.get(keys.worker(type, id)));
   if (!existing) return FailedPrecondition("worker '" + id + "' was declared dead or unregistered");
   KVQ_ASSIGN_OR_RETURN(WorkerRow row, decode_row(*existing));
-  if (row.token != token) return FailedPrecondition("worker '" + id + "' was taken over by another registration");
+  KVQ_RETURN_IF_ERROR(check_token(row, id, token));
   KVQ_ASSIGN_OR_RETURN(row.seq, txn.read_version());
   row.last_heartbeat = wall_ms();
   txn.set(keys.worker(type, id), encode_row(row));
@@ -124,7 +143,9 @@ Status Registry::leave(kv::Transaction& txn, const std::string& type, const std:
   KVQ_ASSIGN_OR_RETURN(auto existing, txn.get(keys.worker(type, id)));
   if (!existing) return Status::OK();
   KVQ_ASSIGN_OR_RETURN(WorkerRow row, decode_row(*existing));
-  if (row.token != token) return Status::OK();
+  Status holds = check_token(row, id, token);
+  if (holds.code() == Code::kFailedPrecondition) return Status::OK();  // already replaced: gone for it
+  KVQ_RETURN_IF_ERROR(holds);
   return remove(txn, type, id);
 }
 

@@ -4,15 +4,17 @@
 // RENUMBER, only add. The jobs layer owns ids 1–19 of the same prefix; workers own 20–39.
 //
 //   (20, type, id) -> Tuple(format=1, token, seq, info, registered_at_ms, last_heartbeat_ms,
-//                           health_timeout_ms)   one live worker
+//                           health_timeout_ms[, replaced_token])   one live worker
 //   (21, type)     -> Tuple(version)   membership version: +1 on every join, leave, death or
 //                                      take-over; never on a heartbeat
 //   (22, type)     -> ""               a worker type that has ever had a worker
 //   (23, 0)        -> random token     rewritten when a new worker type appears (monitors
 //                                      watch it)
 //
-// `token` is random per registration: a heartbeat or leave carrying another token belongs to a
-// registration that was replaced or declared dead. `seq` is the read version of the transaction
+// `token` is a secret per registration (util/secret.h): only a call carrying it may heartbeat or
+// remove the worker. `replaced_token` is there only on a row written by a take-over: the token
+// of the registration it replaced, so that registration is told "taken over" rather than "wrong
+// token" (kept in clear: it no longer grants anything). `seq` is the read version of the transaction
 // of the worker's last heartbeat (or its registration); the health monitor compares it with the
 // read versions of its own checks.
 #pragma once
@@ -37,6 +39,7 @@ struct WorkerRow {
   int64_t registered_at = 0;
   int64_t last_heartbeat = 0;
   int64_t timeout_ms = 0;
+  std::string replaced_token;  // empty unless this registration took over another
 };
 
 std::string encode_row(const WorkerRow& row);
@@ -70,9 +73,11 @@ struct Registry {
   // Adds (type, id) with `token`; kAlreadyExists if another token holds it, unless take_over.
   Status join(kv::Transaction& txn, const std::string& type, const std::string& id, const std::string& token,
               const RegisterOptions& options) const;
-  // Records a heartbeat; kFailedPrecondition if `token` no longer holds (type, id).
+  // Records a heartbeat. kFailedPrecondition if (type, id) is gone or `token` is the one its
+  // registration took over; kPermissionDenied for any other token that does not hold it.
   Status beat(kv::Transaction& txn, const std::string& type, const std::string& id, const std::string& token) const;
-  // Removes (type, id) if `token` still holds it; OK either way.
+  // Removes (type, id) if `token` holds it. OK if it is gone or `token` is the one its
+  // registration took over; kPermissionDenied (nothing removed) for any other token.
   Status leave(kv::Transaction& txn, const std::string& type, const std::string& id, const std::string& token) const;
   // Removes (type, id) if it has not heartbeated since `seq`; returns whether it did.
   Result<bool> declare_dead(kv::Transaction& txn, const std::string& type, const std::string& id, uint64_t seq) const;

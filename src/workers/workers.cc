@@ -1,7 +1,7 @@
 // Workers: registration, membership reads and subscriptions, over the Core and its loops.
 #include "kvq/workers.h"
 
-#include "util/random.h"
+#include "util/secret.h"
 #include "workers/health_monitor.h"
 #include "workers/heartbeater.h"
 #include "workers/membership_notifier.h"
@@ -11,10 +11,14 @@ namespace kvq::workers {
 
 RegistrationImpl::~RegistrationImpl() { unregister().ignore(); }
 
+// A handle's token held the worker once, so a token the row no longer knows at all (taken over
+// twice since) means taken over too, not a wrong token.
 Status RegistrationImpl::unregister() {
   if (unregistered_.exchange(true) || lost_.load()) return Status::OK();
-  return kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.leave(txn, type_, id_, token_); },
-                 core_->options.retry);
+  Status s = kv::run(
+      *core_->store, [&](kv::Transaction& txn) { return core_->registry.leave(txn, type_, id_, token_); },
+      core_->options.retry);
+  return s.code() == Code::kPermissionDenied ? Status::OK() : s;
 }
 
 Status RegistrationImpl::heartbeat() {
@@ -22,6 +26,9 @@ Status RegistrationImpl::heartbeat() {
   if (unregistered_.load()) return FailedPrecondition("worker '" + id_ + "' has unregistered");
   Status s = kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.beat(txn, type_, id_, token_); },
                      core_->options.retry);
+  if (s.code() == Code::kPermissionDenied) {
+    s = FailedPrecondition("worker '" + id_ + "' was taken over by another registration");
+  }
   if (s.code() == Code::kFailedPrecondition) lost_ = true;
   if (s.ok()) core_->heartbeats.fetch_add(1);
   return s;
@@ -35,7 +42,7 @@ Status RegistrationImpl::heartbeat_all(const std::vector<std::shared_ptr<Registr
     lost.clear();
     for (const auto& r : batch) {
       Status beat = core.registry.beat(txn, r->type_, r->id_, r->token_);
-      if (beat.code() == Code::kFailedPrecondition) {
+      if (beat.code() == Code::kFailedPrecondition || beat.code() == Code::kPermissionDenied) {
         lost.push_back(r.get());  // it wrote nothing; the others still commit
       } else if (!beat.ok()) {
         return beat;
@@ -135,7 +142,7 @@ class WorkersImpl : public Workers {
 
   // Joins with a fresh token; the same token on a retry recognises an earlier attempt's commit.
   Result<std::string> join(const std::string& type, const std::string& id, const RegisterOptions& checked) {
-    const std::string token = util::random_hex(12);
+    const std::string token = util::secret_hex();
     Status s = kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.join(txn, type, id, token, checked); },
                        core_->options.retry);
     if (!s.ok()) return s;

@@ -62,7 +62,7 @@ class Membership(ServerTestCase):
         hb = c.post("/v1/workers/%s/w1/heartbeat" % wt, {"token": token})
         self.assertEqual(self.assertStatus(hb, 200), {})
         self.assertStatus(c.post("/v1/workers/%s/w1/heartbeat" % wt, {"token": "not-it"}),
-                          409, "halted")
+                          403, "wrong_token")
 
         self.assertEqual(self.assertStatus(c.delete("/v1/workers/%s/w1?token=%s" % (wt, token)),
                                            200), {})
@@ -96,6 +96,33 @@ class Membership(ServerTestCase):
                           409, "halted")
         self.assertStatus(c.post("/v1/workers/%s/dup/heartbeat" % wt, {"token": reg["token"]}),
                           200)
+
+    def test_a_wrong_token_is_403_and_changes_nothing(self):
+        wt, c = uniq("wt"), self.c
+        token = self.assertStatus(c.post("/v1/workers/%s" % wt, {"id": "k1"}), 200)["token"]
+        self.assertRegex(token, r"^[0-9a-f]{32}$")  # 128 bits
+        before = self.assertStatus(c.get("/v1/workers/%s" % wt), 200)
+        wrong = token[:-1] + ("1" if token[-1] == "0" else "0")
+        for bad in (wrong, "nope"):
+            self.assertStatus(c.delete("/v1/workers/%s/k1?token=%s" % (wt, bad)), 403, "wrong_token")
+            self.assertStatus(c.post("/v1/workers/%s/k1/heartbeat" % wt, {"token": bad}),
+                              403, "wrong_token")
+        after = self.assertStatus(c.get("/v1/workers/%s" % wt), 200)
+        self.assertEqual([w["id"] for w in after["workers"]], ["k1"], "still registered")
+        self.assertEqual(after["version"], before["version"])
+        self.assertEqual(after["workers"][0]["last_heartbeat"], before["workers"][0]["last_heartbeat"])
+        self.assertStatus(c.delete("/v1/workers/%s/k1?token=%s" % (wt, token)), 200)
+        self.assertEqual(self.assertStatus(c.get("/v1/workers/%s" % wt), 200)["workers"], [])
+
+    def test_the_token_a_take_over_replaced_is_halted_not_wrong(self):
+        wt, c = uniq("wt"), self.c
+        tok1 = self.assertStatus(c.post("/v1/workers/%s" % wt, {"id": "k2"}), 200)["token"]
+        tok2 = self.assertStatus(c.post("/v1/workers/%s" % wt, {"id": "k2", "take_over": True}),
+                                 200)["token"]
+        self.assertStatus(c.delete("/v1/workers/%s/k2?token=%s" % (wt, tok1)), 200)
+        lst = self.assertStatus(c.get("/v1/workers/%s" % wt), 200)
+        self.assertEqual([w["id"] for w in lst["workers"]], ["k2"], "the successor stays")
+        self.assertStatus(c.post("/v1/workers/%s/k2/heartbeat" % wt, {"token": tok2}), 200)
 
     def test_dead_worker_disappears_and_its_job_is_pending_again(self):
         wt, t, c = uniq("wt"), uniq("dead"), self.c

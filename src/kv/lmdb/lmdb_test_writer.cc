@@ -5,6 +5,9 @@
 //                                     each acknowledged value
 //   lmdb_test_writer DIR incr K ID    K idempotent increments of "n", then prints "done"
 //   lmdb_test_writer DIR set KEY VAL  one write, then prints "done"
+//   lmdb_test_writer DIR watch KEY    arms a watch on KEY (no safety-net poll for 60 s), prints
+//                                     "armed", then "fired" when another process changes it
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -40,9 +43,10 @@ int fail(const Status& s) {
 
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
-  auto store = open_lmdb_store({.path = argv[1]});
-  if (!store.ok()) return fail(store.status());
   const std::string mode = argv[2];
+  const auto safety_net = std::chrono::seconds(mode == "watch" ? 60 : 1);
+  auto store = open_lmdb_store({.path = argv[1], .watch_poll_interval = safety_net});
+  if (!store.ok()) return fail(store.status());
   if (mode == "count") {
     for (long long acked = 0;;) {
       if (Status s = increment(**store, ""); !s.ok()) return fail(s);
@@ -55,6 +59,17 @@ int main(int argc, char** argv) {
     for (int i = 0; i < k; ++i) {
       if (Status s = increment(**store, std::string(argv[4]) + "-" + std::to_string(i)); !s.ok()) return fail(s);
     }
+  } else if (mode == "watch" && argc == 4) {
+    auto txn = (*store)->begin();
+    if (!txn.ok()) return fail(txn.status());
+    auto watch = (*txn)->watch(argv[3]);
+    if (!watch.ok()) return fail(watch.status());
+    txn->reset();  // the watch stays armed; the read snapshot need not
+    std::printf("armed\n");
+    std::fflush(stdout);
+    if (Status s = watch->wait_until(kv::Clock::now() + std::chrono::seconds(30)); !s.ok()) return fail(s);
+    std::printf("fired\n");
+    return 0;
   } else if (mode == "set" && argc == 5) {
     Status s = kv::run(**store, [&](kv::Transaction& txn) {
       txn.set(argv[3], argv[4]);

@@ -1,9 +1,13 @@
 #include "kv/lmdb/watch_registry.h"
 
+#include <algorithm>
 #include <set>
 
 namespace kvq::kv::lmdb {
 namespace {
+
+// Without the signal, other processes' commits are looked for this often.
+constexpr std::chrono::milliseconds kFallbackPoll{10};
 
 // The committed value of `key` now, in a fresh snapshot.
 Result<std::optional<std::string>> read_now(Env& env, const std::string& key, uint64_t* version) {
@@ -20,6 +24,11 @@ Result<std::optional<std::string>> read_now(Env& env, const std::string& key, ui
 }
 
 }  // namespace
+
+WatchRegistry::WatchRegistry(Env& env) : env_(env) {
+  auto wake = WakeSignal::open(env.path());
+  if (wake.ok()) wake_ = std::move(*wake);
+}
 
 WatchRegistry::~WatchRegistry() { shutdown(); }
 
@@ -86,6 +95,7 @@ void WatchRegistry::fire_if_changed(const std::string& key, const std::optional<
 
 void WatchRegistry::on_commit(const std::vector<KeyChange>& changes, bool complete, uint64_t base_version,
                               uint64_t new_version) {
+  if (wake_) wake_->notify();  // first: other processes' watches wait on it
   bool recheck = false;
   {
     std::lock_guard lock(mu_);
@@ -121,30 +131,50 @@ void WatchRegistry::poll_loop() {
       poll_cv_.wait(lock, [&] { return stopping_ || !entries_.empty(); });
       continue;
     }
-    poll_cv_.wait_for(lock, env_.options().watch_poll_interval, [&] { return stopping_; });
-    if (stopping_) break;
+    if (!wake_) {
+      poll_cv_.wait_for(lock, kFallbackPoll, [&] { return stopping_; });
+      if (stopping_) break;
+    }
     lock.unlock();
-    check_all_keys();
+    if (wake_) {
+      look_then_sleep();
+    } else {
+      check_all_keys();
+    }
     lock.lock();
   }
 }
 
-void WatchRegistry::check_all_keys() {
+void WatchRegistry::look_then_sleep() {
+  // The sequence is read before the look, so a commit after the look moves it and the sleep
+  // below does not start (or is woken): see wake_signal.h.
+  const uint32_t seen = wake_->sequence();
+  // A look that failed may have missed a commit whose wake-up came already: look again soon.
+  const auto patience = check_all_keys() ? std::max(env_.options().watch_poll_interval, std::chrono::milliseconds(1))
+                                         : kFallbackPoll;
+  // shutdown() sets closing_ before it bumps the sequence: a `seen` read after that bump finds
+  // closing_ set here, one read before it makes the sleep return.
+  if (closing_.load()) return;
+  wake_->wait(seen, patience);
+}
+
+bool WatchRegistry::check_all_keys() {
   uint64_t version = 0;
   {
     auto snapshot = env_.begin_read();
-    if (!snapshot.ok()) return;  // transient (e.g. a resize); the next poll tries again
+    if (!snapshot.ok()) return false;  // transient (e.g. a resize); the next poll tries again
     auto v = env_.version_in(snapshot->get());
-    if (!v.ok()) return;
+    if (!v.ok()) return false;
     version = *v;
   }
   {
     std::lock_guard lock(mu_);
-    if (version == reported_version_) return;
+    if (version == reported_version_) return true;
   }
   recheck_watched_keys();
   std::lock_guard lock(mu_);
   if (version > reported_version_) reported_version_ = version;
+  return true;
 }
 
 void WatchRegistry::shutdown() {
@@ -153,11 +183,13 @@ void WatchRegistry::shutdown() {
     std::lock_guard lock(mu_);
     if (stopping_ && !poller_.joinable()) return;
     stopping_ = true;
+    closing_.store(true);
     for (auto& [key, entry] : entries_) ending.push_back(std::move(entry.state));
     entries_.clear();
     count_.store(0);
   }
   poll_cv_.notify_all();
+  if (wake_ && poller_.joinable()) wake_->interrupt();
   if (poller_.joinable() && poller_.get_id() != std::this_thread::get_id()) poller_.join();
   for (auto& state : ending) state->complete(Unavailable("the store was closed"));
 }

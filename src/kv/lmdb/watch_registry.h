@@ -2,9 +2,12 @@
 //
 // A watch remembers the value its transaction read. It fires when a commit leaves the key with
 // a different value. Commits made by this process report their changes directly (on_commit);
-// commits made by other processes are found by a poller thread that, while any watch is armed,
-// reads the commit counter every watch_poll_interval and re-reads the watched keys when the
-// counter moved past what this process has already reported.
+// commits made by other processes are found by a watcher thread that, while any watch is armed,
+// sleeps on the directory's WakeSignal (which every process's commits notify), then reads the
+// commit counter and re-reads the watched keys when the counter moved past what this process
+// has already reported. It also looks every watch_poll_interval without a wake-up, so a commit
+// whose wake-up never came (a process that does not signal) is seen within that interval. If
+// the signal's file cannot be opened, it polls every 10 ms instead (as before the signal).
 #pragma once
 
 #include <atomic>
@@ -18,13 +21,14 @@
 #include <vector>
 
 #include "kv/lmdb/commit_queue.h"
+#include "kv/lmdb/wake_signal.h"
 #include "kv/watch_state.h"
 
 namespace kvq::kv::lmdb {
 
 class WatchRegistry : public std::enable_shared_from_this<WatchRegistry> {
  public:
-  explicit WatchRegistry(Env& env) : env_(env) {}
+  explicit WatchRegistry(Env& env);
   ~WatchRegistry();
 
   // Arms a watch on `key` expecting `expected` (the value the transaction read).
@@ -38,7 +42,7 @@ class WatchRegistry : public std::enable_shared_from_this<WatchRegistry> {
   void on_commit(const std::vector<KeyChange>& changes, bool complete, uint64_t base_version,
                  uint64_t new_version);
 
-  // Stops the poller and ends every armed watch with kUnavailable (the store is closing).
+  // Stops the watcher thread and ends every armed watch with kUnavailable (the store is closing).
   void shutdown();
 
  private:
@@ -52,7 +56,10 @@ class WatchRegistry : public std::enable_shared_from_this<WatchRegistry> {
   // Fires (and removes) the watches on `key` whose expectation differs from `value`.
   void fire_if_changed(const std::string& key, const std::optional<std::string>& value);
   void poll_loop();
-  void check_all_keys();
+  // One round of poll_loop with the signal: look, then sleep until another process commits.
+  void look_then_sleep();
+  // False if the store could not be read (nothing was checked).
+  bool check_all_keys();
   // Re-reads every watched key and fires the watches whose value moved.
   void recheck_watched_keys();
 
@@ -63,6 +70,8 @@ class WatchRegistry : public std::enable_shared_from_this<WatchRegistry> {
   std::atomic<size_t> count_{0};
   uint64_t reported_version_ = 0;  // every commit up to here has been checked against watches
   bool stopping_ = false;
+  std::atomic<bool> closing_{false};  // stopping_, readable without mu_ (set before interrupt)
+  std::unique_ptr<WakeSignal> wake_;  // null if its file could not be opened: poll instead
   std::condition_variable poll_cv_;
   std::thread poller_;
 };
