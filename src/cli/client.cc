@@ -246,6 +246,7 @@ class TlsContext {
  public:
   TlsContext() : ctx_(asio::ssl::context::tls_client) {}
   asio::ssl::context& context() { return ctx_; }
+  bool has_client_cert = false;
   // Not const in asio; OpenSSL's SSL_new only reads it, so sharing one across threads is safe.
   SSL_CTX* native() const { return ctx_.native_handle(); }
 
@@ -365,6 +366,7 @@ std::shared_ptr<const TlsContext> make_tls_context(const TlsOptions& options, st
         })) {
       return nullptr;
     }
+    tls->has_client_cert = true;
   }
   return tls;
 }
@@ -660,7 +662,18 @@ struct Client::Impl {
     if (ssl_reason_of(ec) == SSL_R_WRONG_VERSION_NUMBER) {
       return failed + tls_reason(ec) + " (does the server speak TLS? an http:// server answers in plain text)";
     }
+    if (ssl_reason_of(ec) == SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE) {
+      return failed + tls_reason(ec) + client_cert_hint();
+    }
     return failed + tls_reason(ec);
+  }
+
+  // For a TLS connection the server ended at once: a server requiring a client certificate
+  // refuses one without it after the handshake (TLS 1.3), and may reset the connection before
+  // its alert saying so is read.
+  std::string client_cert_hint() const {
+    return tls->has_client_cert ? " (did the server refuse the client certificate?)"
+                                : " (if the server requires a client certificate: --client-cert and --client-key)";
   }
 
   http::request<http::string_body> make_request(std::string_view method, std::string_view target,
@@ -693,6 +706,13 @@ struct Client::Impl {
       message += " (the server wants a client certificate: --client-cert and --client-key)";
     }
 #endif
+    return message;
+  }
+
+  // io_error for the first exchange on a new connection.
+  std::string first_io_error(const error_code& ec, std::chrono::milliseconds timeout) {
+    std::string message = io_error(ec, timeout);
+    if (url.tls && is_closed_error(ec)) message += " right after the TLS handshake" + client_cert_hint();
     return message;
   }
 };
@@ -728,7 +748,7 @@ Response Client::request(std::string_view method, std::string_view target, const
     if (ec) {
       d.close();
       if (reused && attempt == 0 && ec != beast::error::timeout) continue;
-      return network_error(d.io_error(ec, timeout));
+      return network_error(reused ? d.io_error(ec, timeout) : d.first_io_error(ec, timeout));
     }
     http::response_parser<http::string_body> parser;
     parser.body_limit(256 * 1024 * 1024);
@@ -738,7 +758,7 @@ Response Client::request(std::string_view method, std::string_view target, const
       d.close();
       // The server closed an idle keep-alive connection before reading this request.
       if (reused && attempt == 0 && nothing && is_closed_error(ec)) continue;
-      return network_error(d.io_error(ec, timeout));
+      return network_error(!reused && nothing ? d.first_io_error(ec, timeout) : d.io_error(ec, timeout));
     }
     auto res = parser.release();
     if (!res.keep_alive()) d.close(/*healthy=*/true);
@@ -761,15 +781,16 @@ Response Client::stream(std::string_view target,
   http::write(socket, req, ec);
   if (ec) {
     d.close();
-    return network_error(d.io_error(ec, setup_timeout));
+    return network_error(d.first_io_error(ec, setup_timeout));
   }
   http::response_parser<http::buffer_body> parser;
   // Not boost::none: Boost 1.74 then rejects every Content-Length body as over the limit.
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   http::read_header(socket, d.buffer, parser, ec);
   if (ec) {
+    const bool nothing = !parser.got_some();
     d.close();
-    return network_error(d.io_error(ec, setup_timeout));
+    return network_error(nothing ? d.first_io_error(ec, setup_timeout) : d.io_error(ec, setup_timeout));
   }
   const int status = static_cast<int>(parser.get().result_int());
   std::string error_text;

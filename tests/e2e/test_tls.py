@@ -157,6 +157,7 @@ class Tls(unittest.TestCase):
         r = self.kvq("types", url=s.url)
         self.assertExit(r, 1)
         self.assertIn(s.url, r.stderr)
+        self.assertIn("client certificate", r.stderr)
         r = self.kvq("types", url=s.url, env_add={"KVQ_CLIENT_CERT": self.p["client"],
                                                   "KVQ_CLIENT_KEY": self.p["client_key"]})
         self.assertExit(r, 0)
