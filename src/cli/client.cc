@@ -712,7 +712,11 @@ struct Client::Impl {
   // io_error for the first exchange on a new connection.
   std::string first_io_error(const error_code& ec, std::chrono::milliseconds timeout) {
     std::string message = io_error(ec, timeout);
-    if (url.tls && is_closed_error(ec)) message += " right after the TLS handshake" + client_cert_hint();
+    if (is_closed_error(ec)) {
+      // A TLS server drops a request that arrives in plain text.
+      message += url.tls ? " right after the TLS handshake" + client_cert_hint()
+                         : " (if it serves https://, use an https:// URL)";
+    }
     return message;
   }
 };

@@ -485,6 +485,15 @@ TEST_F(ClientTls, HttpsToAPlainHttpServerSaysSo) {
   EXPECT_NE(r.message.find("does the server speak TLS?"), std::string::npos) << r.message;
 }
 
+TEST_F(ClientTls, PlainHttpToATlsServerSaysSo) {
+  ServerTls tls(certs().server, certs().server_key);
+  ScriptedPeer peer([&](int fd, int index) { tls.serve(fd, [&](const Conn& c) { answer_all(c, index); }); });
+  Client client(peer.url("http"), "");
+  Response r = client.get("/v1/x", 5s);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.message.find("(if it serves https://, use an https:// URL)"), std::string::npos) << r.message;
+}
+
 TEST_F(ClientTls, BadCertificateFilesAreNamedInTheError) {
   std::string error;
   TlsOptions o;

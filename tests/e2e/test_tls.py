@@ -182,7 +182,7 @@ class Tls(unittest.TestCase):
     def test_plain_http_to_the_tls_server_fails_cleanly(self):
         r = self.kvq("types", url=self.server.url.replace("https://", "http://"), ca=False)
         self.assertExit(r, 1)
-        self.assertTrue(r.stderr.strip())
+        self.assertIn("use an https:// URL", r.stderr)
 
     def test_cli_wait_and_watch_over_https(self):
         t = uniq("tls")
