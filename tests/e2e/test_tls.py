@@ -297,8 +297,25 @@ class Tls(unittest.TestCase):
         r = run(*producer)
         self.assertNotEqual(r.returncode, 0, r.stdout)
         self.assertNotIn("Traceback", r.stderr)
-        r = run(*producer, "--client-cert", self.p["client"], "--client-key", self.p["client_key"])
+        cert = ["--client-cert", self.p["client"], "--client-key", self.p["client_key"]]
+        r = run(*producer, *cert)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        worker = subprocess.Popen([sys.executable, os.path.join(EXAMPLES, "worker.py"), "--url", s.url,
+                                   "--ca-cert", self.p["ca"], *cert, "--type", t, "--id", "tlscw",
+                                   "--work-seconds", "0.1"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(stop, worker)
+        lines = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(worker.stdout.readline, "")),
+                                  daemon=True)
+        reader.start()
+        wait_until(lambda: any(x.startswith("finished ") for x in lines), 30, 0.05,
+                   "the example worker with a client certificate to finish the job")
+        worker.send_signal(signal.SIGINT)
+        worker.wait(15)
+        reader.join(5)
+        self.assertEqual(worker.returncode, 0, "".join(lines))
+        self.assertIn("worker tlscw unregistered\n", lines)
 
 
 if __name__ == "__main__":
