@@ -331,6 +331,9 @@ std::shared_ptr<const TlsContext> make_tls_context(const TlsOptions& options, st
   }
   asio::ssl::context& ctx = tls->context();
   SSL_CTX_set_min_proto_version(ctx.native_handle(), TLS1_2_VERSION);
+  // No passphrase: OpenSSL would otherwise ask for one on the terminal, stalling a worker or a
+  // script; an encrypted key fails to load instead, with OpenSSL's reason.
+  SSL_CTX_set_default_passwd_cb(ctx.native_handle(), [](char*, int, int, void*) { return 0; });
   ctx.set_verify_mode(asio::ssl::verify_peer);
   auto load = [&](const char* what, const std::string& file, auto&& use) {
     if (std::string why = unreadable(file); !why.empty()) {

@@ -38,7 +38,7 @@ struct TlsOptions {
   std::string ca_cert;      // the CAs the server's certificate must chain to; "" = the system's
                             // default trust store
   std::string client_cert;  // a certificate (chain) to present, for servers that require one
-  std::string client_key;   // its private key; given exactly when client_cert is
+  std::string client_key;   // its private key, unencrypted; given exactly when client_cert is
 };
 
 // An OpenSSL client context with the certificates of one TlsOptions loaded, so that they are

@@ -512,6 +512,15 @@ TEST_F(ClientTls, BadCertificateFilesAreNamedInTheError) {
   EXPECT_EQ(error.rfind("cannot use client key file '" + o.client_key + "': ", 0), 0u) << error;
   o.client_key = certs().client_key;
   EXPECT_TRUE(make_tls_context(o, &error)) << error;
+  // An encrypted key fails at once, naming the file. (Without a terminal OpenSSL's prompt fails
+  // too, so this cannot tell whether one was shown; run under `script` it would wait.)
+  const std::string encrypted = certs().dir + "/client-encrypted.key";
+  ASSERT_EQ(std::system(("openssl pkey -in " + certs().client_key + " -aes256 -passout pass:pw -out " +
+                         encrypted + " 2>/dev/null").c_str()),
+            0);
+  o.client_key = encrypted;
+  EXPECT_FALSE(make_tls_context(o, &error));
+  EXPECT_EQ(error.rfind("cannot use client key file '" + encrypted + "': ", 0), 0u) << error;
 }
 
 // ---- URLs ------------------------------------------------------------------------------------
