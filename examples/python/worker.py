@@ -3,6 +3,7 @@
 
 Example:
     ./worker.py --type example
+    ./worker.py --url https://kvq.example.com:7411 --ca-cert ca.pem --type example
 
 What it does:
   1. registers as a worker (so the server knows it is alive),
@@ -21,6 +22,7 @@ Only the Python standard library is used.
 import argparse
 import json
 import os
+import ssl
 import signal
 import socket
 import threading
@@ -33,9 +35,16 @@ import urllib.request
 class Api:
     """A minimal client for the kvq HTTP API."""
 
-    def __init__(self, url, token):
+    def __init__(self, url, token, ca_cert=None, client_cert=None, client_key=None):
         self.url = url.rstrip("/")
         self.token = token
+        # For https://: check the server's certificate against ca_cert (else the system's
+        # trusted CAs) and that it names the URL's host; present client_cert if given.
+        self.context = None
+        if self.url.startswith("https://"):
+            self.context = ssl.create_default_context(cafile=ca_cert)
+            if client_cert:
+                self.context.load_cert_chain(client_cert, client_key)
 
     def call(self, method, path, body=None, timeout=30):
         """Send one request; return (status, parsed JSON body or None)."""
@@ -45,7 +54,7 @@ class Api:
         if self.token:
             req.add_header("Authorization", "Bearer " + self.token)
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
+            with urllib.request.urlopen(req, timeout=timeout, context=self.context) as resp:
                 raw = resp.read()
                 return resp.status, (json.loads(raw) if raw else None)
         except urllib.error.HTTPError as err:  # 4xx/5xx: the body says why
@@ -108,6 +117,14 @@ def main():
                         help="server URL (default: $KVQ_URL or %(default)s)")
     parser.add_argument("--token", default=os.environ.get("KVQ_TOKEN"),
                         help="bearer token, if the server has one (default: $KVQ_TOKEN)")
+    parser.add_argument("--ca-cert", default=os.environ.get("KVQ_CA_CERT"),
+                        help="https: trust the CAs in this PEM file for the server's certificate "
+                             "(default: $KVQ_CA_CERT, else the system's trust store)")
+    parser.add_argument("--client-cert", default=os.environ.get("KVQ_CLIENT_CERT"),
+                        help="https: present this certificate (PEM), for a server started with "
+                             "--tls-client-ca (default: $KVQ_CLIENT_CERT)")
+    parser.add_argument("--client-key", default=os.environ.get("KVQ_CLIENT_KEY"),
+                        help="the client certificate's private key (default: $KVQ_CLIENT_KEY)")
     parser.add_argument("--type", default="example", help="job type (default: %(default)s)")
     parser.add_argument("--id", default="%s-%d" % (socket.gethostname(), os.getpid()),
                         help="worker id (default: HOST-PID)")
@@ -117,7 +134,10 @@ def main():
     parser.add_argument("--work-seconds", type=float, default=1.0,
                         help="how long each job 'takes' (default: %(default)s)")
     args = parser.parse_args()
-    api = Api(args.url, args.token)
+    try:
+        api = Api(args.url, args.token, args.ca_cert, args.client_cert, args.client_key)
+    except (OSError, ssl.SSLError) as err:
+        raise SystemExit("cannot load the TLS certificates: %s" % err)
 
     # SIGTERM behaves like Ctrl-C: both raise KeyboardInterrupt in this thread,
     # even while it waits in a long-poll, so the `finally` below always runs.
@@ -130,7 +150,10 @@ def main():
     register_path = "/v1/workers/" + quote(args.type)
     register_body = {"id": args.id, "info": {"pid": os.getpid()},
                      "health_timeout": args.health_timeout}
-    status, body = api.call("POST", register_path, register_body)
+    try:
+        status, body = api.call("POST", register_path, register_body)
+    except OSError as err:  # unreachable, or TLS refused (a certificate, here or there)
+        raise SystemExit("cannot reach %s: %s" % (api.url, getattr(err, "reason", err)))
     if status != 200:
         raise SystemExit("register failed: %s %s" % (status, body))
     state = {"token": body["token"], "register_path": register_path,

@@ -72,6 +72,27 @@ TEST(Numbers, Strict) {
   EXPECT_FALSE(parse_double("1s"));
 }
 
+TEST(ParseArgs, TlsFlagsWinOverTheEnvironment) {
+  std::string error;
+  auto a = parse({}, {}, &error);
+  ASSERT_TRUE(a);
+  auto t = tls_flags_from(*a, nullptr, nullptr, nullptr);
+  EXPECT_EQ(t.options.ca_cert, "");
+  EXPECT_FALSE(t.explicit_flags);
+  t = tls_flags_from(*a, "/env/ca.pem", "/env/c.pem", "/env/k.pem");
+  EXPECT_EQ(t.options.ca_cert, "/env/ca.pem");
+  EXPECT_EQ(t.options.client_cert, "/env/c.pem");
+  EXPECT_EQ(t.options.client_key, "/env/k.pem");
+  EXPECT_FALSE(t.explicit_flags);
+  a = parse({"--ca-cert", "/f/ca.pem", "--client-cert=/f/c.pem", "--client-key", "/f/k.pem"}, {}, &error);
+  ASSERT_TRUE(a) << error;
+  t = tls_flags_from(*a, "/env/ca.pem", "/env/c.pem", "/env/k.pem");
+  EXPECT_EQ(t.options.ca_cert, "/f/ca.pem");
+  EXPECT_EQ(t.options.client_cert, "/f/c.pem");
+  EXPECT_EQ(t.options.client_key, "/f/k.pem");
+  EXPECT_TRUE(t.explicit_flags);
+}
+
 TEST(Url, Parse) {
   std::string error;
   auto u = parse_url("http://127.0.0.1:7411", &error);
@@ -89,8 +110,8 @@ TEST(Url, Parse) {
   EXPECT_EQ(u->host, "::1");
   EXPECT_EQ(u->prefix, "/api");
   EXPECT_EQ(u->base, "http://[::1]:9000/api");
-  EXPECT_FALSE(parse_url("https://h:1", &error));
-  EXPECT_NE(error.find("only http://"), std::string::npos);
+  EXPECT_FALSE(parse_url("ftp://h:1", &error));
+  EXPECT_NE(error.find("only http:// and https://"), std::string::npos);
   EXPECT_FALSE(parse_url("http://h:port", &error));
   EXPECT_FALSE(parse_url("http://:80", &error));
 }

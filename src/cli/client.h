@@ -1,7 +1,9 @@
 // cli/client.h — a small synchronous client for the kvq HTTP API (docs/http-api.md).
 //
 // One Client owns one keep-alive connection, reused across calls and re-opened when the server
-// closed it. Not thread-safe: give each thread its own Client.
+// closed it, over plain TCP for http:// or TLS (OpenSSL) for https:// URLs. Not thread-safe:
+// give each thread its own Client. A TlsContext is immutable once made and may be shared by
+// Clients on any threads.
 #pragma once
 
 #include <chrono>
@@ -17,17 +19,38 @@
 
 namespace kvq::cli {
 
-// A parsed base URL: only http://HOST[:PORT][/PREFIX]. `base` is the normalized
-// "http://host:port" (plus prefix) used in messages.
+// A parsed base URL: http://HOST[:PORT][/PREFIX] or https://HOST[:PORT][/PREFIX]. `base` is the
+// normalized "http://host:port" or "https://host:port" (plus prefix) used in messages.
 struct Url {
+  bool tls = false;    // https://
   std::string host;    // without brackets for IPv6 literals
-  std::string port;    // "80" when omitted
+  std::string port;    // "80" (http) or "443" (https) when omitted
   std::string prefix;  // "" or "/something" (no trailing slash)
   std::string base;
 };
 
-// Parses `text`; on failure returns nullopt and sets *error.
+// Parses `text`; on failure (another scheme, no host, a bad port) returns nullopt and sets
+// *error.
 std::optional<Url> parse_url(std::string_view text, std::string* error);
+
+// What a Client trusts and presents on https:// URLs: paths of PEM files, "" for none.
+struct TlsOptions {
+  std::string ca_cert;      // the CAs the server's certificate must chain to; "" = the system's
+                            // default trust store
+  std::string client_cert;  // a certificate (chain) to present, for servers that require one
+  std::string client_key;   // its private key, unencrypted; given exactly when client_cert is
+};
+
+// An OpenSSL client context with the certificates of one TlsOptions loaded, so that they are
+// read once and not per connection. Every connection made with it verifies the server's
+// certificate chain and that the certificate names the URL's host (a DNS name, or an IP address
+// literal against the certificate's IP addresses), and sends the host name by SNI.
+class TlsContext;
+
+// Loads `options`. Returns nullptr and sets *error ("cannot read CA certificate file 'x': No
+// such file or directory", "client key 'k' does not match client certificate 'c'", ...) when a
+// file is missing, unreadable or not what it should be, or only one of cert and key is given.
+std::shared_ptr<const TlsContext> make_tls_context(const TlsOptions& options, std::string* error);
 
 // Percent-encodes everything but the unreserved characters (A-Z a-z 0-9 - . _ ~), so the result
 // is safe as one path segment or one query value.
@@ -47,6 +70,7 @@ struct Response {
   bool ok() const { return status >= 200 && status < 300; }
   bool network_error() const { return status == 0; }
   // "not_found: job 'x' does not exist", "cannot connect to http://...: connection refused",
+  // "TLS handshake with https://...: certificate verify failed (self-signed certificate)",
   // or "HTTP 502" for an error without a body.
   std::string describe() const;
 };
@@ -82,7 +106,9 @@ class Client {
   using Json = nlohmann::json;
   static constexpr std::chrono::milliseconds kDefaultTimeout{30000};
 
-  Client(Url url, std::string token);
+  // `tls` is used for https:// URLs; without one, an https:// Client trusts the system's default
+  // store and presents no certificate.
+  Client(Url url, std::string token, std::shared_ptr<const TlsContext> tls = nullptr);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -91,8 +117,8 @@ class Client {
 
   // One request. `target` is the path and query ("/v1/jobs/t/j1"), already percent-encoded;
   // `timeout` bounds connecting, and then sending the request and receiving the whole response
-  // together. A request on a reused connection that the server had closed is retried once on a
-  // new connection.
+  // together (a new connection's TLS handshake counts as connecting). A request on a reused
+  // connection that the server had closed is retried once on a new connection.
   Response request(std::string_view method, std::string_view target, const Json* body = nullptr,
                    std::chrono::milliseconds timeout = kDefaultTimeout);
   Response get(std::string_view target, std::chrono::milliseconds timeout = kDefaultTimeout) {

@@ -44,6 +44,7 @@ struct Invocation {
   ParsedArgs args;
   bool json = false;
   Connection connection;
+  std::shared_ptr<const TlsContext> tls;  // for https:// URLs; shared by every Client made here
   std::unique_ptr<Client> client;
 
   // Prints "<name>: <message>", then the usage, to stderr; returns kExitUsage.

@@ -73,7 +73,22 @@ std::optional<Invocation> begin_command(int argc, char** argv, const char* name,
     *exit_code = inv.usage_error(error);
     return std::nullopt;
   }
-  inv.client = std::make_unique<Client>(std::move(*url), inv.connection.token);
+  const TlsFlags tls = tls_flags_from(inv.args, std::getenv("KVQ_CA_CERT"),
+                                      std::getenv("KVQ_CLIENT_CERT"), std::getenv("KVQ_CLIENT_KEY"));
+  if (url->tls) {
+    inv.tls = make_tls_context(tls.options, &error);
+    if (!inv.tls) {
+      // A file problem, not a bad command line: the message says which file, no usage needed.
+      std::fprintf(stderr, "%s: %s\n", inv.name.c_str(), error.c_str());
+      *exit_code = kExitUsage;
+      return std::nullopt;
+    }
+  } else if (tls.explicit_flags) {
+    *exit_code = inv.usage_error("--ca-cert, --client-cert and --client-key need an https:// URL, not " +
+                                 inv.connection.url);
+    return std::nullopt;
+  }
+  inv.client = std::make_unique<Client>(std::move(*url), inv.connection.token, inv.tls);
   return inv;
 }
 

@@ -37,7 +37,8 @@ constexpr char kBenchUsage[] =
     "time (default 1) and finish them. Prints\n"
     "the throughput from the first add to the last finish and the add->accept latency\n"
     "percentiles; --json prints {jobs, seconds, jobs_per_second, latency_ms: {p50, p90, p99},\n"
-    "producers, workers, batch}. Each thread has its own connection.\n";
+    "producers, workers, batch}. Each thread has its own connection (over TLS for https://,\n"
+    "with one TLS configuration loaded once).\n";
 
 struct TypeRow {
   std::string type;
@@ -242,9 +243,9 @@ Response with_retries(BenchShared& shared, Call&& call) {
 }
 
 // Adds jobs [begin, end), `batch` per request (POST /v1/jobs/{type}/batch when batch > 1).
-void producer(const Url& url, const std::string& token, BenchShared& shared, int64_t begin,
-              int64_t end, size_t payload, int batch) {
-  Client client(url, token);
+void producer(const Invocation& inv, BenchShared& shared, int64_t begin, int64_t end,
+              size_t payload, int batch) {
+  Client client(inv.client->url(), inv.connection.token, inv.tls);
   const std::string single = path("/v1/jobs", {shared.type});
   const std::string batched = path("/v1/jobs", {shared.type, "batch"});
   for (int64_t i = begin; i < end && !shared.stop;) {
@@ -273,8 +274,8 @@ void producer(const Url& url, const std::string& token, BenchShared& shared, int
   }
 }
 
-void worker(const Url& url, const std::string& token, BenchShared& shared, int batch) {
-  Client client(url, token);
+void worker(const Invocation& inv, BenchShared& shared, int batch) {
+  Client client(inv.client->url(), inv.connection.token, inv.tls);
   const std::string accept = path("/v1/accept", {shared.type});
   const Json accept_body = {{"timeout", 1}, {"count", batch}};
   std::vector<double> latencies;
@@ -362,17 +363,13 @@ int run_bench(int argc, char** argv) {
   shared.type = type;
   shared.run = random_run_id();
   shared.epoch = Clock::now();
-  const Url& url = inv->client->url();
-  const std::string& token = inv->connection.token;
-
   std::vector<std::thread> threads;
   for (int64_t w = 0; w < workers; ++w) {
-    threads.emplace_back(worker, std::cref(url), std::cref(token), std::ref(shared),
-                         static_cast<int>(batch));
+    threads.emplace_back(worker, std::cref(*inv), std::ref(shared), static_cast<int>(batch));
   }
   for (int64_t p = 0; p < producers; ++p) {
     const int64_t begin = jobs * p / producers, end = jobs * (p + 1) / producers;
-    threads.emplace_back(producer, std::cref(url), std::cref(token), std::ref(shared), begin, end,
+    threads.emplace_back(producer, std::cref(*inv), std::ref(shared), begin, end,
                          static_cast<size_t>(payload), static_cast<int>(batch));
   }
 

@@ -14,10 +14,16 @@ namespace kvq::cli {
 const char kCommonOptionsHelp[] =
     "\n"
     "common options:\n"
-    "  --url URL      server base URL (default $KVQ_URL, else http://127.0.0.1:7411)\n"
-    "  --token T      bearer token (default $KVQ_TOKEN)\n"
-    "  --json         print the server's JSON response instead of text\n"
-    "  --help, -h     print this help\n"
+    "  --url URL            server base URL (default $KVQ_URL, else http://127.0.0.1:7411);\n"
+    "                       https://HOST[:PORT] for TLS (port 443 when omitted)\n"
+    "  --token T            bearer token (default $KVQ_TOKEN); beyond loopback only over\n"
+    "                       https://: over http:// anyone on the path can read it\n"
+    "  --ca-cert FILE       https: trust the CAs in this PEM file for the server's\n"
+    "                       certificate (default $KVQ_CA_CERT, else the system's store)\n"
+    "  --client-cert FILE   https: present this certificate, to a server that asks for one\n"
+    "  --client-key FILE    and its key (default $KVQ_CLIENT_CERT, $KVQ_CLIENT_KEY)\n"
+    "  --json               print the server's JSON response instead of text\n"
+    "  --help, -h           print this help\n"
     "\n"
     "exit codes: 0 ok, 1 server or network error, 2 usage error, 3 nothing happened in time,\n"
     "            4 halted (409: stop working on the job), 5 not found (404)\n";
@@ -25,7 +31,8 @@ const char kCommonOptionsHelp[] =
 std::optional<ParsedArgs> parse_args(const std::vector<std::string>& args,
                                      const std::vector<OptionSpec>& specs, std::string* error) {
   static const std::vector<OptionSpec> kCommon = {
-      {"url", true}, {"token", true}, {"json", false}, {"help", false}};
+      {"url", true},         {"token", true},      {"ca-cert", true}, {"client-cert", true},
+      {"client-key", true},  {"json", false},      {"help", false}};
   auto find = [&](std::string_view name) -> const OptionSpec* {
     for (const auto* list : {&specs, &kCommon}) {
       for (const auto& spec : *list) {
@@ -113,6 +120,19 @@ Connection connection_from(const ParsedArgs& args, const char* env_url, const ch
                                                                   : "http://127.0.0.1:7411");
   c.token = args.value("token", env_token != nullptr ? env_token : "");
   return c;
+}
+
+TlsFlags tls_flags_from(const ParsedArgs& args, const char* env_ca, const char* env_cert,
+                        const char* env_key) {
+  auto pick = [&](const char* flag, const char* env) {
+    return args.value(flag, env != nullptr ? env : "");
+  };
+  TlsFlags t;
+  t.options.ca_cert = pick("ca-cert", env_ca);
+  t.options.client_cert = pick("client-cert", env_cert);
+  t.options.client_key = pick("client-key", env_key);
+  t.explicit_flags = args.has("ca-cert") || args.has("client-cert") || args.has("client-key");
+  return t;
 }
 
 std::string format_time_ms(int64_t ms) {

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "client.h"
+
 namespace kvq::cli {
 
 // Exit codes of the client commands.
@@ -49,8 +51,8 @@ struct ParsedArgs {
 };
 
 // Parses args[1..] (args[0] is the command name). Options are "--name VALUE", "--name=VALUE" or
-// "--name"; "-h" is "--help"; "--" ends the options. The common options (--url, --token, --json,
-// --help) are always accepted. Returns nullopt and sets *error on an unknown option or a
+// "--name"; "-h" is "--help"; "--" ends the options. The common options (--url, --token,
+// --ca-cert, --client-cert, --client-key, --json, --help) are always accepted. Returns nullopt and sets *error on an unknown option or a
 // missing value.
 std::optional<ParsedArgs> parse_args(const std::vector<std::string>& args,
                                      const std::vector<OptionSpec>& specs, std::string* error);
@@ -66,6 +68,16 @@ struct Connection {
   std::string token;
 };
 Connection connection_from(const ParsedArgs& args, const char* env_url, const char* env_token);
+
+// The TLS options, each its flag, else its variable: --ca-cert / $KVQ_CA_CERT, --client-cert /
+// $KVQ_CLIENT_CERT, --client-key / $KVQ_CLIENT_KEY. `explicit_flags` says whether any of the
+// three flags was given (a usage error with an http:// URL, where the variables are ignored).
+struct TlsFlags {
+  TlsOptions options;
+  bool explicit_flags = false;
+};
+TlsFlags tls_flags_from(const ParsedArgs& args, const char* env_ca, const char* env_cert,
+                        const char* env_key);
 
 // ---- formatting ------------------------------------------------------------------------------
 

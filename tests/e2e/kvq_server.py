@@ -23,7 +23,7 @@ import urllib.parse
 
 KVQ_BIN = os.environ.get("KVQ_BIN", "/work/main/build/release/src/cli/kvq")
 
-_LISTEN_RE = re.compile(r"listening on (http://\S+)")
+_LISTEN_RE = re.compile(r"listening on (https?://\S+)")
 _ids = itertools.count(1)
 
 
@@ -96,14 +96,34 @@ class Response:
 _DEFAULT = object()
 
 
-class Client:
-    """A tiny blocking HTTP client: one connection per request."""
+def serve_supports(flag):
+    """Whether this KVQ_BIN's `kvq serve --help` lists `flag` (e.g. "--tls-cert")."""
+    try:
+        r = subprocess.run([KVQ_BIN, "serve", "--help"], capture_output=True, text=True,
+                           timeout=20)
+    except OSError:
+        return False
+    return flag in r.stdout + r.stderr
 
-    def __init__(self, url, token=None, timeout=30):
+
+class Client:
+    """A tiny blocking HTTP client: one connection per request. For an https:// URL it
+    speaks TLS, with `ssl_context` (an ssl.SSLContext) deciding whom to trust."""
+
+    def __init__(self, url, token=None, timeout=30, ssl_context=None):
         parts = urllib.parse.urlsplit(url)
         self.host, self.port = parts.hostname, parts.port
         self.token = token
         self.timeout = timeout
+        self.https = parts.scheme == "https"
+        self.ssl_context = ssl_context
+
+    def connection(self, timeout=None):
+        """A new http.client connection to the server (HTTPS for an https:// URL)."""
+        if self.https:
+            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout or self.timeout,
+                                               context=self.ssl_context)
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout or self.timeout)
 
     def _headers(self, token, extra):
         h = {}
@@ -124,8 +144,7 @@ class Client:
             data = data.encode()
         if data is not None:
             h.setdefault("Content-Type", "application/json")
-        conn = http.client.HTTPConnection(self.host, self.port,
-                                          timeout=timeout or self.timeout)
+        conn = self.connection(timeout)
         try:
             conn.request(method, path, body=data, headers=h)
             r = conn.getresponse()
@@ -203,7 +222,7 @@ class EventStream:
     """A text/event-stream reader. `status`/`response` tell whether it opened."""
 
     def __init__(self, client, path, timeout):
-        self.conn = http.client.HTTPConnection(client.host, client.port, timeout=timeout)
+        self.conn = client.connection(timeout)
         self.conn.request("GET", path, headers=client._headers(_DEFAULT, {"Accept": "text/event-stream"}))
         self.response = self.conn.getresponse()
         self.status = self.response.status
@@ -241,13 +260,14 @@ class KvqServer:
     (or a given one, so a restart can reuse it)."""
 
     def __init__(self, data_dir=None, token=None, durability="nosync",
-                 max_body=None, extra_args=()):
+                 max_body=None, extra_args=(), ssl_context=None):
         self._own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="kvq-e2e-")
         self.token = token
         self.durability = durability
         self.max_body = max_body
         self.extra_args = list(extra_args)
+        self.ssl_context = ssl_context  # what client() trusts when the server speaks https
         self.proc = None
         self.url = None
         self.first_line = None
@@ -307,7 +327,8 @@ class KvqServer:
         return self._stderr.read().decode(errors="replace")[-4000:]
 
     def client(self, token=_DEFAULT, timeout=30):
-        return Client(self.url, self.token if token is _DEFAULT else token, timeout)
+        return Client(self.url, self.token if token is _DEFAULT else token, timeout,
+                      self.ssl_context)
 
     def stop(self, grace=10):
         """SIGTERM, wait up to `grace` seconds, then SIGKILL. Returns True if it

@@ -593,7 +593,7 @@ class UsageAndNetworkErrors(CliTestCase):
 
     def test_a_url_that_is_not_http_is_a_usage_error(self):
         r = self.assertExit(run_kvq("types", url="notaurl"), 2)
-        self.assertIn("only http:// URLs are supported", r.stderr)
+        self.assertIn("only http:// and https:// URLs are supported", r.stderr)
 
 
 class Token(CliTestCase):
