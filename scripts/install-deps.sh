@@ -13,7 +13,7 @@ packages=(
   liblmdb-dev lmdb-utils
   libjemalloc-dev
   nlohmann-json3-dev libsimdjson-dev
-  libboost-dev
+  libboost-dev libssl-dev
   etcd-server etcd-client openssl
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   python3
