@@ -158,6 +158,68 @@ TEST_F(HttpServerTest, AnExchangeDroppedUnansweredClosesItsConnectionAndDoesNotH
   server_.reset();
 }
 
+// ---- before the body ----
+
+// Reads one response's head (up to the blank line); "" if the server sends none within `wait`.
+std::string read_head(int fd, std::chrono::milliseconds wait) {
+  std::string got;
+  const auto deadline = Clock::now() + wait;
+  while (got.find("\r\n\r\n") == std::string::npos) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return "";
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+    char buffer[4096];
+    ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+    if (n <= 0) return got;
+    got.append(buffer, static_cast<size_t>(n));
+  }
+  return got;
+}
+
+TEST_F(HttpServerTest, AWrongTokenIsRefusedOnTheHeaderBeforeAnyBodyArrives) {
+  std::atomic<int> called{0};
+  Router router;
+  router.add("POST", "/x", [&](Request&, std::shared_ptr<Exchange> ex) {
+    ++called;
+    ex->reply({200, "{}"});
+  });
+  HttpOptions options;
+  options.token = "secret";
+  start(std::move(router), options);
+  int fd = connect_client();
+  const std::string head = "POST /x HTTP/1.1\r\nHost: k\r\nAuthorization: Bearer secreT\r\nContent-Length: 1000000\r\n\r\n";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  // Not a byte of the body is sent: the answer must come from the header alone.
+  const std::string answer = read_head(fd, 5s);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 401 ", 0), 0u) << answer;
+  EXPECT_NE(answer.find("Connection: close"), std::string::npos) << answer;
+  EXPECT_TRUE(closed_within(fd, 5s));
+  ::close(fd);
+  EXPECT_EQ(called, 0);
+}
+
+TEST_F(HttpServerTest, SlowHeadersAndBodiesAreCutOffAtTheirTimeouts) {
+  Router router;
+  router.add("POST", "/x", [](Request&, std::shared_ptr<Exchange> ex) { ex->reply({200, "{}"}); });
+  HttpOptions options;
+  options.header_timeout = 300ms;
+  options.body_timeout = 300ms;
+  start(std::move(router), options);
+  int header = connect_client();
+  int body = connect_client();
+  const std::string part_header = "POST /x HTTP/1.1\r\nHost: k\r\nContent-Le";
+  const std::string part_body = "POST /x HTTP/1.1\r\nHost: k\r\nContent-Length: 100\r\n\r\n{\"a\":";
+  ASSERT_GT(::send(header, part_header.data(), part_header.size(), MSG_NOSIGNAL), 0);
+  ASSERT_GT(::send(body, part_body.data(), part_body.size(), MSG_NOSIGNAL), 0);
+  const auto started = Clock::now();
+  EXPECT_TRUE(closed_within(header, 5s)) << "a header that never ended held its connection";
+  EXPECT_TRUE(closed_within(body, 5s)) << "a body that never ended held its connection";
+  EXPECT_LT(Clock::now() - started, 3s);
+  ::close(header);
+  ::close(body);
+}
+
 // ---- TLS ----
 
 namespace asio = boost::asio;
