@@ -309,6 +309,10 @@ class Session : public SessionBase {
     route_ = request_in_.route;
     match_ = *hit;
     if (parser_->is_done()) return dispatch();
+    // Public routes are reads; a body there would let a client without the token hold memory.
+    if (match_.access == Router::Access::kPublic) {
+      return refuse(error_response(413, "body_too_large", "this route takes no request body"));
+    }
     // The declared length, or the most a chunked body may reach.
     const size_t wanted = parser_->content_length() ? static_cast<size_t>(*parser_->content_length())
                                                      : server_.options.max_body;

@@ -389,6 +389,11 @@ class MalformedHttp(ServerTestCase):
         self.check(self.request(["POST /v1/jobs/t HTTP/1.1", "Host: x", "Content-Length: 999999999"]),
                    413, "body_too_large")
 
+    def test_a_body_on_a_public_route_is_413(self):
+        # Public routes need no token: a body there is refused unread, not held.
+        self.check(self.request(["GET /healthz HTTP/1.1", "Host: x", "Content-Length: 100000"]),
+                   413, "body_too_large")
+
     def test_long_target_is_414(self):
         self.check(self.request(["GET /" + "a" * 9000 + " HTTP/1.1", "Host: x"]), 414, "target_too_long")
         # Longer than the whole header limit: the request line never ends within it.
