@@ -76,8 +76,13 @@ nlohmann::json job_json(const jobs::JobInfo& info);
 nlohmann::json event_json(const jobs::JobEvent& event);
 // {"type", "timeout", "finished_retention"}: seconds, the retention null when there is none.
 nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& settings);
-// A query parameter as a number; nullopt if absent; an ApiError if malformed.
+// A query parameter as a number; nullopt if absent; an ApiError if malformed or beyond
+// ±kMaxJsonInteger (json_body.h), so that a cast to int64_t never wraps.
 std::optional<double> query_number(const Request& r, const std::string& name, ApiError* error);
+// A query parameter as a decimal integer in [min, max]; nullopt if absent; an ApiError naming
+// the parameter and its range otherwise (never a wrapped or truncated value).
+std::optional<int64_t> query_integer(const Request& r, const std::string& name, int64_t min, int64_t max,
+                                     ApiError* error);
 // Seconds (a JSON number or query value) to milliseconds, checked against [0, max_seconds].
 std::optional<jobs::Millis> seconds_field(std::optional<double> value, double max_seconds, const std::string& name,
                                           ApiError* error);

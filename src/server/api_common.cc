@@ -1,6 +1,9 @@
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 
 #include "server/api.h"
+#include "server/json_body.h"
 
 namespace kvq::server {
 
@@ -122,8 +125,28 @@ std::optional<double> query_number(const Request& r, const std::string& name, Ap
   if (it == r.query.end() || it->second.empty()) return std::nullopt;
   char* end = nullptr;
   const double v = std::strtod(it->second.c_str(), &end);
-  if (end == it->second.c_str() || *end != '\0' || !std::isfinite(v)) {
-    *error = invalid_argument("query parameter '" + name + "' must be a number");
+  const double bound = static_cast<double>(kMaxJsonInteger);
+  // Beyond the bound a caller's cast to an integer could wrap (INT64_MAX reads as 2^63).
+  if (end == it->second.c_str() || *end != '\0' || !std::isfinite(v) || v < -bound || v > bound) {
+    *error = invalid_argument("query parameter '" + name + "' must be a number in " + std::to_string(-kMaxJsonInteger) +
+                              ".." + std::to_string(kMaxJsonInteger));
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<int64_t> query_integer(const Request& r, const std::string& name, int64_t min, int64_t max,
+                                     ApiError* error) {
+  auto it = r.query.find(name);
+  if (it == r.query.end() || it->second.empty()) return std::nullopt;
+  const std::string& text = it->second;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  const bool digits = text.find_first_not_of("-0123456789") == std::string::npos;
+  if (!digits || end == text.c_str() || *end != '\0' || errno == ERANGE || v < min || v > max) {
+    *error = invalid_argument("query parameter '" + name + "' must be an integer in " + std::to_string(min) + ".." +
+                              std::to_string(max));
     return std::nullopt;
   }
   return v;

@@ -11,6 +11,7 @@ using Ex = std::shared_ptr<Exchange>;
 constexpr double kMaxWaitSeconds = 300;
 constexpr size_t kMaxBatchAdd = 1000;
 constexpr int64_t kMaxAcceptCount = 100;
+constexpr int64_t kMaxListLimit = 10000;
 
 // The body of one job to add, checked.
 struct NewJob {
@@ -112,12 +113,9 @@ void add_producer_routes(Router& router, Api& api) {
     }
     if (auto it = r.query.find("worker"); it != r.query.end()) options.worker = it->second;
     if (auto it = r.query.find("cursor"); it != r.query.end()) options.cursor = it->second;
-    auto limit = query_number(r, "limit", &error);
+    auto limit = query_integer(r, "limit", 1, kMaxListLimit, &error);
     if (error.status) return reply_error(*ex, error);
-    if (limit) {
-      if (*limit < 1 || *limit > 10000) return reply_error(*ex, invalid_argument("'limit' must be in 1..10000"));
-      options.limit = static_cast<size_t>(*limit);
-    }
+    if (limit) options.limit = static_cast<size_t>(*limit);
     auto page = api.jobs.list(r.params["type"], options);
     if (!page.ok()) return reply_status(*ex, page.status());
     auto list = nlohmann::json::array();
@@ -147,11 +145,8 @@ void add_accept_route(Router& router, Api& api) {
     auto worker = body->string("worker", &error);
     auto max_priority = body->integer("max_priority", &error);
     auto max_time = body->integer("max_scheduled_time", &error);
-    auto count = body->integer("count", &error);
+    auto count = body->integer("count", &error, 1, kMaxAcceptCount);
     if (error.status) return reply_error(*ex, error);
-    if (count && (*count < 1 || *count > kMaxAcceptCount)) {
-      return reply_error(*ex, invalid_argument("'count' must be in 1..100"));
-    }
     if (timeout) options.timeout = *timeout;
     if (worker) options.worker = *worker;
     options.max_priority = max_priority;

@@ -28,6 +28,7 @@ struct Response {
   unsigned status = 200;
   std::string body;  // empty for 204
   std::string content_type = "application/json";
+  unsigned retry_after = 0;  // seconds; 0 sends no Retry-After header
 };
 
 class Exchange {

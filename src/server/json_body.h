@@ -2,6 +2,7 @@
 // route takes, each of the right type. Every problem is an ApiError naming the field.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -14,16 +15,25 @@
 
 namespace kvq::server {
 
+// 2^53 - 1: the largest integer a JSON number keeps exactly in every implementation (I-JSON,
+// RFC 7493), and so the bound of every integer the API takes unless a field says less.
+inline constexpr int64_t kMaxJsonInteger = (int64_t{1} << 53) - 1;
+
 class JsonBody {
  public:
-  // An empty body reads as {}. `allowed` lists the fields the route takes.
+  // An empty body reads as {}. `allowed` lists the fields the route takes. A NUL byte anywhere
+  // (even after the value) makes the body malformed.
   static std::variant<JsonBody, ApiError> parse(std::string_view text, std::initializer_list<std::string_view> allowed);
   explicit JsonBody(nlohmann::json object) : object_(std::move(object)) {}
 
   bool has(std::string_view field) const;
   // Each returns the field's value, std::nullopt if absent, or sets *error if of another type.
   std::optional<std::string> string(std::string_view field, ApiError* error) const;
-  std::optional<int64_t> integer(std::string_view field, ApiError* error) const;
+  // An integer within [min, max] (by default the range every JSON implementation holds
+  // exactly, ±kMaxJsonInteger); one outside it, however large, is an error naming the field,
+  // never a wrapped value.
+  std::optional<int64_t> integer(std::string_view field, ApiError* error, int64_t min = -kMaxJsonInteger,
+                                 int64_t max = kMaxJsonInteger) const;
   std::optional<double> number(std::string_view field, ApiError* error) const;
   std::optional<bool> boolean(std::string_view field, ApiError* error) const;
   // A JSON object field, serialized (job data, worker info).

@@ -53,6 +53,13 @@ void Metrics::finished(const std::string& type) {
   ++finishes_[type];
 }
 
+void Metrics::accept_error(std::string_view reason) {
+  std::lock_guard lock(mu_);
+  auto it = accept_errors_.find(reason);
+  if (it == accept_errors_.end()) it = accept_errors_.find("other");
+  ++it->second;
+}
+
 Metrics::Totals Metrics::totals() {
   std::lock_guard lock(mu_);
   return {accepts_, finishes_};
@@ -98,6 +105,9 @@ std::string Metrics::render(jobs::Jobs& jobs) {
       << "kvq_store_retries_total{reason=\"aborted\"} " << retries.aborted << "\n"
       << "kvq_store_retries_total{reason=\"unavailable\"} " << retries.unavailable << "\n"
       << "kvq_store_retries_total{reason=\"unknown_result\"} " << retries.unknown_result << "\n";
+  out << "# HELP kvq_http_accept_errors_total Connections this server failed to accept, by reason (emfile, enfile: out of descriptors; nomem: out of kernel memory; other).\n"
+      << "# TYPE kvq_http_accept_errors_total counter\n";
+  for (const auto& [why, n] : accept_errors_) out << "kvq_http_accept_errors_total{reason=\"" << why << "\"} " << n << "\n";
   out << "# HELP kvq_http_requests_total HTTP requests by route and status.\n"
       << "# TYPE kvq_http_requests_total counter\n";
   for (const auto& [key, n] : requests_) {

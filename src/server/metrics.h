@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvq/jobs.h"
@@ -28,6 +29,8 @@ class Metrics {
   void request(const std::string& route, unsigned status);
   void accepted(const std::string& type, double waited_seconds);
   void finished(const std::string& type);
+  // A failed accept(2): reason "emfile", "enfile", "nomem" or "other" (http_server.h).
+  void accept_error(std::string_view reason);
   // The whole exposition, including kvq_jobs counted now through `jobs`.
   std::string render(jobs::Jobs& jobs);
 
@@ -44,6 +47,7 @@ class Metrics {
   std::map<std::pair<std::string, unsigned>, uint64_t> requests_;
   std::map<std::string, uint64_t> accepts_;
   std::map<std::string, uint64_t> finishes_;
+  std::map<std::string, uint64_t, std::less<>> accept_errors_{{"emfile", 0}, {"enfile", 0}, {"nomem", 0}, {"other", 0}};
   std::array<uint64_t, kBuckets.size()> wait_buckets_{};
   uint64_t wait_count_ = 0;
   double wait_sum_ = 0;

@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "kvq/etcd_store.h"
@@ -52,11 +53,14 @@ int run_serve(int argc, char** argv) {
   const auto colon = options.listen.rfind(':');
   http.host = options.listen.substr(0, colon);
   if (http.host.size() > 1 && http.host.front() == '[') http.host = http.host.substr(1, http.host.size() - 2);
-  unsigned long port = std::strtoul(options.listen.c_str() + colon + 1, nullptr, 10);
-  if (port > 65535) return fail("port out of range in --listen " + options.listen);
-  http.port = static_cast<unsigned short>(port);
+  // parse_serve_options has checked the port: digits, at most 65535.
+  http.port = static_cast<unsigned short>(std::strtoul(options.listen.c_str() + colon + 1, nullptr, 10));
   http.token = options.token;
   http.max_body = options.max_body;
+  http.max_body_memory = options.max_body_memory;
+  http.tls_cert = options.tls_cert;
+  http.tls_key = options.tls_key;
+  http.tls_client_ca = options.tls_client_ca;
   http.io_threads = options.io_threads;
   // An LMDB commit without fsync takes microseconds: handing it to another thread and back
   // costs more than it does, so it runs where the request was read. A call that can wait on a
@@ -115,13 +119,17 @@ int run_serve(int argc, char** argv) {
   // that waits for an fsync holds up no thread: the reply goes out once it is on disk.
   http.nonblocking_store = (*store)->nonblocking();
   const bool debug = options.log_level == "debug";
+  http.on_accept_error = [&metrics](std::string_view reason) { metrics.accept_error(reason); };
+  http.log = [](const std::string& line) { std::fprintf(stderr, "kvq serve: %s\n", line.c_str()); };
   HttpServer server(http, std::move(router), [&metrics, debug](const std::string& route, unsigned status) {
     metrics.request(route, status);
     if (debug) std::fprintf(stderr, "kvq serve: %u %s\n", status, route.empty() ? "-" : route.c_str());
   });
   auto bound = server.listen();
   if (auto* error = std::get_if<std::string>(&bound)) return fail(*error);
-  std::printf("kvq serve: listening on http://%s:%u store %s\n", http.host.c_str(), std::get<unsigned short>(bound),
+  const bool ipv6 = http.host.find(':') != std::string::npos;
+  std::printf("kvq serve: listening on %s://%s%s%s:%u store %s\n", http.tls_cert.empty() ? "http" : "https",
+              ipv6 ? "[" : "", http.host.c_str(), ipv6 ? "]" : "", std::get<unsigned short>(bound),
               (*store)->describe().c_str());
   std::fflush(stdout);
 

@@ -25,6 +25,12 @@ const char kServeUsage[] =
     "  --durability MODE    sync (default: nothing is acknowledged before it is on disk) or nosync\n"
     "  --token TOKEN        require 'Authorization: Bearer TOKEN' (default: $KVQ_TOKEN; none)\n"
     "  --max-body BYTES     largest request body accepted (default 1048576)\n"
+    "  --max-body-memory BYTES\n"
+    "                       request bodies held at once, all connections together; beyond it\n"
+    "                       requests with a body get 503 (default 67108864)\n"
+    "  --tls-cert FILE      with --tls-key: serve HTTPS with this certificate chain (PEM)\n"
+    "  --tls-key FILE       the certificate's private key (PEM)\n"
+    "  --tls-client-ca FILE also require a client certificate signed by this CA (PEM)\n"
     "  --log-level LEVEL    error, warn, info (default) or debug (logs every request)\n"
     "  --io-threads N       threads serving connections (default 2)\n"
     "  --worker-threads N   threads running store operations; 0 runs them on the I/O threads\n"
@@ -46,7 +52,10 @@ bool to_number(const std::string& text, unsigned long long max, unsigned long lo
 std::string apply(ServeOptions& o, const std::string& name, const std::string& value) {
   unsigned long long n = 0;
   if (name == "listen") {
-    if (value.rfind(':') == std::string::npos) return "--listen wants HOST:PORT, got '" + value + "'";
+    const auto colon = value.rfind(':');
+    if (colon == std::string::npos || colon == 0 || !to_number(value.substr(colon + 1), 65535, n)) {
+      return "--listen wants HOST:PORT with a port in 0..65535, got '" + value + "'";
+    }
     o.listen = value;
   } else if (name == "data") {
     if (value.empty()) return "--data wants a directory";
@@ -73,6 +82,18 @@ std::string apply(ServeOptions& o, const std::string& name, const std::string& v
   } else if (name == "max-body") {
     if (!to_number(value, 64ull << 20, n) || n < 1024) return "--max-body wants 1024..67108864 bytes";
     o.max_body = n;
+  } else if (name == "max-body-memory") {
+    if (!to_number(value, 1ull << 40, n) || n < 1024) return "--max-body-memory wants 1024..1099511627776 bytes";
+    o.max_body_memory = n;
+  } else if (name == "tls-cert") {
+    if (value.empty()) return "--tls-cert wants a file";
+    o.tls_cert = value;
+  } else if (name == "tls-key") {
+    if (value.empty()) return "--tls-key wants a file";
+    o.tls_key = value;
+  } else if (name == "tls-client-ca") {
+    if (value.empty()) return "--tls-client-ca wants a file";
+    o.tls_client_ca = value;
   } else if (name == "log-level") {
     if (value != "error" && value != "warn" && value != "info" && value != "debug") {
       return "--log-level wants error, warn, info or debug";
@@ -145,6 +166,8 @@ std::variant<ServeOptions, std::string> parse_serve_options(int argc, char** arg
     if (name == "config") continue;
     if (auto e = apply(o, name, value); !e.empty()) return e;
   }
+  if (o.tls_cert.empty() != o.tls_key.empty()) return "--tls-cert and --tls-key go together";
+  if (!o.tls_client_ca.empty() && o.tls_cert.empty()) return "--tls-client-ca needs --tls-cert and --tls-key";
   return o;
 }
 

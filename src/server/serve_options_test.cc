@@ -51,6 +51,34 @@ TEST(ServeOptionsTest, BadValuesAreNamed) {
   EXPECT_NE(std::get<std::string>(parse({"--config", "/nonexistent/kvq.conf"})).find("cannot read"), std::string::npos);
 }
 
+TEST(ServeOptionsTest, AListenPortMustBeADecimalNumberUpTo65535) {
+  for (const char* bad : {"127.0.0.1:abc", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:0x10", ":7411"}) {
+    auto parsed = parse({"--listen", bad});
+    ASSERT_TRUE(std::holds_alternative<std::string>(parsed)) << bad << " was accepted";
+    EXPECT_NE(std::get<std::string>(parsed).find("0..65535"), std::string::npos) << bad;
+  }
+  EXPECT_EQ(std::get<ServeOptions>(parse({"--listen", "0.0.0.0:0"})).listen, "0.0.0.0:0");
+  EXPECT_EQ(std::get<ServeOptions>(parse({"--listen", "[::1]:65535"})).listen, "[::1]:65535");
+}
+
+TEST(ServeOptionsTest, TlsFilesGoTogether) {
+  auto o = std::get<ServeOptions>(parse({"--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem"}));
+  EXPECT_EQ(o.tls_cert, "c.pem");
+  EXPECT_EQ(o.tls_key, "k.pem");
+  EXPECT_EQ(o.tls_client_ca, "ca.pem");
+  EXPECT_NE(std::get<std::string>(parse({"--tls-cert", "c.pem"})).find("--tls-key"), std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--tls-key", "k.pem"})).find("--tls-cert"), std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--tls-client-ca", "ca.pem"})).find("--tls-cert"), std::string::npos);
+}
+
+TEST(ServeOptionsTest, BodyMemoryHasARange) {
+  EXPECT_EQ(std::get<ServeOptions>(parse({})).max_body_memory, 64u << 20);
+  EXPECT_EQ(std::get<ServeOptions>(parse({"--max-body-memory", "8388608"})).max_body_memory, 8u << 20);
+  EXPECT_NE(std::get<std::string>(parse({"--max-body-memory", "10"})).find("max-body-memory"), std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--max-body-memory", "99999999999999999999999"})).find("max-body-memory"),
+            std::string::npos);
+}
+
 TEST(ServeOptionsTest, AnEtcdStoreIsGivenAsAUrl) {
   auto o = std::get<ServeOptions>(parse({"--store", "etcd://10.0.0.1:2379,10.0.0.2:2379/kvq-prod"}));
   EXPECT_EQ(o.store, "etcd://10.0.0.1:2379,10.0.0.2:2379/kvq-prod");

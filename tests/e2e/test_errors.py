@@ -1,7 +1,9 @@
 """Named errors (and that a failed request changes nothing), auth, and /metrics."""
 
+import http.client
 import json
 import re
+import socket
 import unittest
 
 from kvq_server import ServerTestCase, q, uniq
@@ -317,6 +319,171 @@ class Metrics(ServerTestCase):
         self.assertTrue(any(l["status"] == "200" and v >= 1 for l, v in reqs), reqs)
         self.assertTrue(any(l["status"] == "404" and v >= 1 for l, v in reqs), reqs)
         self.assertTrue(value("kvq_accepts_total", type=t), "no kvq_accepts_total for the type")
+
+
+def exchange(server, raw, timeout=10):
+    """Sends `raw` bytes on a fresh connection and half-closes nothing: returns
+    (status, headers, body bytes, closed) where `closed` says the server ended the
+    connection after its answer. Raises if no whole response arrives."""
+    host, port = server.url.split("//")[1].rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=timeout)
+    try:
+        try:
+            sock.sendall(raw)
+        except OSError:
+            pass  # the server may answer and stop reading first
+        r = http.client.HTTPResponse(sock)
+        r.begin()
+        body = r.read()
+        headers = {k.lower(): v for k, v in r.getheaders()}
+        # After the answer the server closes: a read sees the end within the timeout.
+        try:
+            rest = sock.recv(1)
+            closed = rest == b""
+        except ConnectionResetError:
+            closed = True
+        except socket.timeout:
+            closed = False
+        return r.status, headers, body, closed
+    finally:
+        sock.close()
+
+
+class MalformedHttp(ServerTestCase):
+    """Requests Beast cannot frame, or that break the limits, get a status and a JSON
+    error body, then the connection closes (docs/http-api.md, "Malformed requests")."""
+
+    def check(self, raw, status, error):
+        got, headers, body, closed = exchange(self.server, raw)
+        self.assertEqual(got, status, (raw[:80], body))
+        doc = json.loads(body)
+        self.assertEqual(doc.get("error"), error, doc)
+        self.assertIsInstance(doc.get("message"), str, doc)
+        self.assertEqual(headers.get("connection"), "close", headers)
+        self.assertTrue(closed, "the connection stayed open after %r" % raw[:80])
+
+    def request(self, head_lines, body=b""):
+        head = "\r\n".join(head_lines) + "\r\n\r\n"
+        return head.encode() + body
+
+    def test_bad_content_length_is_400(self):
+        for value in ["-1", "0x10", "18446744073709551616", "1 2", "abc"]:
+            with self.subTest(content_length=value):
+                self.check(self.request(["POST /v1/jobs/t HTTP/1.1", "Host: x",
+                                         "Content-Length: " + value]), 400, "bad_request")
+
+    def test_bad_chunk_is_400(self):
+        raw = self.request(["POST /v1/jobs/t HTTP/1.1", "Host: x", "Transfer-Encoding: chunked"]) + \
+            b"zz\r\n{}\r\n0\r\n\r\n"
+        self.check(raw, 400, "bad_request")
+
+    def test_nul_in_a_header_is_400(self):
+        self.check(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n", 400, "bad_request")
+
+    def test_target_not_starting_with_slash_is_400(self):
+        self.check(self.request(["GET Xv1/types HTTP/1.1", "Host: x"]), 400, "bad_request")
+        self.check(self.request(["GET http://x/v1/types HTTP/1.1", "Host: x"]), 400, "bad_request")
+
+    def test_body_over_the_limit_is_413_before_it_is_sent(self):
+        # Only the header: the 413 comes from the declared length alone.
+        self.check(self.request(["POST /v1/jobs/t HTTP/1.1", "Host: x", "Content-Length: 999999999"]),
+                   413, "body_too_large")
+
+    def test_a_body_on_a_public_route_is_413(self):
+        # Public routes need no token: a body there is refused unread, not held.
+        self.check(self.request(["GET /healthz HTTP/1.1", "Host: x", "Content-Length: 100000"]),
+                   413, "body_too_large")
+
+    def test_long_target_is_414(self):
+        self.check(self.request(["GET /" + "a" * 9000 + " HTTP/1.1", "Host: x"]), 414, "target_too_long")
+        # Longer than the whole header limit: the request line never ends within it.
+        self.check(self.request(["GET /" + "a" * 20000 + " HTTP/1.1", "Host: x"]), 414, "target_too_long")
+
+    def test_large_header_is_431(self):
+        self.check(self.request(["GET /healthz HTTP/1.1", "Host: x", "X-Big: " + "b" * 17000]),
+                   431, "header_too_large")
+
+    def test_other_versions_are_505(self):
+        self.check(self.request(["GET /healthz HTTP/2.0", "Host: x"]), 505, "http_version_not_supported")
+        self.check(self.request(["GET /healthz HTTP/1.2", "Host: x"]), 505, "http_version_not_supported")
+
+    def test_http_0_9_request_line_is_answered(self):
+        # No version at all: answered in HTTP/1.1 (which an HTTP/0.9 client shows as text).
+        self.check(b"GET /healthz\r\n\r\n", 400, "bad_request")
+
+    def test_transfer_codings_other_than_chunked_are_501(self):
+        for coding in ["xchunked", "identity", "gzip"]:
+            with self.subTest(coding=coding):
+                raw = self.request(["POST /v1/jobs/t HTTP/1.1", "Host: x", "Transfer-Encoding: " + coding,
+                                    "Content-Length: 2"], b"{}")
+                self.check(raw, 501, "not_implemented")
+        raw = self.request(["POST /v1/jobs/t HTTP/1.1", "Host: x", "Transfer-Encoding: gzip, chunked"],
+                           b"2\r\n{}\r\n0\r\n\r\n")
+        self.check(raw, 501, "not_implemented")
+
+    def test_chunked_with_content_length_is_400(self):
+        raw = self.request(["POST /v1/jobs/t HTTP/1.1", "Host: x", "Transfer-Encoding: chunked",
+                            "Content-Length: 7"], b"2\r\n{}\r\n0\r\n\r\n")
+        self.check(raw, 400, "bad_request")
+
+    def test_chunked_body_is_still_served(self):
+        t = uniq("chunk")
+        self.assertStatus(self.c.set_timeout(t, 30), 200)
+        body = json.dumps({"id": "j1"}).encode()
+        raw = self.request(["POST /v1/jobs/%s HTTP/1.1" % t, "Host: x", "Transfer-Encoding: chunked",
+                            "Connection: close"], b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+        got, _, reply, _ = exchange(self.server, raw)
+        self.assertEqual(got, 200, reply)
+        self.assertJobState(t, "j1", "pending")
+
+
+class NumberRanges(ServerTestCase):
+    """Every number a request carries has a range (docs/http-api.md); outside it the
+    answer is 400 naming the field, never a wrapped value."""
+
+    def setUp(self):
+        super().setUp()
+        self.t = uniq("num")
+        self.assertStatus(self.c.set_timeout(self.t, 30), 200)
+
+    def test_integers_beyond_the_range_are_400_not_wrapped(self):
+        big = 18446744073709551615
+        for field in ["priority", "scheduled_time"]:
+            for value in [big, 9223372036854775807, 2 ** 53, -(2 ** 53), 1.5, 1e300]:
+                with self.subTest(field=field, value=value):
+                    r = self.c.post("/v1/jobs/%s" % self.t, {"id": uniq("j"), field: value})
+                    self.assertStatus(r, 400, "invalid_argument")
+                    self.assertIn(field, r.json["message"])
+        raw = '{"id": "w", "priority": 18446744073709551615, "scheduled_time": 18446744073709551615}'
+        self.assertStatus(self.c.post("/v1/jobs/%s" % self.t, raw=raw), 400, "invalid_argument")
+        self.assertEqual(self.c.get("/v1/jobs/%s/w" % self.t).status, 404)
+        # The bounds themselves are accepted.
+        for value in [2 ** 53 - 1, -(2 ** 53 - 1)]:
+            self.assertStatus(self.c.post("/v1/jobs/%s" % self.t, {"id": uniq("j"), "priority": value}), 200)
+
+    def test_accept_fields_have_ranges(self):
+        for body in [{"count": 0}, {"count": 101}, {"count": 18446744073709551615},
+                     {"max_priority": 2 ** 63}, {"max_scheduled_time": 18446744073709551615},
+                     {"timeout": 301}, {"timeout": -1}]:
+            with self.subTest(body=body):
+                r = self.c.post("/v1/accept/%s" % self.t, body)
+                self.assertStatus(r, 400, "invalid_argument")
+                self.assertIn(next(iter(body)), r.json["message"])
+
+    def test_query_numbers_have_ranges(self):
+        for path in ["/v1/types/%s/pending?max_scheduled_time=9223372036854775807",
+                     "/v1/types/%s/pending?max_scheduled_time=1e300",
+                     "/v1/jobs/%s?limit=0", "/v1/jobs/%s?limit=10001", "/v1/jobs/%s?limit=1.5",
+                     "/v1/jobs/%s?limit=18446744073709551616"]:
+            with self.subTest(path=path):
+                r = self.c.get(path % self.t)
+                self.assertStatus(r, 400, "invalid_argument")
+                self.assertIn(path.split("?")[1].split("=")[0], r.json["message"])
+
+    def test_trailing_nul_after_json_is_malformed(self):
+        r = self.c.post("/v1/jobs/%s" % self.t, raw=b'{"id": "n"}\x00')
+        self.assertStatus(r, 400, "malformed_json")
+        self.assertEqual(self.c.get("/v1/jobs/%s/n" % self.t).status, 404)
 
 
 if __name__ == "__main__":
