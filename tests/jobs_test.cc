@@ -778,7 +778,9 @@ TEST_P(JobsTest, AMonitorWhoseReadsStallNeverReenqueuesAWorkerThatReportsOnTime)
   heartbeats.join();
   EXPECT_TRUE(halted.ok()) << "re-enqueued while its worker reported every " << kBeat.count() << " ms: "
                            << halted.to_string();
-  EXPECT_TRUE(lost.ok()) << "a job whose worker stopped was not re-enqueued: " << lost.status().to_string();
+  EXPECT_TRUE(lost.ok()) << "a job whose worker stopped was not re-enqueued: " << lost.status().to_string()
+                         << " (" << std::chrono::duration_cast<std::chrono::milliseconds>(idle).count()
+                         << " ms after accept, " << (*monitor_side)->stats().monitor_checks << " checks)";
   EXPECT_GE(idle, kTimeout);
   EXPECT_TRUE(worker.finish(beating).ok());
   EXPECT_GE((*monitor_side)->stats().reenqueued_by_monitor, 1u);

@@ -351,8 +351,13 @@ TEST_P(WorkersTest, AMonitorWhoseReadsStallNeverDeclaresAWorkerThatHeartbeatsOnT
   stop = true;
   heartbeats.join();
   EXPECT_TRUE(halted.ok()) << "declared dead while heartbeating every " << kBeat.count() << " ms: "
-                           << halted.to_string();
-  EXPECT_EQ(members(), (std::set<std::string>{"beating"})) << "the quiet worker outlived its bound";
+                           << halted.to_string() << " ("
+                           << std::chrono::duration_cast<std::chrono::milliseconds>(idle).count()
+                           << " ms after registering)";
+  EXPECT_EQ(members(), (std::set<std::string>{"beating"}))
+      << "the quiet worker outlived its bound: still there "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(idle).count() << " ms after registering, after "
+      << (*monitor_side)->stats().monitor_checks << " checks";
   EXPECT_GE(idle, kTimeout);
 }
 
