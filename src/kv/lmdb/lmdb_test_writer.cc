@@ -5,6 +5,10 @@
 //                                     each acknowledged value
 //   lmdb_test_writer DIR incr K ID    K idempotent increments of "n", then prints "done"
 //   lmdb_test_writer DIR set KEY VAL  one write, then prints "done"
+//   lmdb_test_writer DIR hold MODE    opens DIR with durability MODE and prints "open", then
+//                                     keeps it open until killed; or prints the error, exits 1
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -40,6 +44,15 @@ int fail(const Status& s) {
 
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
+  if (std::string(argv[2]) == "hold" && argc == 4) {
+    auto mode = parse_durability(argv[3]);
+    if (!mode) return 2;
+    auto held = open_lmdb_store({.path = argv[1], .durability = *mode});
+    std::printf("%s\n", held.ok() ? "open" : held.status().to_string().c_str());
+    std::fflush(stdout);
+    if (!held.ok()) return 1;
+    for (;;) pause();
+  }
   auto store = open_lmdb_store({.path = argv[1]});
   if (!store.ok()) return fail(store.status());
   const std::string mode = argv[2];
