@@ -540,7 +540,8 @@ Status Env::sync_relaxed() {
   };
   // Most of the writing happens here, before taking the lock, so that commits are held up only
   // for what they wrote meanwhile and the two flushes.
-  if (int e = write_back_data(SYNC_FILE_RANGE_WRITE); e) return Internal("sync_file_range: " + errno_text(e));
+  constexpr unsigned kWriteAndWait = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+  if (int e = write_back_data(kWriteAndWait); e) return Internal("sync_file_range: " + errno_text(e));
 
   // LMDB's write lock: while it is held no commit of any process writes a page, so the meta
   // pages now in the page cache describe exactly the data pages written back below.
@@ -571,7 +572,7 @@ Status Env::sync_relaxed() {
   Status status = status_from_lmdb(rc, "pinning the synced LMDB state");
   // 1. The data pages, onto the device (not yet flushed from its cache).
   if (status.ok()) {
-    if (int e = write_back_data(SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER)) {
+    if (int e = write_back_data(kWriteAndWait)) {
       status = Internal("sync_file_range: " + errno_text(e));
     }
   }
