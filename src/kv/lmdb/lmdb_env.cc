@@ -472,6 +472,7 @@ Status Env::write_error(int rc, std::string_view what) {
 
 Status Env::write_failure() const {
   if (durability_) return durability_->failed();
+  if (!relaxed_has_failed_.load(std::memory_order_acquire)) return Status::OK();  // every commit asks
   std::lock_guard lock(relaxed_mu_);
   return relaxed_failed_;
 }
@@ -519,6 +520,7 @@ void Env::run_relaxed_syncer() {
       Status s = sync_relaxed();
       if (!s.ok()) {
         std::lock_guard failed(relaxed_mu_);
+        relaxed_has_failed_.store(true, std::memory_order_release);
         relaxed_failed_ = Internal("the background sync of a relaxed store failed, so no later commit is "
                                    "acknowledged (restart kvq): " + s.to_string());
       }

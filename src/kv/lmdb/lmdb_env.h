@@ -183,6 +183,7 @@ class Env : public std::enable_shared_from_this<Env> {
   bool syncer_stopping_ = false;
   mutable std::mutex relaxed_mu_;
   Status relaxed_failed_;       // with relaxed_mu_
+  std::atomic<bool> relaxed_has_failed_{false};
   MDB_txn* pin_ = nullptr;      // the last synced state (syncer thread only)
   uint64_t synced_version_ = 0; // syncer thread only
   uint64_t sync_counter_ = 0;   // syncer thread only
