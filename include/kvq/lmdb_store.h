@@ -10,7 +10,8 @@
 //   * A full disk fails the commit with kResourceExhausted saying so; reads go on, and
 //     check_health reports the store unable to write until space is free again.
 //   * Every process sharing a directory must use one durability: opening it with the other
-//     fails with kFailedPrecondition naming both (a lock file, `kvq.lock`, records it).
+//     while another process has it open fails with kFailedPrecondition naming both (a lock
+//     file, `kvq.lock`, records it); while this process has it open, with kInvalidArgument.
 //   * Group commit: concurrent commits from the threads of one process are applied in one LMDB
 //     write transaction and share one fsync. Each transaction in the group is validated and
 //     applied on its own, so one that conflicts or fails does not fail the others.
