@@ -153,9 +153,11 @@ class Store {
   // A short description for logs: "lmdb:/var/lib/kvq (sync)".
   virtual std::string describe() const = 0;
   // Whether the store can serve transactions now: OK, or why not (etcd unreachable or without
-  // quorum; an LMDB store that acknowledges no commit since an fsync failed). It reads and
-  // never writes, so a health check may call it often. The default begins a transaction and
-  // reads its version.
+  // quorum; an LMDB store that acknowledges no commit since an fsync failed). kResourceExhausted
+  // means it serves reads but cannot write: an LMDB store whose last write failed for lack of
+  // disk space, until a commit succeeds or a probe (reserving a few MiB in a scratch file, at
+  // most once a second) finds room again. It writes no data, so a health check may call it
+  // often. The default begins a transaction and reads its version.
   virtual Status check_health();
   // True when a transaction never holds up its thread for long: reads come from local memory
   // or a map, and commit_async waits for neither the disk nor other commits. An event loop may

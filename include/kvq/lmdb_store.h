@@ -2,8 +2,16 @@
 //
 // What it promises:
 //   * ACID and crash-safe without recovery: a process killed at any instant leaves the last
-//     committed state. With Durability::kSync (the default) a commit returns OK only after its
-//     data is on disk; kNoSync survives a crash of the process but not of the machine.
+//     committed state. With Durability::kDurable (the default) a commit returns OK only after
+//     its data is on disk. With kRelaxed a commit is on disk within about a second (a
+//     background sync every second, Redis's `appendfsync everysec`): after a power loss the store
+//     opens at a consistent earlier state and has lost at most the commits acknowledged since
+//     the last completed sync (docs/design/storage.md says how, and what it relies on).
+//   * A full disk fails the commit with kResourceExhausted saying so; reads go on, and
+//     check_health reports the store unable to write until space is free again.
+//   * Every process sharing a directory must use one durability: opening it with the other
+//     while another process has it open fails with kFailedPrecondition naming both (a lock
+//     file, `kvq.lock`, records it); while this process has it open, with kInvalidArgument.
 //   * Group commit: concurrent commits from the threads of one process are applied in one LMDB
 //     write transaction and share one fsync. Each transaction in the group is validated and
 //     applied on its own, so one that conflicts or fails does not fail the others.
@@ -25,17 +33,25 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "kvq/kv.h"
 
 namespace kvq {
 
-enum class Durability { kSync, kNoSync };
+// kSync and kNoSync are the modes' former names, kept so that old code still compiles.
+enum class Durability { kDurable, kRelaxed, kSync = kDurable, kNoSync = kRelaxed };
+
+// "durable" or "relaxed".
+const char* durability_name(Durability durability);
+// Parses a mode's name: "durable", "relaxed", or their former names "sync" and "nosync".
+std::optional<Durability> parse_durability(std::string_view name);
 
 struct LmdbOptions {
   std::string path;  // The data directory; created (with parents) if missing.
-  Durability durability = Durability::kSync;
+  Durability durability = Durability::kDurable;
   // The initial size of the memory map. It doubles whenever a commit finds it full.
   uint64_t initial_map_size = uint64_t{1} << 30;
   // Concurrent read transactions allowed across all processes sharing the directory.
@@ -43,6 +59,9 @@ struct LmdbOptions {
   // At most this many transactions are applied together in one group commit.
   size_t max_group_size = 256;
   std::chrono::milliseconds watch_poll_interval{1000};
+  // kRelaxed: how often the background sync runs (at most this much is lost by a power loss,
+  // plus the sync's own duration).
+  std::chrono::milliseconds relaxed_sync_interval{1000};
 };
 
 Result<std::shared_ptr<kv::Store>> open_lmdb_store(const LmdbOptions& options);

@@ -14,8 +14,10 @@ ApiError from_status(const Status& status) {
     case Code::kAborted:
     case Code::kUnavailable:
     case Code::kUnknownResult:
-    case Code::kResourceExhausted:
     case Code::kDeadlineExceeded: return {503, "unavailable", status.to_string()};
+    // A full disk (or map, or etcd's quota): the server is up and serving reads, but this write
+    // can only succeed once an operator frees space; its own name, so that clients can tell.
+    case Code::kResourceExhausted: return {503, "resource_exhausted", status.message()};
     default: return {500, "internal", status.to_string()};
   }
 }

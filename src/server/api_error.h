@@ -18,7 +18,8 @@ struct ApiError {
 // The one mapping from library codes to HTTP: kInvalidArgument 400 invalid_argument,
 // kNotFound 404 not_found, kAlreadyExists 409 already_exists, kFailedPrecondition 409
 // failed_precondition (routes refine it: halted, no_timeout), kAborted / kUnavailable /
-// kUnknownResult / kResourceExhausted / kDeadlineExceeded 503 unavailable, others 500 internal.
+// kUnknownResult / kDeadlineExceeded 503 unavailable, kResourceExhausted (a full disk) 503
+// resource_exhausted, others 500 internal.
 ApiError from_status(const Status& status);
 
 // {"error": ..., "message": ...}

@@ -9,7 +9,12 @@ void add_meta_routes(Router& router, Api& api) {
   router.add("GET", "/healthz", [&api](Request&, std::shared_ptr<Exchange> ex) {
     Status health = api.store.check_health();
     if (!health.ok()) {
-      return reply_json(*ex, 503, {{"status", "unavailable"}, {"store", api.store.describe()}, {"message", health.to_string()}});
+      // "cannot_write": the store serves reads but refuses writes (its disk is full); it
+      // recovers by itself once space is freed.
+      const bool cannot_write = health.code() == Code::kResourceExhausted;
+      return reply_json(*ex, 503, {{"status", cannot_write ? "cannot_write" : "unavailable"},
+                                   {"store", api.store.describe()},
+                                   {"message", health.to_string()}});
     }
     reply_json(*ex, 200, {{"status", "ok"}, {"store", api.store.describe()}});
   }, Router::Access::kPublic);

@@ -22,7 +22,8 @@ const char kServeUsage[] =
     "  --etcd-key FILE\n"
     "  --etcd-user NAME     etcd authentication; the password from --etcd-password or\n"
     "  --etcd-password PW   $KVQ_ETCD_PASSWORD\n"
-    "  --durability MODE    sync (default: nothing is acknowledged before it is on disk) or nosync\n"
+    "  --durability MODE    durable (default: acknowledged once on disk) or relaxed (on disk within\n"
+    "                       about a second); sync and nosync are their former names\n"
     "  --token TOKEN        require 'Authorization: Bearer TOKEN' (default: $KVQ_TOKEN; none)\n"
     "  --max-body BYTES     largest request body accepted (default 1048576)\n"
     "  --max-body-memory BYTES\n"
@@ -34,7 +35,7 @@ const char kServeUsage[] =
     "  --log-level LEVEL    error, warn, info (default) or debug (logs every request)\n"
     "  --io-threads N       threads serving connections (default 2)\n"
     "  --worker-threads N   threads running store operations; 0 runs them on the I/O threads\n"
-    "                       (default: 0 for an LMDB store with nosync, else 32)\n"
+    "                       (default: 0 for an LMDB store with relaxed, else 32)\n"
     "  --config FILE        read 'name = value' lines with these option names first\n"
     "  --help               this text\n"
     "\n"
@@ -74,9 +75,9 @@ std::string apply(ServeOptions& o, const std::string& name, const std::string& v
   } else if (name == "etcd-password") {
     o.etcd_password = value;
   } else if (name == "durability") {
-    if (value == "sync") o.durability = Durability::kSync;
-    else if (value == "nosync") o.durability = Durability::kNoSync;
-    else return "--durability wants sync or nosync, got '" + value + "'";
+    auto mode = parse_durability(value);
+    if (!mode) return "--durability wants durable or relaxed (or sync, nosync), got '" + value + "'";
+    o.durability = *mode;
   } else if (name == "token") {
     o.token = value;
   } else if (name == "max-body") {

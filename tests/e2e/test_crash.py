@@ -22,7 +22,7 @@ class CrashUnderLoad(unittest.TestCase):
         s = self.server
         c = s.client(timeout=5)
         store = c.get("/healthz").json["store"]
-        self.assertTrue(store.endswith("(sync)"), store)
+        self.assertTrue(store.endswith("(durable)"), store)
         # short job timeout so jobs running at the crash come back quickly after it
         c.set_timeout(TYPE, 2)
 

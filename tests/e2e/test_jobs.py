@@ -18,7 +18,7 @@ class HealthAndTypes(ServerTestCase):
         self.assertEqual(body["status"], "ok", r)
         self.assertIn("lmdb:", body["store"], r)
         self.assertIn(self.server.data_dir, body["store"], r)
-        self.assertIn("nosync", body["store"], r)
+        self.assertIn("relaxed", body["store"], r)
 
     def test_types_put_get_list_delete(self):
         t = uniq("types")

@@ -264,9 +264,7 @@ bool CommitQueue::try_group(const Group& group, GroupResult& result, bool& split
     return true;
   };
   DurabilityTracker* durability = env_.durability();
-  if (durability) {
-    if (Status failed = durability->failed(); !failed.ok()) return fail_all(failed);
-  }
+  if (Status failed = env_.write_failure(); !failed.ok()) return fail_all(failed);
   auto txn_or = env_.begin_write();
   if (!txn_or.ok()) return fail_all(txn_or.status());
   MDB_txn* txn = *txn_or;
@@ -300,7 +298,7 @@ bool CommitQueue::try_group(const Group& group, GroupResult& result, bool& split
         split = true;
         return false;
       }
-      return fail_all(status_from_lmdb(rc, "applying a transaction"));
+      return fail_all(env_.write_error(rc, "applying a transaction"));
     }
     m->outcome = {Status::OK(), version};
     wrote = true;
@@ -326,7 +324,8 @@ bool CommitQueue::try_group(const Group& group, GroupResult& result, bool& split
     if (Status s = env_.grow_map(); !s.ok()) return fail_all(s);
     return false;
   }
-  const Status committed = status_from_lmdb(rc, "committing to LMDB");
+  const Status committed = rc == MDB_SUCCESS ? Status::OK() : env_.write_error(rc, "committing to LMDB");
+  if (committed.ok()) env_.write_succeeded();
   if (durability && committed.ok()) durability->commit_done(version);
   if (!committed.ok()) {
     for (const auto& m : group) {

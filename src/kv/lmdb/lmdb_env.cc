@@ -1,5 +1,7 @@
 #include "kv/lmdb/lmdb_env.h"
 
+#include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,12 +14,36 @@
 #include "kv/lmdb/durability.h"
 #include "kv/lmdb/watch_registry.h"
 
+namespace kvq {
+
+const char* durability_name(Durability durability) {
+  return durability == Durability::kRelaxed ? "relaxed" : "durable";
+}
+
+std::optional<Durability> parse_durability(std::string_view name) {
+  if (name == "durable" || name == "sync") return Durability::kDurable;
+  if (name == "relaxed" || name == "nosync") return Durability::kRelaxed;
+  return std::nullopt;
+}
+
+}  // namespace kvq
+
 namespace kvq::kv::lmdb {
 namespace {
 
 constexpr char kVersionKey[] = "version";
 constexpr size_t kReadPoolMax = 64;
 constexpr auto kResizePatience = std::chrono::seconds(5);
+constexpr auto kProbeInterval = std::chrono::seconds(1);
+// A write that fails with EIO while less than this is free is taken for a full disk: LMDB
+// reports a short pwrite, which is what a filling disk gives, as EIO.
+constexpr int64_t kNearlyFullBytes = int64_t{4} << 20;
+constexpr char kModeFile[] = "kvq.lock";
+// kvq.lock: the mode's name at offset 0; bytes from kSyncCounterOffset are rewritten by the
+// relaxed syncer, whose fsync of this file commits the filesystem's journal.
+constexpr off_t kSyncCounterOffset = 64;
+
+std::string errno_text(int e) { return std::strerror(e); }
 
 // LMDB's rule is one environment per directory per process, so opens are shared by path.
 // Never destroyed: an environment whose last reference went on one of its own threads closes on
@@ -44,6 +70,7 @@ std::string registry_key(const std::string& path) {
 }
 
 }  // namespace
+
 
 Status status_from_lmdb(int rc, std::string_view what) {
   if (rc == MDB_SUCCESS) return Status::OK();  // the hot path: no message to build
@@ -188,6 +215,7 @@ Status Env::copy_directory(const std::string& dir, int fd, bool compact) {
 }
 
 Status Env::init() {
+  KVQ_RETURN_IF_ERROR(lock_mode());
   if (int rc = mdb_env_create(&env_); rc) return status_from_lmdb(rc, "mdb_env_create");
   mdb_env_set_maxdbs(env_, 4);
   mdb_env_set_maxreaders(env_, options_.max_readers);
@@ -196,11 +224,12 @@ Status Env::init() {
   }
   // NOTLS: a read snapshot belongs to a kv::Transaction, not to a thread.
   unsigned flags = MDB_NOTLS;
-  // Without fsync, writing pages straight into the map beats malloc + pwrite; see
-  // docs/design/storage.md for why sync keeps the default mode. With sync, a commit's meta page
-  // is synced by the next commit or by the DurabilityTracker, not by LMDB itself.
-  if (options_.durability == Durability::kNoSync) flags |= MDB_NOSYNC | MDB_WRITEMAP;
-  if (options_.durability == Durability::kSync) flags |= MDB_NOMETASYNC;
+  // Never MDB_WRITEMAP: a write through the map onto a hole of a full disk is a SIGBUS, and
+  // with it nothing orders the pages' writeback (docs/design/storage.md). durable: a commit's
+  // meta page is synced by the next commit or by the DurabilityTracker, not by LMDB itself.
+  // relaxed: nothing is synced by a commit; the syncer thread syncs, in order.
+  if (options_.durability == Durability::kRelaxed) flags |= MDB_NOSYNC;
+  if (options_.durability == Durability::kDurable) flags |= MDB_NOMETASYNC;
   if (int rc = mdb_env_open(env_, path_.c_str(), flags, 0644); rc) {
     return status_from_lmdb(rc, "opening LMDB environment in '" + path_ + "'");
   }
@@ -217,9 +246,19 @@ Status Env::init() {
     return status_from_lmdb(rc, "opening LMDB databases");
   }
   if (rc = mdb_txn_commit(txn); rc) return status_from_lmdb(rc, "committing LMDB databases");
-  if (options_.durability == Durability::kSync) {
-    if (rc = mdb_env_sync(env_, 1); rc) return status_from_lmdb(rc, "syncing LMDB databases");
+  if (rc = mdb_env_sync(env_, 1); rc) return status_from_lmdb(rc, "syncing LMDB databases");
+  if (options_.durability == Durability::kDurable) {
     durability_ = std::make_unique<DurabilityTracker>([this] { return sync_to_disk(); });
+  } else {
+    MDB_stat st;
+    mdb_env_stat(env_, &st);  // reads the map: here, where it cannot be resized meanwhile
+    page_size_ = static_cast<off_t>(st.ms_psize);
+    // The state just synced is the first one the syncer keeps pinned.
+    if (rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &pin_); rc) return status_from_lmdb(rc, "pinning the LMDB state");
+    auto version = version_in(pin_);
+    if (!version.ok()) return version.status();
+    synced_version_ = *version;
+    syncer_ = std::thread([this] { run_relaxed_syncer(); });
   }
 
   commit_queue_ = std::make_unique<CommitQueue>(*this);
@@ -230,9 +269,19 @@ Status Env::init() {
 Env::~Env() {
   if (commit_queue_) commit_queue_->stop();
   if (durability_) durability_->stop();
+  if (syncer_.joinable()) {
+    {
+      std::lock_guard lock(syncer_mu_);
+      syncer_stopping_ = true;
+    }
+    syncer_cv_.notify_all();
+    syncer_.join();  // after a last sync: a relaxed store that is closed is on disk
+  }
+  if (pin_) mdb_txn_abort(pin_);
   if (watches_) watches_->shutdown();
   for (MDB_txn* txn : read_pool_) mdb_txn_abort(txn);
   if (env_) mdb_env_close(env_);
+  if (mode_fd_ >= 0) ::close(mode_fd_);
   if (!registered_) return;
   std::lock_guard lock(registry_mutex());
   auto it = registry().find(path_);
@@ -348,6 +397,209 @@ Status Env::copy_to(int fd, bool compact) {
     }
   }
   return Unavailable("the LMDB map kept being resized by another process");
+}
+
+Status Env::lock_mode() {
+  const std::string file = path_ + "/" + kModeFile;
+  mode_fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (mode_fd_ < 0) return Unavailable("cannot open '" + file + "': " + errno_text(errno));
+  auto lock = [&](short type, off_t byte, bool wait) {
+    struct flock fl {};
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = byte;
+    fl.l_len = 1;
+    int rc;
+    do rc = ::fcntl(mode_fd_, wait ? F_SETLKW : F_SETLK, &fl);
+    while (rc != 0 && errno == EINTR);
+    return rc == 0 ? 0 : errno;
+  };
+  auto fail = [&](Status status) {
+    ::close(mode_fd_);  // releases every lock this process holds on the file
+    mode_fd_ = -1;
+    return status;
+  };
+  // Byte 1 is a door, so that openers decide one at a time. Byte 0 is held shared by every
+  // process that has the directory open: one that can lock it exclusively is alone, and names
+  // the mode; any other must match it. The holders' locks go with them, however they end.
+  if (int e = lock(F_WRLCK, 1, true)) return fail(Unavailable("locking '" + file + "': " + errno_text(e)));
+  const std::string mine = durability_name(options_.durability);
+  Status status;
+  if (lock(F_WRLCK, 0, false) == 0) {
+    std::string header = mine + "\n";
+    header.resize(kSyncCounterOffset, '\0');
+    if (::pwrite(mode_fd_, header.data(), header.size(), 0) != static_cast<ssize_t>(header.size())) {
+      status = Unavailable("writing '" + file + "': " + errno_text(errno));
+    }
+  } else {
+    char buf[32] = {};
+    const ssize_t n = ::pread(mode_fd_, buf, sizeof buf - 1, 0);
+    std::string theirs(buf, n > 0 ? static_cast<size_t>(n) : 0);
+    theirs = theirs.substr(0, theirs.find_first_of(std::string("\n\0", 2)));
+    if (theirs != mine) {
+      status = FailedPrecondition("data directory '" + path_ + "' is open in another process with durability '" +
+                                  theirs + "', and this one asks for '" + mine +
+                                  "': every process sharing a data directory must use the same durability");
+    }
+  }
+  if (status.ok()) {
+    if (int e = lock(F_RDLCK, 0, false)) status = Unavailable("locking '" + file + "': " + errno_text(e));
+  }
+  if (!status.ok()) return fail(status);
+  lock(F_UNLCK, 1, false);
+  return Status::OK();
+}
+
+int64_t Env::free_bytes() const {
+  struct statvfs st;
+  if (::statvfs(path_.c_str(), &st) != 0) return -1;
+  return static_cast<int64_t>(st.f_bavail) * static_cast<int64_t>(st.f_frsize);
+}
+
+Status Env::write_error(int rc, std::string_view what) {
+  if (rc == ENOSPC || rc == EDQUOT || rc == EIO) {
+    const int64_t free = free_bytes();
+    if (rc != EIO || (free >= 0 && free < kNearlyFullBytes)) {
+      disk_full_.store(true, std::memory_order_relaxed);
+      return ResourceExhausted("disk full: the filesystem holding '" + path_ + "' has " +
+                               (free >= 0 ? std::to_string(free) : std::string("no")) + " bytes free, so " +
+                               std::string(what) + " failed (" + mdb_strerror(rc) +
+                               "); reads are still served, and writes succeed again once space is freed");
+    }
+  }
+  return status_from_lmdb(rc, what);
+}
+
+Status Env::write_failure() const {
+  if (durability_) return durability_->failed();
+  if (!relaxed_has_failed_.load(std::memory_order_acquire)) return Status::OK();  // every commit asks
+  std::lock_guard lock(relaxed_mu_);
+  return relaxed_failed_;
+}
+
+Status Env::write_health() {
+  KVQ_RETURN_IF_ERROR(write_failure());
+  if (!disk_full_.load(std::memory_order_relaxed)) return Status::OK();
+  std::lock_guard lock(health_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_probe_ < kProbeInterval) {
+    return disk_full_.load(std::memory_order_relaxed) ? last_probe_status_ : Status::OK();
+  }
+  last_probe_ = now;
+  // A scratch file, reserved and removed: whether the filesystem has room for a commit again.
+  const std::string probe = path_ + "/kvq.space-probe";
+  int e = 0;
+  const int fd = ::open(probe.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    e = errno;
+  } else {
+    e = ::posix_fallocate(fd, 0, static_cast<off_t>(kSpaceProbeBytes));
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
+  if (e == 0) {
+    disk_full_.store(false, std::memory_order_relaxed);
+    last_probe_status_ = Status::OK();
+    return Status::OK();
+  }
+  const int64_t free = free_bytes();
+  last_probe_status_ = ResourceExhausted(
+      "disk full: the store cannot write (the filesystem holding '" + path_ + "' has " +
+      (free >= 0 ? std::to_string(free) : std::string("no")) + " bytes free, and reserving " +
+      std::to_string(kSpaceProbeBytes) + " failed: " + errno_text(e) + "); reads are still served");
+  return last_probe_status_;
+}
+
+void Env::run_relaxed_syncer() {
+  std::unique_lock lock(syncer_mu_);
+  for (;;) {
+    const bool stopping =
+        syncer_cv_.wait_for(lock, options_.relaxed_sync_interval, [&] { return syncer_stopping_; });
+    lock.unlock();
+    if (write_failure().ok()) {
+      Status s = sync_relaxed();
+      if (!s.ok()) {
+        std::lock_guard failed(relaxed_mu_);
+        relaxed_has_failed_.store(true, std::memory_order_release);
+        relaxed_failed_ = Internal("the background sync of a relaxed store failed, so no later commit is "
+                                   "acknowledged (restart kvq): " + s.to_string());
+      }
+    }
+    if (stopping) return;
+    lock.lock();
+  }
+}
+
+Status Env::sync_relaxed() {
+  int fd = -1;
+  if (int rc = mdb_env_get_fd(env_, &fd); rc) return status_from_lmdb(rc, "mdb_env_get_fd");
+  const off_t data_start = 2 * page_size_;  // pages 0 and 1 are the meta pages
+  auto write_back_data = [&](unsigned flags) {
+    int rc;
+    do rc = ::sync_file_range(fd, data_start, 0, flags);
+    while (rc != 0 && errno == EINTR);
+    return rc == 0 ? 0 : errno;
+  };
+  // Most of the writing happens here, before taking the lock, so that commits are held up only
+  // for what they wrote meanwhile and the two flushes.
+  constexpr unsigned kWriteAndWait = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+  if (int e = write_back_data(kWriteAndWait); e) return Internal("sync_file_range: " + errno_text(e));
+
+  // LMDB's write lock: while it is held no commit of any process writes a page, so the meta
+  // pages now in the page cache describe exactly the data pages written back below.
+  gate_.enter();
+  MDB_txn* writer = nullptr;
+  int rc = mdb_txn_begin(env_, nullptr, 0, &writer);
+  if (rc == MDB_MAP_RESIZED) {
+    gate_.leave();
+    KVQ_RETURN_IF_ERROR(adopt_map_size_from_other_process());
+    gate_.enter();
+    rc = mdb_txn_begin(env_, nullptr, 0, &writer);
+  }
+  if (rc) {
+    gate_.leave();
+    return status_from_lmdb(rc, "taking LMDB's write lock to sync");
+  }
+  auto version = version_in(writer);
+  if (!version.ok() || *version == synced_version_) {
+    mdb_txn_abort(writer);
+    gate_.leave();
+    return version.status();
+  }
+  // The state being synced, pinned (a reader slot) until the next sync has made a newer one
+  // durable: LMDB reuses no page a reader may need, so the pages of the last durable state
+  // stay as they are on disk whatever is written meanwhile. Never read through.
+  MDB_txn* pin = nullptr;
+  rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &pin);
+  Status status = status_from_lmdb(rc, "pinning the synced LMDB state");
+  // 1. The data pages, onto the device (not yet flushed from its cache).
+  if (status.ok()) {
+    if (int e = write_back_data(kWriteAndWait)) {
+      status = Internal("sync_file_range: " + errno_text(e));
+    }
+  }
+  // 2. A journal commit and a cache flush, through another file (so the meta pages stay
+  //    unwritten): the allocation of blocks new to the data file is in the filesystem's journal,
+  //    committed in order, and the data written in step 1 is durable.
+  if (status.ok()) {
+    ++sync_counter_;
+    if (::pwrite(mode_fd_, &sync_counter_, sizeof sync_counter_, kSyncCounterOffset) != sizeof sync_counter_ ||
+        ::fsync(mode_fd_) != 0) {
+      status = Internal("fsync of " + path_ + "/" + kModeFile + ": " + errno_text(errno));
+    }
+  }
+  // 3. Now the meta pages: whichever reaches the disk, it points at durable pages.
+  if (status.ok() && ::fdatasync(fd) != 0) status = Internal("fdatasync of the data file: " + errno_text(errno));
+  mdb_txn_abort(writer);
+  gate_.leave();
+  if (!status.ok()) {
+    if (pin) mdb_txn_abort(pin);
+    return status;
+  }
+  if (pin_) mdb_txn_abort(pin_);
+  pin_ = pin;
+  synced_version_ = *version;
+  return Status::OK();
 }
 
 Result<uint64_t> Env::version_in(MDB_txn* txn) const {

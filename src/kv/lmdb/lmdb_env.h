@@ -10,10 +10,22 @@
 //
 // Resizing the memory map requires that no transaction of this process is open, so every
 // transaction holds a slot of the MapGate and a resize waits for all slots to be released.
+//
+// Durability (docs/design/storage.md): `durable` opens LMDB with MDB_NOMETASYNC and lets the
+// DurabilityTracker sync each commit's meta page; `relaxed` opens it with MDB_NOSYNC (never
+// MDB_WRITEMAP, so a full disk is an error from pwrite, not a SIGBUS) and a syncer thread makes
+// the store durable about once a second, in an order that keeps the on-disk state consistent:
+// it holds LMDB's write lock, writes back the data pages, commits the filesystem's journal, and
+// only then the meta pages; between syncs a read transaction pins the last synced state, so
+// later commits never overwrite the pages it is made of.
+//
+// A lock file, `kvq.lock`, records the durability of the processes that have the directory
+// open (fcntl read locks, held while open): a process asking for the other one is refused.
 #pragma once
 
 #include <lmdb.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -23,6 +35,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "kvq/kv.h"
@@ -108,8 +121,22 @@ class Env : public std::enable_shared_from_this<Env> {
   const LmdbOptions& options() const { return options_; }
   const std::string& path() const { return path_; }
   CommitQueue& commit_queue() { return *commit_queue_; }
-  // When `sync` commits are on disk; null with nosync (nothing is synced).
+  // When `durable` commits are on disk; null with relaxed (synced in the background instead).
   DurabilityTracker* durability() { return durability_.get(); }
+  // Why commits must not be acknowledged any more (a failed fsync, in either mode), else OK.
+  Status write_failure() const;
+  // The status of a write that LMDB failed with `rc`: kResourceExhausted saying the disk is
+  // full when it is (LMDB reports a short write as EIO), recorded for write_health.
+  Status write_error(int rc, std::string_view what);
+  // Called after a commit reached LMDB: the disk had room.
+  void write_succeeded() {
+    if (disk_full_.load(std::memory_order_relaxed)) disk_full_.store(false, std::memory_order_relaxed);
+  }
+  // Whether this store can take writes now: write_failure(), or kResourceExhausted while the
+  // disk is full (after a write failed for lack of space, probed at most once a second by
+  // reserving kSpaceProbeBytes in a scratch file, so it recovers by itself once space is freed).
+  Status write_health();
+  static constexpr uint64_t kSpaceProbeBytes = uint64_t{4} << 20;
   WatchRegistry& watches() { return *watches_; }
 
  private:
@@ -122,6 +149,13 @@ class Env : public std::enable_shared_from_this<Env> {
   void release_read(MDB_txn* txn);
   // fdatasync of the data file, holding a gate slot (LMDB reads the meta page from the map).
   int sync_to_disk();
+  // Takes kvq.lock's read lock, refusing a directory open elsewhere with another durability.
+  Status lock_mode();
+  // relaxed: the syncer thread, and one ordered sync (see the top of this file).
+  void run_relaxed_syncer();
+  Status sync_relaxed();
+  // Free bytes on the data directory's filesystem for this process, or -1.
+  int64_t free_bytes() const;
 
   LmdbOptions options_;
   std::string path_;
@@ -135,6 +169,25 @@ class Env : public std::enable_shared_from_this<Env> {
   std::unique_ptr<CommitQueue> commit_queue_;
   std::shared_ptr<WatchRegistry> watches_;
   bool registered_ = false;
+  int mode_fd_ = -1;  // kvq.lock, holding its read lock
+
+  std::atomic<bool> disk_full_{false};
+  std::mutex health_mu_;
+  std::chrono::steady_clock::time_point last_probe_{};
+  Status last_probe_status_;
+
+  // relaxed only
+  std::thread syncer_;
+  std::mutex syncer_mu_;
+  std::condition_variable syncer_cv_;
+  bool syncer_stopping_ = false;
+  mutable std::mutex relaxed_mu_;
+  Status relaxed_failed_;       // with relaxed_mu_
+  std::atomic<bool> relaxed_has_failed_{false};
+  MDB_txn* pin_ = nullptr;      // the last synced state (syncer thread only)
+  uint64_t synced_version_ = 0; // syncer thread only
+  uint64_t sync_counter_ = 0;   // syncer thread only
+  off_t page_size_ = 4096;
 };
 
 }  // namespace kvq::kv::lmdb

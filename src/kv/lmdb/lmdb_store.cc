@@ -15,15 +15,14 @@ class LmdbStore : public kv::Store {
   }
 
   std::string describe() const override {
-    return "lmdb:" + env_->path() +
-           (env_->options().durability == Durability::kSync ? " (sync)" : " (nosync)");
+    return "lmdb:" + env_->path() + " (" + durability_name(env_->options().durability) + ")";
   }
 
   // Reads come from the map, and commit_async leaves any fsync to the durability tracker.
   bool nonblocking() const override { return true; }
 
   Status check_health() override {
-    if (auto* durability = env_->durability()) KVQ_RETURN_IF_ERROR(durability->failed());
+    KVQ_RETURN_IF_ERROR(env_->write_health());
     return kv::Store::check_health();
   }
 

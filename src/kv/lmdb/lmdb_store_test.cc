@@ -145,6 +145,70 @@ TEST(LmdbStoreTest, TwoProcessesIncrementingOneDirectoryBothCount) {
   EXPECT_EQ(read(*store, "n"), "400");
 }
 
+// LMDB's rules differ by mode, and each mode makes its own promise: a second process must not
+// join a directory with the other one (it used to start silently).
+TEST(LmdbStoreTest, AnotherProcessWithTheOtherDurabilityIsRefusedNamingBoth) {
+  for (const auto& [held, asked] : {std::pair{"relaxed", Durability::kDurable}, std::pair{"durable", Durability::kRelaxed}}) {
+    TempDir dir;
+    ChildProcess holder({KVQ_LMDB_TEST_WRITER, dir.path(), "hold", held});
+    ASSERT_TRUE(holder.started());
+    std::string line;
+    ASSERT_TRUE(holder.read_line(line));
+    ASSERT_EQ(line, "open");
+    auto refused = open_lmdb_store({.path = dir.path(), .durability = asked});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), Code::kFailedPrecondition);
+    const std::string& message = refused.status().message();
+    EXPECT_NE(message.find(std::string("'") + held + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::string("'") + durability_name(asked) + "'"), std::string::npos) << message;
+    // The same mode joins; and once the holder is gone, so does the other one.
+    const Durability same = asked == Durability::kDurable ? Durability::kRelaxed : Durability::kDurable;
+    EXPECT_TRUE(open_lmdb_store({.path = dir.path(), .durability = same}).ok());
+    holder.kill_hard();
+    holder.wait();
+    auto alone = open_lmdb_store({.path = dir.path(), .durability = asked});
+    EXPECT_TRUE(alone.ok()) << alone.status().to_string();
+  }
+}
+
+TEST(LmdbStoreTest, AProcessIsRefusedWhileThisOneHoldsTheOtherDurability) {
+  TempDir dir;
+  auto store = open_or_die(dir.path(), Durability::kDurable);
+  ChildProcess other({KVQ_LMDB_TEST_WRITER, dir.path(), "hold", "nosync"});
+  ASSERT_TRUE(other.started());
+  std::string line;
+  ASSERT_TRUE(other.read_line(line));
+  EXPECT_NE(line.find("'durable'"), std::string::npos) << line;
+  EXPECT_NE(line.find("'relaxed'"), std::string::npos) << line;
+  EXPECT_NE(other.wait(), 0);
+}
+
+TEST(LmdbStoreTest, DurabilityNamesAndTheirFormerNames) {
+  EXPECT_EQ(parse_durability("durable"), Durability::kDurable);
+  EXPECT_EQ(parse_durability("sync"), Durability::kDurable);
+  EXPECT_EQ(parse_durability("relaxed"), Durability::kRelaxed);
+  EXPECT_EQ(parse_durability("nosync"), Durability::kRelaxed);
+  EXPECT_EQ(parse_durability("fast"), std::nullopt);
+  EXPECT_STREQ(durability_name(Durability::kNoSync), "relaxed");
+}
+
+// The relaxed syncer keeps a read snapshot pinned between syncs; commits that fill and grow the
+// map must still go through, and the store reopens with everything.
+TEST(LmdbStoreTest, ARelaxedStoreGrowsItsMapAndSyncsInTheBackground) {
+  TempDir dir;
+  {
+    auto store = open_lmdb_store({.path = dir.path(), .durability = Durability::kRelaxed,
+                                  .initial_map_size = uint64_t{1} << 20,
+                                  .relaxed_sync_interval = std::chrono::milliseconds(5)});
+    ASSERT_TRUE(store.ok()) << store.status().to_string();
+    const std::string value(2000, 'x');
+    for (int i = 0; i < 3000; ++i) put(**store, "k" + std::to_string(i), value);
+    EXPECT_TRUE((*store)->check_health().ok());
+  }
+  auto reopened = open_or_die(dir.path(), Durability::kRelaxed);
+  EXPECT_EQ(read(*reopened, "k2999"), std::string(2000, 'x'));
+}
+
 TEST(LmdbStoreTest, WatchSeesAChangeMadeByAnotherProcess) {
   TempDir dir;
   auto store = open_or_die(dir.path());

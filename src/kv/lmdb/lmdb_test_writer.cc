@@ -7,6 +7,10 @@
 //   lmdb_test_writer DIR set KEY VAL  one write, then prints "done"
 //   lmdb_test_writer DIR watch KEY    arms a watch on KEY (no safety-net poll for 60 s), prints
 //                                     "armed", then "fired" when another process changes it
+//   lmdb_test_writer DIR hold MODE    opens DIR with durability MODE and prints "open", then
+//                                     keeps it open until killed; or prints the error, exits 1
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +47,15 @@ int fail(const Status& s) {
 
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
+  if (std::string(argv[2]) == "hold" && argc == 4) {
+    auto mode = parse_durability(argv[3]);
+    if (!mode) return 2;
+    auto held = open_lmdb_store({.path = argv[1], .durability = *mode});
+    std::printf("%s\n", held.ok() ? "open" : held.status().to_string().c_str());
+    std::fflush(stdout);
+    if (!held.ok()) return 1;
+    for (;;) pause();
+  }
   const std::string mode = argv[2];
   const auto safety_net = std::chrono::seconds(mode == "watch" ? 60 : 1);
   auto store = open_lmdb_store({.path = argv[1], .watch_poll_interval = safety_net});
