@@ -30,7 +30,8 @@ constexpr auto kSafetyNet = 5000ms;
 constexpr auto kPrompt = 200ms;
 
 std::shared_ptr<kv::Store> open_store(const std::string& dir) {
-  auto store = open_lmdb_store({.path = dir, .durability = Durability::kNoSync, .watch_poll_interval = kSafetyNet});
+  // Durable, as the lmdb_test_writer children open it: one directory takes one durability.
+  auto store = open_lmdb_store({.path = dir, .watch_poll_interval = kSafetyNet});
   EXPECT_TRUE(store.ok()) << store.status().to_string();
   return store.ok() ? *store : nullptr;
 }
