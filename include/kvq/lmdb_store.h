@@ -6,7 +6,9 @@
 //     its data is on disk. With kRelaxed a commit is on disk within about a second (a
 //     background sync every second, Redis's `appendfsync everysec`): after a power loss the store
 //     opens at a consistent earlier state and has lost at most the commits acknowledged since
-//     the last completed sync (docs/design/storage.md says how, and what it relies on).
+//     the last completed sync (docs/design/storage.md says how, and what it relies on). When
+//     that sync is more than two intervals old (a slow disk), commits wait for the next one,
+//     up to 10 s, then fail with kUnavailable: the loss stays bounded at about two seconds.
 //   * A full disk fails the commit with kResourceExhausted saying so; reads go on, and
 //     check_health reports the store unable to write until space is free again.
 //   * Every process sharing a directory must use one durability: opening it with the other

@@ -5,18 +5,21 @@
 namespace kvq::server {
 
 void add_meta_routes(Router& router, Api& api) {
-  // For load balancers and supervisors: 503 while the store cannot serve (see kv::Store::check_health).
-  router.add("GET", "/healthz", [&api](Request&, std::shared_ptr<Exchange> ex) {
+  // For load balancers and supervisors: 503 while the store cannot serve (see
+  // kv::Store::check_health). Anyone may ask; only a caller with the token (or any caller of a
+  // server without one) is told which store it is and why it cannot serve, since the store's
+  // description names the data directory or the etcd endpoints.
+  router.add("GET", "/healthz", [&api](Request& request, std::shared_ptr<Exchange> ex) {
     Status health = api.store.check_health();
-    if (!health.ok()) {
-      // "cannot_write": the store serves reads but refuses writes (its disk is full); it
-      // recovers by itself once space is freed.
-      const bool cannot_write = health.code() == Code::kResourceExhausted;
-      return reply_json(*ex, 503, {{"status", cannot_write ? "cannot_write" : "unavailable"},
-                                   {"store", api.store.describe()},
-                                   {"message", health.to_string()}});
+    // "cannot_write": the store serves reads but refuses writes (its disk is full); it recovers
+    // by itself once space is freed.
+    const char* status = health.ok() ? "ok" : health.code() == Code::kResourceExhausted ? "cannot_write" : "unavailable";
+    nlohmann::json body = {{"status", status}};
+    if (request.authorized) {
+      body["store"] = api.store.describe();
+      if (!health.ok()) body["message"] = health.to_string();
     }
-    reply_json(*ex, 200, {{"status", "ok"}, {"store", api.store.describe()}});
+    reply_json(*ex, health.ok() ? 200 : 503, body);
   }, Router::Access::kPublic);
   router.add("GET", "/metrics", [&api](Request&, std::shared_ptr<Exchange> ex) {
     ex->reply({200, api.metrics.render(api.jobs), "text/plain; version=0.0.4"});

@@ -301,8 +301,8 @@ class Session : public SessionBase {
     auto matched = server_.router.match(request_in_);
     const auto* hit = std::get_if<Router::Match>(&matched);
     const auto authorization = header[http::field::authorization];
-    if (!(hit && hit->access == Router::Access::kPublic) &&
-        !server_.authorized(std::string_view(authorization.data(), authorization.size()))) {
+    request_in_.authorized = server_.authorized(std::string_view(authorization.data(), authorization.size()));
+    if (!(hit && hit->access == Router::Access::kPublic) && !request_in_.authorized) {
       return refuse(error_response(401, "unauthorized", "a valid 'Authorization: Bearer' token is required"));
     }
     if (auto* error = std::get_if<ApiError>(&matched)) return refuse({error->status, error_body(*error)}, false);

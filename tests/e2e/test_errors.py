@@ -236,8 +236,15 @@ class BodyLimit(ServerTestCase):
 class Auth(ServerTestCase):
     server_kwargs = {"token": "s3cret"}
 
-    def test_healthz_needs_no_token(self):
-        self.assertStatus(self.server.client(token=None).get("/healthz"), 200)
+    def test_healthz_needs_no_token_and_names_the_store_only_to_a_caller_with_it(self):
+        anyone = self.server.client(token=None).get("/healthz")
+        self.assertStatus(anyone, 200)
+        self.assertEqual(anyone.json, {"status": "ok"})
+        wrong = self.server.client(token="s3cre").get("/healthz")
+        self.assertEqual(wrong.json, {"status": "ok"})
+        told = self.server.client().get("/healthz")
+        self.assertStatus(told, 200)
+        self.assertIn(self.server.data_dir, told.json["store"])
 
     def test_missing_or_wrong_token_is_401_and_changes_nothing(self):
         t = uniq("auth")

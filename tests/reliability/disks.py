@@ -5,6 +5,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+import unittest
+
+from kvq_server import KvqServer
 
 
 def skip_reason(*tools):
@@ -65,3 +68,28 @@ class Mounts:
         while self._undo:
             subprocess.run(self._undo.pop(), capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+class MountedServersTest(unittest.TestCase):
+    """A test that mounts filesystems (self.mounts) and starts servers on them (self.serve),
+    all undone in tearDown, whatever happened. TOOLS: commands it needs beyond the mount tools."""
+
+    TOOLS = ()
+
+    def setUp(self):
+        reason = skip_reason(*self.TOOLS)
+        if reason:
+            self.skipTest(reason)
+        self.mounts = Mounts()
+        self.servers = []
+
+    def tearDown(self):
+        for s in self.servers:
+            s.kill()
+            s.cleanup()
+        self.mounts.close()
+
+    def serve(self, data, durability):
+        s = KvqServer(data_dir=data, durability=durability)
+        self.servers.append(s)
+        return s.start()

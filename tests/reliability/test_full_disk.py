@@ -13,32 +13,14 @@ import time
 import unittest
 
 import disks
-from kvq_server import KvqServer, wait_until
+from kvq_server import wait_until
 
 SIZE = 48 << 20
 BALLAST = 12 << 20
 PAYLOAD = "x" * (32 << 10)
 
 
-class FullDiskTest(unittest.TestCase):
-    def setUp(self):
-        reason = disks.skip_reason()
-        if reason:
-            self.skipTest(reason)
-        self.mounts = disks.Mounts()
-        self.servers = []
-
-    def tearDown(self):
-        for s in self.servers:
-            s.kill()
-            s.cleanup()
-        self.mounts.close()
-
-    def serve(self, data, durability):
-        s = KvqServer(data_dir=data, durability=durability)
-        self.servers.append(s)
-        return s.start()
-
+class FullDiskTest(disks.MountedServersTest):
     def fill_and_recover(self, fs, durability):
         if fs == "tmpfs":
             mnt = self.mounts.tmpfs("fs-%s" % durability, SIZE)

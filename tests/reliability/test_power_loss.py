@@ -4,8 +4,10 @@ producers add jobs, the image file is copied without any sync, so the copy holds
 had written to its block device. The copy is then mounted (ext4 replays its journal) and served:
 
   durable: it opens, and every add acknowledged before the copy began is in it;
-  relaxed: it opens, and the only adds missing were acknowledged within RELAXED_BOUND seconds
-           before the copy began (a sync every second, plus the sync's own time and margin).
+  relaxed: it opens, and the adds missing are the last ones acknowledged, spanning at most
+           RELAXED_WINDOW seconds of acknowledgements: a sync every second, and when a sync
+           falls two seconds behind (a slow or busy disk) writes wait for it, so what a power
+           loss takes is bounded even while the disk stalls (plus the sync's own time and margin).
 """
 import os
 import random
@@ -15,10 +17,9 @@ import time
 import unittest
 
 import disks
-from kvq_server import KvqServer
 
 TRIALS = 3
-RELAXED_BOUND = 1.5
+RELAXED_WINDOW = 2.5
 PRODUCERS = 4
 
 
@@ -74,24 +75,8 @@ def job_ids(client, jtype):
     raise AssertionError("listing did not end")
 
 
-class PowerLossTest(unittest.TestCase):
-    def setUp(self):
-        reason = disks.skip_reason("cp")
-        if reason:
-            self.skipTest(reason)
-        self.mounts = disks.Mounts()
-        self.servers = []
-
-    def tearDown(self):
-        for s in self.servers:
-            s.kill()
-            s.cleanup()
-        self.mounts.close()
-
-    def serve(self, data, durability):
-        s = KvqServer(data_dir=data, durability=durability)
-        self.servers.append(s)
-        return s.start()
+class PowerLossTest(disks.MountedServersTest):
+    TOOLS = ("cp",)
 
     def trial(self, durability, seconds):
         image = self.mounts.ext4_image("disk-%s.img" % durability, 512 << 20)
@@ -118,14 +103,17 @@ class PowerLossTest(unittest.TestCase):
         present = job_ids(after.client(), "t")
         lost = {jid: at for jid, at in acked.items() if jid not in present}
         oldest_lost = max((cut - at for at in lost.values()), default=0.0)
+        # How much of the acknowledgements was lost: from the first lost one to the last
+        # acknowledged at all (every later one is lost too, or the window would be a gap).
+        window = (max(acked.values()) - min(lost.values())) if lost else 0.0
         print("%s: cut at %.1f s, copy took %.2f s: %d adds acknowledged before the cut, %d lost, "
-              "the oldest lost acknowledged %.2f s before the cut"
-              % (durability, seconds, copied, len(acked), len(lost), oldest_lost), flush=True)
+              "the oldest lost acknowledged %.2f s before the cut, %.2f s of acknowledgements lost"
+              % (durability, seconds, copied, len(acked), len(lost), oldest_lost, window), flush=True)
         self.assertGreater(len(acked), 100, "too few adds to judge")
         after.kill()
         self.mounts.unmount_last()
         os.unlink(copy)
-        return len(acked), lost, oldest_lost
+        return len(acked), lost, window
 
     def test_durable_loses_no_acknowledged_add(self):
         rng = random.Random()
@@ -136,9 +124,9 @@ class PowerLossTest(unittest.TestCase):
     def test_relaxed_opens_every_time_and_loses_at_most_about_a_second(self):
         rng = random.Random()
         for _ in range(TRIALS):
-            _, lost, oldest = self.trial("relaxed", rng.uniform(2.0, 8.0))
-            self.assertLessEqual(oldest, RELAXED_BOUND,
-                                 "a relaxed store lost an add acknowledged %.2f s before the power loss" % oldest)
+            _, lost, window = self.trial("relaxed", rng.uniform(2.0, 8.0))
+            self.assertLessEqual(window, RELAXED_WINDOW,
+                                 "a relaxed store lost the last %.2f s of acknowledged adds" % window)
 
 
 if __name__ == "__main__":

@@ -265,6 +265,7 @@ bool CommitQueue::try_group(const Group& group, GroupResult& result, bool& split
   };
   DurabilityTracker* durability = env_.durability();
   if (Status failed = env_.write_failure(); !failed.ok()) return fail_all(failed);
+  if (Status lag = env_.wait_while_sync_lags(); !lag.ok()) return fail_all(lag);
   auto txn_or = env_.begin_write();
   if (!txn_or.ok()) return fail_all(txn_or.status());
   MDB_txn* txn = *txn_or;

@@ -45,6 +45,11 @@ constexpr off_t kSyncCounterOffset = 64;
 
 std::string errno_text(int e) { return std::strerror(e); }
 
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 // LMDB's rule is one environment per directory per process, so opens are shared by path.
 // Never destroyed: an environment whose last reference went on one of its own threads closes on
 // a detached thread (Env::open), which may still be closing while the process exits.
@@ -258,6 +263,7 @@ Status Env::init() {
     auto version = version_in(pin_);
     if (!version.ok()) return version.status();
     synced_version_ = *version;
+    synced_through_ns_.store(steady_ns(), std::memory_order_release);
     syncer_ = std::thread([this] { run_relaxed_syncer(); });
   }
 
@@ -510,11 +516,31 @@ Status Env::write_health() {
   return last_probe_status_;
 }
 
+Status Env::wait_while_sync_lags() {
+  if (durability_ || !syncer_.joinable()) return Status::OK();
+  const int64_t max_lag = std::chrono::nanoseconds(2 * options_.relaxed_sync_interval).count();
+  auto keeps_up = [&] { return steady_ns() - synced_through_ns_.load(std::memory_order_acquire) <= max_lag; };
+  if (keeps_up()) return Status::OK();  // every commit asks: no lock unless behind
+  std::unique_lock lock(syncer_mu_);
+  sync_wanted_ = true;
+  syncer_cv_.notify_all();
+  const bool caught_up = synced_cv_.wait_for(lock, kMaxSyncLagWait, [&] {
+    return keeps_up() || syncer_stopping_ || relaxed_has_failed_.load(std::memory_order_acquire);
+  });
+  if (!caught_up) {
+    return Unavailable("the background sync of the relaxed store in '" + path_ + "' is more than " +
+                       std::to_string(kMaxSyncLagWait.count()) + " s behind (a slow or stalled disk); retry");
+  }
+  return write_failure();
+}
+
 void Env::run_relaxed_syncer() {
   std::unique_lock lock(syncer_mu_);
   for (;;) {
-    const bool stopping =
-        syncer_cv_.wait_for(lock, options_.relaxed_sync_interval, [&] { return syncer_stopping_; });
+    const bool stopping = syncer_cv_.wait_for(lock, options_.relaxed_sync_interval,
+                                              [&] { return syncer_stopping_ || sync_wanted_; }) &&
+                          syncer_stopping_;
+    sync_wanted_ = false;
     lock.unlock();
     if (write_failure().ok()) {
       Status s = sync_relaxed();
@@ -525,8 +551,9 @@ void Env::run_relaxed_syncer() {
                                    "acknowledged (restart kvq): " + s.to_string());
       }
     }
-    if (stopping) return;
     lock.lock();
+    synced_cv_.notify_all();
+    if (stopping) return;
   }
 }
 
@@ -560,10 +587,12 @@ Status Env::sync_relaxed() {
     gate_.leave();
     return status_from_lmdb(rc, "taking LMDB's write lock to sync");
   }
+  const int64_t locked_at = steady_ns();
   auto version = version_in(writer);
   if (!version.ok() || *version == synced_version_) {
     mdb_txn_abort(writer);
     gate_.leave();
+    if (version.ok()) synced_through_ns_.store(locked_at, std::memory_order_release);  // nothing new to sync
     return version.status();
   }
   // The state being synced, pinned (a reader slot) until the next sync has made a newer one
@@ -599,6 +628,7 @@ Status Env::sync_relaxed() {
   if (pin_) mdb_txn_abort(pin_);
   pin_ = pin;
   synced_version_ = *version;
+  synced_through_ns_.store(locked_at, std::memory_order_release);
   return Status::OK();
 }
 

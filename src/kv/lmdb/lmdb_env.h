@@ -137,6 +137,13 @@ class Env : public std::enable_shared_from_this<Env> {
   // reserving kSpaceProbeBytes in a scratch file, so it recovers by itself once space is freed).
   Status write_health();
   static constexpr uint64_t kSpaceProbeBytes = uint64_t{4} << 20;
+  // relaxed: returns at once while the last completed background sync made durable every commit
+  // older than two sync intervals; otherwise holds the caller (a commit about to be applied)
+  // until a sync catches up, as Redis's appendfsync everysec delays writes when its fsync falls
+  // behind. So a slow or stalled disk slows writes instead of widening what a power loss can
+  // take. Unavailable (retryable) after kMaxSyncLagWait without a sync; OK at once with durable.
+  Status wait_while_sync_lags();
+  static constexpr std::chrono::seconds kMaxSyncLagWait{10};
   WatchRegistry& watches() { return *watches_; }
 
  private:
@@ -187,6 +194,11 @@ class Env : public std::enable_shared_from_this<Env> {
   MDB_txn* pin_ = nullptr;      // the last synced state (syncer thread only)
   uint64_t synced_version_ = 0; // syncer thread only
   uint64_t sync_counter_ = 0;   // syncer thread only
+  // Steady-clock time (ns) at which the last completed sync took LMDB's write lock: every
+  // commit before it is durable. Waited on under syncer_mu_ / synced_cv_.
+  std::atomic<int64_t> synced_through_ns_{0};
+  std::condition_variable synced_cv_;
+  bool sync_wanted_ = false;  // with syncer_mu_: a commit waits for a sync, so do not sleep
   off_t page_size_ = 4096;
 };
 
