@@ -100,7 +100,19 @@ class PowerLossTest(disks.MountedServersTest):
             after = self.serve(os.path.join(mnt2, "data"), durability)
         except RuntimeError as e:
             self.fail("%s: the store did not open after the power loss at %.1f s: %s" % (durability, seconds, e))
-        present = job_ids(after.client(), "t")
+        try:
+            present = job_ids(after.client(), "t")
+        except OSError as e:
+            # Seen once in CI (a durable trial, 20k jobs): the connection closed without an
+            # answer. A server that died fails the test here with its last words; one still
+            # running is asked again on a new connection, and the drop is reported, since this
+            # test judges what the store kept, not the connection (an open lead: see the note).
+            if after.proc.poll() is not None:
+                self.fail("%s: kvq serve died (%s) listing the jobs after the power loss at %.1f s: %r; "
+                          "stderr:\n%s" % (durability, after.proc.poll(), seconds, e, after.stderr()))
+            print("%s: listing the jobs dropped its connection (%r) with the server running; asking again"
+                  % (durability, e), flush=True)
+            present = job_ids(after.client(), "t")
         lost = {jid: at for jid, at in acked.items() if jid not in present}
         oldest_lost = max((cut - at for at in lost.values()), default=0.0)
         # How much of the acknowledgements was lost: from the first lost one to the last
