@@ -104,6 +104,9 @@ class Transaction {
  public:
   virtual ~Transaction() = default;  // Uncommitted writes are discarded.
 
+  // Every call below except committed_version() REQUIRES: commit() (or commit_async()) has not
+  // been called on this transaction.
+  //
   // The value of `key`, std::nullopt if absent.
   virtual Result<std::optional<std::string>> get(std::string_view key, ReadOptions options = {}) = 0;
 
@@ -140,7 +143,7 @@ class Transaction {
   // commit() for a caller that must not block: `done` gets commit()'s outcome, on this thread
   // before commit_async returns or later on another. On a store whose nonblocking() is true it
   // waits for neither the disk nor other commits; elsewhere it is commit() followed by `done`.
-  // The transaction must stay alive until `done` has been called. `done` may run on the store's
+  // REQUIRES: the transaction stays alive until `done` has been called. `done` may run on the store's
   // own threads and must not block: a blocking commit there fails with kFailedPrecondition
   // (LMDB), as it could wait for itself; commit asynchronously, or hand the work elsewhere.
   virtual void commit_async(std::function<void(Status)> done);
@@ -149,6 +152,7 @@ class Transaction {
 class Store {
  public:
   virtual ~Store() = default;
+  // A new transaction. REQUIRES: the Store outlives it (and every Watch it made).
   virtual Result<std::unique_ptr<Transaction>> begin() = 0;
   // A short description for logs: "lmdb:/var/lib/kvq (sync)".
   virtual std::string describe() const = 0;
@@ -207,7 +211,8 @@ void run_after(std::chrono::microseconds delay, std::function<void()> task);
 // write only what is still missing (e.g. record an operation id, and skip if it is present).
 //
 // `fn` returns Status or Result<T>; run returns the same type. An error from `fn` is not
-// committed; a retryable one is retried like a commit conflict.
+// committed; a retryable one is retried like a commit conflict. REQUIRES: `fn` does not commit
+// the transaction it is given.
 template <typename Fn>
 auto run(Store& store, Fn&& fn, const RetryOptions& options = {})
     -> std::invoke_result_t<Fn&, Transaction&> {
@@ -303,7 +308,7 @@ class AsyncRun : public std::enable_shared_from_this<AsyncRun<Fn, Done>> {
 // is true, `fn` runs at once on this thread and, for a retry, on kvq's timer thread after the
 // backoff, and each attempt commits with commit_async, so `done` may run on another thread. On
 // any other store this is `done(run(store, fn, options))`, blocking. `fn` and `done` must own
-// what they use (they may outlive this call), and the store must outlive `done`'s call.
+// what they use (they may outlive this call). REQUIRES: the store outlives `done`'s call.
 template <typename Fn, typename Done>
 void run_async(Store& store, Fn fn, Done done, const RetryOptions& options = {}) {
   if (!store.nonblocking()) return done(run(store, fn, options));

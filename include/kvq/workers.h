@@ -55,7 +55,10 @@ struct WorkersOptions {
   std::string key_prefix = "kvq";
   bool run_health_monitor = true;
   // Called inside the transaction that removes a worker (unregister, death or take-over), with
-  // its type and id. An error aborts that removal, which is retried later.
+  // its type and id. An error aborts that removal, which is retried later. It may run on the
+  // health monitor's thread or in a Registration's unregister(), and like any transactional
+  // function it may run several times (kv::run). REQUIRES: what it uses outlives the Workers and
+  // every Registration it handed out (a Registration can unregister after its Workers is gone).
   std::function<Status(kv::Transaction&, const std::string& type, const std::string& id)> on_departure;
   kv::RetryOptions retry;
 };
@@ -98,6 +101,7 @@ class Registration {
 };
 
 // Ends delivery when destroyed (waiting for a callback in progress to return).
+// REQUIRES: not destroyed from inside its own callback (that wait would never end).
 class MembershipSubscription {
  public:
   virtual ~MembershipSubscription() = default;
@@ -140,7 +144,8 @@ class Workers {
   // Calls `callback` with the membership of `type` now and after every change, from a
   // background thread, in version order and never twice for one version. Changes that land
   // together may be delivered as one (the latest set). A callback that throws is logged and
-  // delivery goes on.
+  // delivery goes on. REQUIRES: `callback` does not block (one thread serves every
+  // subscription of this Workers), and the subscription does not outlive this Workers.
   virtual Result<std::unique_ptr<MembershipSubscription>> subscribe(
       std::string_view type, std::function<void(const Membership&)> callback) = 0;
 
