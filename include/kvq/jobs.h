@@ -180,8 +180,8 @@ class Subscription;
 
 class Jobs {
  public:
-  // Starts the background work lazily (on first use of a type). The store must outlive nothing:
-  // Jobs keeps a reference.
+  // Starts the background work lazily (on first use of a type). Jobs shares ownership of the
+  // store, so the caller may drop its own pointer.
   static Result<std::unique_ptr<Jobs>> open(std::shared_ptr<kv::Store> store, JobsOptions options = {});
   ~Jobs();
   Jobs(const Jobs&) = delete;
