@@ -117,7 +117,7 @@ std::string param_name(const ::testing::TestParamInfo<JobsParam>& info) {
 // ---- Type timeouts ----
 
 TEST_P(JobsTest, AddRequiresATypeTimeout) {
-  EXPECT_EQ(jobs().add("untimed", "a", "{}").code(), Code::kFailedPrecondition);
+  EXPECT_EQ(jobs().add("untimed", "a", "{}").code(), Code::kNoTimeout);
   EXPECT_EQ(jobs().get("untimed", "a").status().code(), Code::kNotFound);
 }
 
@@ -1126,7 +1126,7 @@ TEST_P(JobsTest, AsyncAddUpdateAndFinishTakeAJobThroughItsLifeAndAreJudgedLikeTh
   jobs().finish_async(removed, std::nullopt, deliver_to(finished));
   EXPECT_EQ(first_delivered(*finished, 2)[1].code(), Code::kFailedPrecondition) << "the finish of a removed job is halted";
   jobs().add_async("untimed", "b", "{}", {}, deliver_to(added));
-  EXPECT_EQ(first_delivered(*added, 2)[1].code(), Code::kFailedPrecondition) << "a type without a timeout";
+  EXPECT_EQ(first_delivered(*added, 2)[1].code(), Code::kNoTimeout) << "a type without a timeout";
   jobs().add_async("work", "", "{}", {}, deliver_to(added));
   EXPECT_EQ(first_delivered(*added, 3)[2].code(), Code::kInvalidArgument) << "an empty id";
   jobs().add_async("work", "c", "{not json", {}, deliver_to(added));

@@ -221,8 +221,8 @@ class Jobs {
   // ---- Producers ----
   // new -> pending; pending -> data, time and priority replaced; running -> marked resubmitted
   // (data unchanged; time and priority apply to the next run); finished -> pending with `data`.
-  // An add that would change nothing writes nothing. kFailedPrecondition if the type has no
-  // timeout.
+  // An add that would change nothing writes nothing. kNoTimeout if the type has no timeout
+  // (does not exist).
   Status add(std::string_view type, std::string_view id, std::string_view data, AddOptions options = {});
   // add() for a caller that must not block, such as an event loop: `done` gets add's outcome,
   // on this thread or later on another. Only on a store that is nonblocking() (LMDB) is this

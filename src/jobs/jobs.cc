@@ -111,7 +111,7 @@ Status add_normalized(kv::Transaction& txn, const Keys& keys, std::string_view t
   // One read for both (on etcd, one round trip).
   KVQ_ASSIGN_OR_RETURN(auto stored, txn.get_many({keys.timeout(type), keys.job(type, id)}));
   if (!stored[0]) {
-    return FailedPrecondition("type '" + std::string(type) + "' has no timeout; set the type's timeout before adding jobs");
+    return NoTimeout("type '" + std::string(type) + "' has no timeout; set the type's timeout before adding jobs");
   }
   std::optional<JobRow> before;
   if (stored[1]) {
