@@ -5,6 +5,7 @@
 
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
+#include "jobs/types.h"
 #include "jobs/validation.h"
 
 namespace kvq::jobs {
@@ -225,6 +226,7 @@ Result<JobPage> Jobs::list(std::string_view type, const ListOptions& options) {
   // Filtering happens after reading, so bound the rows one page may scan.
   const size_t scan_budget = std::max<size_t>(options.limit * 10, 1000);
   return kv::run(*store_, [&](kv::Transaction& txn) -> Result<JobPage> {
+    KVQ_RETURN_IF_ERROR(require_type(txn, keys, type));
     auto [begin, end] = keys.jobs_of(type);
     if (!options.cursor.empty()) begin = keys.job(type, options.cursor) + '\0';
     KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end, {.limit = scan_budget, .snapshot = true}));
@@ -261,6 +263,7 @@ Result<Jobs::StateCounts> Jobs::count(std::string_view type, size_t limit) {
     return n;
   };
   return kv::run(*store_, [&](kv::Transaction& txn) -> Result<StateCounts> {
+    KVQ_RETURN_IF_ERROR(require_type(txn, keys, type));
     StateCounts counts;
     KVQ_ASSIGN_OR_RETURN(counts.pending, count_range(txn, keys.pending_of(type)));
     KVQ_ASSIGN_OR_RETURN(counts.running, count_range(txn, keys.activity_before(type, UINT64_MAX >> 1)));
@@ -276,6 +279,7 @@ Result<uint64_t> Jobs::pending_count(std::string_view type, const PendingCountOp
   const auto& keys = impl_->keys;
   constexpr size_t kPage = 1000;
   return kv::run(*store_, [&](kv::Transaction& txn) -> Result<uint64_t> {
+    KVQ_RETURN_IF_ERROR(require_type(txn, keys, type));
     uint64_t count = 0;
     const auto end = keys.pending_of(type).second;
     std::string from = keys.pending_of(type).first;
