@@ -117,7 +117,7 @@ std::string param_name(const ::testing::TestParamInfo<JobsParam>& info) {
 // ---- Type timeouts ----
 
 TEST_P(JobsTest, AddRequiresATypeTimeout) {
-  EXPECT_EQ(jobs().add("untimed", "a", "{}").code(), Code::kFailedPrecondition);
+  EXPECT_EQ(jobs().add("untimed", "a", "{}").code(), Code::kNoTimeout);
   EXPECT_EQ(jobs().get("untimed", "a").status().code(), Code::kNotFound);
 }
 
@@ -130,6 +130,113 @@ TEST_P(JobsTest, TypeTimeoutsCanBeSetReadListedAndCleared) {
   EXPECT_EQ(jobs().clear_type_timeout("other").code(), Code::kNotFound);
   EXPECT_EQ(jobs().set_type_timeout("x", 0ms).code(), Code::kInvalidArgument);
   EXPECT_EQ(jobs().set_type_timeout("x", -5ms).code(), Code::kInvalidArgument);
+}
+
+// A misspelt type is reported, not served as an empty queue: a worker on it would idle for ever.
+TEST_P(JobsTest, CallsNamingATypeThatDoesNotExistAreNotFound) {
+  auto expect_missing = [](const Status& s, const char* call) {
+    EXPECT_EQ(s.code(), Code::kNotFound) << call << ": " << s.to_string();
+    EXPECT_NE(s.message().find("'emial' does not exist"), std::string::npos) << call << ": " << s.to_string();
+  };
+  expect_missing(jobs().list("emial").status(), "list");
+  expect_missing(jobs().pending_count("emial").status(), "pending_count");
+  expect_missing(jobs().count("emial").status(), "count");
+  expect_missing(jobs().accept("emial").status(), "accept, not waiting");
+  const auto before_wait = kv::Clock::now();
+  expect_missing(jobs().accept("emial", {.timeout = 5s}).status(), "accept, waiting");
+  expect_missing(jobs().accept_many("emial", 3, {.timeout = 5s}).status(), "accept_many");
+  EXPECT_LT(kv::Clock::now() - before_wait, 4s) << "the accepts did not wait for their timeouts";
+  auto accepted = std::make_shared<Delivered<Result<Job>>>();
+  jobs().accept_async("emial", {.timeout = 5s}, deliver_to(accepted));
+  ASSERT_TRUE(accepted->wait_for(1, 4s)) << "accept_async waited for its timeout";
+  expect_missing(accepted->values()[0].status(), "accept_async");
+  auto due = std::make_shared<Delivered<Result<std::vector<Job>>>>();
+  jobs().accept_due_async("emial", 2, {}, deliver_to(due));
+  ASSERT_TRUE(due->wait_for(1));
+  expect_missing(due->values()[0].status(), "accept_due_async");
+  auto in_txn = kv::run(raw(), [&](kv::Transaction& txn) { return jobs().accept(txn, "emial"); });
+  expect_missing(in_txn.status(), "accept in a transaction");
+
+  // A type that exists but has nothing due answers as before.
+  EXPECT_EQ(jobs().accept("work").status().code(), Code::kDeadlineExceeded);
+  ASSERT_TRUE(jobs().list("work").ok());
+  EXPECT_TRUE(jobs().list("work")->jobs.empty());
+  EXPECT_EQ(*jobs().pending_count("work"), 0u);
+  auto in_work = kv::run(raw(), [&](kv::Transaction& txn) { return jobs().accept(txn, "work"); });
+  EXPECT_EQ(in_work.status().code(), Code::kNotFound);
+  EXPECT_NE(in_work.status().message().find("is due"), std::string::npos) << in_work.status().to_string();
+}
+
+TEST_P(JobsTest, DeletingATypeThatHasJobsIsRefusedAndChangesNothing) {
+  ASSERT_TRUE(jobs().set_type_timeout("busy", 60s).ok());
+  ASSERT_TRUE(jobs().add("busy", "p1", "{}").ok());
+  ASSERT_TRUE(jobs().add("busy", "p2", "{}").ok());
+  ASSERT_TRUE(jobs().add("busy", "r1", "{}", {.priority = -1}).ok());
+  Job running = accept_now("busy");
+  ASSERT_EQ(running.id, "r1");
+  Status refused = jobs().clear_type_timeout("busy");
+  EXPECT_EQ(refused.code(), Code::kTypeHasJobs) << refused.to_string();
+  EXPECT_NE(refused.message().find("2 pending, 1 running, 0 finished"), std::string::npos) << refused.to_string();
+  EXPECT_NE(refused.message().find("remove_all_jobs"), std::string::npos) << refused.to_string();
+  EXPECT_EQ(*jobs().get_type_timeout("busy"), 60s) << "the type is still there";
+  EXPECT_TRUE(jobs().update(running).ok()) << "its running job still runs";
+  EXPECT_EQ(jobs().list("busy")->jobs.size(), 3u);
+}
+
+// More jobs than one batch, in every state, one running and one watched: all go as remove()
+// removes one, and the type can then be deleted and made again empty.
+TEST_P(JobsTest, RemoveAllJobsRemovesEveryJobOfTheTypeInBatches) {
+  ASSERT_TRUE(jobs().set_type_timeout("bulk", 60s).ok());
+  ASSERT_TRUE(jobs().add("work", "other", "{}").ok());
+  constexpr int kJobs = 1200;
+  for (int start = 0; start < kJobs; start += 200) {
+    Status added = kv::run(raw(), [&](kv::Transaction& txn) -> Status {
+      for (int i = start; i < start + 200; ++i) {
+        char id[16];
+        std::snprintf(id, sizeof id, "j%04d", i);
+        // Every third in an hour, so not every pending job is due.
+        std::optional<int64_t> at;
+        if (i % 3 == 0) at = wall_ms() + 3'600'000;
+        KVQ_RETURN_IF_ERROR(jobs().add(txn, "bulk", id, "{}", {.scheduled_time_ms = at}));
+      }
+      return Status::OK();
+    });
+    ASSERT_TRUE(added.ok()) << added.to_string();
+  }
+  Job finished = accept_now("bulk");
+  ASSERT_TRUE(jobs().finish(finished).ok());
+  Job running = accept_now("bulk", {.worker = "w1"});
+  auto watched = jobs().subscribe("bulk", "j1000");
+  ASSERT_TRUE(watched.ok()) << watched.status().to_string();
+
+  auto removed = jobs().remove_all_jobs("bulk");
+  ASSERT_TRUE(removed.ok()) << removed.status().to_string();
+  if (a_commit_result_was_hidden()) {
+    EXPECT_LE(*removed, uint64_t{kJobs}) << "a batch whose commit result was unknown may go uncounted";
+  } else {
+    EXPECT_EQ(*removed, uint64_t{kJobs});
+  }
+  EXPECT_TRUE(jobs().list("bulk")->jobs.empty());
+  auto counts = jobs().count("bulk");
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->pending + counts->running + counts->finished, 0u) << "no index entry is left";
+  EXPECT_EQ(*jobs().pending_count("bulk", {.max_scheduled_time_ms = INT64_MAX}), 0u);
+  EXPECT_EQ(jobs().update(running).status().code(), Code::kFailedPrecondition) << "the running worker is halted";
+  EXPECT_EQ(jobs().finish(running).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(*jobs().release_worker("w1"), 0u) << "the worker index no longer lists the job";
+  const auto deadline = kv::Clock::now() + 10s;
+  auto gone = (*watched)->next(deadline);
+  while (gone.ok() && gone->found) gone = (*watched)->next(deadline);
+  ASSERT_TRUE(gone.ok()) << gone.status().to_string();
+  EXPECT_FALSE(gone->found) << "the subscriber hears the job is gone";
+  EXPECT_EQ(state_of("other"), State::kPending) << "other types keep their jobs";
+
+  ASSERT_TRUE(jobs().clear_type_timeout("bulk").ok());
+  ASSERT_TRUE(jobs().set_type_timeout("bulk", 60s).ok());
+  EXPECT_TRUE(jobs().list("bulk")->jobs.empty()) << "no old job comes back with the type";
+  EXPECT_EQ(jobs().get("bulk", "j0001").status().code(), Code::kNotFound);
+  EXPECT_EQ(*jobs().remove_all_jobs("bulk"), 0u);
+  EXPECT_EQ(*jobs().remove_all_jobs("nosuchtype"), 0u) << "works on a type that does not exist";
 }
 
 TEST_P(JobsTest, AFinishedRetentionIsKeptWhenTheTimeoutChangesAndCanBeCleared) {
@@ -1126,7 +1233,7 @@ TEST_P(JobsTest, AsyncAddUpdateAndFinishTakeAJobThroughItsLifeAndAreJudgedLikeTh
   jobs().finish_async(removed, std::nullopt, deliver_to(finished));
   EXPECT_EQ(first_delivered(*finished, 2)[1].code(), Code::kFailedPrecondition) << "the finish of a removed job is halted";
   jobs().add_async("untimed", "b", "{}", {}, deliver_to(added));
-  EXPECT_EQ(first_delivered(*added, 2)[1].code(), Code::kFailedPrecondition) << "a type without a timeout";
+  EXPECT_EQ(first_delivered(*added, 2)[1].code(), Code::kNoTimeout) << "a type without a timeout";
   jobs().add_async("work", "", "{}", {}, deliver_to(added));
   EXPECT_EQ(first_delivered(*added, 3)[2].code(), Code::kInvalidArgument) << "an empty id";
   jobs().add_async("work", "c", "{not json", {}, deliver_to(added));

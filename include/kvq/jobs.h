@@ -11,7 +11,9 @@
 //                 or finish after resubmit                          (gave_up)
 //
 // Audiences, as in couch_jobs:
-//   * type timeouts — a type exists while it has an activity timeout; add requires one.
+//   * type timeouts — a type exists while it has an activity timeout; add requires one (else
+//                     kNoTimeout), and accept, list and the counts answer kNotFound naming a
+//                     type that does not exist, so a misspelt type is reported, not idle.
 //   * producers     — add, remove, get, list, pending_count.
 //   * workers       — accept a due job (highest priority first, then earliest scheduled time),
 //                     then update (heartbeat) / resubmit / finish it. Every worker call checks the
@@ -195,8 +197,19 @@ class Jobs {
   Result<Millis> get_type_timeout(std::string_view type);
   Result<TypeSettings> get_type(std::string_view type);
   Result<TypeSettings> get_type(kv::Transaction& txn, std::string_view type);
-  // Removes the type (its jobs stay, but nothing can be added until it has a timeout again).
+  // Removes the type. kNotFound if it has no timeout; kTypeHasJobs (naming how many it has in
+  // each state) while it has any job, in any state: without its type a job would escape
+  // retention and the counts, and come back when the type did. remove_all_jobs removes them.
   Status clear_type_timeout(std::string_view type);
+  // Removes every job of `type` in any state, each as remove() does (every index entry goes,
+  // subscribers hear not-found, a running job's worker is halted at its next call), in
+  // transactions of at most 256 jobs each (fewer when JobsOptions::max_data_bytes is large),
+  // until one finds fewer left than it could take. Returns how many it removed. Not atomic:
+  // after an error the batches already committed stay removed (calling again removes the
+  // rest); jobs added while it runs may remain; after an unknown commit result (kv.h) the
+  // count can miss that batch's jobs. Works whether or not the type exists, so it also removes
+  // jobs an older build left behind when it deleted their type.
+  Result<uint64_t> remove_all_jobs(std::string_view type);
   Result<std::vector<std::string>> types();
   // Finished jobs of `type` are removed (as remove() does, so subscribers hear not-found) once
   // `retention` has passed since they finished; nullopt keeps them (the default). Every
@@ -221,8 +234,8 @@ class Jobs {
   // ---- Producers ----
   // new -> pending; pending -> data, time and priority replaced; running -> marked resubmitted
   // (data unchanged; time and priority apply to the next run); finished -> pending with `data`.
-  // An add that would change nothing writes nothing. kFailedPrecondition if the type has no
-  // timeout.
+  // An add that would change nothing writes nothing. kNoTimeout if the type has no timeout
+  // (does not exist).
   Status add(std::string_view type, std::string_view id, std::string_view data, AddOptions options = {});
   // add() for a caller that must not block, such as an event loop: `done` gets add's outcome,
   // on this thread or later on another. Only on a store that is nonblocking() (LMDB) is this
@@ -240,14 +253,15 @@ class Jobs {
   // kNotFound if absent.
   Result<JobInfo> get(std::string_view type, std::string_view id);
   Result<JobInfo> get(kv::Transaction& txn, std::string_view type, std::string_view id);
-  // Jobs in id order, a page at a time.
+  // Jobs in id order, a page at a time. kNotFound if the type does not exist.
   Result<JobPage> list(std::string_view type, const ListOptions& options = {});
   // Pending jobs due by options.max_scheduled_time_ms, counting at most options.limit.
+  // kNotFound if the type does not exist.
   Result<uint64_t> pending_count(std::string_view type, const PendingCountOptions& options = {});
 
   // Pending (due or not), running and finished jobs of `type`, each counted up to `limit`,
   // from the indexes (not counting jobs finished by a build older than the finished index,
-  // 2026-11-30). For dashboards and metrics.
+  // 2026-11-30). For dashboards and metrics. kNotFound if the type does not exist.
   struct StateCounts {
     uint64_t pending = 0;
     uint64_t running = 0;
@@ -258,7 +272,11 @@ class Jobs {
   // ---- Workers ----
   // Hands one due job to the caller with a fresh lock. Waits (on a store watch, never polling)
   // until one is due or options.timeout passes — a deadline that wake-ups do not restart —
-  // then kDeadlineExceeded. A delayed job wakes the waiter when it becomes due.
+  // then kDeadlineExceeded. A delayed job wakes the waiter when it becomes due. kNotFound if
+  // the type does not exist — checked when nothing is due, before waiting, as are all the
+  // accept calls below. A type can only be deleted once it has no jobs, so an accept waiting
+  // when its type is deleted waits out its timeout (kDeadlineExceeded) unless the type is
+  // created again and gets a due job first; the next accept then gets kNotFound.
   Result<Job> accept(std::string_view type, const AcceptOptions& options = {});
   // The same without a blocked thread: `done` is called exactly once — at once (on this thread)
   // when the input is bad, options.timeout is 0, or a job is due and no other accept of the
@@ -281,7 +299,8 @@ class Jobs {
   // or kDeadlineExceeded when none was due.
   void accept_due_async(std::string_view type, size_t max_count, const AcceptOptions& options,
                         std::function<void(Result<std::vector<Job>>)> done);
-  // One non-blocking attempt inside the caller's transaction; kNotFound when nothing is due.
+  // One non-blocking attempt inside the caller's transaction; kNotFound when nothing is due or
+  // the type does not exist (the message says which).
   Result<Job> accept(kv::Transaction& txn, std::string_view type, const AcceptOptions& options = {});
   // Heartbeat, optionally replacing the data. kFailedPrecondition ("halt") if fenced out.
   Result<UpdateResult> update(Job& job, std::optional<std::string_view> data = std::nullopt);

@@ -8,8 +8,17 @@
 //   kUnknownResult      a commit may or may not have applied (the connection dropped after the
 //                       request was sent). kv::run retries it, so transactional functions must be
 //                       idempotent: read first, write only what is still missing.
-//   kFailedPrecondition the caller's view is stale — for jobs, the worker was fenced out ("halt").
-//                       Never retry; stop working on the job.
+//   kFailedPrecondition the caller's view is stale — for jobs and workers, the worker was fenced
+//                       out ("halt": its job was removed, re-enqueued or taken by another run, or
+//                       the worker was replaced or declared dead). Never retry; stop working on
+//                       the job. (The kv layer also uses it for a misused transaction and for an
+//                       LMDB directory opened with another durability: errors of the program
+//                       or its setup, not of a request.)
+//   kNoTimeout          jobs: the job's type has no activity timeout, i.e. the type does not
+//                       exist, so no job can be added to it. Retry only after the type is created
+//                       (Jobs::set_type_timeout).
+//   kTypeHasJobs        jobs: the type still has jobs, so it cannot be deleted (its jobs would be
+//                       orphaned). Retry after removing them (Jobs::remove_all_jobs).
 //   kPermissionDenied   the caller presented a secret (a worker token) that does not grant
 //                       what it asked; nothing changed. Never retry with the same secret.
 //   kNotFound, kAlreadyExists, kInvalidArgument, kResourceExhausted, kDeadlineExceeded,
@@ -40,6 +49,8 @@ enum class Code {
   kCancelled,
   kInternal,
   kPermissionDenied,
+  kNoTimeout,
+  kTypeHasJobs,
 };
 
 // The stable snake_case name of a code ("aborted", "not_found", ...), used in logs and by the
@@ -94,6 +105,8 @@ inline Status FailedPrecondition(std::string m) {
 inline Status Cancelled(std::string m) { return {Code::kCancelled, std::move(m)}; }
 inline Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
 inline Status PermissionDenied(std::string m) { return {Code::kPermissionDenied, std::move(m)}; }
+inline Status NoTimeout(std::string m) { return {Code::kNoTimeout, std::move(m)}; }
+inline Status TypeHasJobs(std::string m) { return {Code::kTypeHasJobs, std::move(m)}; }
 
 // A value of type T, or the Status that explains why there is none. Never holds an OK status
 // without a value.

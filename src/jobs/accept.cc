@@ -6,6 +6,7 @@
 #include "jobs/acceptor.h"
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
+#include "jobs/types.h"
 #include "jobs/validation.h"
 #include "util/random.h"
 #include "util/secret.h"
@@ -126,7 +127,9 @@ Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, s
 
 Result<Job> Jobs::accept(kv::Transaction& txn, std::string_view type, const AcceptOptions& options) {
   KVQ_RETURN_IF_ERROR(validate_accept(type, options));
-  return try_accept(txn, impl_->keys, options_, type, options, new_lock(type), nullptr);
+  auto job = try_accept(txn, impl_->keys, options_, type, options, new_lock(type), nullptr);
+  if (job.status().code() == Code::kNotFound) KVQ_RETURN_IF_ERROR(require_type(txn, impl_->keys, type));
+  return job;
 }
 
 uint64_t Jobs::accept_async(std::string_view type, const AcceptOptions& options,
@@ -155,13 +158,18 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
     const uint64_t ticket = acceptor.reserve();
     attempt_accept_many_async(
         *store_, impl_->keys, options_, type_name, options, {{lock, options.worker}}, /*arm_watch=*/false,
-        [&acceptor, type_name, options, lock, deadline, generation, ticket, done = std::move(done)](
+        [this, &acceptor, type_name, options, lock, deadline, generation, ticket, done = std::move(done)](
             AcceptOutcome outcome) {
           auto& jobs = outcome.jobs;
           if (jobs.ok() || jobs.status().code() != Code::kNotFound) {
             acceptor.forget(ticket);
             if (!jobs.ok()) return done(jobs.status());
             return done(std::move(jobs->front()));
+          }
+          // Nothing due: a type that does not exist fails now instead of waiting.
+          if (Status missing = require_type(*store_, impl_->keys, type_name, options_.retry); !missing.ok()) {
+            acceptor.forget(ticket);
+            return done(missing);
           }
           acceptor.submit(type_name, options, lock, deadline, generation, done, Acceptor::Commit::kAsync, ticket);
         });
@@ -170,6 +178,10 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
   auto job = attempt_accept(*store_, impl_->keys, options_, type, options, lock, nullptr);
   if (job.ok() || job.status().code() != Code::kNotFound) {
     done(std::move(job));
+    return 0;
+  }
+  if (Status missing = require_type(*store_, impl_->keys, type, options_.retry); !missing.ok()) {
+    done(missing);
     return 0;
   }
   if (options.timeout.count() == 0) {
@@ -199,10 +211,12 @@ void Jobs::accept_due_async(std::string_view type, size_t max_count, const Accep
   auto takers = many_takers(type, max_count, options);
   if (!takers.ok()) return done(takers.status());
   attempt_accept_many_async(*store_, impl_->keys, options_, std::string(type), options, std::move(*takers),
-                            /*arm_watch=*/false, [type_name = std::string(type), done = std::move(done)](AcceptOutcome outcome) {
+                            /*arm_watch=*/false, [this, type_name = std::string(type), done = std::move(done)](AcceptOutcome outcome) {
                               if (outcome.jobs.ok() || outcome.jobs.status().code() != Code::kNotFound) {
                                 return done(std::move(outcome.jobs));
                               }
+                              Status missing = require_type(*store_, impl_->keys, type_name, options_.retry);
+                              if (!missing.ok()) return done(missing);
                               done(DeadlineExceeded("no job of type '" + type_name + "' is due"));
                             });
 }
@@ -211,6 +225,7 @@ Result<std::vector<Job>> Jobs::accept_many(std::string_view type, size_t max_cou
   KVQ_ASSIGN_OR_RETURN(auto takers, many_takers(type, max_count, options));
   auto jobs = attempt_accept_many(*store_, impl_->keys, options_, type, options, takers, nullptr);
   if (jobs.ok() || jobs.status().code() != Code::kNotFound) return jobs;
+  KVQ_RETURN_IF_ERROR(require_type(*store_, impl_->keys, type, options_.retry));
   if (options.timeout.count() == 0) return DeadlineExceeded("no job of type '" + std::string(type) + "' is due");
   // Nothing due: wait for one like accept, then take the rest of what is due with it.
   KVQ_ASSIGN_OR_RETURN(auto first, accept(type, options));

@@ -1,12 +1,12 @@
-// Type timeouts and the producers' operations.
+// Opening a Jobs and the producers' operations.
 #include <algorithm>
 #include <functional>
 #include <limits>
 
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
+#include "jobs/types.h"
 #include "jobs/validation.h"
-#include "util/random.h"
 
 namespace kvq::jobs {
 
@@ -52,112 +52,6 @@ Jobs::Stats Jobs::stats() const {
     s.removed_by_retention = impl_->monitor->expired();
   }
   return s;
-}
-
-// ---- Types ----
-
-namespace {
-
-// Rewrites the type's settings when they change, and tells the monitors.
-Status write_type(kv::Transaction& txn, const Keys& keys, std::string_view type, const TypeSettings& settings,
-                  const std::optional<std::string>& current) {
-  const std::string value = encode_type(settings);
-  if (current == value) return Status::OK();
-  txn.set(keys.timeout(type), value);
-  txn.set(keys.types_token(), util::random_hex(8));
-  return Status::OK();
-}
-
-// Changes one setting of a type that exists (kNotFound otherwise), keeping the others.
-Status change_type(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                   const std::function<void(TypeSettings&)>& change) {
-  KVQ_ASSIGN_OR_RETURN(auto current, txn.get(keys.timeout(type)));
-  if (!current) return NotFound("type '" + std::string(type) + "' has no timeout");
-  KVQ_ASSIGN_OR_RETURN(TypeSettings settings, decode_type(*current));
-  change(settings);
-  return write_type(txn, keys, type, settings, current);
-}
-
-}  // namespace
-
-Status Jobs::set_type_timeout(std::string_view type, Millis timeout) {
-  return kv::run(*store_, [&](kv::Transaction& txn) { return set_type_timeout(txn, type, timeout); }, options_.retry);
-}
-
-Status Jobs::set_type_timeout(kv::Transaction& txn, std::string_view type, Millis timeout) {
-  KVQ_RETURN_IF_ERROR(validate_type(type));
-  if (timeout.count() <= 0) return InvalidArgument("type timeout must be positive");
-  KVQ_ASSIGN_OR_RETURN(auto current, txn.get(impl_->keys.timeout(type)));
-  TypeSettings settings;
-  if (current) {
-    KVQ_ASSIGN_OR_RETURN(settings, decode_type(*current));
-  }
-  settings.timeout = timeout;
-  return write_type(txn, impl_->keys, type, settings, current);
-}
-
-Status Jobs::set_finished_retention(std::string_view type, std::optional<Millis> retention) {
-  return kv::run(*store_, [&](kv::Transaction& txn) { return set_finished_retention(txn, type, retention); },
-                 options_.retry);
-}
-
-Status Jobs::set_finished_retention(kv::Transaction& txn, std::string_view type, std::optional<Millis> retention) {
-  KVQ_RETURN_IF_ERROR(validate_type(type));
-  if (retention && retention->count() <= 0) return InvalidArgument("finished retention must be positive");
-  return change_type(txn, impl_->keys, type, [&](TypeSettings& settings) { settings.finished_retention = retention; });
-}
-
-Status Jobs::set_max_lost_runs(std::string_view type, std::optional<uint32_t> max_lost_runs) {
-  return kv::run(*store_, [&](kv::Transaction& txn) { return set_max_lost_runs(txn, type, max_lost_runs); },
-                 options_.retry);
-}
-
-Status Jobs::set_max_lost_runs(kv::Transaction& txn, std::string_view type, std::optional<uint32_t> max_lost_runs) {
-  KVQ_RETURN_IF_ERROR(validate_type(type));
-  if (max_lost_runs && (*max_lost_runs < 1 || *max_lost_runs > kMaxLostRunsLimit)) {
-    return InvalidArgument("max_lost_runs must be between 1 and " + std::to_string(kMaxLostRunsLimit));
-  }
-  return change_type(txn, impl_->keys, type, [&](TypeSettings& settings) { settings.max_lost_runs = max_lost_runs; });
-}
-
-Result<TypeSettings> Jobs::get_type(std::string_view type) {
-  return kv::run(*store_, [&](kv::Transaction& txn) { return get_type(txn, type); }, options_.retry);
-}
-
-Result<TypeSettings> Jobs::get_type(kv::Transaction& txn, std::string_view type) {
-  KVQ_RETURN_IF_ERROR(validate_type(type));
-  KVQ_ASSIGN_OR_RETURN(auto value, txn.get(impl_->keys.timeout(type)));
-  if (!value) return NotFound("type '" + std::string(type) + "' has no timeout");
-  return decode_type(*value);
-}
-
-Result<Millis> Jobs::get_type_timeout(std::string_view type) {
-  KVQ_ASSIGN_OR_RETURN(TypeSettings settings, get_type(type));
-  return settings.timeout;
-}
-
-Status Jobs::clear_type_timeout(std::string_view type) {
-  KVQ_RETURN_IF_ERROR(validate_type(type));
-  return kv::run(*store_, [&](kv::Transaction& txn) -> Status {
-    KVQ_ASSIGN_OR_RETURN(auto current, txn.get(impl_->keys.timeout(type)));
-    if (!current) return NotFound("type '" + std::string(type) + "' has no timeout");
-    txn.clear(impl_->keys.timeout(type));
-    txn.set(impl_->keys.types_token(), util::random_hex(8));
-    return Status::OK();
-  }, options_.retry);
-}
-
-Result<std::vector<std::string>> Jobs::types() {
-  return kv::run(*store_, [&](kv::Transaction& txn) -> Result<std::vector<std::string>> {
-    auto [begin, end] = impl_->keys.timeouts();
-    KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end));
-    std::vector<std::string> out;
-    for (const auto& kv : rows) {
-      KVQ_ASSIGN_OR_RETURN(auto type, impl_->keys.parse_timeout_type(kv.key));
-      out.push_back(std::move(type));
-    }
-    return out;
-  }, options_.retry);
 }
 
 // ---- Producers ----
@@ -218,7 +112,7 @@ Status add_normalized(kv::Transaction& txn, const Keys& keys, std::string_view t
   // One read for both (on etcd, one round trip).
   KVQ_ASSIGN_OR_RETURN(auto stored, txn.get_many({keys.timeout(type), keys.job(type, id)}));
   if (!stored[0]) {
-    return FailedPrecondition("type '" + std::string(type) + "' has no timeout; set the type's timeout before adding jobs");
+    return NoTimeout("type '" + std::string(type) + "' has no timeout; set the type's timeout before adding jobs");
   }
   std::optional<JobRow> before;
   if (stored[1]) {
@@ -332,6 +226,7 @@ Result<JobPage> Jobs::list(std::string_view type, const ListOptions& options) {
   // Filtering happens after reading, so bound the rows one page may scan.
   const size_t scan_budget = std::max<size_t>(options.limit * 10, 1000);
   return kv::run(*store_, [&](kv::Transaction& txn) -> Result<JobPage> {
+    KVQ_RETURN_IF_ERROR(require_type(txn, keys, type));
     auto [begin, end] = keys.jobs_of(type);
     if (!options.cursor.empty()) begin = keys.job(type, options.cursor) + '\0';
     KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end, {.limit = scan_budget, .snapshot = true}));
@@ -368,6 +263,7 @@ Result<Jobs::StateCounts> Jobs::count(std::string_view type, size_t limit) {
     return n;
   };
   return kv::run(*store_, [&](kv::Transaction& txn) -> Result<StateCounts> {
+    KVQ_RETURN_IF_ERROR(require_type(txn, keys, type));
     StateCounts counts;
     KVQ_ASSIGN_OR_RETURN(counts.pending, count_range(txn, keys.pending_of(type)));
     KVQ_ASSIGN_OR_RETURN(counts.running, count_range(txn, keys.activity_before(type, UINT64_MAX >> 1)));
@@ -383,6 +279,7 @@ Result<uint64_t> Jobs::pending_count(std::string_view type, const PendingCountOp
   const auto& keys = impl_->keys;
   constexpr size_t kPage = 1000;
   return kv::run(*store_, [&](kv::Transaction& txn) -> Result<uint64_t> {
+    KVQ_RETURN_IF_ERROR(require_type(txn, keys, type));
     uint64_t count = 0;
     const auto end = keys.pending_of(type).second;
     std::string from = keys.pending_of(type).first;

@@ -17,6 +17,8 @@ std::string_view code_name(Code code) {
     case Code::kCancelled: return "cancelled";
     case Code::kInternal: return "internal";
     case Code::kPermissionDenied: return "permission_denied";
+    case Code::kNoTimeout: return "no_timeout";
+    case Code::kTypeHasJobs: return "type_has_jobs";
   }
   return "internal";
 }

@@ -20,11 +20,15 @@ TEST(StatusTest, OnlyConflictsUnavailabilityAndUnknownResultsAreRetryable) {
   EXPECT_FALSE(InvalidArgument("x").retryable());
   EXPECT_FALSE(DeadlineExceeded("x").retryable());
   EXPECT_FALSE(Internal("x").retryable());
+  EXPECT_FALSE(NoTimeout("x").retryable());
+  EXPECT_FALSE(TypeHasJobs("x").retryable());
 }
 
 TEST(StatusTest, ToStringNamesTheCodeAndMessage) {
   EXPECT_EQ(NotFound("job 'a' is absent").to_string(), "not_found: job 'a' is absent");
   EXPECT_EQ(Aborted("c").with_context("add").to_string(), "aborted: add: c");
+  EXPECT_EQ(NoTimeout("t").to_string(), "no_timeout: t");
+  EXPECT_EQ(TypeHasJobs("t").to_string(), "type_has_jobs: t");
 }
 
 TEST(ResultTest, HoldsAValueOrAnError) {

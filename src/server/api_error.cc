@@ -9,7 +9,10 @@ ApiError from_status(const Status& status) {
     case Code::kInvalidArgument: return {400, "invalid_argument", status.message()};
     case Code::kNotFound: return {404, "not_found", status.message()};
     case Code::kAlreadyExists: return {409, "already_exists", status.message()};
-    case Code::kFailedPrecondition: return {409, "failed_precondition", status.message()};
+    // A fenced worker: stop working on the job.
+    case Code::kFailedPrecondition: return {409, "halted", status.message()};
+    case Code::kNoTimeout: return {409, "no_timeout", status.message()};
+    case Code::kTypeHasJobs: return {409, "type_has_jobs", status.message()};
     case Code::kPermissionDenied: return {403, "wrong_token", status.message()};
     case Code::kAborted:
     case Code::kUnavailable:

@@ -15,9 +15,10 @@ struct ApiError {
   std::string message;
 };
 
-// The one mapping from library codes to HTTP: kInvalidArgument 400 invalid_argument,
-// kNotFound 404 not_found, kAlreadyExists 409 already_exists, kFailedPrecondition 409
-// failed_precondition (routes refine it: halted, no_timeout), kAborted / kUnavailable /
+// The one mapping from library codes to HTTP, for every route (routes do not refine it):
+// kInvalidArgument 400 invalid_argument, kNotFound 404 not_found, kAlreadyExists 409
+// already_exists, kFailedPrecondition 409 halted (a fenced worker), kNoTimeout 409 no_timeout,
+// kTypeHasJobs 409 type_has_jobs, kPermissionDenied 403 wrong_token, kAborted / kUnavailable /
 // kUnknownResult / kDeadlineExceeded 503 unavailable, kResourceExhausted (a full disk) 503
 // resource_exhausted, others 500 internal.
 ApiError from_status(const Status& status);

@@ -38,12 +38,6 @@ std::optional<NewJob> read_new_job(const JsonBody& body, ApiError* error) {
   return job;
 }
 
-// A worker call's lock check and error refinement: a fenced worker hears "halted".
-void reply_worker_status(Exchange& ex, const Status& s) {
-  if (s.code() == Code::kFailedPrecondition) return reply_error(ex, {409, "halted", s.message()});
-  reply_status(ex, s);
-}
-
 template <typename Parsed>
 const JsonBody* body_or_reply(Parsed& parsed, Exchange& ex) {
   if (auto* e = std::get_if<ApiError>(&parsed)) {
@@ -85,7 +79,6 @@ void add_producer_routes(Router& router, Api& api) {
       for (const auto& job : *jobs) KVQ_RETURN_IF_ERROR(api.jobs.add(txn, type, job.id, job.data, job.options));
       return Status::OK();
     }, [ex, added = jobs->size()](Status s) {
-      if (s.code() == Code::kFailedPrecondition) return reply_error(*ex, {409, "no_timeout", s.message()});
       if (!s.ok()) return reply_status(*ex, s);
       reply_json(*ex, 200, {{"added", added}});
     });
@@ -98,7 +91,6 @@ void add_producer_routes(Router& router, Api& api) {
     auto job = read_new_job(*body, &error);
     if (error.status) return reply_error(*ex, error);
     api.jobs.add_async(r.params["type"], job->id, job->data, job->options, [ex, id = job->id](Status s) {
-      if (s.code() == Code::kFailedPrecondition) return reply_error(*ex, {409, "no_timeout", s.message()});
       if (!s.ok()) return reply_status(*ex, s);
       reply_json(*ex, 200, {{"id", id}});
     });
@@ -256,7 +248,7 @@ void add_worker_call_routes(Router& router, Api& api) {
     if (!call) return;
     jobs::Job job{r.params["type"], r.params["id"], call->lock, "", ""};
     api.jobs.update_async(job, call->data, [ex](Result<jobs::UpdateResult> result) {
-      if (!result.ok()) return reply_worker_status(*ex, result.status());
+      if (!result.ok()) return reply_status(*ex, result.status());
       reply_json(*ex, 200, {{"resubmitted", result->resubmitted}});
     });
   }, Router::Access::kToken, Router::Runs::kInline);
@@ -265,7 +257,7 @@ void add_worker_call_routes(Router& router, Api& api) {
     if (!call) return;
     jobs::Job job{r.params["type"], r.params["id"], call->lock, "", ""};
     api.jobs.finish_async(job, call->data, [&api, ex, type = job.type](Status s) {
-      if (!s.ok()) return reply_worker_status(*ex, s);
+      if (!s.ok()) return reply_status(*ex, s);
       api.metrics.finished(type);
       reply_json(*ex, 200, nlohmann::json::object());
     });
@@ -275,7 +267,7 @@ void add_worker_call_routes(Router& router, Api& api) {
     if (!call) return;
     jobs::Job job{r.params["type"], r.params["id"], call->lock, "", ""};
     api.jobs.resubmit_async(job, {.scheduled_time_ms = call->scheduled_time, .data = call->data}, [ex](Status s) {
-      if (!s.ok()) return reply_worker_status(*ex, s);
+      if (!s.ok()) return reply_status(*ex, s);
       reply_json(*ex, 200, nlohmann::json::object());
     });
   }, Router::Access::kToken, Router::Runs::kInline);

@@ -109,9 +109,17 @@ void add_type_routes(Router& router, Api& api) {
     reply_json(*ex, 200, type_json(type, *settings));
   });
   router.add("DELETE", "/v1/types/{type}", [&api](Request& r, std::shared_ptr<Exchange> ex) {
-    Status s = api.jobs.clear_type_timeout(r.params["type"]);
+    const std::string& type = r.params["type"];
+    Status s = api.jobs.clear_type_timeout(type);
+    // The library names its own call; an HTTP client removes the jobs with the route below.
+    if (s.code() == Code::kTypeHasJobs) s = TypeHasJobs(s.message() + ". Over HTTP: DELETE /v1/types/" + type + "/jobs");
     if (!s.ok()) return reply_status(*ex, s);
     reply_json(*ex, 200, nlohmann::json::object());
+  });
+  router.add("DELETE", "/v1/types/{type}/jobs", [&api](Request& r, std::shared_ptr<Exchange> ex) {
+    auto removed = api.jobs.remove_all_jobs(r.params["type"]);
+    if (!removed.ok()) return reply_status(*ex, removed.status());
+    reply_json(*ex, 200, {{"removed", *removed}});
   });
   router.add("GET", "/v1/types/{type}/pending", [&api](Request& r, std::shared_ptr<Exchange> ex) {
     ApiError error{0, "", ""};

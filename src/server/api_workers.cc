@@ -66,7 +66,6 @@ void add_worker_routes(Router& router, Api& api) {
     auto token = token_from(r, *ex);
     if (!token) return;
     Status s = api.workers.heartbeat(r.params["wtype"], r.params["id"], *token);
-    if (s.code() == Code::kFailedPrecondition) return reply_error(*ex, {409, "halted", s.message()});
     if (!s.ok()) return reply_status(*ex, s);
     reply_json(*ex, 200, nlohmann::json::object());
   });

@@ -212,6 +212,8 @@ class Stats(ServerTestCase):
         self.assertEqual((entry()["pending"], entry()["running"], entry()["accepts"]), (0, 1, 1))
         finish(c, t, jid, lock)
         self.assertEqual((entry()["running"], entry()["finished"], entry()["finishes"]), (0, 1, 1))
+        self.assertStatus(c.delete("/v1/types/%s" % t), 409, "type_has_jobs")
+        self.assertStatus(c.delete("/v1/types/%s/jobs" % t), 200)
         self.assertStatus(c.delete("/v1/types/%s" % t), 200)
         self.assertNotIn(t, [x["type"] for x in self.stats()["types"]], "a type without a timeout is gone")
 

@@ -290,6 +290,60 @@ class JobRoutes(ServerTestCase):
         self.assertStatus(c.job(t, "d2"), 404, "not_found")
 
 
+class TypeLifecycle(ServerTestCase):
+    """A type that does not exist is reported, and deleting a type never strands its jobs."""
+
+    def test_calls_naming_a_type_that_does_not_exist_answer_404(self):
+        c, t = self.c, uniq("emial")
+        for what, r in (("list", c.get("/v1/jobs/%s" % t)),
+                        ("pending count", c.get("/v1/types/%s/pending" % t)),
+                        ("accept", c.accept(t)),
+                        ("accept 3", c.accept(t, count=3))):
+            with self.subTest(what):
+                self.assertStatus(r, 404, "not_found")
+                self.assertIn("'%s' does not exist" % t, r.json["message"])
+        started = time.monotonic()
+        self.assertStatus(c.accept(t, timeout=5), 404, "not_found")
+        self.assertStatus(c.accept(t, timeout=5, count=2), 404, "not_found")
+        self.assertLess(time.monotonic() - started, 4, "the accepts waited for their timeouts")
+        from test_cli import run_kvq  # the CLI exits 5 (not found) and names the type
+        for args in (("ls", t), ("accept", t), ("accept", t, "--timeout", "5")):
+            with self.subTest(args=args):
+                r = run_kvq(*args, url=self.server.url)
+                self.assertEqual(r.returncode, 5, r)
+                self.assertIn(t, r.stderr)
+
+    def test_delete_is_refused_while_the_type_has_jobs_and_remove_all_fences_its_worker(self):
+        c, t = self.c, uniq("bulk")
+        c.set_timeout(t, 60)
+        n = 1200  # several of the library's removal batches
+        for start in range(0, n, 1000):
+            batch = [{"id": "j%05d" % i, "data": {"i": i}} for i in range(start, min(n, start + 1000))]
+            self.assertStatus(c.post("/v1/jobs/%s/batch" % t, {"jobs": batch}), 200)
+        acc = self.assertStatus(c.accept(t, worker="w1"), 200)["jobs"][0]
+        r = c.delete("/v1/types/%s" % t)
+        self.assertStatus(r, 409, "type_has_jobs")
+        self.assertIn("%d pending, 1 running, 0 finished" % (n - 1), r.json["message"])
+        self.assertIn("DELETE /v1/types/%s/jobs" % t, r.json["message"])
+        self.assertEqual(self.assertStatus(c.get("/v1/types/%s" % t), 200)["timeout"], 60.0)
+        self.assertStatus(c.post("/v1/jobs/%s/%s/update" % (t, acc["id"]), {"lock": acc["lock"]}), 200)
+
+        self.assertEqual(self.assertStatus(c.delete("/v1/types/%s/jobs" % t), 200), {"removed": n})
+        self.assertStatus(c.post("/v1/jobs/%s/%s/update" % (t, acc["id"]), {"lock": acc["lock"]}),
+                          409, "halted")
+        self.assertStatus(c.post("/v1/jobs/%s/%s/finish" % (t, acc["id"]), {"lock": acc["lock"]}),
+                          409, "halted")
+        self.assertEqual(self.assertStatus(c.get("/v1/jobs/%s" % t), 200)["jobs"], [])
+        self.assertEqual(self.assertStatus(c.delete("/v1/types/%s/jobs" % t), 200), {"removed": 0})
+
+        self.assertEqual(self.assertStatus(c.delete("/v1/types/%s" % t), 200), {})
+        c.set_timeout(t, 60)
+        self.assertEqual(self.assertStatus(c.get("/v1/jobs/%s" % t), 200)["jobs"], [],
+                         "no old job comes back with the type")
+        self.assertStatus(c.job(t, "j00001"), 404, "not_found")
+        self.assertEqual(self.assertStatus(c.get("/v1/types/%s/pending" % t), 200), {"pending": 0})
+
+
 class ServerProcess(unittest.TestCase):
 
     def test_sigterm_answers_waiting_accept_with_204_and_exits(self):

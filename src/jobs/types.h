@@ -1,0 +1,21 @@
+// jobs/types.h — what the other rooms of the jobs layer ask about a type. A type exists while it
+// has a timeout (its row in the timeouts subspace, schema.h); calls that name a type that does
+// not exist fail with kNotFound naming it, so a misspelt type is reported instead of looking
+// empty.
+#pragma once
+
+#include <string_view>
+
+#include "jobs/schema.h"
+#include "kvq/kv.h"
+
+namespace kvq::jobs {
+
+// OK if `type` exists, else kNotFound naming it. A snapshot read: it adds no conflict, so a
+// type created or deleted meanwhile does not abort the caller's transaction.
+Status require_type(kv::Transaction& txn, const Keys& keys, std::string_view type);
+// The same in a read-only transaction of its own (on LMDB it never waits for a commit, so a
+// commit's completion may call it).
+Status require_type(kv::Store& store, const Keys& keys, std::string_view type, const kv::RetryOptions& retry);
+
+}  // namespace kvq::jobs
