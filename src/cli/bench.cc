@@ -163,7 +163,12 @@ int create_and_load(const Invocation& inv, const BenchConfig& config) {
   if (!set.ok()) return inv.fail(set);
   BenchOutcome outcome = run_bench_load(inv, config, g_interrupted);
   if (g_interrupted) return kExitInterrupted;
-  if (outcome.failure) return inv.fail(*outcome.failure);
+  if (outcome.failure) {
+    const Response& r = *outcome.failure;
+    std::fprintf(stderr, "%s: %s: %s\n", inv.name.c_str(), outcome.failed_call.c_str(),
+                 r.describe().c_str());
+    return exit_code_for(r.status, r.error);
+  }
   if (!outcome.stall.empty()) {
     std::fprintf(stderr, "%s: %s\n", inv.name.c_str(), outcome.stall.c_str());
     return kExitError;

@@ -29,17 +29,18 @@ struct Shared {
   std::vector<std::atomic<bool>> done;  // per job index
   std::mutex mu;
   std::optional<Response> failure;  // the first failed answer
+  std::string failed_call;          // "add", "accept" or "finish"
   std::vector<double> latencies_ms;
   Clock::time_point first_add{Clock::time_point::max()};
   Clock::time_point last_finish{Clock::time_point::min()};
 
   explicit Shared(const BenchConfig& c) : config(c), done(static_cast<size_t>(c.jobs)) {}
 
-  void fail(const std::string& what, Response response) {
+  void fail(const char* call, Response response) {
     std::lock_guard lock(mu);
     if (!failure) {
-      response.message = what + ": " + response.message;
       failure = std::move(response);
+      failed_call = call;
     }
     stop = true;
   }
@@ -191,6 +192,7 @@ BenchOutcome run_bench_load(const Invocation& inv, const BenchConfig& config,
   out.halted = shared.halted;
   out.retries = shared.retries;
   out.failure = std::move(shared.failure);
+  out.failed_call = std::move(shared.failed_call);
   out.latencies_ms = std::move(shared.latencies_ms);
   std::sort(out.latencies_ms.begin(), out.latencies_ms.end());
   out.seconds = std::max(

@@ -32,6 +32,7 @@ struct BenchOutcome {
   // Why the load stopped before every job was finished: the first failed answer (its exit code
   // is exit_code_for it), or a stall; none when it completed or `stop` ended it.
   std::optional<Response> failure;
+  std::string failed_call;  // of `failure`: "add", "accept" or "finish"
   std::string stall;
 };
 

@@ -642,7 +642,7 @@ class BenchFailingMidway(CliTestCase):
     def test_a_bench_whose_adds_are_refused_removes_its_type(self):
         before = self.assertStatus(self.c.get("/v1/types"), 200)
         r = self.assertExit(self.kvq("bench", "--jobs", "50", "--payload", "4000", timeout=60), 2)
-        self.assertIn("body_too_large", r.stderr)
+        self.assertIn("kvq bench: add: body_too_large", r.stderr)
         self.assertEqual(self.assertStatus(self.c.get("/v1/types"), 200), before)
 
 
