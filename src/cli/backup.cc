@@ -5,8 +5,12 @@
 #include <string>
 #include <vector>
 
+#include "args.h"
 #include "commands.h"
+#include "exit_codes.h"
+#include "invocation.h"
 #include "kvq/lmdb_store.h"
+#include "output.h"
 
 namespace kvq::cli {
 namespace {
@@ -23,7 +27,7 @@ constexpr char kBackupUsage[] =
     "exit codes: 0 copied, 1 the copy failed, 2 usage or a DEST that is not new or empty,\n"
     "5 DIR holds no data.\n";
 
-int exit_code_for(const Status& status) {
+int exit_code_for_backup(const Status& status) {
   switch (status.code()) {
     case Code::kNotFound: return kExitNotFound;
     case Code::kInvalidArgument: return kExitUsage;
@@ -35,13 +39,12 @@ int exit_code_for(const Status& status) {
 
 int run_backup(int argc, char** argv) {
   const std::vector<std::string> words(argv, argv + argc);
-  std::string error;
-  auto args = parse_args(words, {{"data", true}, {"no-compact", false}}, &error);
+  auto args = parse_args(words, {{"data", true}, {"no-compact", false}});
   const auto usage_error = [](const std::string& message) {
     std::fprintf(stderr, "kvq backup: %s\n\n%s", message.c_str(), kBackupUsage);
     return kExitUsage;
   };
-  if (!args) return usage_error(error);
+  if (!args.ok()) return usage_error(args.status().message());
   if (args->flag("help")) {
     std::fputs(kBackupUsage, stdout);
     return kExitOk;
@@ -59,7 +62,7 @@ int run_backup(int argc, char** argv) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!bytes.ok()) {
     std::fprintf(stderr, "kvq backup: %s\n", bytes.status().message().c_str());
-    return exit_code_for(bytes.status());
+    return exit_code_for_backup(bytes.status());
   }
   if (args->flag("json")) {
     print_json({{"data", data},

@@ -2,16 +2,27 @@
 // formatting, metrics parsing and percentiles.
 #include <gtest/gtest.h>
 
+#include "cli/args.h"
 #include "cli/client.h"
+#include "cli/exit_codes.h"
 #include "cli/output.h"
+#include "cli/prometheus.h"
+#include "cli/stats.h"
 
 namespace kvq::cli {
 namespace {
 
+// parse_args of "cmd ARGS"; nullopt with *error set when it fails.
 std::optional<ParsedArgs> parse(std::vector<std::string> args,
                                 const std::vector<OptionSpec>& specs, std::string* error) {
   args.insert(args.begin(), "cmd");
-  return parse_args(args, specs, error);
+  auto parsed = parse_args(args, specs);
+  if (!parsed.ok()) {
+    EXPECT_EQ(parsed.status().code(), Code::kInvalidArgument);
+    *error = parsed.status().message();
+    return std::nullopt;
+  }
+  return std::move(*parsed);
 }
 
 TEST(ParseArgs, PositionalsOptionsAndFlags) {
@@ -217,6 +228,47 @@ TEST(Stats, Percentile) {
   EXPECT_EQ(percentile(v, 99), 99);
   EXPECT_EQ(percentile(v, 100), 100);
   EXPECT_EQ(percentile({7}, 99), 7);
+}
+
+// The server's answers to a wrong request exit 2, as the CLI's own usage errors do; only
+// "not found", "halted", 5xx and no answer have codes of their own.
+TEST(ExitCodes, RejectedRequestsAreUsageErrors) {
+  EXPECT_EQ(exit_code_for(200, ""), kExitOk);
+  EXPECT_EQ(exit_code_for(204, ""), kExitOk);
+  for (const char* error : {"invalid_argument", "malformed_json", "unknown_field", "bad_request"}) {
+    EXPECT_EQ(exit_code_for(400, error), kExitUsage) << error;
+  }
+  EXPECT_EQ(exit_code_for(401, "unauthorized"), kExitUsage);
+  EXPECT_EQ(exit_code_for(403, "wrong_token"), kExitUsage);
+  EXPECT_EQ(exit_code_for(404, "no_route"), kExitUsage);
+  EXPECT_EQ(exit_code_for(405, "method_not_allowed"), kExitUsage);
+  for (const char* error : {"no_timeout", "already_exists", "type_has_jobs"}) {
+    EXPECT_EQ(exit_code_for(409, error), kExitUsage) << error;
+  }
+  EXPECT_EQ(exit_code_for(413, "body_too_large"), kExitUsage);
+  EXPECT_EQ(exit_code_for(414, "target_too_long"), kExitUsage);
+  EXPECT_EQ(exit_code_for(431, "header_too_large"), kExitUsage);
+}
+
+TEST(ExitCodes, NotFoundHaltedServerAndNetworkErrors) {
+  EXPECT_EQ(exit_code_for(404, "not_found"), kExitNotFound);
+  EXPECT_EQ(exit_code_for(409, "halted"), kExitHalted);
+  EXPECT_EQ(exit_code_for(500, "internal"), kExitError);
+  EXPECT_EQ(exit_code_for(501, "not_implemented"), kExitError);
+  EXPECT_EQ(exit_code_for(503, "unavailable"), kExitError);
+  EXPECT_EQ(exit_code_for(503, "resource_exhausted"), kExitError);
+  EXPECT_EQ(exit_code_for(505, "http_version_not_supported"), kExitError);
+  EXPECT_EQ(exit_code_for(0, "network"), kExitError);
+  EXPECT_EQ(exit_code_for(302, ""), kExitError);
+}
+
+TEST(ExitCodes, HelpStatesEveryCode) {
+  const std::string help = kExitCodesHelp;
+  for (const char* line : {"  0  ok", "  1  server or network error", "  2  usage error",
+                           "  3  nothing happened in time", "  4  halted", "  5  not found",
+                           "  130  interrupted"}) {
+    EXPECT_NE(help.find(line), std::string::npos) << line;
+  }
 }
 
 TEST(ValueOf, Fallbacks) {

@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "commands.h"
+#include "exit_codes.h"
 #include "kvq/server.h"
 
 namespace {
@@ -18,10 +19,12 @@ constexpr char kUsage[] =
     "  update|finish|resubmit TYPE ID --lock L [DATA_JSON]   worker calls on an accepted job\n"
     "  wait TYPE ID [--state S]         wait for a state     watch TYPE ID   stream a job's changes\n"
     "  types                            list types           timeout TYPE [SECONDS|--clear]\n"
+    "  types clear-jobs TYPE            remove every job of TYPE\n"
+    "  types rm TYPE [--with-jobs]      remove TYPE (and its jobs)\n"
     "  retention TYPE [SECONDS|--clear] how long finished jobs are kept\n"
     "  max-lost-runs TYPE [N|--clear]   give a job up after N lost runs in a row\n"
     "  workers WTYPE                    list workers         top [--once]    live counts per type\n"
-    "  bench [--jobs J ...]             load-test a server\n"
+    "  bench [--jobs J ...]             load-test a server on a throwaway type of its own\n"
     "  (client commands: --url URL (default $KVQ_URL or http://127.0.0.1:7411; https:// for TLS),\n"
     "   --token T, --ca-cert FILE, --client-cert FILE --client-key FILE, --json, --help;\n"
     "   see kvq COMMAND --help)\n"
@@ -30,16 +33,21 @@ constexpr char kUsage[] =
     "                      LMDB data directory (default ./kvq-data)\n"
     "  version             print the version\n"
     "  help                print this help\n"
-    "\n"
-    "exit codes: 0 ok, 1 server/network error, 2 usage, 3 nothing in time, 4 halted, 5 not found\n"
-    "See README.md and docs/http-api.md.\n";
+    "\n";
+constexpr char kSeeAlso[] = "\nSee README.md and docs/http-api.md.\n";
+
+void print_usage(std::FILE* out) {
+  std::fputs(kUsage, out);
+  std::fputs(kvq::cli::kExitCodesHelp, out);
+  std::fputs(kSeeAlso, out);
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fputs(kUsage, stderr);
-    return 2;
+    print_usage(stderr);
+    return kvq::cli::kExitUsage;
   }
   const std::string_view command = argv[1];
   if (command == "serve") return kvq::server::run_serve(argc - 1, argv + 1);
@@ -67,9 +75,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (command == "help" || command == "--help" || command == "-h") {
-    std::fputs(kUsage, stdout);
-    return 0;
+    print_usage(stdout);
+    return kvq::cli::kExitOk;
   }
-  std::fprintf(stderr, "kvq: unknown command '%s'\n\n%s", argv[1], kUsage);
-  return 2;
+  std::fprintf(stderr, "kvq: unknown command '%s'\n\n", argv[1]);
+  print_usage(stderr);
+  return kvq::cli::kExitUsage;
 }

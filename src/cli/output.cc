@@ -2,138 +2,12 @@
 #include "output.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <ctime>
 #include <iterator>
+#include <set>
 
 namespace kvq::cli {
-
-const char kCommonOptionsHelp[] =
-    "\n"
-    "common options:\n"
-    "  --url URL            server base URL (default $KVQ_URL, else http://127.0.0.1:7411);\n"
-    "                       https://HOST[:PORT] for TLS (port 443 when omitted)\n"
-    "  --token T            bearer token (default $KVQ_TOKEN); beyond loopback only over\n"
-    "                       https://: over http:// anyone on the path can read it\n"
-    "  --ca-cert FILE       https: trust the CAs in this PEM file for the server's\n"
-    "                       certificate (default $KVQ_CA_CERT, else the system's store)\n"
-    "  --client-cert FILE   https: present this certificate, to a server that asks for one\n"
-    "  --client-key FILE    and its key (default $KVQ_CLIENT_CERT, $KVQ_CLIENT_KEY)\n"
-    "  --json               print the server's JSON response instead of text\n"
-    "  --help, -h           print this help\n"
-    "\n"
-    "exit codes: 0 ok, 1 server or network error, 2 usage error, 3 nothing happened in time,\n"
-    "            4 halted (409: stop working on the job), 5 not found (404)\n";
-
-std::optional<ParsedArgs> parse_args(const std::vector<std::string>& args,
-                                     const std::vector<OptionSpec>& specs, std::string* error) {
-  static const std::vector<OptionSpec> kCommon = {
-      {"url", true},         {"token", true},      {"ca-cert", true}, {"client-cert", true},
-      {"client-key", true},  {"json", false},      {"help", false}};
-  auto find = [&](std::string_view name) -> const OptionSpec* {
-    for (const auto* list : {&specs, &kCommon}) {
-      for (const auto& spec : *list) {
-        if (spec.name == name) return &spec;
-      }
-    }
-    return nullptr;
-  };
-  ParsedArgs out;
-  bool options_done = false;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (options_done || arg.size() < 2 || arg[0] != '-' ||
-        (arg[1] != '-' && arg != "-h")) {
-      out.positional.push_back(arg);  // includes "-" and negative numbers
-      continue;
-    }
-    if (arg == "--") {
-      options_done = true;
-      continue;
-    }
-    if (arg == "-h") {
-      out.flags.insert("help");
-      continue;
-    }
-    std::string name = arg.substr(2);
-    std::optional<std::string> value;
-    if (auto eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name.resize(eq);
-    }
-    const OptionSpec* spec = find(name);
-    if (spec == nullptr) {
-      *error = "unknown option '--" + name + "'";
-      return std::nullopt;
-    }
-    if (!spec->takes_value) {
-      if (value) {
-        *error = "option '--" + name + "' takes no value";
-        return std::nullopt;
-      }
-      out.flags.insert(name);
-      continue;
-    }
-    if (!value) {
-      if (i + 1 >= args.size()) {
-        *error = "option '--" + name + "' needs a value";
-        return std::nullopt;
-      }
-      value = args[++i];
-    }
-    out.values[name] = *value;
-  }
-  return out;
-}
-
-std::optional<int64_t> parse_int(std::string_view text) {
-  if (text.empty() || text.size() > 24) return std::nullopt;
-  std::string s(text);
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (errno != 0 || end != s.c_str() + s.size() || std::isspace(static_cast<unsigned char>(s[0]))) {
-    return std::nullopt;
-  }
-  return static_cast<int64_t>(v);
-}
-
-std::optional<double> parse_double(std::string_view text) {
-  if (text.empty() || text.size() > 64) return std::nullopt;
-  std::string s(text);
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (errno != 0 || end != s.c_str() + s.size() || !std::isfinite(v) ||
-      std::isspace(static_cast<unsigned char>(s[0]))) {
-    return std::nullopt;
-  }
-  return v;
-}
-
-Connection connection_from(const ParsedArgs& args, const char* env_url, const char* env_token) {
-  Connection c;
-  c.url = args.value("url", env_url != nullptr && *env_url != '\0' ? env_url
-                                                                  : "http://127.0.0.1:7411");
-  c.token = args.value("token", env_token != nullptr ? env_token : "");
-  return c;
-}
-
-TlsFlags tls_flags_from(const ParsedArgs& args, const char* env_ca, const char* env_cert,
-                        const char* env_key) {
-  auto pick = [&](const char* flag, const char* env) {
-    return args.value(flag, env != nullptr ? env : "");
-  };
-  TlsFlags t;
-  t.options.ca_cert = pick("ca-cert", env_ca);
-  t.options.client_cert = pick("client-cert", env_cert);
-  t.options.client_key = pick("client-key", env_key);
-  t.explicit_flags = args.has("ca-cert") || args.has("client-cert") || args.has("client-key");
-  return t;
-}
 
 std::string format_time_ms(int64_t ms) {
   const int64_t secs = ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000);
@@ -252,7 +126,6 @@ std::string format_job(const nlohmann::json& job) {
   return format_key_values(rows);
 }
 
-// One human line for a job event: "running  seq=42  data={...}", or "removed".
 std::string format_job_event(const nlohmann::json& event) {
   if (!event.is_object()) return compact(event);
   if (!value_of(event, "found", true)) return "removed";
@@ -262,70 +135,22 @@ std::string format_job_event(const nlohmann::json& event) {
   return line;
 }
 
-std::vector<MetricSample> parse_metrics(std::string_view text) {
-  std::vector<MetricSample> out;
-  while (!text.empty()) {
-    const size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
-    if (line.empty() || line.front() == '#') continue;
-    MetricSample s;
-    size_t i = 0;
-    while (i < line.size() && line[i] != '{' && line[i] != ' ') ++i;
-    s.name = std::string(line.substr(0, i));
-    bool bad = s.name.empty();
-    if (!bad && i < line.size() && line[i] == '{') {
-      ++i;
-      while (!bad && i < line.size() && line[i] != '}') {
-        const size_t eq = line.find('=', i);
-        if (eq == std::string_view::npos || eq + 1 >= line.size() || line[eq + 1] != '"') {
-          bad = true;
-          break;
-        }
-        std::string key(line.substr(i, eq - i));
-        std::string value;
-        size_t j = eq + 2;
-        for (; j < line.size() && line[j] != '"'; ++j) {
-          if (line[j] == '\\' && j + 1 < line.size()) {
-            ++j;
-            value += line[j] == 'n' ? '\n' : line[j];
-          } else {
-            value += line[j];
-          }
-        }
-        if (j >= line.size()) {
-          bad = true;
-          break;
-        }
-        s.labels[key] = value;
-        i = j + 1;
-        if (i < line.size() && line[i] == ',') ++i;
-      }
-      if (i >= line.size()) bad = true;
-      ++i;  // '}'
-    }
-    if (bad) continue;
-    while (i < line.size() && line[i] == ' ') ++i;
-    std::string_view rest = line.substr(std::min(i, line.size()));
-    rest = rest.substr(0, rest.find(' '));  // drop an optional timestamp
-    std::optional<double> v;
-    if (rest == "+Inf") v = HUGE_VAL;
-    else if (rest == "-Inf") v = -HUGE_VAL;
-    else if (rest == "NaN") v = NAN;
-    else v = parse_double(rest);
-    if (!v) continue;
-    s.value = *v;
-    out.push_back(std::move(s));
-  }
-  return out;
+
+std::string time_cell(const nlohmann::json& value) {
+  if (value.is_number_integer()) return format_time_ms(value.get<int64_t>());
+  if (value.is_null()) return "";
+  return compact(value, true);
 }
 
-double percentile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
-  rank = std::clamp<size_t>(rank, 1, sorted.size());
-  return sorted[rank - 1];
+std::string seconds_cell(const nlohmann::json& value) {
+  return value.is_number() ? format_seconds(value.get<double>()) : compact(value);
+}
+
+std::string cell(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return "";
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return "";
+  return compact(*it, /*bare_strings=*/true);
 }
 
 }  // namespace kvq::cli

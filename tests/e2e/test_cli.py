@@ -1,10 +1,13 @@
 """The `kvq` client commands against a real `kvq serve`: what each prints (text and --json),
-their exit codes (0 ok, 1 server/network error, 2 usage, 3 nothing in time, 4 halted,
-5 not found), types with timeouts and finished-job retention, the worker flow (accept, update,
-finish and their locks), wait, top, usage and network errors, and --token."""
+their exit codes (0 ok, 1 server/network error, 2 usage error or a request the server refused
+(4xx), 3 nothing in time, 4 halted, 5 not found), types with timeouts and finished-job
+retention, removing a type's jobs, the worker flow (accept, update, finish and their locks),
+wait, top, bench (which leaves the server's types as it found them), usage and network errors,
+and --token."""
 
 import json
 import os
+import signal
 import subprocess
 import time
 import unittest
@@ -339,9 +342,21 @@ class JobCommands(CliTestCase):
         r = self.ok("ls", self.t, "--limit", "1", "--cursor", cursor)
         self.assertEqual(table(r.stdout)[1][0][0], "b", r.stdout)
 
-    def test_ls_with_a_bad_state_exits_1_with_the_server_error(self):
-        r = self.assertExit(self.kvq("ls", self.t, "--state", "bogus"), 1)
-        self.assertIn("invalid_argument", r.stderr)
+    def test_values_the_server_rejects_exit_2_like_local_usage_errors(self):
+        # the same kind of mistake, caught by the server (400) or by the CLI, exits 2 either way
+        self.ok("add", self.t, "v1")
+        for args in (("ls", self.t, "--state", "done"), ("ls", self.t, "--state", "bogus"),
+                     ("ls", self.t, "--limit", "0"), ("accept", self.t, "--count", "1000"),
+                     ("accept", self.t, "--timeout", "301")):
+            with self.subTest(args=args):
+                r = self.assertExit(self.kvq(*args), 2)
+                self.assertIn("invalid_argument", r.stderr)
+                self.assertEqual(r.stdout, "")
+                r = self.assertExit(self.kvq(*(args + ("--json",))), 2)
+                self.assertEqual(json.loads(r.stdout)["error"], "invalid_argument")
+        r = self.assertExit(self.kvq("accept", self.t, "--count", "many"), 2)
+        self.assertIn("--count needs an integer", r.stderr)
+        self.assertJobState(self.t, "v1", "pending")
 
     def test_rm_removes_and_a_missing_job_exits_5(self):
         self.ok("add", self.t, "gone")
@@ -352,9 +367,9 @@ class JobCommands(CliTestCase):
         r = self.assertExit(self.kvq("rm", self.t, "gone"), 5)
         self.assertIn("not_found", r.stderr)
 
-    def test_add_to_a_type_without_timeout_fails_and_stores_nothing(self):
+    def test_add_to_a_type_without_timeout_exits_2_and_stores_nothing(self):
         t = uniq("no-timeout")
-        r = self.assertExit(self.kvq("add", t, "x"), 1)
+        r = self.assertExit(self.kvq("add", t, "x"), 2)
         self.assertIn("no_timeout", r.stderr)
         self.assertStatus(self.c.job(t, "x"), 404)
 
@@ -428,17 +443,17 @@ class WorkerFlow(CliTestCase):
         self.assertIn("halted", r.stderr)
         self.assertJobState(t, "s1", "finished")
 
-    def test_finish_with_a_lock_accept_never_issued_exits_1_invalid_argument(self):
-        # docs/http-api.md: such a lock is 400 invalid_argument, which the CLI reports as a
-        # server error (exit 1), not as halted (4) or a usage error (2).
+    def test_finish_with_a_lock_accept_never_issued_exits_2_invalid_argument(self):
+        # docs/http-api.md: such a lock is 400 invalid_argument, a request the server refused
+        # as wrong (exit 2), not halted (4): no job was ever held with it.
         t = self.t
         self.ok("add", t, "m1")
         _, lock = self.accept_one(t)
         for bad in ("garbage", lock + "x"):
             with self.subTest(lock=bad):
-                r = self.assertExit(self.kvq("finish", t, "m1", "--lock", bad), 1)
+                r = self.assertExit(self.kvq("finish", t, "m1", "--lock", bad), 2)
                 self.assertIn("invalid_argument", r.stderr)
-                r = self.assertExit(self.kvq("finish", t, "m1", "--lock", bad, "--json"), 1)
+                r = self.assertExit(self.kvq("finish", t, "m1", "--lock", bad, "--json"), 2)
                 self.assertEqual(json.loads(r.stdout)["error"], "invalid_argument")
         self.assertJobState(t, "m1", "running")
 
@@ -502,6 +517,135 @@ class WorkerFlow(CliTestCase):
         self.assertIn("not_found", r.stderr)
 
 
+class RemovingATypesJobs(CliTestCase):
+    """kvq types clear-jobs / rm over DELETE /v1/types/{type}/jobs (200 {"removed": N}) and
+    DELETE /v1/types/{type} (409 type_has_jobs while the type has jobs)."""
+
+    def _type_with_jobs(self, prefix):
+        t = self.new_type(prefix)
+        for jid in ("a", "b", "c"):
+            self.ok("add", t, jid)
+        jid, lock = self.accept_one(t)  # one running
+        return t, jid, lock
+
+    def test_clear_jobs_removes_every_job_keeps_the_type_and_halts_its_worker(self):
+        t, jid, lock = self._type_with_jobs("clear")
+        r = self.ok("types", "clear-jobs", t)
+        self.assertEqual(r.stdout, "removed 3 jobs of %s\n" % t)
+        self.assertEqual(self.ok_json("ls", t)["jobs"], [])
+        self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % q(t)), 200)["timeout"], 30.0)
+        r = self.assertExit(self.kvq("finish", t, jid, "--lock", lock), 4)
+        self.assertIn("halted", r.stderr)
+        self.assertEqual(self.ok_json("types", "clear-jobs", t), {"removed": 0})
+
+    def test_rm_refuses_a_type_with_jobs_and_with_jobs_removes_both(self):
+        t, _, _ = self._type_with_jobs("rm")
+        for args in (("types", "rm", t), ("timeout", t, "--clear")):
+            with self.subTest(args=args):
+                r = self.assertExit(self.kvq(*args), 2)
+                self.assertIn("type_has_jobs", r.stderr)
+                self.assertIn("kvq types rm %s --with-jobs" % t, r.stderr)
+        self.assertEqual(len(self.ok_json("ls", t)["jobs"]), 3)
+        r = self.ok("types", "rm", t, "--with-jobs")
+        self.assertEqual(r.stdout, "removed %s and its 3 jobs\n" % t)
+        self.assertStatus(self.c.get("/v1/types/%s" % q(t)), 404, "not_found")
+        self.assertNotIn(t, [x["type"] for x in self.ok_json("types")["types"]])
+
+    def test_rm_of_an_empty_type_and_of_a_missing_one(self):
+        t = self.new_type("rm-empty")
+        self.assertEqual(self.ok("types", "rm", t).stdout, "removed %s\n" % t)
+        r = self.assertExit(self.kvq("types", "rm", t), 5)
+        self.assertIn("not_found", r.stderr)
+        r = self.assertExit(self.kvq("types", "rm"), 2)
+        self.assertIn("missing arguments", r.stderr)
+
+
+class Bench(CliTestCase):
+    """kvq bench runs on a fresh type of its own and removes it and its jobs when it ends:
+    done, failed midway, or interrupted."""
+
+    def types_now(self):
+        return self.assertStatus(self.c.get("/v1/types"), 200)
+
+    def test_bench_leaves_the_types_as_it_found_them(self):
+        self.new_type("bench-neighbour")
+        before = self.types_now()
+        r = self.assertExit(self.kvq("bench", "--jobs", "300", "--workers", "2", "--producers",
+                                     "2", "--json", timeout=120), 0)
+        out = json.loads(r.stdout)
+        self.assertEqual(out["jobs"], 300)
+        self.assertRegex(out["type"], r"^kvq-bench-[0-9a-f]{8}$")
+        self.assertEqual(self.types_now(), before)
+        self.assertStatus(self.c.get("/v1/types/%s" % q(out["type"])), 404, "not_found")
+        jobs = self.c.get("/v1/jobs/%s" % q(out["type"]))
+        if jobs.status == 200:  # a server that lists a missing type as empty
+            self.assertEqual(jobs.json["jobs"], [])
+        else:
+            self.assertStatus(jobs, 404, "not_found")
+
+    def test_bench_with_batches_and_a_named_type_removes_it(self):
+        t = uniq("bench-named")
+        before = self.types_now()
+        r = self.assertExit(self.kvq("bench", "--jobs", "200", "--batch", "10", "--type", t,
+                                     timeout=120), 0)
+        self.assertIn("on type %s" % t, r.stdout)
+        self.assertEqual(self.types_now(), before)
+
+    def test_bench_refuses_a_type_that_exists_and_leaves_it_alone(self):
+        t = self.new_type("bench-real", timeout=45)
+        self.ok("add", t, "real-work", '{"keep": true}')
+        before = self.types_now()
+        r = self.assertExit(self.kvq("bench", "--jobs", "10", "--type", t), 2)
+        self.assertIn("exists already", r.stderr)
+        self.assertEqual(self.types_now(), before)
+        self.assertEqual([(j["id"], j["data"]) for j in self.ok_json("ls", t)["jobs"]],
+                         [("real-work", {"keep": True})])
+        self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % q(t)), 200)["timeout"], 45.0)
+
+    def test_bench_interrupted_removes_its_type_and_exits_130(self):
+        before = self.types_now()
+        env = dict(os.environ)
+        env.pop("KVQ_URL", None)
+        env.pop("KVQ_TOKEN", None)
+        proc = subprocess.Popen([KVQ_BIN, "bench", "--jobs", "10000000", "--workers", "2",
+                                 "--producers", "2", "--url", self.server.url],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            def bench_types():
+                return [x["type"] for x in self.types_now()["types"]
+                        if x["type"].startswith("kvq-bench-")]
+            deadline = time.monotonic() + 20
+            while not bench_types() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            [t] = bench_types()
+            deadline = time.monotonic() + 20
+            while (len(self.c.get("/v1/jobs/%s?limit=5" % q(t)).json["jobs"]) < 5
+                   and time.monotonic() < deadline):
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        self.assertEqual(proc.returncode, 130, err)
+        self.assertIn("interrupted; removing type %s" % t, err)
+        for sign in CRASH_SIGNS:
+            self.assertNotIn(sign, err)
+        self.assertEqual(out, "")
+        self.assertEqual(self.types_now(), before)
+
+
+class BenchFailingMidway(CliTestCase):
+    server_kwargs = {"max_body": 1024}
+
+    def test_a_bench_whose_adds_are_refused_removes_its_type(self):
+        before = self.assertStatus(self.c.get("/v1/types"), 200)
+        r = self.assertExit(self.kvq("bench", "--jobs", "50", "--payload", "4000", timeout=60), 2)
+        self.assertIn("kvq bench: add: body_too_large", r.stderr)
+        self.assertEqual(self.assertStatus(self.c.get("/v1/types"), 200), before)
+
+
 class Top(CliTestCase):
 
     def test_top_once_shows_the_counts_of_every_state(self):
@@ -547,6 +691,15 @@ class UsageAndNetworkErrors(CliTestCase):
         r = self.assertExit(run_kvq("add", "--help"), 0)
         self.assertIn("usage: kvq add TYPE ID", r.stdout)
 
+    def test_help_states_the_exit_codes_of_server_answers(self):
+        for args in (("help",), ("ls", "--help"), ("types", "--help")):
+            with self.subTest(args=args):
+                r = self.assertExit(run_kvq(*args), 0)
+                self.assertIn("2  usage error: a bad command line, or a request the server "
+                              "refused as wrong", r.stdout)
+                self.assertIn("5  not found (HTTP 404 not_found)", r.stdout)
+                self.assertIn("4  halted (HTTP 409 halted)", r.stdout)
+
     def test_missing_positional_exits_2(self):
         t = self.new_type("usage")
         for args in (("add", t), ("get", t), ("get",), ("rm", t), ("accept",), ("timeout",),
@@ -574,10 +727,10 @@ class UsageAndNetworkErrors(CliTestCase):
                 r = self.assertExit(self.kvq("add", t, "bad", bad), 2)
                 self.assertIn("DATA_JSON is not valid JSON", r.stderr)
                 self.assertEqual(r.stdout, "")
-        # valid JSON that is not an object: the server refuses it (exit 1)
+        # valid JSON that is not an object: the server refuses it (400, exit 2 as well)
         for bad in ("[1, 2]", '"str"', "7"):
             with self.subTest(data=bad):
-                r = self.assertExit(self.kvq("add", t, "bad", bad), 1)
+                r = self.assertExit(self.kvq("add", t, "bad", bad), 2)
                 self.assertIn("invalid_argument", r.stderr)
         self.assertStatus(self.c.job(t, "bad"), 404, "not_found")
         self.assertEqual(self.ok_json("ls", t)["jobs"], [])
@@ -599,14 +752,22 @@ class UsageAndNetworkErrors(CliTestCase):
 class Token(CliTestCase):
     server_kwargs = {"token": "s3cret"}
 
-    def test_without_or_with_a_wrong_token_is_unauthorized(self):
+    def test_without_or_with_a_wrong_token_is_unauthorized_and_names_the_token_options(self):
+        # 401: the request was wrong (exit 2), and the message says where the token comes from
         t = uniq("tok")
         for token in (None, "s3cre"):
             with self.subTest(token=token):
                 for args in (("types",), ("timeout", t, "5"), ("add", t, "x"), ("top", "--once")):
-                    r = self.assertExit(self.kvq(*args, token=token), 1)
+                    r = self.assertExit(self.kvq(*args, token=token), 2)
                     self.assertIn("unauthorized", r.stderr)
-        r = self.assertExit(self.kvq("types", "--json"), 1)
+                    self.assertIn("--token", r.stderr)
+                    self.assertIn("$KVQ_TOKEN", r.stderr)
+                    self.assertNotIn("s3cre", r.stderr)
+        r = self.assertExit(self.kvq("types"), 2)
+        self.assertIn("this server needs a token", r.stderr)
+        r = self.assertExit(self.kvq("types", token="wrong"), 2)
+        self.assertIn("refused the token", r.stderr)
+        r = self.assertExit(self.kvq("types", "--json"), 2)
         self.assertEqual(json.loads(r.stdout)["error"], "unauthorized")
         self.assertStatus(self.c.get("/v1/types/%s" % t), 404, "not_found")
 
