@@ -1,4 +1,4 @@
-#include "kvq/fault_injection.h"
+#include "kv/fault_injection.h"
 
 #include <mutex>
 #include <random>
