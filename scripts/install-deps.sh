@@ -3,7 +3,8 @@
 # when everything is already there. Runs as root, or through sudo when available.
 #
 # Usage: scripts/install-deps.sh [--test | --bench]
-#   --test   also headless Chromium, which the dashboard's test drives (tests/e2e/test_dashboard.py).
+#   --test   also headless Chromium, which the dashboard's test drives (tests/e2e/test_dashboard.py),
+#            and clang-format (scripts/check-format.sh).
 #   --bench  also the peers `make bench` compares kvq with (beanstalkd, PostgreSQL, Redis), their
 #            client libraries, and matplotlib for the chart.
 set -euo pipefail
@@ -21,7 +22,7 @@ packages=(
   clang libclang-rt-14-dev
 )
 if [ "${1:-}" = "--test" ]; then
-  packages+=(chromium)
+  packages+=(chromium clang-format)
 fi
 if [ "${1:-}" = "--bench" ]; then
   packages+=(beanstalkd postgresql redis-server libpq-dev libhiredis-dev python3-matplotlib)

@@ -10,7 +10,7 @@
 
 #include "jobs/jobs_impl.h"
 #include "jobs/schema.h"
-#include "kvq/fault_injection.h"
+#include "kv/fault_injection.h"
 #include "kvq/jobs.h"
 #include "kvq/lmdb_store.h"
 #include "support/delivered.h"

@@ -10,7 +10,7 @@
 #include <set>
 #include <thread>
 
-#include "kvq/fault_injection.h"
+#include "kv/fault_injection.h"
 #include "kvq/jobs.h"
 #include "kvq/tuple.h"
 #include "support/backends.h"

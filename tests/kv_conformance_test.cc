@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "kvq/fault_injection.h"
+#include "kv/fault_injection.h"
 #include "support/backends.h"
 #include "support/delivered.h"
 #include "support/kv_helpers.h"

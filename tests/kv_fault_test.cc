@@ -4,7 +4,7 @@
 #include <thread>
 #include <vector>
 
-#include "kvq/fault_injection.h"
+#include "kv/fault_injection.h"
 #include "support/backends.h"
 #include "support/kv_helpers.h"
 

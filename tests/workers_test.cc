@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "kvq/fault_injection.h"
+#include "kv/fault_injection.h"
 #include "kvq/jobs.h"
 #include "kvq/workers.h"
 #include "support/backends.h"

@@ -1,32 +1,35 @@
-#include "kvq/fault_injection.h"
+#include "kv/fault_injection.h"
 
-#include <mutex>
 #include <random>
 #include <thread>
+
+#include "util/mutex.h"
 
 namespace kvq::kv {
 
 // State shared by the store and the transactions it hands out (which may outlive it).
 struct FaultInjectingStore::Shared {
-  std::mutex mu;
-  FaultOptions options;
-  std::mt19937_64 rng;
-  FaultCounts counts;
+  explicit Shared(const FaultOptions& options) : options(options), rng(options.seed) {}
 
-  bool roll(double rate) {
+  util::Mutex mu;
+  FaultOptions options KVQ_GUARDED_BY(mu);
+  std::mt19937_64 rng KVQ_GUARDED_BY(mu);
+  FaultCounts counts KVQ_GUARDED_BY(mu);
+
+  bool roll(double rate) KVQ_REQUIRES(mu) {
     if (rate <= 0) return false;
     return std::uniform_real_distribution<double>(0, 1)(rng) < rate;
   }
   std::chrono::microseconds read_latency() {
-    std::lock_guard lock(mu);
+    util::MutexLock lock(mu);
     return options.read_latency;
   }
   void count_delayed_read() {
-    std::lock_guard lock(mu);
+    util::MutexLock lock(mu);
     ++counts.delayed_reads;
   }
   bool inject_unavailable() {
-    std::lock_guard lock(mu);
+    util::MutexLock lock(mu);
     if (!roll(options.unavailable_rate)) return false;
     ++counts.unavailable;
     return true;
@@ -101,7 +104,7 @@ class FaultInjectingTransaction : public Transaction {
 
  private:
   std::pair<CommitFault, std::chrono::microseconds> pick_fault() {
-    std::lock_guard lock(shared_->mu);
+    util::MutexLock lock(shared_->mu);
     auto& o = shared_->options;
     auto& c = shared_->counts;
     CommitFault fault = CommitFault::kNone;
@@ -138,10 +141,7 @@ class FaultInjectingTransaction : public Transaction {
 }  // namespace
 
 FaultInjectingStore::FaultInjectingStore(std::shared_ptr<Store> inner, FaultOptions options)
-    : shared_(std::make_shared<Shared>()), inner_(std::move(inner)) {
-  shared_->options = options;
-  shared_->rng.seed(options.seed);
-}
+    : shared_(std::make_shared<Shared>(options)), inner_(std::move(inner)) {}
 
 FaultInjectingStore::~FaultInjectingStore() = default;
 
@@ -155,12 +155,12 @@ Result<std::unique_ptr<Transaction>> FaultInjectingStore::begin() {
 std::string FaultInjectingStore::describe() const { return "faults(" + inner_->describe() + ")"; }
 
 FaultCounts FaultInjectingStore::counts() const {
-  std::lock_guard lock(shared_->mu);
+  util::MutexLock lock(shared_->mu);
   return shared_->counts;
 }
 
 void FaultInjectingStore::set_options(const FaultOptions& options) {
-  std::lock_guard lock(shared_->mu);
+  util::MutexLock lock(shared_->mu);
   shared_->options = options;
 }
 

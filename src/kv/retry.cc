@@ -1,11 +1,10 @@
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "kvq/kv.h"
+#include "util/mutex.h"
 #include "util/random.h"
 
 namespace kvq::kv {
@@ -55,9 +54,9 @@ class Timer {
     return *timer;
   }
 
-  void add(std::chrono::microseconds delay, std::function<void()> task) {
+  void add(std::chrono::microseconds delay, std::function<void()> task) KVQ_EXCLUDES(mu_) {
     {
-      std::lock_guard lock(mu_);
+      util::MutexLock lock(mu_);
       tasks_.emplace(Clock::now() + delay, std::move(task));
     }
     cv_.notify_one();
@@ -66,16 +65,16 @@ class Timer {
  private:
   Timer() { std::thread([this] { run(); }).detach(); }
 
-  void run() {
-    std::unique_lock lock(mu_);
+  void run() KVQ_EXCLUDES(mu_) {
+    util::MutexLock lock(mu_);
     for (;;) {
       if (tasks_.empty()) {
-        cv_.wait(lock);
+        cv_.wait(mu_);
         continue;
       }
       auto first = tasks_.begin();
       if (Clock::now() < first->first) {
-        cv_.wait_until(lock, first->first);
+        cv_.wait_until(mu_, first->first);
         continue;
       }
       auto task = std::move(first->second);
@@ -86,9 +85,9 @@ class Timer {
     }
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::multimap<Clock::time_point, std::function<void()>> tasks_;
+  util::Mutex mu_;
+  util::CondVar cv_;
+  std::multimap<Clock::time_point, std::function<void()>> tasks_ KVQ_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -9,14 +9,13 @@
 // so that the thread never runs a hook of a half-built or half-destroyed object.
 #pragma once
 
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 
 #include "kvq/kv.h"
+#include "util/mutex.h"
 
 namespace kvq::kv {
 
@@ -33,9 +32,9 @@ class TypeMonitor {
   virtual ~TypeMonitor() = default;
 
   void start() { thread_ = std::thread([this] { run(); }); }
-  void stop() {
+  void stop() KVQ_EXCLUDES(mu_) {
     {
-      std::lock_guard lock(mu_);
+      util::MutexLock lock(mu_);
       stopping_ = true;
     }
     cv_.notify_all();
@@ -53,7 +52,7 @@ class TypeMonitor {
     types_watch_ = std::move(watch);
     types_watch_.on_ready([this](const Status& s) {
       if (s.code() == Code::kCancelled) return;
-      std::lock_guard lock(mu_);
+      util::MutexLock lock(mu_);
       types_changed_ = true;
       cv_.notify_all();
     });
@@ -62,8 +61,8 @@ class TypeMonitor {
   std::map<std::string, TypeState> types_;  // only the loop's thread touches it
 
  private:
-  void run() {
-    std::unique_lock lock(mu_);
+  void run() KVQ_EXCLUDES(mu_) {
+    util::MutexLock lock(mu_);
     while (!stopping_) {
       if (types_changed_) {
         types_changed_ = false;
@@ -72,7 +71,10 @@ class TypeMonitor {
         lock.lock();
         if (!s.ok()) {
           types_changed_ = true;
-          cv_.wait_for(lock, error_pause_, [&] { return stopping_; });
+          const auto resume = Clock::now() + error_pause_;
+          while (!stopping_) {
+            if (!cv_.wait_until(mu_, resume)) break;
+          }
           continue;
         }
       }
@@ -83,17 +85,19 @@ class TypeMonitor {
         wake = std::min(wake, state.next_check);
       }
       lock.lock();
-      cv_.wait_until(lock, wake, [&] { return stopping_ || types_changed_; });
+      while (!stopping_ && !types_changed_) {
+        if (!cv_.wait_until(mu_, wake)) break;
+      }
     }
   }
 
   const Clock::duration idle_period_;
   const Clock::duration error_pause_;
   Watch types_watch_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool types_changed_ = true;
-  bool stopping_ = false;
+  util::Mutex mu_;
+  util::CondVar cv_;
+  bool types_changed_ KVQ_GUARDED_BY(mu_) = true;
+  bool stopping_ KVQ_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -6,7 +6,7 @@ namespace detail {
 bool WatchState::complete(const Status& final_status) {
   std::vector<std::function<void(const Status&)>> to_call;
   {
-    std::lock_guard lock(mu);
+    util::MutexLock lock(mu);
     if (done) return false;
     done = true;
     status = final_status;
@@ -15,7 +15,7 @@ bool WatchState::complete(const Status& final_status) {
   // Outside the lock: a callback may well create or cancel other watches.
   for (auto& callback : to_call) callback(final_status);
   {
-    std::lock_guard lock(mu);
+    util::MutexLock lock(mu);
     settled = true;
   }
   cv.notify_all();
@@ -23,7 +23,7 @@ bool WatchState::complete(const Status& final_status) {
 }
 
 bool WatchState::is_complete() const {
-  std::lock_guard lock(mu);
+  util::MutexLock lock(mu);
   return done;
 }
 
@@ -45,9 +45,11 @@ bool Watch::ready() const { return state_ && state_->is_complete(); }
 
 Status Watch::wait_until(Clock::time_point deadline) const {
   if (!state_) return Cancelled("wait on an empty watch");
-  std::unique_lock lock(state_->mu);
-  if (!state_->cv.wait_until(lock, deadline, [&] { return state_->settled; })) {
-    return DeadlineExceeded("watch did not fire before the deadline");
+  util::MutexLock lock(state_->mu);
+  while (!state_->settled) {
+    if (!state_->cv.wait_until(state_->mu, deadline) && !state_->settled) {
+      return DeadlineExceeded("watch did not fire before the deadline");
+    }
   }
   return state_->status;
 }
@@ -59,7 +61,7 @@ void Watch::on_ready(std::function<void(const Status&)> callback) {
   }
   Status final_status;
   {
-    std::lock_guard lock(state_->mu);
+    util::MutexLock lock(state_->mu);
     if (!state_->done) {
       state_->callbacks.push_back(std::move(callback));
       return;

@@ -7,27 +7,27 @@
 // are ignored, so a backend may race a fire against a cancel safely.
 #pragma once
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "kvq/kv.h"
+#include "util/mutex.h"
 
 namespace kvq::kv::detail {
 
 struct WatchState {
   // Returns true if this call completed the watch (false if it was already complete).
-  bool complete(const Status& status);
-  bool is_complete() const;
+  bool complete(const Status& status) KVQ_EXCLUDES(mu);
+  bool is_complete() const KVQ_EXCLUDES(mu);
 
-  mutable std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  bool settled = false;  // done, and the callbacks registered before it have returned
-  Status status;
-  std::vector<std::function<void(const Status&)>> callbacks;
+  mutable util::Mutex mu;
+  util::CondVar cv;
+  bool done KVQ_GUARDED_BY(mu) = false;
+  // done, and the callbacks registered before it have returned
+  bool settled KVQ_GUARDED_BY(mu) = false;
+  Status status KVQ_GUARDED_BY(mu);
+  std::vector<std::function<void(const Status&)>> callbacks KVQ_GUARDED_BY(mu);
   // Set by the backend before the Watch is handed out; called once on cancel.
   std::function<void()> unregister;
 };

@@ -8,7 +8,7 @@ ThreadPool::ThreadPool(size_t threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -17,16 +17,16 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::post(std::function<void()> task) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     tasks_.push_back(std::move(task));
   }
   cv_.notify_one();
 }
 
 void ThreadPool::run() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+    while (!stopping_ && tasks_.empty()) cv_.wait(mu_);
     if (tasks_.empty()) return;  // stopping, and nothing left to run
     auto task = std::move(tasks_.front());
     tasks_.pop_front();

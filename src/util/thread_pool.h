@@ -4,13 +4,13 @@
 // the thread that hands it out. The destructor runs every task already posted, then joins.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "util/mutex.h"
 
 namespace kvq::util {
 
@@ -22,15 +22,15 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  void post(std::function<void()> task);
+  void post(std::function<void()> task) KVQ_EXCLUDES(mu_);
 
  private:
-  void run();
+  void run() KVQ_EXCLUDES(mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-  bool stopping_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> tasks_ KVQ_GUARDED_BY(mu_);
+  bool stopping_ KVQ_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

@@ -19,7 +19,7 @@ Heartbeater::Heartbeater() : thread_([this] { run(); }) {}
 
 Heartbeater::~Heartbeater() {
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -28,22 +28,22 @@ Heartbeater::~Heartbeater() {
 
 void Heartbeater::add(const std::shared_ptr<RegistrationImpl>& registration) {
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     due_.emplace(next_beat(*registration, false), registration);
   }
   cv_.notify_all();
 }
 
 void Heartbeater::run() {
-  std::unique_lock lock(mu_);
+  util::MutexLock lock(mu_);
   while (!stopping_) {
     if (due_.empty()) {
-      cv_.wait(lock, [&] { return stopping_ || !due_.empty(); });
+      cv_.wait(mu_);
       continue;
     }
     if (kv::Clock::now() < due_.begin()->first) {
       const auto when = due_.begin()->first;  // a copy: the entry may be erased while we wait
-      cv_.wait_until(lock, when);
+      cv_.wait_until(mu_, when);
       continue;
     }
     // Everything due goes out together: one transaction, one commit (one fsync) per batch

@@ -5,13 +5,12 @@
 // replaced or declared dead is marked lost and dropped.
 #pragma once
 
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "kvq/workers.h"
+#include "util/mutex.h"
 
 namespace kvq::workers {
 
@@ -21,15 +20,15 @@ class Heartbeater {
  public:
   Heartbeater();
   ~Heartbeater();
-  void add(const std::shared_ptr<RegistrationImpl>& registration);
+  void add(const std::shared_ptr<RegistrationImpl>& registration) KVQ_EXCLUDES(mu_);
 
  private:
-  void run();
+  void run() KVQ_EXCLUDES(mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::multimap<kv::Clock::time_point, std::weak_ptr<RegistrationImpl>> due_;
-  bool stopping_ = false;
+  util::Mutex mu_;
+  util::CondVar cv_;
+  std::multimap<kv::Clock::time_point, std::weak_ptr<RegistrationImpl>> due_ KVQ_GUARDED_BY(mu_);
+  bool stopping_ KVQ_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

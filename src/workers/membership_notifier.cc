@@ -28,7 +28,7 @@ MembershipNotifier::MembershipNotifier(std::shared_ptr<Core> core)
 
 MembershipNotifier::~MembershipNotifier() {
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -38,7 +38,7 @@ MembershipNotifier::~MembershipNotifier() {
 
 std::unique_ptr<MembershipSubscription> MembershipNotifier::add(const std::string& type,
                                                                 std::function<void(const Membership&)> callback) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   const uint64_t id = next_id_++;
   auto& state = types_[type];
   auto subscriber = std::make_shared<Subscriber>();
@@ -53,7 +53,7 @@ std::unique_ptr<MembershipSubscription> MembershipNotifier::add(const std::strin
 
 void MembershipNotifier::remove(const std::string& type, uint64_t id) {
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     auto it = types_.find(type);
     if (it != types_.end()) {
       std::erase_if(it->second.subscribers, [&](const auto& s) {
@@ -64,7 +64,7 @@ void MembershipNotifier::remove(const std::string& type, uint64_t id) {
     }
   }
   // Wait out a delivery in progress, unless this is that delivery unsubscribing itself.
-  if (std::this_thread::get_id() != thread_.get_id()) std::lock_guard wait(delivering_);
+  if (std::this_thread::get_id() != thread_.get_id()) util::MutexLock wait(delivering_);
 }
 
 void MembershipNotifier::deliver(const std::vector<std::shared_ptr<Subscriber>>& to, const Membership& m) {
@@ -82,9 +82,9 @@ void MembershipNotifier::deliver(const std::vector<std::shared_ptr<Subscriber>>&
 }
 
 void MembershipNotifier::run() {
-  std::unique_lock lock(mu_);
+  util::MutexLock lock(mu_);
   while (!stopping_) {
-    cv_.wait(lock, [&] { return stopping_ || dirty_; });
+    while (!stopping_ && !dirty_) cv_.wait(mu_);
     if (stopping_) break;
     dirty_ = false;
     std::vector<std::string> stale;
@@ -105,7 +105,7 @@ void MembershipNotifier::run() {
       std::vector<std::shared_ptr<Subscriber>> to;
       kv::Watch* armed = nullptr;  // only this thread touches watches; the map only grows
       {
-        std::lock_guard relock(mu_);
+        util::MutexLock relock(mu_);
         auto& state = types_[type];
         state.watch = std::move(*watch);
         state.live = true;
@@ -114,19 +114,22 @@ void MembershipNotifier::run() {
       }
       armed->on_ready([this, type](const Status& s) {
         if (s.code() == Code::kCancelled) return;
-        std::lock_guard relock(mu_);
+        util::MutexLock relock(mu_);
         types_[type].live = false;
         dirty_ = true;
         cv_.notify_all();
       });
-      std::lock_guard hold(delivering_);
+      util::MutexLock hold(delivering_);
       deliver(to, *m);
     }
     lock.lock();
     if (failed) {
       for (const auto& type : stale) types_[type].live = false;
       dirty_ = true;
-      cv_.wait_for(lock, kErrorPause, [&] { return stopping_; });
+      const auto resume = kv::Clock::now() + kErrorPause;
+      while (!stopping_) {
+        if (!cv_.wait_until(mu_, resume)) break;
+      }
     }
   }
 }

@@ -6,15 +6,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include "util/mutex.h"
 #include "workers/workers_impl.h"
 
 namespace kvq::workers {
@@ -25,7 +24,8 @@ class MembershipNotifier {
   ~MembershipNotifier();
 
   // Returns a handle that unsubscribes when destroyed.
-  std::unique_ptr<MembershipSubscription> add(const std::string& type, std::function<void(const Membership&)> callback);
+  std::unique_ptr<MembershipSubscription> add(const std::string& type, std::function<void(const Membership&)> callback)
+      KVQ_EXCLUDES(mu_);
 
  private:
   struct Subscriber {
@@ -41,18 +41,20 @@ class MembershipNotifier {
   };
   class Handle;
 
-  void run();
-  void remove(const std::string& type, uint64_t id);
-  void deliver(const std::vector<std::shared_ptr<Subscriber>>& to, const Membership& m);
+  void run() KVQ_EXCLUDES(mu_, delivering_);
+  void remove(const std::string& type, uint64_t id) KVQ_EXCLUDES(mu_, delivering_);
+  void deliver(const std::vector<std::shared_ptr<Subscriber>>& to, const Membership& m)
+      KVQ_REQUIRES(delivering_);
 
   std::shared_ptr<Core> core_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, TypeState> types_;
-  uint64_t next_id_ = 1;
-  bool dirty_ = false;
-  bool stopping_ = false;
-  std::mutex delivering_;  // held while callbacks run, so unsubscribing can wait them out
+  util::Mutex mu_;
+  util::CondVar cv_;
+  std::map<std::string, TypeState> types_ KVQ_GUARDED_BY(mu_);
+  uint64_t next_id_ KVQ_GUARDED_BY(mu_) = 1;
+  bool dirty_ KVQ_GUARDED_BY(mu_) = false;
+  bool stopping_ KVQ_GUARDED_BY(mu_) = false;
+  // Held while callbacks run (never with mu_), so unsubscribing can wait them out.
+  util::Mutex delivering_;
   std::thread thread_;
 };
 

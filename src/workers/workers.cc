@@ -70,9 +70,9 @@ class WorkersImpl : public Workers {
     KVQ_ASSIGN_OR_RETURN(RegisterOptions checked, check(type, id, options));
     const std::pair<std::string, std::string> name{std::string(type), std::string(id)};
     // Serialised per Workers, so registering one id from two threads yields one registration.
-    std::lock_guard lock(register_mu_);
+    util::MutexLock lock(register_mu_);
     {
-      std::lock_guard held(core_->mu);
+      util::MutexLock held(core_->mu);
       if (auto existing = core_->held[name].lock(); existing && existing->active()) {
         return std::shared_ptr<Registration>(existing);
       }
@@ -80,7 +80,7 @@ class WorkersImpl : public Workers {
     KVQ_ASSIGN_OR_RETURN(std::string token, join(name.first, name.second, checked));
     auto registration = std::make_shared<RegistrationImpl>(core_, name.first, name.second, token, options.health_timeout);
     {
-      std::lock_guard held(core_->mu);
+      util::MutexLock held(core_->mu);
       core_->held[name] = registration;
     }
     heartbeater_.add(registration);
@@ -161,7 +161,7 @@ class WorkersImpl : public Workers {
 
  private:
   std::shared_ptr<Core> core_;
-  std::mutex register_mu_;
+  util::Mutex register_mu_;
   Heartbeater heartbeater_;
   std::unique_ptr<MembershipNotifier> notifier_;
   std::unique_ptr<HealthMonitor> monitor_;

@@ -8,9 +8,9 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "util/mutex.h"
 #include "workers/schema.h"
 
 namespace kvq::workers {
@@ -26,9 +26,9 @@ struct Core {
   Keys keys;
   Registry registry;
   std::atomic<uint64_t> heartbeats{0};
-  std::mutex mu;
+  util::Mutex mu;
   // The registrations this process holds, so registering one again returns it.
-  std::map<std::pair<std::string, std::string>, std::weak_ptr<RegistrationImpl>> held;
+  std::map<std::pair<std::string, std::string>, std::weak_ptr<RegistrationImpl>> held KVQ_GUARDED_BY(mu);
 };
 
 class RegistrationImpl : public Registration {

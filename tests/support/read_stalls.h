@@ -6,7 +6,7 @@
 #include <functional>
 #include <thread>
 
-#include "kvq/fault_injection.h"
+#include "kv/fault_injection.h"
 
 namespace kvq::testing {
 

@@ -1,7 +1,6 @@
 #include "kv/etcd/etcd_client.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <fstream>
 #include <sstream>
 
@@ -32,25 +31,30 @@ namespace {
 // One attempt of a call, made asynchronously so that the calling thread can look at the member
 // while it waits; gRPC completes it exactly once (answer, deadline or cancellation).
 struct Attempt {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  grpc::Status status;
+  util::Mutex mu;
+  util::CondVar cv;
+  bool done KVQ_GUARDED_BY(mu) = false;
+  grpc::Status status KVQ_GUARDED_BY(mu);
 
-  void complete(grpc::Status s) {
-    std::lock_guard lock(mu);
+  void complete(grpc::Status s) KVQ_EXCLUDES(mu) {
+    util::MutexLock lock(mu);
     status = std::move(s);
     done = true;
     cv.notify_all();
   }
   // Whether it completed by `until`.
-  bool wait_until(std::chrono::steady_clock::time_point until) {
-    std::unique_lock lock(mu);
-    return cv.wait_until(lock, until, [&] { return done; });
+  bool wait_until(std::chrono::steady_clock::time_point until) KVQ_EXCLUDES(mu) {
+    util::MutexLock lock(mu);
+    while (!done) {
+      if (!cv.wait_until(mu, until)) break;
+    }
+    return done;
   }
-  void wait() {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return done; });
+  // Its status, once it completed.
+  grpc::Status wait() KVQ_EXCLUDES(mu) {
+    util::MutexLock lock(mu);
+    while (!done) cv.wait(mu);
+    return status;
   }
 };
 
@@ -110,14 +114,14 @@ void Client::fail_over(size_t index) {
   if (!current_.compare_exchange_strong(expected, (index + 1) % channels_.size())) return;
   std::function<void(size_t)> listener;
   {
-    std::lock_guard lock(listener_mu_);
+    util::MutexLock lock(listener_mu_);
     listener = listener_;
   }
   if (listener) listener(index);
 }
 
 void Client::set_fail_over_listener(std::function<void(size_t)> listener) {
-  std::lock_guard lock(listener_mu_);
+  util::MutexLock lock(listener_mu_);
   listener_ = std::move(listener);
 }
 
@@ -147,7 +151,7 @@ Status Client::authenticate(size_t index) {
     return FailedPrecondition("etcd refused user '" + options_.username + "': " + status.error_message());
   }
   if (!status.ok()) return from_grpc(status, false);
-  std::lock_guard lock(token_mu_);
+  util::MutexLock lock(token_mu_);
   token_ = response.token();
   return Status::OK();
 }
@@ -156,12 +160,12 @@ Status Client::authorize(grpc::ClientContext& context) {
   if (options_.username.empty()) return Status::OK();
   std::string token;
   {
-    std::lock_guard lock(token_mu_);
+    util::MutexLock lock(token_mu_);
     token = token_;
   }
   if (token.empty()) {
     KVQ_RETURN_IF_ERROR(authenticate(current_.load() % channels_.size()));
-    std::lock_guard lock(token_mu_);
+    util::MutexLock lock(token_mu_);
     token = token_;
   }
   context.AddMetadata("token", token);
@@ -192,11 +196,11 @@ Status Client::call(bool commit, Start&& start) {
       given_up = true;
       context.TryCancel();
     }
-    attempt->wait();  // gRPC completes every call, by its deadline at the latest
-    const grpc::Status status = attempt->status;
+    // gRPC completes every call, by its deadline at the latest.
+    const grpc::Status status = attempt->wait();
     if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
       // The token expired (etcd's simple tokens do): fetch another on the next call.
-      std::lock_guard lock(token_mu_);
+      util::MutexLock lock(token_mu_);
       token_.clear();
       return Unavailable("etcd: " + status.error_message() + " (re-authenticating)");
     }

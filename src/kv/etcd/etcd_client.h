@@ -10,12 +10,12 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "kvq/etcd_store.h"
 #include "rpc.grpc.pb.h"
+#include "util/mutex.h"
 
 namespace kvq::kv::etcd {
 
@@ -39,12 +39,12 @@ class Client {
   // A channel for long-lived streams (watches), on `endpoint` (an index, as current() gives).
   std::shared_ptr<grpc::Channel> channel(size_t endpoint);
   // Adds the auth token (fetching one first if needed) to a call's metadata.
-  Status authorize(grpc::ClientContext& context);
+  Status authorize(grpc::ClientContext& context) KVQ_EXCLUDES(token_mu_);
   // Moves to the next endpoint after a failure on `index`'s (if it is still the current one),
   // then tells the listener, on the calling thread, which endpoint was left.
-  void fail_over(size_t index);
+  void fail_over(size_t index) KVQ_EXCLUDES(listener_mu_);
   size_t current() const { return current_.load(); }
-  void set_fail_over_listener(std::function<void(size_t left)> listener);
+  void set_fail_over_listener(std::function<void(size_t left)> listener) KVQ_EXCLUDES(listener_mu_);
 
  private:
   // start(stub, context, done) starts one asynchronous call that ends by calling done(status).
@@ -53,17 +53,17 @@ class Client {
   // Whether member `index` answers a tiny linearizable read within member_check_timeout.
   bool answers(size_t index, std::chrono::system_clock::time_point deadline);
 
-  Status authenticate(size_t index);
+  Status authenticate(size_t index) KVQ_EXCLUDES(token_mu_);
 
   EtcdOptions options_;
   std::shared_ptr<grpc::ChannelCredentials> credentials_;
-  std::mutex token_mu_;
-  std::string token_;
+  util::Mutex token_mu_;
+  std::string token_ KVQ_GUARDED_BY(token_mu_);
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<etcdserverpb::KV::Stub>> kv_;
   std::atomic<size_t> current_{0};
-  std::mutex listener_mu_;
-  std::function<void(size_t)> listener_;
+  util::Mutex listener_mu_;
+  std::function<void(size_t)> listener_ KVQ_GUARDED_BY(listener_mu_);
 };
 
 }  // namespace kvq::kv::etcd

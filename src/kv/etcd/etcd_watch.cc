@@ -11,7 +11,7 @@ constexpr auto kReconnectPause = 100ms;
 WatchHub::~WatchHub() {
   std::vector<std::shared_ptr<detail::WatchState>> ending;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     stopping_ = true;
     if (context_) context_->TryCancel();
     for (auto& [id, e] : entries_) ending.push_back(std::move(e.state));
@@ -26,7 +26,7 @@ Result<Watch> WatchHub::watch(const std::string& key, std::optional<std::string>
   auto state = std::make_shared<detail::WatchState>();
   int64_t id;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     if (stopping_) return Unavailable("the store is closing");
     id = next_id_++;
     auto& entry = entries_[id] = Entry{key, std::move(expected), start_revision, state};
@@ -60,12 +60,12 @@ void WatchHub::send_cancel(int64_t id) {
 }
 
 void WatchHub::remove(int64_t id) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   if (entries_.erase(id)) send_cancel(id);
 }
 
 bool WatchHub::connect() {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   if (stopping_) return false;
   context_ = std::make_unique<grpc::ClientContext>();
   // Without it a member cut off from its leader would keep the stream open and silent.
@@ -81,10 +81,15 @@ bool WatchHub::connect() {
 void WatchHub::run() {
   while (connect()) {
     etcdserverpb::WatchResponse response;
-    while (stream_ && stream_->Read(&response)) handle(response);
+    Stream* stream;
+    {
+      util::MutexLock lock(mu_);
+      stream = stream_.get();  // only this thread replaces it
+    }
+    while (stream && stream->Read(&response)) handle(response);
     size_t endpoint;
     {
-      std::lock_guard lock(mu_);
+      util::MutexLock lock(mu_);
       endpoint = stream_endpoint_;
       if (stream_) {
         stream_->WritesDone();
@@ -94,13 +99,16 @@ void WatchHub::run() {
       if (stopping_) return;
     }
     client_->fail_over(endpoint);
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, kReconnectPause, [&] { return stopping_; });
+    util::MutexLock lock(mu_);
+    const auto resume = std::chrono::steady_clock::now() + kReconnectPause;
+    while (!stopping_) {
+      if (!cv_.wait_until(mu_, resume)) break;
+    }
   }
 }
 
 void WatchHub::left_endpoint(size_t endpoint) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   // The calls found the member this stream is on unresponsive: a paused member keeps the
   // stream open and silent, so move it too (run() re-creates every watch on the next one).
   if (stream_ && context_ && stream_endpoint_ == endpoint) context_->TryCancel();
@@ -111,7 +119,7 @@ void WatchHub::handle(const etcdserverpb::WatchResponse& response) {
   if (response.canceled() && response.compact_revision() > 0) return recover_compacted(id);
   std::shared_ptr<detail::WatchState> fired;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     auto it = entries_.find(id);
     if (it == entries_.end()) return;
     for (const auto& event : response.events()) {
@@ -132,7 +140,7 @@ void WatchHub::handle(const etcdserverpb::WatchResponse& response) {
 void WatchHub::recover_compacted(int64_t id) {
   std::string key;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     auto it = entries_.find(id);
     if (it == entries_.end()) return;
     key = it->second.key;
@@ -143,7 +151,7 @@ void WatchHub::recover_compacted(int64_t id) {
   Status s = client_->range(request, &response);
   std::shared_ptr<detail::WatchState> fired;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     auto it = entries_.find(id);
     if (it == entries_.end()) return;
     std::optional<std::string> value;

@@ -9,16 +9,15 @@
 // the next endpoint — and every watch re-created from the revision after the last event it saw.
 #pragma once
 
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "kv/etcd/etcd_client.h"
 #include "kv/watch_state.h"
+#include "util/mutex.h"
 
 namespace kvq::kv::etcd {
 
@@ -28,9 +27,10 @@ class WatchHub : public std::enable_shared_from_this<WatchHub> {
   ~WatchHub();
 
   // `key` is the full etcd key (prefix included).
-  Result<Watch> watch(const std::string& key, std::optional<std::string> expected, int64_t start_revision);
+  Result<Watch> watch(const std::string& key, std::optional<std::string> expected, int64_t start_revision)
+      KVQ_EXCLUDES(mu_);
   // The client left `endpoint` (Client::set_fail_over_listener): a stream on it moves too.
-  void left_endpoint(size_t endpoint);
+  void left_endpoint(size_t endpoint) KVQ_EXCLUDES(mu_);
 
  private:
   struct Entry {
@@ -41,26 +41,28 @@ class WatchHub : public std::enable_shared_from_this<WatchHub> {
   };
   using Stream = grpc::ClientReaderWriter<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse>;
 
-  void run();
-  bool connect();
-  void send_create(int64_t id, const Entry& entry);
-  void send_cancel(int64_t id);
-  void remove(int64_t id);
-  void handle(const etcdserverpb::WatchResponse& response);
-  void recover_compacted(int64_t id);
+  void run() KVQ_EXCLUDES(mu_);
+  bool connect() KVQ_EXCLUDES(mu_);
+  void send_create(int64_t id, const Entry& entry) KVQ_REQUIRES(mu_);
+  void send_cancel(int64_t id) KVQ_REQUIRES(mu_);
+  void remove(int64_t id) KVQ_EXCLUDES(mu_);
+  void handle(const etcdserverpb::WatchResponse& response) KVQ_EXCLUDES(mu_);
+  void recover_compacted(int64_t id) KVQ_EXCLUDES(mu_);
 
   std::shared_ptr<Client> client_;
-  std::mutex mu_;  // entries_, stream_ writes
-  std::condition_variable cv_;
-  std::map<int64_t, Entry> entries_;
-  int64_t next_id_ = 1;
-  std::unique_ptr<grpc::ClientContext> context_;
-  std::unique_ptr<etcdserverpb::Watch::Stub> stub_;
-  std::unique_ptr<Stream> stream_;
-  size_t stream_endpoint_ = 0;
-  bool started_ = false;
-  bool stopping_ = false;
-  std::thread thread_;
+  util::Mutex mu_;
+  util::CondVar cv_;
+  std::map<int64_t, Entry> entries_ KVQ_GUARDED_BY(mu_);
+  int64_t next_id_ KVQ_GUARDED_BY(mu_) = 1;
+  std::unique_ptr<grpc::ClientContext> context_ KVQ_GUARDED_BY(mu_);
+  std::unique_ptr<etcdserverpb::Watch::Stub> stub_ KVQ_GUARDED_BY(mu_);
+  // Set and reset (under mu_) only by run()'s thread, which reads from it without mu_ while
+  // others write to it with mu_ held (gRPC allows one reader and one writer at a time).
+  std::unique_ptr<Stream> stream_ KVQ_GUARDED_BY(mu_);
+  size_t stream_endpoint_ KVQ_GUARDED_BY(mu_) = 0;
+  bool started_ KVQ_GUARDED_BY(mu_) = false;
+  bool stopping_ KVQ_GUARDED_BY(mu_) = false;
+  std::thread thread_ KVQ_GUARDED_BY(mu_);
 };
 
 }  // namespace kvq::kv::etcd

@@ -126,7 +126,7 @@ void CommitQueue::commit_async(const CommitRequest& request, std::function<void(
 }
 
 bool CommitQueue::join(const std::shared_ptr<Member>& member) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   queue_.push_back(member);
   if (queue_.size() > 1) return false;
   member->state.store(Member::kLead, std::memory_order_relaxed);
@@ -139,7 +139,7 @@ void CommitQueue::lead(const std::shared_ptr<Member>& self) {
     // Take everyone waiting (up to the group limit) and commit them together.
     Group group;
     {
-      std::lock_guard lock(mu_);
+      util::MutexLock lock(mu_);
       for (const auto& m : queue_) {
         if (group.size() >= env_.options().max_group_size) break;
         group.push_back(m);
@@ -148,7 +148,7 @@ void CommitQueue::lead(const std::shared_ptr<Member>& self) {
     GroupResult result = apply_group(group);
     std::shared_ptr<Member> next;
     {
-      std::lock_guard lock(mu_);
+      util::MutexLock lock(mu_);
       for (size_t i = 0; i < group.size(); ++i) queue_.pop_front();
       if (!queue_.empty()) next = queue_.front();
     }
@@ -174,7 +174,7 @@ void CommitQueue::lead(const std::shared_ptr<Member>& self) {
 
 void CommitQueue::hand_to_committer() {
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     committer_wanted_ = true;
     if (!committer_.joinable()) committer_ = std::thread([this] { run_committer(); });
   }
@@ -182,9 +182,9 @@ void CommitQueue::hand_to_committer() {
 }
 
 void CommitQueue::run_committer() {
-  std::unique_lock lock(mu_);
+  util::MutexLock lock(mu_);
   for (;;) {
-    committer_cv_.wait(lock, [&] { return committer_wanted_ || stopping_; });
+    while (!committer_wanted_ && !stopping_) committer_cv_.wait(mu_);
     if (!committer_wanted_) return;
     committer_wanted_ = false;
     lock.unlock();
@@ -193,15 +193,20 @@ void CommitQueue::run_committer() {
   }
 }
 
-bool CommitQueue::on_own_thread() const { return committer_.get_id() == std::this_thread::get_id(); }
+bool CommitQueue::on_own_thread() const {
+  util::MutexLock lock(mu_);
+  return committer_.get_id() == std::this_thread::get_id();
+}
 
 void CommitQueue::stop() {
+  std::thread committer;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     stopping_ = true;
+    committer = std::move(committer_);
   }
   committer_cv_.notify_one();
-  if (committer_.joinable()) committer_.join();
+  if (committer.joinable()) committer.join();
 }
 
 void CommitQueue::settle(Group group, GroupResult result, const Member* leader, bool may_block) {
@@ -237,10 +242,9 @@ void CommitQueue::finish(const Group& group, const GroupResult& result, const St
 
 CommitQueue::GroupResult CommitQueue::apply_group(const Group& group) {
   for (int attempt = 0;; ++attempt) {
-    GroupResult result;
-    bool split = false;
-    if (try_group(group, result, split)) return result;
-    if (!split) continue;  // the map grew: try the same group again
+    auto tried = try_group(group);
+    if (auto* result = std::get_if<GroupResult>(&tried)) return std::move(*result);
+    if (std::get<Retry>(tried) == Retry::kAgain) continue;  // the map grew
     // Too big together: commit members one at a time; watches hear every change.
     GroupResult merged;
     for (const auto& m : group) {
@@ -258,10 +262,11 @@ CommitQueue::GroupResult CommitQueue::apply_group(const Group& group) {
   }
 }
 
-bool CommitQueue::try_group(const Group& group, GroupResult& result, bool& split) {
+std::variant<CommitQueue::GroupResult, CommitQueue::Retry> CommitQueue::try_group(const Group& group) {
+  GroupResult result;
   auto fail_all = [&](const Status& status) {
     for (const auto& m : group) m->outcome = {status, 0};
-    return true;
+    return result;
   };
   DurabilityTracker* durability = env_.durability();
   if (Status failed = env_.write_failure(); !failed.ok()) return fail_all(failed);
@@ -293,11 +298,10 @@ bool CommitQueue::try_group(const Group& group, GroupResult& result, bool& split
       env_.end_write(txn, false);
       if (rc == MDB_MAP_FULL) {
         if (Status s = env_.grow_map(); !s.ok()) return fail_all(s);
-        return false;
+        return Retry::kAgain;
       }
       if (rc == MDB_TXN_FULL && group.size() > 1) {
-        split = true;
-        return false;
+        return Retry::kOneByOne;
       }
       return fail_all(env_.write_error(rc, "applying a transaction"));
     }
@@ -306,7 +310,7 @@ bool CommitQueue::try_group(const Group& group, GroupResult& result, bool& split
   }
   if (!wrote) {
     env_.end_write(txn, false);
-    return true;
+    return result;
   }
   std::string counter = encode_version(version);
   MDB_val key = as_val("version"), value = as_val(counter);
@@ -314,7 +318,7 @@ bool CommitQueue::try_group(const Group& group, GroupResult& result, bool& split
     env_.end_write(txn, false);
     if (rc == MDB_MAP_FULL) {
       if (Status s = env_.grow_map(); !s.ok()) return fail_all(s);
-      return false;
+      return Retry::kAgain;
     }
     return fail_all(status_from_lmdb(rc, "advancing the commit counter"));
   }
@@ -323,7 +327,7 @@ bool CommitQueue::try_group(const Group& group, GroupResult& result, bool& split
   // well; LMDB has then aborted the transaction, and the group is tried again in a bigger map.
   if (rc == MDB_MAP_FULL) {
     if (Status s = env_.grow_map(); !s.ok()) return fail_all(s);
-    return false;
+    return Retry::kAgain;
   }
   const Status committed = rc == MDB_SUCCESS ? Status::OK() : env_.write_error(rc, "committing to LMDB");
   if (committed.ok()) env_.write_succeeded();
@@ -333,10 +337,10 @@ bool CommitQueue::try_group(const Group& group, GroupResult& result, bool& split
       if (m->outcome.status.ok()) m->outcome = {committed, 0};
     }
     result.changes.clear();
-    return true;
+    return result;
   }
   result.new_version = version;
-  return true;
+  return result;
 }
 
 Status CommitQueue::validate(MDB_txn* txn, const CommitRequest& request) {

@@ -15,19 +15,19 @@
 
 #include <atomic>
 #include <cstdint>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "kv/lmdb/lmdb_env.h"
 #include "kv/overlay.h"
+#include "util/mutex.h"
 
 namespace kvq::kv::lmdb {
 
@@ -75,9 +75,9 @@ class CommitQueue {
   explicit CommitQueue(Env& env) : env_(env) {}
   ~CommitQueue() { stop(); }
   // Ends the committer thread. REQUIRES: no commit in flight.
-  void stop();
+  void stop() KVQ_EXCLUDES(mu_);
   // Whether the calling thread is this queue's committer thread.
-  bool on_own_thread() const;
+  bool on_own_thread() const KVQ_EXCLUDES(mu_);
   // Blocks until `request` is committed or rejected.
   CommitOutcome commit(const CommitRequest& request);
   // commit() without blocking: `done` gets the outcome, on this thread if it leads the group and
@@ -104,34 +104,37 @@ class CommitQueue {
     uint64_t base_version = 0;
     uint64_t new_version = 0;
   };
+  // Why a group must be tried again: kAgain, as it is (the map grew); kOneByOne, one member at
+  // a time (too big for one LMDB transaction).
+  enum class Retry { kAgain, kOneByOne };
 
   // Queues `member`; true if it is first in line, and so leads.
-  bool join(const std::shared_ptr<Member>& member);
+  bool join(const std::shared_ptr<Member>& member) KVQ_EXCLUDES(mu_);
   // Commits groups from the front of the queue, starting with `self`'s (nullptr: the committer
   // thread), until the next in line has a thread of its own to lead.
-  void lead(const std::shared_ptr<Member>& self);
+  void lead(const std::shared_ptr<Member>& self) KVQ_EXCLUDES(mu_);
   // Makes the committer thread lead from the front of the queue.
-  void hand_to_committer();
-  void run_committer();
+  void hand_to_committer() KVQ_EXCLUDES(mu_);
+  void run_committer() KVQ_EXCLUDES(mu_);
   // Tells a committed group's members their outcome once it is on disk: waiting for it here
   // when `may_block`, else through the durability tracker.
   void settle(Group group, GroupResult result, const Member* leader, bool may_block);
   void finish(const Group& group, const GroupResult& result, const Status& synced, const Member* leader);
   GroupResult apply_group(const Group& group);
-  // Tries the whole group in one LMDB transaction. Returns true when every member has its
-  // outcome; false when the group must be retried (map grown, or members to go one by one).
-  bool try_group(const Group& group, GroupResult& result, bool& split);
+  // Tries the whole group in one LMDB transaction. Returns the group's result when every member
+  // has its outcome, else how the group must be retried.
+  std::variant<GroupResult, Retry> try_group(const Group& group);
   Status validate(MDB_txn* txn, const CommitRequest& request);
   int apply(MDB_txn* txn, const CommitRequest& request, uint64_t version,
             std::vector<KeyChange>* changes);
 
   Env& env_;
-  std::mutex mu_;
-  std::deque<std::shared_ptr<Member>> queue_;
-  std::thread committer_;
-  std::condition_variable committer_cv_;  // with mu_
-  bool committer_wanted_ = false;
-  bool stopping_ = false;
+  mutable util::Mutex mu_;
+  std::deque<std::shared_ptr<Member>> queue_ KVQ_GUARDED_BY(mu_);
+  std::thread committer_ KVQ_GUARDED_BY(mu_);
+  util::CondVar committer_cv_;  // with mu_
+  bool committer_wanted_ KVQ_GUARDED_BY(mu_) = false;
+  bool stopping_ KVQ_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace kvq::kv::lmdb

@@ -17,7 +17,7 @@ Status unknown_after_failed_sync(int rc) {
 void DurabilityTracker::commit_done(uint64_t version) {
   State& s = *state_;
   {
-    std::lock_guard lock(s.mu);
+    util::MutexLock lock(s.mu);
     // The commit synced its data pages after every meta page written before it began, and only
     // a commit moves `written`, one at a time: it is still what it was then. After a failed
     // sync, a later one that succeeds proves nothing about the pages lost before it.
@@ -29,13 +29,13 @@ void DurabilityTracker::commit_done(uint64_t version) {
   s.cv.notify_all();
 }
 
-int DurabilityTracker::State::sync_once(std::unique_lock<std::mutex>& lock) {
+int DurabilityTracker::State::sync_once() {
   syncing = true;
   sync_covers = written;
   const SyncFn fn = sync;
-  lock.unlock();
+  mu.unlock();
   const int rc = fn();
-  lock.lock();
+  mu.lock();
   syncing = false;
   if (rc == 0) {
     durable = std::max(durable, sync_covers);
@@ -49,45 +49,45 @@ int DurabilityTracker::State::sync_once(std::unique_lock<std::mutex>& lock) {
 
 Status DurabilityTracker::wait(uint64_t version) {
   State& s = *state_;
-  std::unique_lock lock(s.mu);
+  util::MutexLock lock(s.mu);
   for (;;) {
     if (!s.failed.ok()) return s.failed;
     if (s.durable >= version) return Status::OK();
     // One sync at a time: the next one covers everything written before it starts, so every
     // group that waits meanwhile shares it.
     if (s.syncing) {
-      s.cv.wait(lock);
+      s.cv.wait(s.mu);
       continue;
     }
-    if (int rc = s.sync_once(lock); rc != 0) return unknown_after_failed_sync(rc);
+    if (int rc = s.sync_once(); rc != 0) return unknown_after_failed_sync(rc);
   }
 }
 
 void DurabilityTracker::on_durable(uint64_t version, std::function<void(Status)> done) {
-  State& s = *state_;
   Status known;
   {
-    std::lock_guard lock(s.mu);
-    if (s.failed.ok() && s.durable < version) {
-      s.pending.emplace_back(version, std::move(done));
+    util::MutexLock lock(state_->mu);
+    if (state_->failed.ok() && state_->durable < version) {
+      state_->pending.emplace_back(version, std::move(done));
       if (!syncer_.joinable()) syncer_ = std::thread([state = state_] { run_syncer(state); });
-      s.cv.notify_all();
+      state_->cv.notify_all();
       return;
     }
-    known = s.failed;
+    known = state_->failed;
   }
   done(known);
 }
 
 void DurabilityTracker::run_syncer(const std::shared_ptr<State>& state) {
   State& s = *state;
-  std::unique_lock lock(s.mu);
+  util::MutexLock lock(s.mu);
   for (;;) {
     // Settle what is known: on disk, or lost to a failed sync.
     std::vector<std::function<void(Status)>> settled;
     const Status outcome = s.failed;
+    const uint64_t durable = s.durable;
     std::erase_if(s.pending, [&](auto& p) {
-      if (outcome.ok() && p.first > s.durable) return false;
+      if (outcome.ok() && p.first > durable) return false;
       settled.push_back(std::move(p.second));
       return true;
     });
@@ -100,19 +100,20 @@ void DurabilityTracker::run_syncer(const std::shared_ptr<State>& state) {
     }
     if (s.pending.empty()) {
       if (s.stopping) return;
-      s.cv.wait(lock);
+      s.cv.wait(s.mu);
       continue;
     }
     if (s.syncing) {  // a blocked committer's sync may cover them
-      s.cv.wait(lock);
+      s.cv.wait(s.mu);
       continue;
     }
-    if (int rc = s.sync_once(lock); rc != 0) {
+    if (int rc = s.sync_once(); rc != 0) {
       // Those this sync was for were applied and may or may not survive; later ones are
       // settled with the failure on the next turn.
       std::vector<std::function<void(Status)>> lost;
+      const uint64_t covered = s.sync_covers;
       std::erase_if(s.pending, [&](auto& p) {
-        if (p.first > s.sync_covers) return false;
+        if (p.first > covered) return false;
         lost.push_back(std::move(p.second));
         return true;
       });
@@ -127,35 +128,40 @@ void DurabilityTracker::run_syncer(const std::shared_ptr<State>& state) {
 DurabilityTracker::~DurabilityTracker() { stop(); }
 
 void DurabilityTracker::stop() {
+  std::thread syncer;
   {
-    std::lock_guard lock(state_->mu);
+    util::MutexLock lock(state_->mu);
     state_->stopping = true;
+    syncer = std::move(syncer_);
   }
   state_->cv.notify_all();
-  if (!syncer_.joinable()) return;
+  if (!syncer.joinable()) return;
   // Ended from a callback on the syncer thread itself: nothing is pending (each pending commit
   // holds the store), and the thread ends on its own, holding the state it still reads.
-  if (on_own_thread()) {
-    syncer_.detach();
+  if (syncer.get_id() == std::this_thread::get_id()) {
+    syncer.detach();
   } else {
-    syncer_.join();
+    syncer.join();
   }
 }
 
-bool DurabilityTracker::on_own_thread() const { return syncer_.get_id() == std::this_thread::get_id(); }
+bool DurabilityTracker::on_own_thread() const {
+  util::MutexLock lock(state_->mu);
+  return syncer_.get_id() == std::this_thread::get_id();
+}
 
 Status DurabilityTracker::failed() const {
-  std::lock_guard lock(state_->mu);
+  util::MutexLock lock(state_->mu);
   return state_->failed;
 }
 
 void DurabilityTracker::set_sync_for_testing(SyncFn sync) {
-  std::lock_guard lock(state_->mu);
+  util::MutexLock lock(state_->mu);
   state_->sync = std::move(sync);
 }
 
 uint64_t DurabilityTracker::durable() const {
-  std::lock_guard lock(state_->mu);
+  util::MutexLock lock(state_->mu);
   return state_->durable;
 }
 

@@ -17,16 +17,15 @@
 // syncer thread, started on first use.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "kvq/status.h"
+#include "util/mutex.h"
 
 namespace kvq::kv::lmdb {
 
@@ -66,23 +65,25 @@ class DurabilityTracker {
     explicit State(SyncFn sync) : sync(std::move(sync)) {}
     // Makes one fdatasync, covering every commit written before it starts, with mu held
     // (released during the sync). Returns 0 or the errno, having recorded a failure.
-    int sync_once(std::unique_lock<std::mutex>& lock);
+    int sync_once() KVQ_REQUIRES(mu);
 
-    SyncFn sync;
-    std::mutex mu;
-    std::condition_variable cv;
-    uint64_t written = 0;  // the last commit whose meta page was written
-    uint64_t durable = 0;  // every commit up to here is on disk
-    bool syncing = false;
-    uint64_t sync_covers = 0;
-    Status failed;
-    std::vector<std::pair<uint64_t, std::function<void(Status)>>> pending;  // on_durable's, unsettled
-    bool stopping = false;
+    util::Mutex mu;
+    util::CondVar cv;
+    SyncFn sync KVQ_GUARDED_BY(mu);
+    uint64_t written KVQ_GUARDED_BY(mu) = 0;  // the last commit whose meta page was written
+    uint64_t durable KVQ_GUARDED_BY(mu) = 0;  // every commit up to here is on disk
+    bool syncing KVQ_GUARDED_BY(mu) = false;
+    uint64_t sync_covers KVQ_GUARDED_BY(mu) = 0;
+    Status failed KVQ_GUARDED_BY(mu);
+    // on_durable's, unsettled
+    std::vector<std::pair<uint64_t, std::function<void(Status)>>> pending KVQ_GUARDED_BY(mu);
+    bool stopping KVQ_GUARDED_BY(mu) = false;
   };
   static void run_syncer(const std::shared_ptr<State>& state);
 
   std::shared_ptr<State> state_;
-  std::thread syncer_;  // started by the first on_durable that has to wait
+  // Started by the first on_durable that has to wait.
+  std::thread syncer_ KVQ_GUARDED_BY(state_->mu);
 };
 
 }  // namespace kvq::kv::lmdb

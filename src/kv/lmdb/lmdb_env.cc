@@ -53,18 +53,15 @@ int64_t steady_ns() {
 // LMDB's rule is one environment per directory per process, so opens are shared by path.
 // Never destroyed: an environment whose last reference went on one of its own threads closes on
 // a detached thread (Env::open), which may still be closing while the process exits.
-std::mutex& registry_mutex() {
-  static auto* mu = new std::mutex;
-  return *mu;
-}
-std::map<std::string, std::weak_ptr<Env>>& registry() {
-  static auto* envs = new std::map<std::string, std::weak_ptr<Env>>;
-  return *envs;
-}
-// Signalled when a closing environment has left the registry, so a reopen never overlaps it.
-std::condition_variable& registry_changed() {
-  static auto* cv = new std::condition_variable;
-  return *cv;
+struct Registry {
+  util::Mutex mu;
+  std::map<std::string, std::weak_ptr<Env>> envs KVQ_GUARDED_BY(mu);
+  // Signalled when a closing environment has left the registry, so a reopen never overlaps it.
+  util::CondVar changed;
+};
+Registry& registry() {
+  static auto* registry = new Registry;
+  return *registry;
 }
 
 // Different spellings of one directory ("data", "./data/") must find one environment.
@@ -120,21 +117,25 @@ Result<std::pair<uint64_t, std::string_view>> decode_stored(const MDB_val& store
 // ---- MapGate ----
 
 void MapGate::enter() {
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return !resizing_; });
+  util::MutexLock lock(mu_);
+  while (resizing_) cv_.wait(mu_);
   ++active_;
 }
 
 void MapGate::leave() {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   if (--active_ == 0) cv_.notify_all();
 }
 
 Status MapGate::exclusive(const std::function<Status()>& fn, std::chrono::milliseconds patience) {
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return !resizing_; });
+  util::MutexLock lock(mu_);
+  while (resizing_) cv_.wait(mu_);
   resizing_ = true;
-  const bool idle = cv_.wait_for(lock, patience, [&] { return active_ == 0; });
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  while (active_ != 0) {
+    if (!cv_.wait_until(mu_, deadline)) break;
+  }
+  const bool idle = active_ == 0;
   Status status = idle ? fn()
                        : Unavailable("the LMDB map must grow but transactions stayed open for " +
                                      std::to_string(patience.count()) + " ms");
@@ -158,10 +159,11 @@ Result<std::shared_ptr<Env>> Env::open(const LmdbOptions& options) {
   // (another thread, or a commit settled on the environment's own threads), this is the last
   // one, and ~Env takes the registry's lock itself.
   std::shared_ptr<Env> existing;
-  std::unique_lock lock(registry_mutex());
+  Registry& envs = registry();
+  util::MutexLock lock(envs.mu);
   for (;;) {
-    auto it = registry().find(path);
-    if (it == registry().end()) break;
+    auto it = envs.envs.find(path);
+    if (it == envs.envs.end()) break;
     if ((existing = it->second.lock())) {
       if (existing->options_.durability != options.durability) {
         return InvalidArgument("data directory '" + path +
@@ -169,7 +171,7 @@ Result<std::shared_ptr<Env>> Env::open(const LmdbOptions& options) {
       }
       return existing;
     }
-    registry_changed().wait(lock);  // The previous environment is still closing.
+    envs.changed.wait(envs.mu);  // The previous environment is still closing.
   }
   // The last reference may go in a callback on one of the environment's own threads (the
   // committer or the syncer, settling an asynchronous commit), which cannot join itself: the
@@ -183,20 +185,21 @@ Result<std::shared_ptr<Env>> Env::open(const LmdbOptions& options) {
     }
   });
   KVQ_RETURN_IF_ERROR(env->init());
-  registry()[path] = env;
+  envs.envs[path] = env;
   env->registered_ = true;
   return env;
 }
 
 Status Env::copy_directory(const std::string& dir, int fd, bool compact) {
   std::shared_ptr<Env> open;  // released after the lock: ~Env may take it
-  std::unique_lock lock(registry_mutex());
+  Registry& envs = registry();
+  util::MutexLock lock(envs.mu);
   const std::string key = registry_key(dir);
   for (;;) {
-    auto it = registry().find(key);
-    if (it == registry().end()) break;
+    auto it = envs.envs.find(key);
+    if (it == envs.envs.end()) break;
     if ((open = it->second.lock())) break;
-    registry_changed().wait(lock);  // an environment on it is still closing
+    envs.changed.wait(envs.mu);  // an environment on it is still closing
   }
   if (open) {
     lock.unlock();
@@ -277,7 +280,7 @@ Env::~Env() {
   if (durability_) durability_->stop();
   if (syncer_.joinable()) {
     {
-      std::lock_guard lock(syncer_mu_);
+      util::MutexLock lock(syncer_mu_);
       syncer_stopping_ = true;
     }
     syncer_cv_.notify_all();
@@ -289,10 +292,11 @@ Env::~Env() {
   if (env_) mdb_env_close(env_);
   if (mode_fd_ >= 0) ::close(mode_fd_);
   if (!registered_) return;
-  std::lock_guard lock(registry_mutex());
-  auto it = registry().find(path_);
-  if (it != registry().end() && it->second.expired()) registry().erase(it);
-  registry_changed().notify_all();
+  Registry& envs = registry();
+  util::MutexLock lock(envs.mu);
+  auto it = envs.envs.find(path_);
+  if (it != envs.envs.end() && it->second.expired()) envs.envs.erase(it);
+  envs.changed.notify_all();
 }
 
 Result<MDB_txn*> Env::begin_txn(unsigned flags) {
@@ -301,7 +305,7 @@ Result<MDB_txn*> Env::begin_txn(unsigned flags) {
     MDB_txn* txn = nullptr;
     int rc = 0;
     if (flags & MDB_RDONLY) {
-      std::unique_lock lock(pool_mu_);
+      util::MutexLock lock(pool_mu_);
       if (!read_pool_.empty()) {
         txn = read_pool_.back();
         read_pool_.pop_back();
@@ -326,7 +330,7 @@ Result<MDB_txn*> Env::begin_txn(unsigned flags) {
 Status Env::adopt_map_size_from_other_process() {
   return gate_.exclusive(
       [&] {
-        std::lock_guard lock(pool_mu_);
+        util::MutexLock lock(pool_mu_);
         for (MDB_txn* txn : read_pool_) mdb_txn_abort(txn);
         read_pool_.clear();
         return status_from_lmdb(mdb_env_set_mapsize(env_, 0), "adopting the new LMDB map size");
@@ -342,7 +346,7 @@ Result<Env::ReadTxn> Env::begin_read() {
 void Env::release_read(MDB_txn* txn) {
   mdb_txn_reset(txn);
   {
-    std::lock_guard lock(pool_mu_);
+    util::MutexLock lock(pool_mu_);
     if (read_pool_.size() < kReadPoolMax) {
       read_pool_.push_back(txn);
       txn = nullptr;
@@ -382,7 +386,7 @@ Status Env::grow_map() {
         MDB_envinfo info;
         mdb_env_info(env_, &info);
         const uint64_t bigger = static_cast<uint64_t>(info.me_mapsize) * 2;
-        std::lock_guard lock(pool_mu_);
+        util::MutexLock lock(pool_mu_);
         for (MDB_txn* txn : read_pool_) mdb_txn_abort(txn);
         read_pool_.clear();
         return status_from_lmdb(mdb_env_set_mapsize(env_, bigger),
@@ -479,14 +483,14 @@ Status Env::write_error(int rc, std::string_view what) {
 Status Env::write_failure() const {
   if (durability_) return durability_->failed();
   if (!relaxed_has_failed_.load(std::memory_order_acquire)) return Status::OK();  // every commit asks
-  std::lock_guard lock(relaxed_mu_);
+  util::MutexLock lock(relaxed_mu_);
   return relaxed_failed_;
 }
 
 Status Env::write_health() {
   KVQ_RETURN_IF_ERROR(write_failure());
   if (!disk_full_.load(std::memory_order_relaxed)) return Status::OK();
-  std::lock_guard lock(health_mu_);
+  util::MutexLock lock(health_mu_);
   const auto now = std::chrono::steady_clock::now();
   if (now - last_probe_ < kProbeInterval) {
     return disk_full_.load(std::memory_order_relaxed) ? last_probe_status_ : Status::OK();
@@ -521,13 +525,17 @@ Status Env::wait_while_sync_lags() {
   const int64_t max_lag = std::chrono::nanoseconds(2 * options_.relaxed_sync_interval).count();
   auto keeps_up = [&] { return steady_ns() - synced_through_ns_.load(std::memory_order_acquire) <= max_lag; };
   if (keeps_up()) return Status::OK();  // every commit asks: no lock unless behind
-  std::unique_lock lock(syncer_mu_);
+  util::MutexLock lock(syncer_mu_);
   sync_wanted_ = true;
   syncer_cv_.notify_all();
-  const bool caught_up = synced_cv_.wait_for(lock, kMaxSyncLagWait, [&] {
+  const auto deadline = std::chrono::steady_clock::now() + kMaxSyncLagWait;
+  auto settled = [&]() KVQ_REQUIRES(syncer_mu_) {
     return keeps_up() || syncer_stopping_ || relaxed_has_failed_.load(std::memory_order_acquire);
-  });
-  if (!caught_up) {
+  };
+  while (!settled()) {
+    if (!synced_cv_.wait_until(syncer_mu_, deadline)) break;
+  }
+  if (!settled()) {
     return Unavailable("the background sync of the relaxed store in '" + path_ + "' is more than " +
                        std::to_string(kMaxSyncLagWait.count()) + " s behind (a slow or stalled disk); retry");
   }
@@ -535,17 +543,19 @@ Status Env::wait_while_sync_lags() {
 }
 
 void Env::run_relaxed_syncer() {
-  std::unique_lock lock(syncer_mu_);
+  util::MutexLock lock(syncer_mu_);
   for (;;) {
-    const bool stopping = syncer_cv_.wait_for(lock, options_.relaxed_sync_interval,
-                                              [&] { return syncer_stopping_ || sync_wanted_; }) &&
-                          syncer_stopping_;
+    const auto wake = std::chrono::steady_clock::now() + options_.relaxed_sync_interval;
+    while (!syncer_stopping_ && !sync_wanted_) {
+      if (!syncer_cv_.wait_until(syncer_mu_, wake)) break;
+    }
+    const bool stopping = syncer_stopping_;
     sync_wanted_ = false;
     lock.unlock();
     if (write_failure().ok()) {
       Status s = sync_relaxed();
       if (!s.ok()) {
-        std::lock_guard failed(relaxed_mu_);
+        util::MutexLock failed(relaxed_mu_);
         relaxed_has_failed_.store(true, std::memory_order_release);
         relaxed_failed_ = Internal("the background sync of a relaxed store failed, so no later commit is "
                                    "acknowledged (restart kvq): " + s.to_string());

@@ -27,11 +27,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,6 +38,7 @@
 
 #include "kvq/kv.h"
 #include "kvq/lmdb_store.h"
+#include "util/mutex.h"
 
 namespace kvq::kv::lmdb {
 
@@ -67,17 +66,18 @@ uint64_t decode_version(std::string_view bytes);
 // Counts open transactions so that the map is resized only when there are none.
 class MapGate {
  public:
-  void enter();
-  void leave();
+  void enter() KVQ_EXCLUDES(mu_);
+  void leave() KVQ_EXCLUDES(mu_);
   // Waits until no slot is held (new enter() calls wait meanwhile), then runs `fn`.
   // Unavailable if open transactions did not finish within `patience`.
-  Status exclusive(const std::function<Status()>& fn, std::chrono::milliseconds patience);
+  Status exclusive(const std::function<Status()>& fn, std::chrono::milliseconds patience)
+      KVQ_EXCLUDES(mu_);
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int active_ = 0;
-  bool resizing_ = false;
+  util::Mutex mu_;
+  util::CondVar cv_;
+  int active_ KVQ_GUARDED_BY(mu_) = 0;
+  bool resizing_ KVQ_GUARDED_BY(mu_) = false;
 };
 
 class Env : public std::enable_shared_from_this<Env> {
@@ -124,7 +124,7 @@ class Env : public std::enable_shared_from_this<Env> {
   // When `durable` commits are on disk; null with relaxed (synced in the background instead).
   DurabilityTracker* durability() { return durability_.get(); }
   // Why commits must not be acknowledged any more (a failed fsync, in either mode), else OK.
-  Status write_failure() const;
+  Status write_failure() const KVQ_EXCLUDES(relaxed_mu_);
   // The status of a write that LMDB failed with `rc`: kResourceExhausted saying the disk is
   // full when it is (LMDB reports a short write as EIO), recorded for write_health.
   Status write_error(int rc, std::string_view what);
@@ -135,14 +135,14 @@ class Env : public std::enable_shared_from_this<Env> {
   // Whether this store can take writes now: write_failure(), or kResourceExhausted while the
   // disk is full (after a write failed for lack of space, probed at most once a second by
   // reserving kSpaceProbeBytes in a scratch file, so it recovers by itself once space is freed).
-  Status write_health();
+  Status write_health() KVQ_EXCLUDES(health_mu_);
   static constexpr uint64_t kSpaceProbeBytes = uint64_t{4} << 20;
   // relaxed: returns at once while the last completed background sync made durable every commit
   // older than two sync intervals; otherwise holds the caller (a commit about to be applied)
   // until a sync catches up, as Redis's appendfsync everysec delays writes when its fsync falls
   // behind. So a slow or stalled disk slows writes instead of widening what a power loss can
   // take. Unavailable (retryable) after kMaxSyncLagWait without a sync; OK at once with durable.
-  Status wait_while_sync_lags();
+  Status wait_while_sync_lags() KVQ_EXCLUDES(syncer_mu_);
   static constexpr std::chrono::seconds kMaxSyncLagWait{10};
   WatchRegistry& watches() { return *watches_; }
 
@@ -159,7 +159,7 @@ class Env : public std::enable_shared_from_this<Env> {
   // Takes kvq.lock's read lock, refusing a directory open elsewhere with another durability.
   Status lock_mode();
   // relaxed: the syncer thread, and one ordered sync (see the top of this file).
-  void run_relaxed_syncer();
+  void run_relaxed_syncer() KVQ_EXCLUDES(syncer_mu_);
   Status sync_relaxed();
   // Free bytes on the data directory's filesystem for this process, or -1.
   int64_t free_bytes() const;
@@ -170,8 +170,8 @@ class Env : public std::enable_shared_from_this<Env> {
   MDB_dbi data_dbi_ = 0;
   MDB_dbi meta_dbi_ = 0;
   MapGate gate_;
-  std::mutex pool_mu_;
-  std::vector<MDB_txn*> read_pool_;
+  util::Mutex pool_mu_;
+  std::vector<MDB_txn*> read_pool_ KVQ_GUARDED_BY(pool_mu_);
   std::unique_ptr<DurabilityTracker> durability_;
   std::unique_ptr<CommitQueue> commit_queue_;
   std::shared_ptr<WatchRegistry> watches_;
@@ -179,17 +179,17 @@ class Env : public std::enable_shared_from_this<Env> {
   int mode_fd_ = -1;  // kvq.lock, holding its read lock
 
   std::atomic<bool> disk_full_{false};
-  std::mutex health_mu_;
-  std::chrono::steady_clock::time_point last_probe_{};
-  Status last_probe_status_;
+  util::Mutex health_mu_;
+  std::chrono::steady_clock::time_point last_probe_ KVQ_GUARDED_BY(health_mu_){};
+  Status last_probe_status_ KVQ_GUARDED_BY(health_mu_);
 
   // relaxed only
   std::thread syncer_;
-  std::mutex syncer_mu_;
-  std::condition_variable syncer_cv_;
-  bool syncer_stopping_ = false;
-  mutable std::mutex relaxed_mu_;
-  Status relaxed_failed_;       // with relaxed_mu_
+  util::Mutex syncer_mu_;
+  util::CondVar syncer_cv_;
+  bool syncer_stopping_ KVQ_GUARDED_BY(syncer_mu_) = false;
+  mutable util::Mutex relaxed_mu_;
+  Status relaxed_failed_ KVQ_GUARDED_BY(relaxed_mu_);
   std::atomic<bool> relaxed_has_failed_{false};
   MDB_txn* pin_ = nullptr;      // the last synced state (syncer thread only)
   uint64_t synced_version_ = 0; // syncer thread only
@@ -197,8 +197,9 @@ class Env : public std::enable_shared_from_this<Env> {
   // Steady-clock time (ns) at which the last completed sync took LMDB's write lock: every
   // commit before it is durable. Waited on under syncer_mu_ / synced_cv_.
   std::atomic<int64_t> synced_through_ns_{0};
-  std::condition_variable synced_cv_;
-  bool sync_wanted_ = false;  // with syncer_mu_: a commit waits for a sync, so do not sleep
+  util::CondVar synced_cv_;
+  // A commit waits for a sync, so do not sleep.
+  bool sync_wanted_ KVQ_GUARDED_BY(syncer_mu_) = false;
   off_t page_size_ = 4096;
 };
 

@@ -156,8 +156,7 @@ Result<uint64_t> LmdbTransaction::read_version() {
   return request_.read_version;
 }
 
-Status LmdbTransaction::prepare_commit(bool& finished) {
-  finished = false;
+Result<bool> LmdbTransaction::prepare_commit() {
   if (committed_) return FailedPrecondition("commit called twice");
   KVQ_RETURN_IF_ERROR(deferred_error_);
   if (request_.buffer.empty()) {
@@ -166,20 +165,18 @@ Status LmdbTransaction::prepare_commit(bool& finished) {
     committed_ = true;
     committed_version_ = request_.read_version;
     snapshot_.reset();
-    finished = true;
-    return Status::OK();
+    return false;
   }
   // Release the snapshot first: the commit may need to grow the map, which waits for every
   // open transaction of this process.
   snapshot_.reset();
   committed_ = true;
-  return Status::OK();
+  return true;
 }
 
 Status LmdbTransaction::commit() {
-  bool finished;
-  KVQ_RETURN_IF_ERROR(prepare_commit(finished));
-  if (finished) return Status::OK();
+  KVQ_ASSIGN_OR_RETURN(const bool to_queue, prepare_commit());
+  if (!to_queue) return Status::OK();
   CommitOutcome outcome = env_->commit_queue().commit(request_);
   if (!outcome.status.ok()) return outcome.status;
   committed_version_ = outcome.version;
@@ -187,8 +184,9 @@ Status LmdbTransaction::commit() {
 }
 
 void LmdbTransaction::commit_async(std::function<void(Status)> done) {
-  bool finished;
-  if (Status s = prepare_commit(finished); !s.ok() || finished) return done(s);
+  Result<bool> to_queue = prepare_commit();
+  if (!to_queue.ok()) return done(to_queue.status());
+  if (!*to_queue) return done(Status::OK());
   env_->commit_queue().commit_async(request_, [this, done = std::move(done)](CommitOutcome outcome) {
     if (outcome.status.ok()) committed_version_ = outcome.version;
     done(outcome.status);

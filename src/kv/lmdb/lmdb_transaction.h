@@ -32,9 +32,9 @@ class LmdbTransaction : public Transaction {
   uint64_t committed_version() const override { return committed_version_; }
 
  private:
-  // What commit and commit_async check first: a failure, or OK with `finished` set when there
-  // is nothing to hand to the commit queue (the transaction wrote nothing).
-  Status prepare_commit(bool& finished);
+  // What commit and commit_async check first: a failure, or whether the transaction goes on to
+  // the commit queue (false: it wrote nothing, and so committed at its read version).
+  Result<bool> prepare_commit();
   Status ensure_snapshot();
   // The stored version and value of `key` in the snapshot, ignoring this transaction's writes.
   Result<std::optional<std::pair<uint64_t, std::string>>> read_stored(std::string_view key);

@@ -72,7 +72,7 @@ void WakeSignal::notify() {
   shared_->sequence.fetch_add(1);
   uint32_t others;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     others = shared_->waiters.load() - static_cast<uint32_t>(own_waiters_);
   }
   if (others > 0) wake_all();
@@ -84,7 +84,7 @@ uint32_t WakeSignal::waiters() const { return shared_->waiters.load(); }
 
 void WakeSignal::wait(uint32_t seen, std::chrono::milliseconds timeout) {
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     shared_->waiters.fetch_add(1);
     ++own_waiters_;
   }
@@ -93,7 +93,7 @@ void WakeSignal::wait(uint32_t seen, std::chrono::milliseconds timeout) {
                           static_cast<long>(std::chrono::nanoseconds(timeout - s).count())};
   // EAGAIN (the word moved already), EINTR and ETIMEDOUT all mean "look again".
   futex(&shared_->sequence, FUTEX_WAIT, seen, &relative);
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   shared_->waiters.fetch_sub(1);
   --own_waiters_;
 }

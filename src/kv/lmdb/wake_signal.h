@@ -26,10 +26,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "kvq/status.h"
+#include "util/mutex.h"
 
 namespace kvq::kv::lmdb {
 
@@ -43,12 +43,12 @@ class WakeSignal {
 
   // REQUIRES: the commit is visible to new read transactions. Bumps the sequence; wakes every
   // thread of another process waiting on it.
-  void notify();
+  void notify() KVQ_EXCLUDES(mu_);
   // The sequence now; hand it to wait() after checking the store.
   uint32_t sequence() const;
   // Sleeps until the sequence differs from `seen` (at once if it does already), a wake-up, or
   // `timeout`. It may also return early (a signal); callers re-check.
-  void wait(uint32_t seen, std::chrono::milliseconds timeout);
+  void wait(uint32_t seen, std::chrono::milliseconds timeout) KVQ_EXCLUDES(mu_);
   // Bumps the sequence and wakes every waiter, this process's too (closing the store).
   void interrupt();
   // Threads (of all processes) in wait() now, as the shared page counts them; for tests.
@@ -63,8 +63,8 @@ class WakeSignal {
   Shared* shared_;
   // Whether this process's own thread is counted in `waiters`, read and written together with
   // that count, so notify() can leave itself out of it without racing the waiter.
-  std::mutex mu_;
-  int own_waiters_ = 0;
+  util::Mutex mu_;
+  int own_waiters_ KVQ_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvq::kv::lmdb

@@ -37,7 +37,7 @@ Result<Watch> WatchRegistry::add(std::string key, std::optional<std::string> exp
   uint64_t id;
   bool first = false;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     if (stopping_) return Unavailable("the store is closing");
     id = next_id_++;
     first = entries_.empty();
@@ -64,7 +64,7 @@ Result<Watch> WatchRegistry::add(std::string key, std::optional<std::string> exp
 }
 
 void WatchRegistry::remove(const std::string& key, uint64_t id) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   auto [first, last] = entries_.equal_range(key);
   for (auto it = first; it != last; ++it) {
     if (it->second.id == id) {
@@ -78,7 +78,7 @@ void WatchRegistry::remove(const std::string& key, uint64_t id) {
 void WatchRegistry::fire_if_changed(const std::string& key, const std::optional<std::string>& value) {
   std::vector<std::shared_ptr<detail::WatchState>> fired;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     auto [first, last] = entries_.equal_range(key);
     for (auto it = first; it != last;) {
       if (it->second.expected != value) {
@@ -98,7 +98,7 @@ void WatchRegistry::on_commit(const std::vector<KeyChange>& changes, bool comple
   if (wake_) wake_->notify();  // first: other processes' watches wait on it
   bool recheck = false;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     // Only when nothing from another process slipped in between can the poller skip ahead.
     if (reported_version_ == base_version) reported_version_ = new_version;
     // A watch registered while this commit was in flight may have read the old value and yet
@@ -115,7 +115,7 @@ void WatchRegistry::on_commit(const std::vector<KeyChange>& changes, bool comple
 void WatchRegistry::recheck_watched_keys() {
   std::set<std::string> keys;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     for (const auto& [key, entry] : entries_) keys.insert(key);
   }
   for (const std::string& key : keys) {
@@ -125,14 +125,17 @@ void WatchRegistry::recheck_watched_keys() {
 }
 
 void WatchRegistry::poll_loop() {
-  std::unique_lock lock(mu_);
+  util::MutexLock lock(mu_);
   while (!stopping_) {
     if (entries_.empty()) {
-      poll_cv_.wait(lock, [&] { return stopping_ || !entries_.empty(); });
+      poll_cv_.wait(mu_);
       continue;
     }
     if (!wake_) {
-      poll_cv_.wait_for(lock, kFallbackPoll, [&] { return stopping_; });
+      const auto wake = std::chrono::steady_clock::now() + kFallbackPoll;
+      while (!stopping_) {
+        if (!poll_cv_.wait_until(mu_, wake)) break;
+      }
       if (stopping_) break;
     }
     lock.unlock();
@@ -168,11 +171,11 @@ bool WatchRegistry::check_all_keys() {
     version = *v;
   }
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     if (version == reported_version_) return true;
   }
   recheck_watched_keys();
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   if (version > reported_version_) reported_version_ = version;
   return true;
 }
@@ -180,7 +183,7 @@ bool WatchRegistry::check_all_keys() {
 void WatchRegistry::shutdown() {
   std::vector<std::shared_ptr<detail::WatchState>> ending;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     if (stopping_ && !poller_.joinable()) return;
     stopping_ = true;
     closing_.store(true);

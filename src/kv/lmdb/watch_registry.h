@@ -11,10 +11,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -23,6 +21,7 @@
 #include "kv/lmdb/commit_queue.h"
 #include "kv/lmdb/wake_signal.h"
 #include "kv/watch_state.h"
+#include "util/mutex.h"
 
 namespace kvq::kv::lmdb {
 
@@ -32,7 +31,7 @@ class WatchRegistry : public std::enable_shared_from_this<WatchRegistry> {
   ~WatchRegistry();
 
   // Arms a watch on `key` expecting `expected` (the value the transaction read).
-  Result<Watch> add(std::string key, std::optional<std::string> expected);
+  Result<Watch> add(std::string key, std::optional<std::string> expected) KVQ_EXCLUDES(mu_);
 
   bool armed() const { return count_.load(std::memory_order_relaxed) > 0; }
 
@@ -40,10 +39,10 @@ class WatchRegistry : public std::enable_shared_from_this<WatchRegistry> {
   // `complete` is false when the commit did not record its changes (no watch was armed as it
   // began); any watch armed since is then re-checked against the store.
   void on_commit(const std::vector<KeyChange>& changes, bool complete, uint64_t base_version,
-                 uint64_t new_version);
+                 uint64_t new_version) KVQ_EXCLUDES(mu_);
 
   // Stops the watcher thread and ends every armed watch with kUnavailable (the store is closing).
-  void shutdown();
+  void shutdown() KVQ_EXCLUDES(mu_);
 
  private:
   struct Entry {
@@ -52,27 +51,32 @@ class WatchRegistry : public std::enable_shared_from_this<WatchRegistry> {
     std::shared_ptr<detail::WatchState> state;
   };
 
-  void remove(const std::string& key, uint64_t id);
+  void remove(const std::string& key, uint64_t id) KVQ_EXCLUDES(mu_);
   // Fires (and removes) the watches on `key` whose expectation differs from `value`.
-  void fire_if_changed(const std::string& key, const std::optional<std::string>& value);
-  void poll_loop();
+  void fire_if_changed(const std::string& key, const std::optional<std::string>& value)
+      KVQ_EXCLUDES(mu_);
+  void poll_loop() KVQ_EXCLUDES(mu_);
   // One round of poll_loop with the signal: look, then sleep until another process commits.
-  void look_then_sleep();
+  void look_then_sleep() KVQ_EXCLUDES(mu_);
   // False if the store could not be read (nothing was checked).
-  bool check_all_keys();
+  bool check_all_keys() KVQ_EXCLUDES(mu_);
   // Re-reads every watched key and fires the watches whose value moved.
-  void recheck_watched_keys();
+  void recheck_watched_keys() KVQ_EXCLUDES(mu_);
 
   Env& env_;
-  mutable std::mutex mu_;
-  std::multimap<std::string, Entry> entries_;
-  uint64_t next_id_ = 1;
+  mutable util::Mutex mu_;
+  std::multimap<std::string, Entry> entries_ KVQ_GUARDED_BY(mu_);
+  uint64_t next_id_ KVQ_GUARDED_BY(mu_) = 1;
   std::atomic<size_t> count_{0};
-  uint64_t reported_version_ = 0;  // every commit up to here has been checked against watches
-  bool stopping_ = false;
+  // Every commit up to here has been checked against watches.
+  uint64_t reported_version_ KVQ_GUARDED_BY(mu_) = 0;
+  bool stopping_ KVQ_GUARDED_BY(mu_) = false;
   std::atomic<bool> closing_{false};  // stopping_, readable without mu_ (set before interrupt)
   std::unique_ptr<WakeSignal> wake_;  // null if its file could not be opened: poll instead
-  std::condition_variable poll_cv_;
+  util::CondVar poll_cv_;
+  // Started under mu_ by the first add() before shutdown; shutdown() joins it without mu_ (which
+  // the poller needs to end), once stopping_ keeps add() from starting it. Not GUARDED_BY(mu_):
+  // the analysis cannot tell that stopping_ ends its writes.
   std::thread poller_;
 };
 

@@ -1,4 +1,5 @@
-// kvq/fault_injection.h — a kv::Store that wraps a real store and makes it misbehave, for tests.
+// kv/fault_injection.h — test support, not public API: a kv::Store that wraps a real store and
+// makes it misbehave, for tests (tests include it as "kv/fault_injection.h"; it lives in kvq_kv).
 //
 // Like LevelDB's EnvWrapper: every call forwards to the wrapped store, except that at the
 // configured rates
