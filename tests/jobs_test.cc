@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <random>
@@ -346,6 +347,77 @@ TEST_P(JobsTest, AddToFinishedJobMakesItPendingWithTheNewData) {
   auto info = jobs().get("work", "f");
   EXPECT_EQ(info->state, State::kPending);
   EXPECT_EQ(info->data, R"({"v":3})");
+}
+
+// A store that runs `hook` before every begin (so between a commit and the retry that follows
+// it), for placing another process's call at one exact moment.
+class HookedStore : public kv::Store {
+ public:
+  HookedStore(std::shared_ptr<kv::Store> inner, std::function<void()> hook)
+      : inner_(std::move(inner)), hook_(std::move(hook)) {}
+  Result<std::unique_ptr<kv::Transaction>> begin() override {
+    hook_();
+    return inner_->begin();
+  }
+  std::string describe() const override { return "hooked(" + inner_->describe() + ")"; }
+  bool nonblocking() const override { return inner_->nonblocking(); }
+
+ private:
+  std::shared_ptr<kv::Store> inner_;
+  std::function<void()> hook_;
+};
+
+TEST_P(JobsTest, ABatchAddRetriedAfterAnUnknownCommitDoesNotRunAJobAcceptedMeanwhileTwice) {
+  if (GetParam().faults) GTEST_SKIP() << "places its own faults";
+  for (bool async : {false, true}) {
+    SCOPED_TRACE(async ? "add_many_async" : "add_many");
+    const std::string type = async ? "batch_async" : "batch";
+    ASSERT_TRUE(jobs().set_type_timeout(type, 60s).ok());
+    // Every commit is reported unknown until one that applied; before the retry that follows it
+    // (the next transaction begun), another process accepts one of the batch's jobs.
+    auto faulty = std::make_shared<kv::FaultInjectingStore>(raw_ptr(), kv::FaultOptions{.unknown_result_rate = 1, .seed = 7});
+    std::mutex mu;
+    std::optional<Job> taken;
+    auto hooked = std::make_shared<HookedStore>(faulty, [&] {
+      std::lock_guard lock(mu);
+      if (taken || faulty->counts().unknown_applied == 0) return;
+      faulty->set_options({});
+      auto job = jobs().accept(type);
+      ASSERT_TRUE(job.ok()) << job.status().to_string();
+      taken = *job;
+    });
+    auto producer = Jobs::open(hooked, {.key_prefix = "t", .run_activity_monitor = false});
+    ASSERT_TRUE(producer.ok());
+    const std::vector<jobs::NewJob> batch = {{"b1", R"({"n":1})", {}}, {"b2", R"({"n":2})", {}}};
+    Status added;
+    if (async) {
+      std::promise<Status> done;
+      (*producer)->add_many_async(type, batch, [&](Status s) { done.set_value(s); });
+      added = done.get_future().get();
+    } else {
+      added = (*producer)->add_many(type, batch);
+    }
+    ASSERT_TRUE(added.ok()) << added.to_string();
+    ASSERT_TRUE(taken.has_value()) << "no commit was reported unknown after applying";
+    auto info = jobs().get(type, taken->id);
+    ASSERT_TRUE(info.ok());
+    EXPECT_EQ(info->state, State::kRunning);
+    EXPECT_FALSE(info->resubmitted) << "the retry re-added a job its own commit had added";
+    ASSERT_TRUE(jobs().finish(*taken).ok());
+    EXPECT_EQ(state_of(taken->id, type), State::kFinished) << "the job would run a second time";
+    EXPECT_EQ(*jobs().pending_count(type), 1u) << "the other job of the batch is pending once";
+  }
+}
+
+TEST_P(JobsTest, AddManyAddsAllOrNothingAndNamesBadInput) {
+  EXPECT_EQ(jobs().add_many("work", {}).code(), Code::kInvalidArgument);
+  Status bad = jobs().add_many("work", {{"ok", "{}", {}}, {"", "{}", {}}});
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().get("work", "ok").status().code(), Code::kNotFound) << "nothing of a rejected batch is added";
+  EXPECT_EQ(jobs().add_many("untimed", {{"a", "{}", {}}}).code(), Code::kFailedPrecondition);
+  ASSERT_TRUE(jobs().add_many("work", {{"m1", R"({"v":1})", {.priority = 3}}, {"m2", "{}", {}}}).ok());
+  EXPECT_EQ(jobs().get("work", "m1")->priority, 3);
+  EXPECT_EQ(*jobs().pending_count("work"), 2u);
 }
 
 TEST_P(JobsTest, RemoveDeletesAJobInAnyStateAndHaltsItsWorker) {
@@ -1086,6 +1158,66 @@ TEST_P(JobsTest, SubscriptionHearsNotFoundWhenTheJobIsRemoved) {
   EXPECT_FALSE(e->found);
 }
 
+TEST_P(JobsTest, AFollowingWaitOnAFinishedJobSeesItAddedAgainAndRemoved) {
+  ASSERT_TRUE(jobs().add("work", "again", "{}").ok());
+  Job first = accept_now();
+  ASSERT_TRUE(jobs().finish(first).ok());
+  ASSERT_EQ(state_of("again"), State::kFinished);
+  auto running = jobs().subscribe("work", "again", {.follow = true});
+  ASSERT_TRUE(running.ok());
+  std::vector<jobs::JobEvent> fed;
+  std::mutex fed_mu;
+  std::condition_variable fed_cv;
+  auto feed = jobs().subscribe("work", "again", {.follow = true});
+  ASSERT_TRUE(feed.ok());
+  (*feed)->on_event([&](const jobs::JobEvent& e) {
+    std::lock_guard lock(fed_mu);
+    fed.push_back(e);
+    fed_cv.notify_all();
+  });
+  std::promise<Result<jobs::JobEvent>> woke;
+  (*running)->wait_async(State::kRunning, [&](Result<jobs::JobEvent> e) { woke.set_value(std::move(e)); });
+  auto woken = woke.get_future();
+
+  ASSERT_TRUE(jobs().add("work", "again", R"({"run":2})").ok());
+  Job second = accept_now();
+  ASSERT_EQ(woken.wait_for(10s), std::future_status::ready) << "the wait never saw the job run again";
+  auto e = woken.get();
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  EXPECT_TRUE(e->found);
+  EXPECT_EQ(e->state, State::kRunning);
+
+  ASSERT_TRUE(jobs().finish(second).ok());
+  auto gone = jobs().subscribe("work", "again", {.follow = true});
+  ASSERT_TRUE(gone.ok());
+  ASSERT_TRUE(jobs().remove("work", "again").ok());
+  auto removed = (*gone)->wait(State::kRunning, kv::Clock::now() + 10s);
+  ASSERT_TRUE(removed.ok()) << removed.status().to_string();
+  EXPECT_FALSE(removed->found) << "the wait never saw the job go";
+
+  // The feed followed the job through its second run (seen in the notifier's read that woke
+  // the wait) to its removal.
+  std::unique_lock lock(fed_mu);
+  ASSERT_TRUE(fed_cv.wait_for(lock, 10s, [&] { return !fed.empty() && !fed.back().found; }))
+      << "the feed never saw the job go";
+  EXPECT_TRUE((*feed)->ended());
+  EXPECT_TRUE(std::any_of(fed.begin(), fed.end(), [](const auto& e) { return e.found && e.state == State::kRunning; }));
+  EXPECT_NE(fed.front().state, State::kFinished) << "the feed starts after the state at subscribe time";
+}
+
+TEST_P(JobsTest, AWaitOnASubscriptionThatDoesNotFollowEndsWhenTheJobHasFinished) {
+  ASSERT_TRUE(jobs().add("work", "done", "{}").ok());
+  Job job = accept_now();
+  ASSERT_TRUE(jobs().finish(job).ok());
+  auto sub = jobs().subscribe("work", "done");
+  ASSERT_TRUE(sub.ok());
+  std::optional<Result<jobs::JobEvent>> got;
+  (*sub)->wait_async(State::kRunning, [&](Result<jobs::JobEvent> e) { got = std::move(e); });
+  ASSERT_TRUE(got.has_value()) << "answered at once";
+  EXPECT_EQ(got->status().code(), Code::kNotFound);
+  EXPECT_TRUE((*sub)->ended());
+}
+
 TEST_P(JobsTest, WaitReturnsAtOnceWhenTheJobIsAlreadyInTheState) {
   ASSERT_TRUE(jobs().add("work", "w", "{}").ok());
   auto sub = jobs().subscribe("work", "w");
@@ -1297,6 +1429,41 @@ TEST_P(JobsTest, AcceptDueAsyncTakesWhatIsDueNowWithoutWaiting) {
   EXPECT_EQ(first_delivered(*taken, 4)[3].status().code(), Code::kInvalidArgument);
   jobs().accept_due_async("", 1, {}, deliver_to(taken));
   EXPECT_EQ(first_delivered(*taken, 5)[4].status().code(), Code::kInvalidArgument);
+}
+
+TEST_P(JobsTest, AcceptBatchAsyncTakesWhatIsDueOrWaitsForTheFirstThenTakesTheRest) {
+  auto taken = std::make_shared<Delivered<Result<std::vector<Job>>>>();
+  EXPECT_EQ(jobs().accept_batch_async("work", 5, {}, deliver_to(taken)), 0u) << "timeout 0 never waits";
+  EXPECT_EQ(first_delivered(*taken, 1)[0].status().code(), Code::kDeadlineExceeded);
+
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(jobs().add("work", "now" + std::to_string(i), "{}").ok());
+  jobs().accept_batch_async("work", 5, {.timeout = 10s, .worker = "w"}, deliver_to(taken));
+  auto due = first_delivered(*taken, 2)[1];
+  ASSERT_TRUE(due.ok()) << due.status().to_string();
+  EXPECT_EQ(due->size(), 3u) << "what is due now, without waiting for more";
+  for (const auto& job : *due) EXPECT_EQ(job.worker, "w");
+
+  // Nothing due: it waits for the first, then takes the rest of what is due with it.
+  const uint64_t ticket = jobs().accept_batch_async("work", 5, {.timeout = 10s}, deliver_to(taken));
+  EXPECT_NE(ticket, 0u);
+  ASSERT_TRUE(jobs().add_many("work", {{"w0", "{}", {}}, {"w1", "{}", {}}, {"w2", "{}", {}}}).ok());
+  auto waited = first_delivered(*taken, 3)[2];
+  ASSERT_TRUE(waited.ok()) << waited.status().to_string();
+  EXPECT_EQ(waited->size(), 3u) << "the first and the rest of the batch added with it";
+
+  const uint64_t cancelled = jobs().accept_batch_async("work", 2, {.timeout = 30s}, deliver_to(taken));
+  ASSERT_NE(cancelled, 0u);
+  EXPECT_TRUE(jobs().cancel_accept(cancelled));
+  EXPECT_EQ(first_delivered(*taken, 4)[3].status().code(), Code::kCancelled);
+
+  const auto start = kv::Clock::now();
+  jobs().accept_batch_async("work", 2, {.timeout = 200ms}, deliver_to(taken));
+  EXPECT_EQ(first_delivered(*taken, 5)[4].status().code(), Code::kDeadlineExceeded);
+  EXPECT_GE(kv::Clock::now() - start, 150ms);
+
+  EXPECT_EQ(jobs().accept_batch_async("work", 0, {.timeout = 1s}, deliver_to(taken)), 0u);
+  EXPECT_EQ(first_delivered(*taken, 6)[5].status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(taken->size(), 6u) << "each call answered exactly once";
 }
 
 TEST_P(JobsTest, AsyncAddsFromManyThreadsAllLandOnce) {

@@ -106,6 +106,15 @@ struct AddOptions {
   int64_t priority = 0;
 };
 
+// One job of an add_many.
+struct NewJob {
+  std::string id;
+  std::string data = "{}";  // a JSON object
+  AddOptions options;
+};
+
+inline constexpr size_t kMaxAddMany = 1000;
+
 struct JobInfo {
   std::string type;
   std::string id;
@@ -180,6 +189,13 @@ struct JobEvent {
 
 class Subscription;
 
+struct SubscribeOptions {
+  // Keep following the job once it finishes — it may be added again (pending, and on), or be
+  // removed — so that the subscription ends only when the job is gone. By default it ends
+  // with the finished event.
+  bool follow = false;
+};
+
 class Jobs {
  public:
   // Starts the background work lazily (on first use of a type). Jobs shares ownership of the
@@ -246,6 +262,15 @@ class Jobs {
                  std::function<void(Status)> done);
   Status add(kv::Transaction& txn, std::string_view type, std::string_view id, std::string_view data,
              AddOptions options = {});
+  // add() of every job of `jobs` (1..kMaxAddMany, in order; a repeated id is added twice, the
+  // later add seeing the earlier) in one transaction: all of them or none. Like add, a retry
+  // after an unknown commit result recognises its own earlier commit, so a job accepted since
+  // is not marked resubmitted (it runs once). kInvalidArgument, naming the job, if any input is
+  // bad; kFailedPrecondition if the type has no timeout.
+  Status add_many(std::string_view type, const std::vector<NewJob>& jobs);
+  // add_many() for a caller that must not block, like add_async.
+  void add_many_async(std::string_view type, std::vector<NewJob> jobs, std::function<void(Status)> done);
+  Status add_many(kv::Transaction& txn, std::string_view type, const std::vector<NewJob>& jobs);
   // Deletes the job in any state; a running worker is halted at its next call. kNotFound if
   // absent at the first attempt (a retry that finds it gone reports success).
   Status remove(std::string_view type, std::string_view id);
@@ -299,6 +324,20 @@ class Jobs {
   // or kDeadlineExceeded when none was due.
   void accept_due_async(std::string_view type, size_t max_count, const AcceptOptions& options,
                         std::function<void(Result<std::vector<Job>>)> done);
+  // accept_many without a blocked thread, for an event loop: up to `max_count` (1..1000) jobs —
+  // whatever is due now, taken in one transaction; only when nothing is and options.timeout > 0,
+  // a wait for the first like accept_async's, then whatever else is due, taken at once in a
+  // second transaction. `done` is called exactly once: with 1..max_count jobs; kDeadlineExceeded
+  // when none was due in time; kCancelled after cancel_accept; or another error (once the first
+  // job is taken, a failure to take more still hands it over, alone). It never blocks this
+  // thread or a commit's where accept_async and accept_due_async do not: on a store that is
+  // nonblocking() every look commits asynchronously, and `done` may come from the thread that
+  // settles a commit or from the acceptor's; elsewhere the looks block this thread, or one of
+  // the jobs layer's own. `done` must not block. Returns a ticket for cancel_accept while the
+  // call may wait (cancelling it once `done` is under way does nothing), 0 when it never waits
+  // (options.timeout is 0, bad input).
+  uint64_t accept_batch_async(std::string_view type, size_t max_count, const AcceptOptions& options,
+                              std::function<void(Result<std::vector<Job>>)> done);
   // One non-blocking attempt inside the caller's transaction; kNotFound when nothing is due or
   // the type does not exist (the message says which).
   Result<Job> accept(kv::Transaction& txn, std::string_view type, const AcceptOptions& options = {});
@@ -329,7 +368,8 @@ class Jobs {
 
   // ---- Watchers ----
   // The job's current state, then every later change (see Subscription). kNotFound if absent.
-  Result<std::unique_ptr<Subscription>> subscribe(std::string_view type, std::string_view id);
+  Result<std::unique_ptr<Subscription>> subscribe(std::string_view type, std::string_view id,
+                                                  SubscribeOptions options = {});
 
   // Blocks until any of `subscriptions` reports `state` (or, with no state, any event), its
   // job disappears, or `deadline`. Returns the index of the subscription and the event.
@@ -368,8 +408,11 @@ class Jobs {
 // A live view of one job. Events arrive in commit order: first the state at subscribe time,
 // then each change the notifier observes (a state change, or new data from update while
 // running). Changes that land between two observations coalesce into the latest one, but the
-// final `finished` or not-found event is always delivered, after which the subscription ends.
-// Destroying the handle unsubscribes and drops anything queued.
+// final event is always delivered, after which the subscription ends: not-found (the job is
+// gone) always; `finished` too unless it follows (SubscribeOptions::follow).
+// Events are taken one way per handle: by next / wait, or pushed by on_event / wait_async.
+// Destroying the handle unsubscribes and drops anything queued; after it returns no callback
+// of the handle starts (one under way on another thread may still be finishing).
 // REQUIRES: a Subscription does not outlive the Jobs that made it.
 class Subscription {
  public:
@@ -387,6 +430,17 @@ class Subscription {
   // Calls `callback` (from the notifier's thread) whenever an event is queued; used to
   // integrate with event loops. The callback must not block.
   void set_listener(std::function<void()> callback);
+  // The event feed, for a caller that must not block: hands `callback` every event next()
+  // would return (not initial()), one call at a time and in order, until the final one — those
+  // already queued at once on this thread, later ones from the notifier's thread. It must not
+  // block. Replaces any listener.
+  void on_event(std::function<void(const JobEvent&)> callback);
+  // wait() without a blocked thread: `done` is called once, with the first event (the latest
+  // seen, initially the state at subscribe time, included) in which the job is in `state`
+  // (any if none) or gone — at once on this thread if the latest is — or with kNotFound when
+  // the subscription ends without one (it does not follow, and the job finished). Never at a
+  // deadline: the caller gives up by destroying the handle. Uses on_event.
+  void wait_async(std::optional<State> state, std::function<void(Result<JobEvent>)> done);
   bool ended() const;
 
   struct State_;

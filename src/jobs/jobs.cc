@@ -182,6 +182,76 @@ Status Jobs::add(kv::Transaction& txn, std::string_view type, std::string_view i
   return add_normalized(txn, impl_->keys, type, id, normalized, options);
 }
 
+namespace {
+
+// add_many's jobs, each validated and its data normalized; kInvalidArgument naming the first
+// bad one.
+Result<std::vector<NewJob>> validate_add_many(std::string_view type, const std::vector<NewJob>& jobs,
+                                              size_t max_data_bytes) {
+  if (jobs.empty() || jobs.size() > kMaxAddMany) {
+    return InvalidArgument("add_many takes 1.." + std::to_string(kMaxAddMany) + " jobs");
+  }
+  std::vector<NewJob> normalized;
+  normalized.reserve(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    auto data = validate_add(type, jobs[i].id, jobs[i].data, max_data_bytes);
+    if (!data.ok()) {
+      return Status(data.status().code(), "job " + std::to_string(i) + ": " + data.status().message());
+    }
+    normalized.push_back({jobs[i].id, std::move(*data), jobs[i].options});
+  }
+  return normalized;
+}
+
+// One attempt of add_many, guarded as add_attempt is. The batch commits whole, so one of its
+// jobs still stamped with the earlier attempt's read version shows that attempt committed;
+// re-applying would mark a job accepted since then resubmitted, and run it again.
+Status add_many_attempt(kv::Transaction& txn, const Keys& keys, std::string_view type, const std::vector<NewJob>& jobs,
+                        std::optional<uint64_t>& attempt_version) {
+  if (attempt_version) {
+    for (const auto& job : jobs) {
+      KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, job.id));
+      if (row && row->add_seq == *attempt_version) return Status::OK();
+    }
+  }
+  for (const auto& job : jobs) KVQ_RETURN_IF_ERROR(add_normalized(txn, keys, type, job.id, job.data, job.options));
+  KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
+  return Status::OK();
+}
+
+}  // namespace
+
+Status Jobs::add_many(std::string_view type, const std::vector<NewJob>& jobs) {
+  KVQ_ASSIGN_OR_RETURN(auto normalized, validate_add_many(type, jobs, options_.max_data_bytes));
+  std::optional<uint64_t> attempt_version;
+  return kv::run(*store_, [&](kv::Transaction& txn) {
+    return add_many_attempt(txn, impl_->keys, type, normalized, attempt_version);
+  }, options_.retry);
+}
+
+void Jobs::add_many_async(std::string_view type, std::vector<NewJob> jobs, std::function<void(Status)> done) {
+  auto normalized = validate_add_many(type, jobs, options_.max_data_bytes);
+  if (!normalized.ok()) return done(normalized.status());
+  // Shared by the tries of one transaction (a retry may run on another thread).
+  struct AddMany {
+    std::string type;
+    std::vector<NewJob> jobs;
+    std::optional<uint64_t> attempt_version;
+  };
+  auto add = std::make_shared<AddMany>(AddMany{std::string(type), std::move(*normalized), {}});
+  kv::run_async(*store_, [add, &keys = impl_->keys](kv::Transaction& txn) {
+    return add_many_attempt(txn, keys, add->type, add->jobs, add->attempt_version);
+  }, std::move(done), options_.retry);
+}
+
+Status Jobs::add_many(kv::Transaction& txn, std::string_view type, const std::vector<NewJob>& jobs) {
+  KVQ_ASSIGN_OR_RETURN(auto normalized, validate_add_many(type, jobs, options_.max_data_bytes));
+  for (const auto& job : normalized) {
+    KVQ_RETURN_IF_ERROR(add_normalized(txn, impl_->keys, type, job.id, job.data, job.options));
+  }
+  return Status::OK();
+}
+
 Status Jobs::remove(std::string_view type, std::string_view id) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   KVQ_RETURN_IF_ERROR(validate_id(id));

@@ -9,6 +9,7 @@
 #include "jobs/notifier.h"
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
+#include "util/thread_pool.h"
 
 namespace kvq::jobs {
 
@@ -16,11 +17,15 @@ struct Jobs::Impl {
   Impl(kv::Store& store, const JobsOptions& options)
       : keys(options.key_prefix), notifier(store, keys, options.retry), acceptor(store, keys, options) {
     if (options.run_activity_monitor) monitor = std::make_unique<ActivityMonitor>(store, keys, options);
+    if (!store.nonblocking()) blocking_looks = std::make_unique<util::ThreadPool>(2);
   }
   Keys keys;
   Notifier notifier;  // subscriptions
   Acceptor acceptor;  // waiting accepts
   std::unique_ptr<ActivityMonitor> monitor;
+  // Where accept_batch_async's second look runs on a store that is not nonblocking (it blocks
+  // there), off the acceptor's threads. Null elsewhere. Last: its tasks use the members above.
+  std::unique_ptr<util::ThreadPool> blocking_looks;
 };
 
 // A fresh random lock. Its suffix tags the type, so a handle used with another type is caught

@@ -10,8 +10,6 @@ namespace {
 using namespace std::chrono_literals;
 constexpr auto kRetryPause = 50ms;
 
-bool is_final(const JobEvent& e) { return !e.found || e.state == State::kFinished; }
-
 }  // namespace
 
 Notifier::Notifier(kv::Store& store, const Keys& keys, const kv::RetryOptions& retry)
@@ -58,7 +56,7 @@ void Notifier::deliver(Subscription::State_& sub, const JobEvent& event) {
     std::lock_guard hub(hub_mu_);
     if (sub.closed || sub.final_queued || event.seq <= sub.last_seq) return;
     sub.last_seq = event.seq;
-    sub.final_queued = is_final(event);
+    sub.final_queued = sub.is_final(event);
     sub.queue.push_back(event);
     listener = sub.listener;
   }

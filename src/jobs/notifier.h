@@ -9,7 +9,8 @@
 // Whenever a type's activity watch is re-armed — and whenever a subscription is added — the
 // notifier re-reads the rows of every subscribed job of that type in the same transaction that
 // arms the watch, and queues an event for each job whose seq moved. Changes between two reads
-// coalesce; the final finished / not-found event always arrives.
+// coalesce; the final event (finished, unless the subscription follows; not-found) always
+// arrives.
 #pragma once
 
 #include <condition_variable>
@@ -31,14 +32,19 @@ struct Subscription::State_ {
   std::string type;
   std::string id;
   JobEvent initial;
+  bool follow = false;  // SubscribeOptions::follow: only not-found is final
   JobEvent latest;  // the last event handed to the caller (initially `initial`)
   // Guarded by the notifier's hub mutex:
   uint64_t last_seq = 0;
-  bool final_queued = false;  // finished or not found has been queued
+  bool final_queued = false;  // the final event (is_final) has been queued
   bool closed = false;        // unsubscribed
+  bool feeding = false;       // an on_event callback is handing out the queue
   std::vector<JobEvent> queue;
   std::function<void()> listener;
   class Notifier* notifier = nullptr;
+
+  // Whether `e` ends this subscription.
+  bool is_final(const JobEvent& e) const { return !e.found || (!follow && e.state == State::kFinished); }
 };
 
 class Notifier {

@@ -1,4 +1,4 @@
-// subscribe, Subscription and wait_any.
+// subscribe, Subscription (its blocking waits and its event feed) and wait_any.
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
 #include "jobs/validation.h"
@@ -12,12 +12,14 @@ bool matches(const JobEvent& e, std::optional<State> state) {
 
 }  // namespace
 
-Result<std::unique_ptr<Subscription>> Jobs::subscribe(std::string_view type, std::string_view id) {
+Result<std::unique_ptr<Subscription>> Jobs::subscribe(std::string_view type, std::string_view id,
+                                                      SubscribeOptions options) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   KVQ_RETURN_IF_ERROR(validate_id(id));
   auto state = std::make_shared<Subscription::State_>();
   state->type = type;
   state->id = id;
+  state->follow = options.follow;
   state->notifier = &impl_->notifier;
   // Register before reading: a change after registration is either in the read below or
   // observed by the notifier, which re-reads this job once it sees the registration.
@@ -36,7 +38,7 @@ Result<std::unique_ptr<Subscription>> Jobs::subscribe(std::string_view type, std
     std::lock_guard hub(impl_->notifier.hub_mutex());
     std::erase_if(state->queue, [&](const JobEvent& e) { return e.seq <= state->initial.seq; });
     if (state->initial.seq > state->last_seq) state->last_seq = state->initial.seq;
-    if (state->initial.state == State::kFinished && state->queue.empty()) state->final_queued = true;
+    if (state->is_final(state->initial) && state->queue.empty()) state->final_queued = true;
   }
   return std::make_unique<Subscription>(std::move(state));
 }
@@ -62,6 +64,58 @@ void Subscription::set_listener(std::function<void()> callback) {
     if (!state_->queue.empty()) call_now = state_->listener;  // a copy: it may unsubscribe
   }
   if (call_now) call_now();
+}
+
+void Subscription::on_event(std::function<void(const JobEvent&)> callback) {
+  // Weak: the listener lives in the state it would otherwise keep alive; locked while feeding,
+  // so a handle destroyed inside `callback` leaves the state valid until the loop sees `closed`.
+  std::weak_ptr<State_> weak = state_;
+  set_listener([weak, callback = std::move(callback)] {
+    auto s = weak.lock();
+    if (!s) return;
+    std::unique_lock hub(s->notifier->hub_mutex());
+    // One feeder at a time hands out the queue in order; a call that finds one under way
+    // leaves the new events to it.
+    if (s->feeding) return;
+    s->feeding = true;
+    while (!s->closed && !s->queue.empty()) {
+      s->latest = std::move(s->queue.front());
+      s->queue.erase(s->queue.begin());
+      const JobEvent event = s->latest;
+      hub.unlock();
+      callback(event);
+      hub.lock();
+    }
+    s->feeding = false;
+  });
+}
+
+void Subscription::wait_async(std::optional<State> state, std::function<void(Result<JobEvent>)> done) {
+  {
+    std::unique_lock hub(state_->notifier->hub_mutex());
+    if (matches(state_->latest, state)) {
+      const JobEvent latest = state_->latest;
+      hub.unlock();
+      return done(latest);
+    }
+    if (state_->final_queued && state_->queue.empty()) {
+      hub.unlock();
+      return done(NotFound("the subscription has ended"));
+    }
+  }
+  // Called one at a time (on_event), so `answered` needs no lock.
+  auto answered = std::make_shared<bool>(false);
+  on_event([answered, state, done = std::move(done), follow = state_->follow](const JobEvent& e) {
+    if (*answered) return;
+    if (matches(e, state)) {
+      *answered = true;
+      return done(e);
+    }
+    if (!follow && e.state == State::kFinished) {
+      *answered = true;
+      done(NotFound("the subscription has ended"));
+    }
+  });
 }
 
 Result<JobEvent> Subscription::next(kv::Clock::time_point deadline) {

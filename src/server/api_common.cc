@@ -152,6 +152,14 @@ std::optional<int64_t> query_integer(const Request& r, const std::string& name, 
   return v;
 }
 
+std::variant<std::optional<bool>, ApiError> query_boolean(const Request& r, const std::string& name) {
+  auto it = r.query.find(name);
+  if (it == r.query.end() || it->second.empty()) return std::nullopt;
+  if (it->second == "true") return true;
+  if (it->second == "false") return false;
+  return invalid_argument("query parameter '" + name + "' must be true or false");
+}
+
 nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& settings) {
   auto seconds = [](jobs::Millis ms) { return static_cast<double>(ms.count()) / 1000.0; };
   nlohmann::json retention = nullptr;

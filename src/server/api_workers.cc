@@ -3,6 +3,7 @@
 
 #include "server/api.h"
 #include "server/json_body.h"
+#include "server/long_poll.h"
 
 namespace kvq::server {
 namespace {
@@ -84,44 +85,21 @@ void add_worker_routes(Router& router, Api& api) {
     reply_json(*ex, 200, membership_json(*m));
   });
   router.add("GET", "/v1/workers/{wtype}/events", [&api](Request& r, Ex ex) {
-    struct Stream {
-      std::mutex mu;
-      std::unique_ptr<workers::MembershipSubscription> sub;
-      bool done = false;
-      uint64_t held = 0;
-    };
     if (auto check = api.workers.workers(r.params["wtype"]); !check.ok()) return reply_status(*ex, check.status());
-    auto stream = std::make_shared<Stream>();
-    auto end = [&api, ex, stream] {
-      std::unique_ptr<workers::MembershipSubscription> drop;
-      {
-        std::lock_guard lock(stream->mu);
-        if (stream->done) return;
-        stream->done = true;
-        drop = std::move(stream->sub);
-        if (stream->held) api.release(stream->held);
-      }
-      // Off this thread: destroying waits out a callback in progress, which may be ours.
-      if (drop) {
-        std::shared_ptr<workers::MembershipSubscription> shared = std::move(drop);
-        api.timers.at(kv::Clock::now(), [shared] {});
-      }
-      ex->end_stream();
-    };
+    auto poll = LongPoll::create(api);
+    auto end = [ex](LongPoll& p) { p.finish([&] { ex->end_stream(); }); };
     ex->start_stream();
-    auto sub = api.workers.subscribe(r.params["wtype"], [ex](const workers::Membership& m) {
-      ex->send_event("membership", dump(membership_json(m)));
+    auto sub = api.workers.subscribe(r.params["wtype"], [ex, poll](const workers::Membership& m) {
+      poll->while_open([&] { ex->send_event("membership", dump(membership_json(m))); });
     });
     if (!sub.ok()) {
       ex->send_event("error", error_body(from_status(sub.status())));
-      return ex->end_stream();
+      return end(*poll);
     }
-    {
-      std::lock_guard lock(stream->mu);
-      stream->sub = std::move(*sub);
-      stream->held = api.hold(end);
-    }
-    ex->on_disconnect(end);
+    // Dropped off the ending thread: destroying waits out a callback in progress, which may be
+    // the one ending it.
+    poll->keep(std::shared_ptr<workers::MembershipSubscription>(std::move(*sub)));
+    poll->arm(*ex, std::nullopt, end);
   });
 }
 

@@ -155,6 +155,82 @@ class LongPolls(ServerTestCase):
         ev = self.assertStatus(out["value"], 200)
         self.assertEqual(ev, {"type": t, "id": "w4", "found": False})
 
+    def finished_job(self, jid):
+        t, c = self.t, self.c
+        self.assertStatus(c.add(t, jid), 200)
+        lock = self.assertStatus(c.accept(t), 200)["jobs"][0]["lock"]
+        self.assertStatus(c.post("/v1/jobs/%s/%s/finish" % (t, jid), {"lock": lock}), 200)
+
+    def wait_in_thread(self, jid, state):
+        th, out = in_thread(self.server.client().get,
+                            "/v1/jobs/%s/%s/wait?state=%s&timeout=10" % (self.t, jid, state))
+        time.sleep(0.3)  # let the wait start (the point of these tests)
+        self.assertTrue(th.is_alive(), "the wait answered before the job changed: %r" % out)
+        return th, out
+
+    def test_a_wait_begun_on_a_finished_job_answers_when_it_is_deleted(self):
+        t, c = self.t, self.c
+        self.finished_job("fd")
+        th, out = self.wait_in_thread("fd", "running")
+        self.assertStatus(c.delete("/v1/jobs/%s/fd" % t), 200)
+        th.join(12)
+        self.assertEqual(self.assertStatus(out["value"], 200), {"type": t, "id": "fd", "found": False})
+        self.assertLess(out["elapsed"], 5.0, "it answered only at its timeout")
+
+    def test_a_wait_begun_on_a_finished_job_answers_when_retention_removes_it(self):
+        t, c = self.t, self.c
+        self.assertStatus(c.put("/v1/types/%s" % t, {"timeout": 30, "finished_retention": 1}), 200)
+        self.finished_job("fr")
+        th, out = in_thread(self.server.client().get, "/v1/jobs/%s/fr/wait?state=pending&timeout=10" % t)
+        th.join(12)
+        self.assertEqual(self.assertStatus(out["value"], 200), {"type": t, "id": "fr", "found": False})
+        self.assertLess(out["elapsed"], 8.0, "it answered only at its timeout")
+
+    def test_a_wait_begun_on_a_finished_job_follows_it_when_it_is_added_again(self):
+        t, c = self.t, self.c
+        self.finished_job("fa")
+        th, out = self.wait_in_thread("fa", "running")
+        self.assertStatus(c.add(t, "fa", {"run": 2}), 200)
+        self.assertStatus(c.accept(t), 200)
+        th.join(12)
+        ev = self.assertStatus(out["value"], 200)
+        self.assertEqual((ev["found"], ev["state"], ev["data"]), (True, "running", {"run": 2}), ev)
+        self.assertLess(out["elapsed"], 5.0, "it answered only at its timeout")
+
+    def test_a_following_event_stream_stays_open_across_finish_and_re_add_until_removal(self):
+        t, c = self.t, self.c
+        self.finished_job("ff")
+        s = c.events("/v1/jobs/%s/ff/events?follow=true" % t, timeout=10)
+        try:
+            self.assertEqual(s.status, 200, s.body)
+            self.assertEqual(s.next_event()[1]["state"], "finished")
+            self.assertStatus(c.add(t, "ff", {"run": 2}), 200)
+            name, ev = s.next_event()
+            self.assertEqual((name, ev["state"], ev["data"]), ("job", "pending", {"run": 2}), ev)
+            lock = self.assertStatus(c.accept(t), 200)["jobs"][0]["lock"]
+            self.assertEqual(s.next_event()[1]["state"], "running")
+            self.assertStatus(c.post("/v1/jobs/%s/ff/finish" % t, {"lock": lock}), 200)
+            self.assertEqual(s.next_event()[1]["state"], "finished")
+            self.assertStatus(c.delete("/v1/jobs/%s/ff" % t), 200)
+            self.assertEqual(s.next_event(), ("job", {"type": t, "id": "ff", "found": False}))
+            self.assertIsNone(s.next_event(), "stream did not close after found:false")
+        finally:
+            s.close()
+
+    def test_an_event_stream_that_does_not_follow_closes_after_finished(self):
+        t, c = self.t, self.c
+        self.finished_job("fn")
+        for query in ("", "?follow=false"):
+            s = c.events("/v1/jobs/%s/fn/events%s" % (t, query), timeout=10)
+            try:
+                self.assertEqual(s.status, 200, s.body)
+                self.assertEqual(s.next_event()[1]["state"], "finished")
+                self.assertIsNone(s.next_event(), "stream did not close after finished")
+            finally:
+                s.close()
+        r = c.get("/v1/jobs/%s/fn/events?follow=yes" % t)
+        self.assertIn("follow", self.assertStatus(r, 400, "invalid_argument")["message"])
+
     def test_events_stream_shows_running_update_finished_then_closes(self):
         t, c = self.t, self.c
         self.assertStatus(c.add(t, "e1", {"step": 0}), 200)
