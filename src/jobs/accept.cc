@@ -3,7 +3,7 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "jobs/acceptor.h"
+#include "jobs/accept_waiters.h"
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
 #include "jobs/validation.h"
@@ -144,26 +144,26 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
   const auto deadline = kv::Clock::now() + options.timeout;
   const std::string type_name(type);
   const std::string lock = new_lock(type);
-  Acceptor& acceptor = impl_->acceptor;
-  const auto commit = look_async ? Acceptor::Commit::kAsync : Acceptor::Commit::kBlocking;
-  if (options.timeout.count() > 0 && acceptor.has_waiters(type_name)) {
-    return acceptor.submit(type_name, options, lock, deadline, std::nullopt, std::move(done), commit);
+  AcceptWaiters& waiters = impl_->accept_waiters;
+  const auto commit = look_async ? AcceptWaiters::Commit::kAsync : AcceptWaiters::Commit::kBlocking;
+  if (options.timeout.count() > 0 && waiters.has_waiters(type_name)) {
+    return waiters.submit(type_name, options, lock, deadline, std::nullopt, std::move(done), commit);
   }
   // Before looking: a watch live since before our look fires for every add it cannot see.
-  const uint64_t generation = acceptor.watch_generation(type_name);
+  const uint64_t generation = waiters.watch_generation(type_name);
   if (look_async) {
-    const uint64_t ticket = acceptor.reserve();
+    const uint64_t ticket = waiters.reserve();
     attempt_accept_many_async(
         *store_, impl_->keys, options_, type_name, options, {{lock, options.worker}}, /*arm_watch=*/false,
-        [&acceptor, type_name, options, lock, deadline, generation, ticket, done = std::move(done)](
+        [&waiters, type_name, options, lock, deadline, generation, ticket, done = std::move(done)](
             AcceptOutcome outcome) {
           auto& jobs = outcome.jobs;
           if (jobs.ok() || jobs.status().code() != Code::kNotFound) {
-            acceptor.forget(ticket);
+            waiters.forget(ticket);
             if (!jobs.ok()) return done(jobs.status());
             return done(std::move(jobs->front()));
           }
-          acceptor.submit(type_name, options, lock, deadline, generation, done, Acceptor::Commit::kAsync, ticket);
+          waiters.submit(type_name, options, lock, deadline, generation, done, AcceptWaiters::Commit::kAsync, ticket);
         });
     return ticket;
   }
@@ -176,7 +176,7 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
     done(DeadlineExceeded("no job of type '" + type_name + "' is due"));
     return 0;
   }
-  return acceptor.submit(type_name, options, lock, deadline, generation, std::move(done), commit);
+  return waiters.submit(type_name, options, lock, deadline, generation, std::move(done), commit);
 }
 
 namespace {
@@ -223,7 +223,7 @@ Result<std::vector<Job>> Jobs::accept_many(std::string_view type, size_t max_cou
   return out;
 }
 
-bool Jobs::cancel_accept(uint64_t ticket) { return ticket != 0 && impl_->acceptor.cancel(ticket); }
+bool Jobs::cancel_accept(uint64_t ticket) { return ticket != 0 && impl_->accept_waiters.cancel(ticket); }
 
 Result<Job> Jobs::accept(std::string_view type, const AcceptOptions& options) {
   std::mutex mu;

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "jobs/acceptor.h"
+#include "jobs/accept_waiters.h"
 #include "jobs/activity_monitor.h"
 #include "jobs/notifier.h"
 #include "jobs/schema.h"
@@ -14,12 +14,12 @@ namespace kvq::jobs {
 
 struct Jobs::Impl {
   Impl(kv::Store& store, const JobsOptions& options)
-      : keys(options.key_prefix), notifier(store, keys, options.retry), acceptor(store, keys, options) {
+      : keys(options.key_prefix), notifier(store, keys, options.retry), accept_waiters(store, keys, options) {
     if (options.run_activity_monitor) monitor = std::make_unique<ActivityMonitor>(store, keys, options);
   }
   Keys keys;
   Notifier notifier;  // subscriptions
-  Acceptor acceptor;  // waiting accepts
+  AcceptWaiters accept_waiters;  // waiting accepts
   std::unique_ptr<ActivityMonitor> monitor;
 };
 

@@ -1,4 +1,4 @@
-// jobs/acceptor.h — serves every accept that has to wait, from one thread per Jobs.
+// jobs/accept_waiters.h — serves every accept that has to wait, from one thread per Jobs.
 //
 // A waiting accept is a queued callback, not a blocked thread, so a server can hold many
 // thousands of long-polls. Per type, waiters are served in arrival order. Waiters with the same
@@ -75,13 +75,13 @@ void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOpt
 Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
                            const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due);
 
-class Acceptor {
+class AcceptWaiters {
  public:
   using Callback = std::function<void(Result<Job>)>;
 
-  Acceptor(kv::Store& store, const Keys& keys, const JobsOptions& options);
+  AcceptWaiters(kv::Store& store, const Keys& keys, const JobsOptions& options);
   // Ends every waiter with kCancelled; waits for attempts in flight.
-  ~Acceptor();
+  ~AcceptWaiters();
 
   // How an attempt for a waiter commits.
   enum class Commit { kBlocking, kAsync };
@@ -142,11 +142,11 @@ class Acceptor {
     // Armed and not fired since (a fire marks the watch ready before its callback runs).
     bool live() const { return watch.valid() && !watch.ready(); }
   };
-  // Where fired watches report: outlives the Acceptor, whose destructor detaches it (under
+  // Where fired watches report: outlives the AcceptWaiters, whose destructor detaches it (under
   // `mu`, so a fire in progress finishes first).
   struct FireSink {
     std::mutex mu;
-    Acceptor* acceptor = nullptr;
+    AcceptWaiters* acceptor = nullptr;
   };
   using Done = std::vector<std::pair<Callback, Result<Job>>>;
 
