@@ -8,7 +8,7 @@
 #include <memory>
 #include <thread>
 
-#include "jobs/jobs_impl.h"
+#include "jobs/pending_picks.h"
 #include "jobs/schema.h"
 #include "kvq/fault_injection.h"
 #include "kvq/jobs.h"

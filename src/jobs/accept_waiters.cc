@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "jobs/job_store.h"
-#include "jobs/jobs_impl.h"
 #include "util/thread_pool.h"
 
 namespace kvq::jobs {
@@ -29,70 +28,6 @@ Status timed_out(const std::string& type) {
 }
 
 }  // namespace
-
-namespace {
-
-// One attempt of an accept. An earlier attempt's commit result may have been unknown: it may
-// have taken jobs already, which `attempt_version` (its read version) finds.
-Result<std::vector<Job>> accept_attempt(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
-                                        std::string_view type, const AcceptOptions& accept,
-                                        const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-                                        std::optional<uint64_t>& attempt_version, kv::Watch* watch) {
-  if (attempt_version) {
-    KVQ_ASSIGN_OR_RETURN(auto taken, find_accepted(txn, keys, type, *attempt_version, takers));
-    if (!taken.empty()) return taken;
-  }
-  if (next_due) next_due->reset();
-  if (watch) {
-    // At the look's own read version: an add the look cannot see changes the token after it.
-    KVQ_ASSIGN_OR_RETURN(*watch, txn.watch(keys.pending_token(type)));
-  }
-  auto taken = try_accept_many(txn, keys, options, type, accept, takers, next_due);
-  // Read after the look, whose first read fixed it: on etcd asking first would cost a round trip.
-  KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
-  return taken;
-}
-
-}  // namespace
-
-Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys, const JobsOptions& options,
-                                             std::string_view type, const AcceptOptions& accept,
-                                             const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-                                             kv::Watch* watch) {
-  std::optional<uint64_t> attempt_version;
-  return kv::run(store, [&](kv::Transaction& txn) {
-    return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version, watch);
-  }, options.retry);
-}
-
-void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string type,
-                               AcceptOptions accept, std::vector<Taker> takers, bool arm_watch,
-                               std::function<void(AcceptOutcome)> done) {
-  struct Attempt {
-    std::string type;
-    AcceptOptions accept;
-    std::vector<Taker> takers;
-    bool arm_watch;
-    std::optional<uint64_t> attempt_version;
-    std::optional<int64_t> next_due;  // of the last try, the one whose outcome `done` gets
-    kv::Watch watch;                  // likewise
-  };
-  auto a = std::make_shared<Attempt>(
-      Attempt{std::move(type), std::move(accept), std::move(takers), arm_watch, {}, {}, {}});
-  kv::run_async(store, [a, &keys, &options](kv::Transaction& txn) {
-    return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, &a->next_due, a->attempt_version,
-                          a->arm_watch ? &a->watch : nullptr);
-  }, [a, done = std::move(done)](Result<std::vector<Job>> jobs) {
-    done(AcceptOutcome{std::move(jobs), a->next_due, std::move(a->watch)});
-  }, options.retry);
-}
-
-Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
-                           const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due) {
-  KVQ_ASSIGN_OR_RETURN(auto jobs,
-                       attempt_accept_many(store, keys, options, type, accept, {{lock, accept.worker}}, next_due));
-  return std::move(jobs.front());
-}
 
 AcceptWaiters::AcceptWaiters(kv::Store& store, const Keys& keys, const JobsOptions& options)
     : store_(store), keys_(keys), options_(options) {

@@ -36,6 +36,7 @@
 #include <string>
 #include <thread>
 
+#include "jobs/pending_picks.h"
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
 
@@ -44,36 +45,6 @@ class ThreadPool;
 }
 
 namespace kvq::jobs {
-
-// Who gets a job an accept takes: the lock it is handed out with and the worker recorded on it.
-struct Taker {
-  std::string lock;
-  std::string worker;
-};
-
-// One accept attempt in its own transaction (with retries, recognising its own earlier commit
-// after an unknown result): up to takers.size() due jobs, the i-th for takers[i]. kNotFound
-// when nothing is due; when fewer than wanted were due, *next_due then holds the earliest
-// scheduled time of a pending job not yet due, if any. With `watch`, the last try also arms a
-// watch on the type's pending token there.
-Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys, const JobsOptions& options,
-                                             std::string_view type, const AcceptOptions& accept,
-                                             const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-                                             kv::Watch* watch = nullptr);
-// What attempt_accept_many_async hands its caller.
-struct AcceptOutcome {
-  Result<std::vector<Job>> jobs;
-  std::optional<int64_t> next_due;  // as attempt_accept_many's
-  kv::Watch watch;                  // armed when asked for
-};
-// attempt_accept_many for a caller that must not block (kv::run_async): `done` gets the outcome,
-// perhaps on another thread. The Jobs behind `keys` and `options` must outlive the call.
-void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string type,
-                               AcceptOptions accept, std::vector<Taker> takers, bool arm_watch,
-                               std::function<void(AcceptOutcome)> done);
-// The same for one job, taken with `lock` for accept.worker.
-Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
-                           const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due);
 
 class AcceptWaiters {
  public:

@@ -5,6 +5,7 @@
 
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
+#include "jobs/pending_picks.h"
 #include "jobs/validation.h"
 #include "util/secret.h"
 
