@@ -883,7 +883,7 @@ TEST_P(JobsTest, ReleasingAWorkerCountsALostRunAndGivesUpAtTheLimit) {
   ASSERT_TRUE(jobs().add("work", "b", "{}").ok());
   Job a = accept_now("once", {.worker = "w"});
   Job b = accept_now("work", {.worker = "w"});
-  auto released = jobs().release_worker("w");
+  auto released = jobs().release_worker("", "w");
   ASSERT_TRUE(released.ok()) << released.status().to_string();
   EXPECT_EQ(*released, 2u);
   auto gave_up = jobs().get("once", "a");
@@ -904,7 +904,7 @@ TEST_P(JobsTest, ReleasingAWorkerReenqueuesExactlyTheJobsItHolds) {
   Job b = accept_now("work", {.worker = "w1"});
   Job c = accept_now("work", {.worker = "w2"});
   Job d = accept_now("work");
-  auto released = jobs().release_worker("w1");
+  auto released = jobs().release_worker("", "w1");
   ASSERT_TRUE(released.ok()) << released.status().to_string();
   EXPECT_EQ(*released, 2u);
   EXPECT_EQ(state_of(a.id), State::kPending);
@@ -913,10 +913,24 @@ TEST_P(JobsTest, ReleasingAWorkerReenqueuesExactlyTheJobsItHolds) {
   EXPECT_EQ(state_of(d.id), State::kRunning);
   EXPECT_EQ(jobs().update(a).status().code(), Code::kFailedPrecondition) << "the departed worker is halted";
   EXPECT_TRUE(jobs().update(c).ok());
-  EXPECT_EQ(*jobs().release_worker("w1"), 0u) << "nothing left to release";
+  EXPECT_EQ(*jobs().release_worker("", "w1"), 0u) << "nothing left to release";
   ASSERT_TRUE(jobs().finish(c).ok());
-  EXPECT_EQ(*jobs().release_worker("w2"), 0u) << "a finished job is no longer held";
-  EXPECT_EQ(jobs().release_worker("").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(*jobs().release_worker("", "w2"), 0u) << "a finished job is no longer held";
+  EXPECT_EQ(jobs().release_worker("", "").status().code(), Code::kInvalidArgument);
+}
+
+TEST_P(JobsTest, AWorkerTypeNeedsAWorkerNameAndAValidTypeName) {
+  ASSERT_TRUE(jobs().add("work", "j", "{}").ok());
+  EXPECT_EQ(jobs().accept("work", {.worker_type = "wt"}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().accept("work", {.worker = "w", .worker_type = "no spaces"}).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(jobs().release_worker("no spaces", "w").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(state_of("j"), State::kPending) << "bad input changes nothing";
+  Job typed = accept_now("work", {.worker = "w", .worker_type = "wt"});
+  EXPECT_EQ(*jobs().release_worker("", "w"), 0u) << "a bare-name release leaves a typed worker's job";
+  EXPECT_EQ(*jobs().release_worker("other", "w"), 0u);
+  EXPECT_EQ(*jobs().release_worker("wt", "w"), 1u);
+  EXPECT_EQ(jobs().update(typed).status().code(), Code::kFailedPrecondition);
 }
 
 // ---- Subscriptions ----

@@ -18,6 +18,10 @@ constexpr size_t kMaxAcceptMany = 1000;
 Status validate_accept(std::string_view type, const AcceptOptions& options) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   KVQ_RETURN_IF_ERROR(validate_worker(options.worker));
+  KVQ_RETURN_IF_ERROR(validate_worker_type(options.worker_type));
+  if (!options.worker_type.empty() && options.worker.empty()) {
+    return InvalidArgument("accept names a worker_type but no worker");
+  }
   if (options.timeout.count() < 0) return InvalidArgument("accept timeout must not be negative");
   return Status::OK();
 }
@@ -54,7 +58,7 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
   if (look_async) {
     const uint64_t ticket = waiters.reserve();
     attempt_accept_many_async(
-        *store_, impl_->keys, options_, type_name, options, {{lock, options.worker}}, /*arm_watch=*/false,
+        *store_, impl_->keys, options_, type_name, options, {{lock, options.worker, options.worker_type}}, /*arm_watch=*/false,
         [&waiters, type_name, options, lock, deadline, generation, ticket, done = std::move(done)](
             AcceptOutcome outcome) {
           auto& jobs = outcome.jobs;
@@ -88,7 +92,7 @@ Result<std::vector<Taker>> many_takers(std::string_view type, size_t max_count, 
     return InvalidArgument("accept_many wants 1.." + std::to_string(kMaxAcceptMany) + " jobs");
   }
   std::vector<Taker> takers;
-  for (size_t i = 0; i < max_count; ++i) takers.push_back({new_lock(type), options.worker});
+  for (size_t i = 0; i < max_count; ++i) takers.push_back({new_lock(type), options.worker, options.worker_type});
   return takers;
 }
 

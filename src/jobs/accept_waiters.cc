@@ -254,7 +254,7 @@ std::optional<AcceptWaiters::Batch> AcceptWaiters::next_batch(const std::string&
   for (auto it = first; it != queue.waiters.end() && batch.takers.size() < kMaxBatch; ++it) {
     if (kind_of(it->options) != kind) continue;
     batch.tickets.push_back(it->ticket);
-    batch.takers.push_back({it->lock, it->options.worker});
+    batch.takers.push_back({it->lock, it->options.worker, it->options.worker_type});
     if (it->commit == Commit::kAsync) batch.commit = Commit::kAsync;
   }
   // No live watch: this batch's look arms the next one (one batch of a type is in flight at a

@@ -72,9 +72,10 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
       JobRow after = *before;
       after.lock = taker.lock;
       after.worker = taker.worker;
+      after.worker_type = taker.worker_type;
       after.attempts += 1;
       KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, entry.id, before, after));
-      taken.push_back(Job{std::string(type), entry.id, taker.lock, std::move(after.data), taker.worker});
+      taken.push_back(Job{std::string(type), entry.id, taker.lock, std::move(after.data), taker.worker, taker.worker_type});
     }
     // Still short: look again from the same place. The jobs just taken are gone from this
     // transaction's view, so the next look sees what is left of this level (not yet due, or
@@ -86,7 +87,7 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
 
 Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
                        const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due) {
-  KVQ_ASSIGN_OR_RETURN(auto jobs, try_accept_many(txn, keys, options, type, accept, {{lock, accept.worker}}, next_due));
+  KVQ_ASSIGN_OR_RETURN(auto jobs, try_accept_many(txn, keys, options, type, accept, {{lock, accept.worker, accept.worker_type}}, next_due));
   return std::move(jobs.front());
 }
 
@@ -100,7 +101,7 @@ Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, s
     KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, entry.id));
     for (size_t i = 0; row && i < takers.size(); ++i) {
       if (util::secret_equal(row->lock, takers[i].lock)) {
-        by_taker[i] = Job{std::string(type), entry.id, takers[i].lock, row->data, row->worker};
+        by_taker[i] = Job{std::string(type), entry.id, takers[i].lock, row->data, row->worker, row->worker_type};
       }
     }
   }
@@ -171,7 +172,7 @@ void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOpt
 Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
                            const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due) {
   KVQ_ASSIGN_OR_RETURN(auto jobs,
-                       attempt_accept_many(store, keys, options, type, accept, {{lock, accept.worker}}, next_due));
+                       attempt_accept_many(store, keys, options, type, accept, {{lock, accept.worker, accept.worker_type}}, next_due));
   return std::move(jobs.front());
 }
 

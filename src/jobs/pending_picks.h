@@ -14,10 +14,12 @@
 
 namespace kvq::jobs {
 
-// Who gets a job an accept takes: the lock it is handed out with and the worker recorded on it.
+// Who gets a job an accept takes: the lock it is handed out with and the worker (and its
+// worker type) recorded on it.
 struct Taker {
   std::string lock;
   std::string worker;
+  std::string worker_type;
 };
 
 // A fresh random lock. Its suffix tags the type, so a handle used with another type is caught

@@ -39,6 +39,13 @@ Status validate_id(std::string_view id) {
   return Status::OK();
 }
 
+Status validate_worker_type(std::string_view worker_type) {
+  if (worker_type.empty()) return Status::OK();
+  Status as_type = validate_type(worker_type);
+  if (!as_type.ok()) return InvalidArgument("worker_type: " + as_type.message());
+  return Status::OK();
+}
+
 Status validate_worker(std::string_view worker) {
   if (worker.size() > kMaxIdBytes) {
     return InvalidArgument("worker name is " + std::to_string(worker.size()) + " bytes; the limit is " +

@@ -15,6 +15,8 @@ Status validate_type(std::string_view type);
 Status validate_id(std::string_view id);
 // Worker names (recorded on accepted jobs): 0..256 bytes, no ASCII control characters.
 Status validate_worker(std::string_view worker);
+// Worker types (workers layer) recorded beside a worker name: "" (none), or a name as types are.
+Status validate_worker_type(std::string_view worker_type);
 // Checks that `data` is a JSON object and returns it without the whitespace between tokens (so
 // that re-adding the same data with other spacing is recognised as no change). Keys keep the
 // producer's order, duplicates included, and numbers and strings their spelling.
