@@ -112,6 +112,7 @@ void add_producer_routes(Router& router, Api& api) {
       options.state = *state;
     }
     if (auto it = r.query.find("worker"); it != r.query.end()) options.worker = it->second;
+    if (auto it = r.query.find("worker_type"); it != r.query.end()) options.worker_type = it->second;
     if (auto it = r.query.find("cursor"); it != r.query.end()) options.cursor = it->second;
     auto limit = query_integer(r, "limit", 1, kMaxListLimit, &error);
     if (error.status) return reply_error(*ex, error);
@@ -136,19 +137,21 @@ void add_producer_routes(Router& router, Api& api) {
 
 void add_accept_route(Router& router, Api& api) {
   router.add("POST", "/v1/accept/{type}", [&api](Request& r, Ex ex) {
-    auto parsed = JsonBody::parse(r.body, {"timeout", "worker", "max_priority", "max_scheduled_time", "count"});
+    auto parsed = JsonBody::parse(r.body, {"timeout", "worker", "worker_type", "max_priority", "max_scheduled_time", "count"});
     const JsonBody* body = body_or_reply(parsed, *ex);
     if (!body) return;
     ApiError error{0, "", ""};
     jobs::AcceptOptions options;
     auto timeout = seconds_field(body->number("timeout", &error), kMaxWaitSeconds, "timeout", &error);
     auto worker = body->string("worker", &error);
+    auto worker_type = body->string("worker_type", &error);
     auto max_priority = body->integer("max_priority", &error);
     auto max_time = body->integer("max_scheduled_time", &error);
     auto count = body->integer("count", &error, 1, kMaxAcceptCount);
     if (error.status) return reply_error(*ex, error);
     if (timeout) options.timeout = *timeout;
     if (worker) options.worker = *worker;
+    if (worker_type) options.worker_type = *worker_type;
     options.max_priority = max_priority;
     options.max_scheduled_time_ms = max_time;
     const std::string type = r.params["type"];
