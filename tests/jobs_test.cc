@@ -919,6 +919,28 @@ TEST_P(JobsTest, ReleasingAWorkerReenqueuesExactlyTheJobsItHolds) {
   EXPECT_EQ(jobs().release_worker("", "").status().code(), Code::kInvalidArgument);
 }
 
+TEST_P(JobsTest, OneConsumerGetsTheDueJobsByPriorityThenInScheduledOrder) {
+  const int64_t t0 = wall_ms() - 60'000;
+  // Added out of order, a second apart; the urgent one is the latest but has the best priority.
+  for (int i : {3, 7, 0, 9, 5, 1, 8, 2, 6, 4}) {
+    ASSERT_TRUE(jobs().add("work", "f" + std::to_string(i), "{}", {.scheduled_time_ms = t0 + i * 1000}).ok());
+  }
+  ASSERT_TRUE(jobs().add("work", "later", "{}", {.scheduled_time_ms = t0 - 5000, .priority = 1}).ok());
+  ASSERT_TRUE(jobs().add("work", "urgent", "{}", {.scheduled_time_ms = t0 + 20'000, .priority = -1}).ok());
+  std::vector<std::string> order;
+  for (int i = 0; i < 12; ++i) order.push_back(accept_now().id);
+  EXPECT_EQ(order, (std::vector<std::string>{"urgent", "f0", "f1", "f2", "f3", "f4", "f5", "f6", "f7", "f8", "f9",
+                                             "later"}));
+  for (int i : {4, 1, 3, 0, 2}) {
+    ASSERT_TRUE(jobs().add("work", "m" + std::to_string(i), "{}", {.scheduled_time_ms = t0 + i * 1000}).ok());
+  }
+  auto many = jobs().accept_many("work", 5);
+  ASSERT_TRUE(many.ok()) << many.status().to_string();
+  std::vector<std::string> batch;
+  for (const auto& job : *many) batch.push_back(job.id);
+  EXPECT_EQ(batch, (std::vector<std::string>{"m0", "m1", "m2", "m3", "m4"})) << "accept_many takes them in order too";
+}
+
 TEST_P(JobsTest, AWorkerTypeNeedsAWorkerNameAndAValidTypeName) {
   ASSERT_TRUE(jobs().add("work", "j", "{}").ok());
   EXPECT_EQ(jobs().accept("work", {.worker_type = "wt"}).status().code(), Code::kInvalidArgument);

@@ -71,8 +71,10 @@ struct JobsOptions {
   // application's own data) can share one store.
   std::string key_prefix = "kvq";
   size_t max_data_bytes = 256 * 1024;
-  // Concurrent acceptors pick at random among this many of the first due jobs, so they rarely
-  // pick the same one (couch_jobs uses up to 1024).
+  // An accept whose first try conflicted (most often with another acceptor that took the same
+  // job) picks, on its retries, at random among this many of the first due jobs, so that
+  // colliding acceptors rarely collide again (couch_jobs uses up to 1024). First tries take the
+  // first due jobs in order (see Jobs::accept).
   size_t accept_spread = 64;
   // Run the activity monitor in this process (every process may; turning it off is for tests
   // and tools that must not re-enqueue anything). It also removes expired finished jobs
@@ -264,6 +266,16 @@ class Jobs {
   Result<StateCounts> count(std::string_view type, size_t limit = 100'000);
 
   // ---- Workers ----
+  // Order: every accept call takes the due jobs of the best (lowest) priority first, and within a
+  // priority, on its transaction's first try, the first ones in scheduled time (then id) order —
+  // so one consumer, or one process's waiting accepts (served in arrival order, several in one
+  // transaction), get the due jobs of a priority in exactly that order. A try that is retried,
+  // after a conflict with a concurrent accept in this or another process (or another retryable
+  // failure), picks at random among the first JobsOptions::accept_spread due jobs of that
+  // priority instead. So under contention the order within a priority is approximate: a job can
+  // be handed out before up to accept_spread - 1 that were due before it (bench/accept_order
+  // measures it: docs/performance.md). Priorities are never inverted among jobs due at the look.
+  //
   // Hands one due job to the caller with a fresh lock. Waits (on a store watch, never polling)
   // until one is due or options.timeout passes — a deadline that wake-ups do not restart —
   // then kDeadlineExceeded. A delayed job wakes the waiter when it becomes due.

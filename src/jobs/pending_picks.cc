@@ -32,7 +32,8 @@ std::string new_lock(std::string_view type) { return util::secret_hex(kLockBytes
 
 Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
                                          std::string_view type, const AcceptOptions& accept,
-                                         const std::vector<Taker>& takers, std::optional<int64_t>* next_due) {
+                                         const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
+                                         Pick pick) {
   const int64_t max_time = accept.max_scheduled_time_ms.value_or(now_ms());
   const auto end = keys.pending_of(type).second;
   std::string from = keys.pending_of(type).first;
@@ -57,11 +58,11 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
       from = keys.pending_from_priority(type, head.priority + 1);
       continue;
     }
-    // A random choice among the first `spread` due jobs, so that acceptors in other processes
-    // reading the same snapshot seldom pick the same ones.
+    // In order: the first due jobs. Spread: a random choice among the first `spread`, so that
+    // acceptors that collided on the same snapshot seldom pick the same ones again.
     const size_t want = std::min(due.size(), takers.size() - taken.size());
     for (size_t i = 0; i < want; ++i) {
-      std::swap(due[i], due[i + util::random_below(due.size() - i)]);
+      if (pick == Pick::kSpread) std::swap(due[i], due[i + util::random_below(due.size() - i)]);
       KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_pending(due[i].key));
       KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, entry.id));
       if (!before || state_of(*before) != State::kPending || before->priority != entry.priority ||
@@ -87,7 +88,8 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
 
 Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
                        const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due) {
-  KVQ_ASSIGN_OR_RETURN(auto jobs, try_accept_many(txn, keys, options, type, accept, {{lock, accept.worker, accept.worker_type}}, next_due));
+  KVQ_ASSIGN_OR_RETURN(auto jobs, try_accept_many(txn, keys, options, type, accept,
+                                                  {{lock, accept.worker, accept.worker_type}}, next_due, Pick::kInOrder));
   return std::move(jobs.front());
 }
 
@@ -114,12 +116,16 @@ Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, s
 
 namespace {
 
-// One attempt of an accept. An earlier attempt's commit result may have been unknown: it may
-// have taken jobs already, which `attempt_version` (its read version) finds.
+// One try of an accept. An earlier try's commit result may have been unknown: it may have taken
+// jobs already, which `attempt_version` (its read version) finds. The first try takes the due
+// jobs in order; a retry (after a conflict, most often with another acceptor that took the same
+// head) spreads its pick.
 Result<std::vector<Job>> accept_attempt(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
                                         std::string_view type, const AcceptOptions& accept,
                                         const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-                                        std::optional<uint64_t>& attempt_version, kv::Watch* watch) {
+                                        std::optional<uint64_t>& attempt_version, bool& tried, kv::Watch* watch) {
+  const Pick pick = tried ? Pick::kSpread : Pick::kInOrder;
+  tried = true;
   if (attempt_version) {
     KVQ_ASSIGN_OR_RETURN(auto taken, find_accepted(txn, keys, type, *attempt_version, takers));
     if (!taken.empty()) return taken;
@@ -129,7 +135,7 @@ Result<std::vector<Job>> accept_attempt(kv::Transaction& txn, const Keys& keys, 
     // At the look's own read version: an add the look cannot see changes the token after it.
     KVQ_ASSIGN_OR_RETURN(*watch, txn.watch(keys.pending_token(type)));
   }
-  auto taken = try_accept_many(txn, keys, options, type, accept, takers, next_due);
+  auto taken = try_accept_many(txn, keys, options, type, accept, takers, next_due, pick);
   // Read after the look, whose first read fixed it: on etcd asking first would cost a round trip.
   KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
   return taken;
@@ -142,8 +148,9 @@ Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys,
                                              const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
                                              kv::Watch* watch) {
   std::optional<uint64_t> attempt_version;
+  bool tried = false;
   return kv::run(store, [&](kv::Transaction& txn) {
-    return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version, watch);
+    return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version, tried, watch);
   }, options.retry);
 }
 
@@ -156,13 +163,14 @@ void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOpt
     std::vector<Taker> takers;
     bool arm_watch;
     std::optional<uint64_t> attempt_version;
+    bool tried = false;
     std::optional<int64_t> next_due;  // of the last try, the one whose outcome `done` gets
     kv::Watch watch;                  // likewise
   };
   auto a = std::make_shared<Attempt>(
-      Attempt{std::move(type), std::move(accept), std::move(takers), arm_watch, {}, {}, {}});
+      Attempt{std::move(type), std::move(accept), std::move(takers), arm_watch, {}, false, {}, {}});
   kv::run_async(store, [a, &keys, &options](kv::Transaction& txn) {
-    return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, &a->next_due, a->attempt_version,
+    return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, &a->next_due, a->attempt_version, a->tried,
                           a->arm_watch ? &a->watch : nullptr);
   }, [a, done = std::move(done)](Result<std::vector<Job>> jobs) {
     done(AcceptOutcome{std::move(jobs), a->next_due, std::move(a->watch)});

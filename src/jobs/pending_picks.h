@@ -27,14 +27,22 @@ struct Taker {
 std::string new_lock(std::string_view type);
 std::string type_tag(std::string_view type);
 
+// How a look chooses among the due jobs of its best priority level.
+enum class Pick {
+  kInOrder,  // the first ones, in scheduled order (then id): FIFO within a priority
+  kSpread,   // at random among the first JobsOptions::accept_spread, so that acceptors that
+             // collided on one snapshot seldom collide again
+};
+
 // The non-blocking heart of accept, in the caller's transaction: takes up to takers.size()
-// distinct due jobs (highest priority first), the i-th for takers[i]. On nothing due:
-// kNotFound. When fewer jobs than takers were due, *next_due (if given) receives the earliest
-// scheduled time of a pending job not yet due, if any.
+// distinct due jobs (highest priority first, then as `pick` says), the i-th for takers[i]. On
+// nothing due: kNotFound. When fewer jobs than takers were due, *next_due (if given) receives
+// the earliest scheduled time of a pending job not yet due, if any.
 Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
                                          std::string_view type, const AcceptOptions& accept,
-                                         const std::vector<Taker>& takers, std::optional<int64_t>* next_due);
-// try_accept_many for one taker: `lock` and accept.worker.
+                                         const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
+                                         Pick pick);
+// try_accept_many for one taker (`lock`, accept.worker and accept.worker_type), in order.
 Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
                        const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due);
 // After an unknown commit result: the jobs an earlier attempt (at read version `version`) took
@@ -43,7 +51,8 @@ Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, s
                                        uint64_t version, const std::vector<Taker>& takers);
 
 // One accept attempt in its own transaction (with retries, recognising its own earlier commit
-// after an unknown result): up to takers.size() due jobs, the i-th for takers[i]. kNotFound
+// after an unknown result): up to takers.size() due jobs, the i-th for takers[i], in order on
+// the first try and spread on a retry (Pick). kNotFound
 // when nothing is due; when fewer than wanted were due, *next_due then holds the earliest
 // scheduled time of a pending job not yet due, if any. With `watch`, the last try also arms a
 // watch on the type's pending token there.
