@@ -920,6 +920,8 @@ TEST_P(JobsTest, ReleasingAWorkerReenqueuesExactlyTheJobsItHolds) {
 }
 
 TEST_P(JobsTest, OneConsumerGetsTheDueJobsByPriorityThenInScheduledOrder) {
+  // An injected conflict retries the accept, and a retry spreads its pick (jobs.h: Order).
+  if (GetParam().faults) GTEST_SKIP() << "FIFO is promised for tries that do not conflict";
   const int64_t t0 = wall_ms() - 60'000;
   // Added out of order, a second apart; the urgent one is the latest but has the best priority.
   for (int i : {3, 7, 0, 9, 5, 1, 8, 2, 6, 4}) {

@@ -71,10 +71,9 @@ struct JobsOptions {
   // application's own data) can share one store.
   std::string key_prefix = "kvq";
   size_t max_data_bytes = 256 * 1024;
-  // An accept whose first try conflicted (most often with another acceptor that took the same
-  // job) picks, on its retries, at random among this many of the first due jobs, so that
-  // colliding acceptors rarely collide again (couch_jobs uses up to 1024). First tries take the
-  // first due jobs in order (see Jobs::accept).
+  // Accepts that overlap in one process, and retried ones, pick at random among this many of
+  // the first due jobs, so that concurrent acceptors rarely collide (couch_jobs uses up to
+  // 1024); an accept alone takes them in order (see "Order" at Jobs::accept).
   size_t accept_spread = 64;
   // Run the activity monitor in this process (every process may; turning it off is for tests
   // and tools that must not re-enqueue anything). It also removes expired finished jobs
@@ -266,15 +265,18 @@ class Jobs {
   Result<StateCounts> count(std::string_view type, size_t limit = 100'000);
 
   // ---- Workers ----
-  // Order: every accept call takes the due jobs of the best (lowest) priority first, and within a
-  // priority, on its transaction's first try, the first ones in scheduled time (then id) order —
-  // so one consumer, or one process's waiting accepts (served in arrival order, several in one
-  // transaction), get the due jobs of a priority in exactly that order. A try that is retried,
-  // after a conflict with a concurrent accept in this or another process (or another retryable
-  // failure), picks at random among the first JobsOptions::accept_spread due jobs of that
-  // priority instead. So under contention the order within a priority is approximate: a job can
-  // be handed out before up to accept_spread - 1 that were due before it (bench/accept_order
-  // measures it: docs/performance.md). Priorities are never inverted among jobs due at the look.
+  // Order: every accept call takes the due jobs of the best (lowest) priority first. Within a
+  // priority, an accept that starts while no other accept of its type is under way in this
+  // process takes, on its transaction's first try, the first due jobs in scheduled time (then
+  // id) order — so one consumer, or one process's waiting accepts (served in arrival order, one
+  // transaction at a time per type), get the due jobs of a priority in exactly that order. An
+  // accept that overlaps another of its type here, and any retried try (after a conflict with an
+  // accept of another process, or another retryable failure), picks at random among the first
+  // JobsOptions::accept_spread due jobs of that priority instead, so that concurrent acceptors
+  // rarely collide. Under contention the order within a priority is therefore approximate: a
+  // job can be handed out before up to accept_spread - 1 that were due before it
+  // (bench/accept_order measures it: docs/performance.md). Priorities are never inverted among
+  // jobs due at the look.
   //
   // Hands one due job to the caller with a fresh lock. Waits (on a store watch, never polling)
   // until one is due or options.timeout passes — a deadline that wake-ups do not restart —

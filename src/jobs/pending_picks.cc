@@ -1,6 +1,11 @@
 #include "jobs/pending_picks.h"
 
+#include <memory>
+
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "jobs/job_store.h"
 #include "util/random.h"
@@ -116,15 +121,50 @@ Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, s
 
 namespace {
 
+// An accept attempt in flight in this process, counted per Jobs (its Keys) and type for as long
+// as it lives. Attempts that overlap here would read the same head and collide on it, so only
+// one that started alone takes the due jobs in order.
+class InFlight {
+ public:
+  InFlight(const Keys& keys, std::string_view type) : key_(&keys, std::string(type)) {
+    std::lock_guard lock(mu());
+    alone_ = counts()[key_]++ == 0;
+  }
+  ~InFlight() {
+    std::lock_guard lock(mu());
+    auto it = counts().find(key_);
+    if (--it->second == 0) counts().erase(it);
+  }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+  // No other attempt of its type was in flight here when it started.
+  bool alone() const { return alone_; }
+
+ private:
+  using Key = std::pair<const Keys*, std::string>;
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<Key, size_t>& counts() {
+    static std::map<Key, size_t> c;
+    return c;
+  }
+  Key key_;
+  bool alone_ = false;
+};
+
 // One try of an accept. An earlier try's commit result may have been unknown: it may have taken
-// jobs already, which `attempt_version` (its read version) finds. The first try takes the due
-// jobs in order; a retry (after a conflict, most often with another acceptor that took the same
-// head) spreads its pick.
+// jobs already, which `attempt_version` (its read version) finds. The first try of an attempt
+// that started alone in this process takes the due jobs in order; a retry (after a conflict,
+// with an acceptor of another process that took the same head) or an attempt that overlaps
+// another here spreads its pick.
 Result<std::vector<Job>> accept_attempt(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
                                         std::string_view type, const AcceptOptions& accept,
                                         const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-                                        std::optional<uint64_t>& attempt_version, bool& tried, kv::Watch* watch) {
-  const Pick pick = tried ? Pick::kSpread : Pick::kInOrder;
+                                        std::optional<uint64_t>& attempt_version, bool& tried, bool alone,
+                                        kv::Watch* watch) {
+  const Pick pick = tried || !alone ? Pick::kSpread : Pick::kInOrder;
   tried = true;
   if (attempt_version) {
     KVQ_ASSIGN_OR_RETURN(auto taken, find_accepted(txn, keys, type, *attempt_version, takers));
@@ -149,8 +189,10 @@ Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys,
                                              kv::Watch* watch) {
   std::optional<uint64_t> attempt_version;
   bool tried = false;
+  const InFlight in_flight(keys, type);
   return kv::run(store, [&](kv::Transaction& txn) {
-    return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version, tried, watch);
+    return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version, tried,
+                          in_flight.alone(), watch);
   }, options.retry);
 }
 
@@ -166,13 +208,16 @@ void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOpt
     bool tried = false;
     std::optional<int64_t> next_due;  // of the last try, the one whose outcome `done` gets
     kv::Watch watch;                  // likewise
+    std::unique_ptr<InFlight> in_flight;  // until the attempt settles
   };
   auto a = std::make_shared<Attempt>(
-      Attempt{std::move(type), std::move(accept), std::move(takers), arm_watch, {}, false, {}, {}});
+      Attempt{std::move(type), std::move(accept), std::move(takers), arm_watch, {}, false, {}, {}, nullptr});
+  a->in_flight = std::make_unique<InFlight>(keys, a->type);
   kv::run_async(store, [a, &keys, &options](kv::Transaction& txn) {
     return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, &a->next_due, a->attempt_version, a->tried,
-                          a->arm_watch ? &a->watch : nullptr);
+                          a->in_flight->alone(), a->arm_watch ? &a->watch : nullptr);
   }, [a, done = std::move(done)](Result<std::vector<Job>> jobs) {
+    a->in_flight.reset();
     done(AcceptOutcome{std::move(jobs), a->next_due, std::move(a->watch)});
   }, options.retry);
 }

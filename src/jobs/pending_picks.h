@@ -52,7 +52,8 @@ Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, s
 
 // One accept attempt in its own transaction (with retries, recognising its own earlier commit
 // after an unknown result): up to takers.size() due jobs, the i-th for takers[i], in order on
-// the first try and spread on a retry (Pick). kNotFound
+// the first try of an attempt that started while no other of its type was in flight in this
+// process, else spread (Pick). kNotFound
 // when nothing is due; when fewer than wanted were due, *next_due then holds the earliest
 // scheduled time of a pending job not yet due, if any. With `watch`, the last try also arms a
 // watch on the type's pending token there.
