@@ -123,8 +123,9 @@ bool run_mode(Durability mode) {
   if (!j.ok()) return fail("Jobs::open", j.status());
   std::shared_ptr<jobs::Jobs> jobs_layer = std::move(*j);
 
-  auto on_departure = [jobs_layer](kv::Transaction& txn, const std::string&, const std::string& id) -> Status {
-    auto released = jobs_layer->release_worker(txn, id);
+  auto on_departure = [jobs_layer](kv::Transaction& txn, const std::string& type,
+                                  const std::string& id) -> Status {
+    auto released = jobs_layer->release_worker(txn, type, id);
     return released.ok() ? Status::OK() : released.status();
   };
 
@@ -206,6 +207,7 @@ bool run_mode(Durability mode) {
       if (Status s = jobs_layer->add(kJobType, id, "{}"); !s.ok()) return fail("add", s);
       jobs::AcceptOptions ao;
       ao.worker = id;
+      ao.worker_type = kWorkerType;
       ao.timeout = milliseconds(5000);
       auto job = jobs_layer->accept(kJobType, ao);
       if (!job.ok()) return fail("accept", job.status());

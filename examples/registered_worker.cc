@@ -16,8 +16,8 @@ int main(int argc, char** argv) {
   auto& jobs = *opened_jobs;  // std::unique_ptr<Jobs>
   auto opened_workers = kvq::workers::Workers::open(*store, {
       // Runs inside the transaction that removes a worker: its jobs go back to pending at once.
-      .on_departure = [&](kvq::kv::Transaction& txn, const std::string&, const std::string& id) {
-        return jobs->release_worker(txn, id).status();
+      .on_departure = [&](kvq::kv::Transaction& txn, const std::string& type, const std::string& id) {
+        return jobs->release_worker(txn, type, id).status();
       }});
   if (!opened_workers.ok()) return 1;
   auto& workers = *opened_workers;
@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   if (!jobs->set_type_timeout("thumbnail", 30s).ok() || !jobs->add("thumbnail", "img-9", R"({"src": "img-9.png"})").ok()) {
     return 1;
   }
-  auto job = jobs->accept("thumbnail", {.timeout = 5s, .worker = (*me)->id()});
+  auto job = jobs->accept("thumbnail", {.timeout = 5s, .worker = (*me)->id(), .worker_type = "thumbnailer"});
   if (!job.ok()) return std::fprintf(stderr, "%s\n", job.status().to_string().c_str()), 1;
   kvq::Status done = jobs->finish(*job, R"({"thumb": "img-9-t.png"})");
   std::printf("finished %s as %s: %s\n", job->id.c_str(), (*me)->id().c_str(), done.to_string().c_str());

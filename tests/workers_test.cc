@@ -40,9 +40,9 @@ class WorkersTest : public StoreTest {
 
   // A Workers as another process would have: its own registrations and loops, same store.
   std::unique_ptr<Workers> open_workers() {
-    auto w = Workers::open(store_ptr(), {.on_departure = [this](kv::Transaction& txn, const std::string&,
+    auto w = Workers::open(store_ptr(), {.on_departure = [this](kv::Transaction& txn, const std::string& type,
                                                                 const std::string& id) {
-                                           return jobs_->release_worker(txn, id).status();
+                                           return jobs_->release_worker(txn, type, id).status();
                                          }});
     EXPECT_TRUE(w.ok()) << w.status().to_string();
     return w.ok() ? std::move(*w) : nullptr;
@@ -213,6 +213,41 @@ TEST_P(WorkersTest, UnregisteringReenqueuesItsJobsButNotOthers) {
   EXPECT_EQ(jobs_->get("work", "mine")->state, State::kPending);
   EXPECT_EQ(jobs_->get("work", "anon")->state, State::kRunning) << "a job accepted without a worker keeps running";
   EXPECT_TRUE(jobs_->finish(*anon).ok());
+}
+
+TEST_P(WorkersTest, AWorkerLeavingReleasesOnlyItsOwnJobsWhenAnotherTypeHasAWorkerOfTheSameId) {
+  ASSERT_TRUE(jobs_->add("work", "a-job", "{}", {.priority = 0}).ok());
+  ASSERT_TRUE(jobs_->add("work", "b-job", "{}", {.priority = 1}).ok());
+  auto reg_a = workers_->register_worker("wtA", "shared-id");
+  auto reg_b = workers_->register_worker("wtB", "shared-id");
+  ASSERT_TRUE(reg_a.ok() && reg_b.ok());
+  auto a = jobs_->accept("work", {.worker = "shared-id", .worker_type = "wtA"});
+  auto b = jobs_->accept("work", {.worker = "shared-id", .worker_type = "wtB"});
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->id, "a-job");
+  EXPECT_EQ(b->worker_type, "wtB");
+  EXPECT_EQ(jobs_->get("work", "b-job")->worker_type, "wtB");
+  auto by_b = jobs_->list("work", {.worker = "shared-id", .worker_type = "wtB"});
+  ASSERT_TRUE(by_b.ok());
+  EXPECT_EQ(by_b->jobs.size(), 1u);
+  EXPECT_TRUE(!by_b->jobs.empty() && by_b->jobs[0].id == "b-job");
+  ASSERT_TRUE((*reg_a)->unregister().ok());
+  EXPECT_EQ(jobs_->get("work", "a-job")->state, State::kPending);
+  EXPECT_EQ(jobs_->get("work", "b-job")->state, State::kRunning) << "wtB's shared-id is alive";
+  EXPECT_TRUE(jobs_->update(*b).ok());
+  EXPECT_TRUE(jobs_->finish(*b).ok());
+  EXPECT_EQ(jobs_->update(*a).status().code(), Code::kFailedPrecondition);
+}
+
+TEST_P(WorkersTest, AJobAcceptedUnderABareNameIsReleasedByTheDepartureOfAnyWorkerWithThatId) {
+  ASSERT_TRUE(jobs_->add("work", "bare", "{}").ok());
+  auto reg = workers_->register_worker("wtA", "plain");
+  ASSERT_TRUE(reg.ok());
+  auto bare = jobs_->accept("work", {.worker = "plain"});
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ(bare->worker_type, "");
+  ASSERT_TRUE((*reg)->unregister().ok());
+  EXPECT_EQ(jobs_->get("work", "bare")->state, State::kPending) << "as before worker types";
 }
 
 TEST_P(WorkersTest, SubscriptionDeliversEveryChangeInVersionOrderOnce) {
@@ -400,8 +435,9 @@ TEST(WorkersProcessTest, ProcessesSeeEachOtherAndAKilledOnesJobsAreRescued) {
   auto j = jobs::Jobs::open(*store);
   ASSERT_TRUE(j.ok());
   jobs::Jobs& jobs = **j;
-  auto w = Workers::open(*store, {.on_departure = [&](kv::Transaction& txn, const std::string&, const std::string& id) {
-                                    return jobs.release_worker(txn, id).status();
+  auto w = Workers::open(*store, {.on_departure = [&](kv::Transaction& txn, const std::string& type,
+                                                     const std::string& id) {
+                                    return jobs.release_worker(txn, type, id).status();
                                   }});
   ASSERT_TRUE(w.ok());
   ASSERT_TRUE(jobs.set_type_timeout("work", 60s).ok());

@@ -73,8 +73,9 @@ struct JobsOptions {
   // application's own data) can share one store.
   std::string key_prefix = "kvq";
   size_t max_data_bytes = 256 * 1024;
-  // Concurrent acceptors pick at random among this many of the first due jobs, so they rarely
-  // pick the same one (couch_jobs uses up to 1024).
+  // Accepts that overlap in one process, and retried ones, pick at random among this many of
+  // the first due jobs, so that concurrent acceptors rarely collide (couch_jobs uses up to
+  // 1024); an accept alone takes them in order (see "Order" at Jobs::accept).
   size_t accept_spread = 64;
   // Run the activity monitor in this process (every process may; turning it off is for tests
   // and tools that must not re-enqueue anything). It also removes expired finished jobs
@@ -124,6 +125,7 @@ struct JobInfo {
   int64_t priority = 0;
   bool resubmitted = false;  // running, and set to run again after this run
   std::string worker;        // who holds it while running ("" if not named)
+  std::string worker_type;   // the workers-layer type `worker` is registered under ("" if none)
   uint32_t attempts = 0;     // how many times it has been accepted
   // Runs lost in a row (activity timeout or worker death) since it was last added or finished.
   uint32_t lost_runs = 0;
@@ -141,6 +143,7 @@ struct Job {
   std::string lock;
   std::string data;
   std::string worker;
+  std::string worker_type;
 };
 
 struct AcceptOptions {
@@ -148,6 +151,11 @@ struct AcceptOptions {
   std::optional<int64_t> max_priority;           // default: any
   Millis timeout{0};                             // 0: never block
   std::string worker;  // recorded on the job (at most 256 bytes); "" for none
+  // The workers-layer type (kvq/workers.h) `worker` is registered under, recorded with it, so
+  // that the departure of a worker of another type with the same id leaves this job alone
+  // (release_worker). "" for a name not registered as a worker. REQUIRES: "" or a valid type
+  // name, and then a non-empty `worker`.
+  std::string worker_type;
 };
 
 struct UpdateResult {
@@ -161,7 +169,8 @@ struct ResubmitOptions {
 
 struct ListOptions {
   std::optional<State> state;
-  std::optional<std::string> worker;  // only jobs running on this worker
+  std::optional<std::string> worker;       // only jobs running on this worker
+  std::optional<std::string> worker_type;  // only jobs whose worker has this worker type
   size_t limit = 100;
   std::string cursor;  // "" for the first page; JobPage::next_cursor for the next
 };
@@ -295,6 +304,19 @@ class Jobs {
   Result<StateCounts> count(std::string_view type, size_t limit = 100'000);
 
   // ---- Workers ----
+  // Order: every accept call takes the due jobs of the best (lowest) priority first. Within a
+  // priority, an accept that starts while no other accept of its type is under way in this
+  // process takes, on its transaction's first try, the first due jobs in scheduled time (then
+  // id) order — so one consumer, or one process's waiting accepts (served in arrival order, one
+  // transaction at a time per type), get the due jobs of a priority in exactly that order. An
+  // accept that overlaps another of its type here, and any retried try (after a conflict with an
+  // accept of another process, or another retryable failure), picks at random among the first
+  // JobsOptions::accept_spread due jobs of that priority instead, so that concurrent acceptors
+  // rarely collide. Under contention the order within a priority is therefore approximate: a
+  // job can be handed out before up to accept_spread - 1 that were due before it
+  // (bench/accept_order measures it: docs/performance.md). Priorities are never inverted among
+  // jobs due at the look.
+  //
   // Hands one due job to the caller with a fresh lock. Waits (on a store watch, never polling)
   // until one is due or options.timeout passes — a deadline that wake-ups do not restart —
   // then kDeadlineExceeded. A delayed job wakes the waiter when it becomes due. kNotFound if
@@ -357,14 +379,21 @@ class Jobs {
   void resubmit_async(Job job, ResubmitOptions options, std::function<void(Status)> done);
   Status resubmit(kv::Transaction& txn, Job& job, const ResubmitOptions& options = {});
 
-  // Re-enqueues every job that `worker` (the name given at accept) holds, at once, clearing
-  // their locks so the worker's later calls halt. The workers layer calls this in the
-  // transaction that removes a worker that unregistered or was declared dead. Each such run
-  // counts as lost (set_max_lost_runs), so a job past its type's limit is finished with gave_up
-  // set instead. Returns how many jobs it took back either way. Jobs accepted without a worker
-  // name are never touched.
-  Result<size_t> release_worker(std::string_view worker);
-  Result<size_t> release_worker(kv::Transaction& txn, std::string_view worker);
+  // Re-enqueues, at once, every job that the worker `worker` of workers-layer type
+  // `worker_type` holds, clearing their locks so its later calls halt. The workers layer calls
+  // this (WorkersOptions::on_departure) in the transaction that removes a worker that
+  // unregistered or was declared dead. Each such run counts as lost (set_max_lost_runs), so a
+  // job past its type's limit is finished with gave_up set instead. Returns how many jobs it
+  // took back either way.
+  //
+  // Which jobs: those accepted with AcceptOptions{.worker = worker, .worker_type = worker_type},
+  // and also those accepted under the bare name `worker` (worker_type ""), which may be this
+  // worker's: so are rows written before worker types existed (docs/design/data-model.md). A
+  // job accepted as the same id under another worker type is never touched, nor is a job
+  // accepted without a worker name. With worker_type "", only bare-name jobs are released.
+  // REQUIRES: a non-empty worker; worker_type "" or a valid type name.
+  Result<size_t> release_worker(std::string_view worker_type, std::string_view worker);
+  Result<size_t> release_worker(kv::Transaction& txn, std::string_view worker_type, std::string_view worker);
 
   // ---- Watchers ----
   // The job's current state, then every later change (see Subscription). kNotFound if absent.

@@ -19,8 +19,9 @@
 // leave, a death, a take-over), never on a heartbeat.
 //
 // Joined to the jobs layer: set WorkersOptions::on_departure to a function that runs in the
-// transaction removing a worker — typically `jobs->release_worker(txn, id)`, with workers
-// accepting jobs under their registered id (AcceptOptions::worker). Then the jobs a worker
+// transaction removing a worker — typically `jobs->release_worker(txn, type, id)`, with workers
+// accepting jobs under their registered type and id (AcceptOptions::worker_type and ::worker:
+// an id is unique only within its type). Then the jobs a worker
 // holds go back to pending the moment it unregisters or is declared dead, instead of after
 // their activity timeout (each a lost run: see Jobs::set_max_lost_runs), and its later calls on
 // them halt.

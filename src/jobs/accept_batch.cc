@@ -1,10 +1,11 @@
 // accept_batch_async: accept_many for an event loop, composed of the asynchronous accepts —
-// what is due now (accept_due_async's look), else a waiter for the first (the acceptor's),
+// what is due now (accept_due_async's look), else a waiter for the first (the accept waiters'),
 // then the rest of what is due with it.
 #include <iterator>
 
-#include "jobs/acceptor.h"
+#include "jobs/accept_waiters.h"
 #include "jobs/jobs_impl.h"
+#include "jobs/pending_picks.h"
 #include "jobs/validation.h"
 #include "util/thread_pool.h"
 
@@ -16,9 +17,7 @@ constexpr size_t kMaxAcceptBatch = 1000;
 using BatchDone = std::function<void(Result<std::vector<Job>>)>;
 
 Status validate_batch(std::string_view type, size_t max_count, const AcceptOptions& options) {
-  KVQ_RETURN_IF_ERROR(validate_type(type));
-  KVQ_RETURN_IF_ERROR(validate_worker(options.worker));
-  if (options.timeout.count() < 0) return InvalidArgument("accept timeout must not be negative");
+  KVQ_RETURN_IF_ERROR(validate_accept(type, options));
   if (max_count < 1 || max_count > kMaxAcceptBatch) {
     return InvalidArgument("accept_batch_async wants 1.." + std::to_string(kMaxAcceptBatch) + " jobs");
   }
@@ -45,12 +44,12 @@ uint64_t Jobs::accept_batch_async(std::string_view type, size_t max_count, const
   }
   const std::string type_name(type);
   const auto deadline = kv::Clock::now() + options.timeout;
-  Acceptor& acceptor = impl_->acceptor;
+  AcceptWaiters& waiters = impl_->accept_waiters;
   // The ticket stands for the wait that may follow the look: a cancel before it is queued ends
   // it at once when it is.
-  const uint64_t ticket = acceptor.reserve();
+  const uint64_t ticket = waiters.reserve();
   // Before looking: a watch live since before our look fires for every add it cannot see.
-  const uint64_t generation = acceptor.watch_generation(type_name);
+  const uint64_t generation = waiters.watch_generation(type_name);
   // After the first job: the rest of what is due, never failing the call. Its look blocks on a
   // store that is not nonblocking, so it runs on the jobs layer's own threads there, not on the
   // acceptor's, which hand out other waiters' jobs.
@@ -66,15 +65,15 @@ uint64_t Jobs::accept_batch_async(std::string_view type, size_t max_count, const
     if (!impl_->blocking_looks) return rest();
     impl_->blocking_looks->post(std::move(rest));
   };
-  const auto commit = store_->nonblocking() ? Acceptor::Commit::kAsync : Acceptor::Commit::kBlocking;
+  const auto commit = store_->nonblocking() ? AcceptWaiters::Commit::kAsync : AcceptWaiters::Commit::kBlocking;
   accept_due_async(type_name, max_count, options,
-                   [&acceptor, type_name, options, deadline, generation, ticket, commit, done,
+                   [&waiters, type_name, options, deadline, generation, ticket, commit, done,
                     take_rest](Result<std::vector<Job>> due) {
                      if (due.ok() || due.status().code() != Code::kDeadlineExceeded) {
-                       acceptor.forget(ticket);
+                       waiters.forget(ticket);
                        return done(std::move(due));
                      }
-                     acceptor.submit(type_name, options, new_lock(type_name), deadline, generation,
+                     waiters.submit(type_name, options, new_lock(type_name), deadline, generation,
                                      [done, take_rest](Result<Job> first) {
                                        if (!first.ok()) return done(first.status());
                                        take_rest(std::move(*first));

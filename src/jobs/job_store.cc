@@ -29,7 +29,7 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
   if (was_pending) txn.clear(keys.pending(type, before->priority, before->scheduled, id));
   if (was_running) {
     txn.clear(keys.activity(type, before->seq, id));
-    if (!before->worker.empty()) txn.clear(keys.held_by(before->worker, type, id));
+    if (!before->worker.empty()) txn.clear(keys.held_by(before->worker_type, before->worker, type, id));
   }
   if (!after) {
     txn.clear(keys.job(type, id));
@@ -44,7 +44,7 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
         break;
       case State::kRunning:
         txn.set(keys.activity(type, after->seq, id), "");
-        if (!after->worker.empty()) txn.set(keys.held_by(after->worker, type, id), "");
+        if (!after->worker.empty()) txn.set(keys.held_by(after->worker_type, after->worker, type, id), "");
         break;
       case State::kFinished:
         txn.set(keys.finished(type, after->updated, id), "");
@@ -59,6 +59,7 @@ JobRow after_lost_run(const JobRow& running, std::optional<uint32_t> max_lost_ru
   JobRow after = running;
   after.lock.clear();
   after.worker.clear();
+  after.worker_type.clear();
   after.lost_runs = running.lost_runs + 1;
   if (max_lost_runs && after.lost_runs >= *max_lost_runs) {
     after.finished = true;
@@ -93,6 +94,7 @@ JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row) {
   info.priority = row.priority;
   info.resubmitted = row.resubmit;
   info.worker = row.worker;
+  info.worker_type = row.worker_type;
   info.attempts = row.attempts;
   info.lost_runs = row.lost_runs;
   info.gave_up = row.gave_up;

@@ -307,6 +307,7 @@ Result<JobPage> Jobs::list(std::string_view type, const ListOptions& options) {
       KVQ_ASSIGN_OR_RETURN(JobRow row, decode_row(kv.value));
       if (options.state && state_of(row) != *options.state) continue;
       if (options.worker && row.worker != *options.worker) continue;
+      if (options.worker_type && row.worker_type != *options.worker_type) continue;
       page.jobs.push_back(to_info(type, last_id, row));
       if (page.jobs.size() == options.limit) break;
     }

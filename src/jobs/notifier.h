@@ -4,7 +4,7 @@
 // For each type with subscribers in this process, it keeps one store watch armed on the type's
 // activity token, however many subscribers there are, and only while the type has any, so a
 // process where nobody subscribes pays nothing for commits it makes. (Waiting accepts have their
-// own watch, armed by the acceptor's looks: see acceptor.h.)
+// own watch, armed by the acceptor's looks: see accept_waiters.h.)
 //
 // Whenever a type's activity watch is re-armed — and whenever a subscription is added — the
 // notifier re-reads the rows of every subscribed job of that type in the same transaction that

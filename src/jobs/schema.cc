@@ -7,7 +7,8 @@ namespace {
 
 constexpr int64_t kRowFormat = 1;
 constexpr size_t kRowFieldsBeforeLostRuns = 16;
-constexpr size_t kRowFields = 18;
+constexpr size_t kRowFieldsBeforeWorkerType = 18;
+constexpr size_t kRowFields = 19;
 
 std::pair<std::string, std::string> between(const Subspace& s, const Tuple& lo, const Tuple& hi) {
   return {s.pack(lo), s.pack(hi)};
@@ -39,23 +40,28 @@ std::string encode_row(const JobRow& r) {
                static_cast<int64_t>(r.add_seq)};
   // Only a job that has lost a run carries the two fields, so every other row is as short, and
   // encodes byte for byte, as before they existed.
-  if (r.lost_runs != 0 || r.gave_up) {
+  // Likewise a worker_type, only on a job accepted by a typed worker.
+  if (r.lost_runs != 0 || r.gave_up || !r.worker_type.empty()) {
     t.append(static_cast<int64_t>(r.lost_runs));
     t.append(r.gave_up);
   }
+  if (!r.worker_type.empty()) t.append(r.worker_type);
   return t.pack();
 }
 
 Result<JobRow> decode_row(std::string_view bytes) {
   KVQ_ASSIGN_OR_RETURN(Tuple t, Tuple::unpack(bytes));
-  if ((t.size() != kRowFields && t.size() != kRowFieldsBeforeLostRuns) || !t[0].is_int() ||
+  const bool known_size =
+      t.size() == kRowFields || t.size() == kRowFieldsBeforeWorkerType || t.size() == kRowFieldsBeforeLostRuns;
+  if (!known_size || !t[0].is_int() ||
       t[0].as_int() != kRowFormat) {
     return Internal("job row has an unknown format");
   }
   const bool shaped = t[1].is_int() && t[2].is_string() && t[3].is_string() && t[4].is_bool() &&
                       t[5].is_bool() && t[6].is_int() && t[7].is_int() && t[8].is_int() && t[9].is_int() &&
                       t[10].is_string() && t[11].is_int() && t[12].is_int() && t[13].is_int() && t[14].is_string() && t[15].is_int() &&
-                      (t.size() == kRowFieldsBeforeLostRuns || (t[16].is_int() && t[17].is_bool()));
+                      (t.size() == kRowFieldsBeforeLostRuns || (t[16].is_int() && t[17].is_bool())) &&
+                      (t.size() != kRowFields || t[18].is_string());
   if (!shaped) return Internal("job row has fields of the wrong kind");
   JobRow r;
   r.seq = static_cast<uint64_t>(t[1].as_int());
@@ -73,10 +79,11 @@ Result<JobRow> decode_row(std::string_view bytes) {
   r.updated = t[13].as_int();
   r.data = t[14].as_string();
   r.add_seq = static_cast<uint64_t>(t[15].as_int());
-  if (t.size() == kRowFields) {
+  if (t.size() >= kRowFieldsBeforeWorkerType) {
     r.lost_runs = static_cast<uint32_t>(t[16].as_int());
     r.gave_up = t[17].as_bool();
   }
+  if (t.size() == kRowFields) r.worker_type = t[18].as_string();
   return r;
 }
 
@@ -145,11 +152,14 @@ std::pair<std::string, std::string> Keys::timeouts() const { return space(kTimeo
 std::string Keys::pending_token(std::string_view type) const { return space(kPendingToken).pack({type}); }
 std::string Keys::activity_token(std::string_view type) const { return space(kActivityToken).pack({type}); }
 std::string Keys::types_token() const { return space(kTypesToken).pack({int64_t{0}}); }
-std::string Keys::held_by(std::string_view worker, std::string_view type, std::string_view id) const {
-  return space(kHeldBy).pack({worker, type, id});
+std::string Keys::held_by(std::string_view worker_type, std::string_view worker, std::string_view type,
+                          std::string_view id) const {
+  if (worker_type.empty()) return space(kHeldBy).pack({worker, type, id});
+  return space(kHeldByTyped).pack({worker_type, worker, type, id});
 }
-std::pair<std::string, std::string> Keys::held_by(std::string_view worker) const {
-  return space(kHeldBy).range({worker});
+std::pair<std::string, std::string> Keys::held_by(std::string_view worker_type, std::string_view worker) const {
+  if (worker_type.empty()) return space(kHeldBy).range({worker});
+  return space(kHeldByTyped).range({worker_type, worker});
 }
 
 std::string Keys::finished(std::string_view type, int64_t finished_ms, std::string_view id) const {
@@ -186,9 +196,14 @@ Result<std::string> Keys::parse_timeout_type(std::string_view key) const {
 }
 
 Result<std::pair<std::string, std::string>> Keys::parse_held(std::string_view key) const {
-  KVQ_ASSIGN_OR_RETURN(Tuple t, space(kHeldBy).unpack(key));
-  if (t.size() != 3 || !t[1].is_string() || !t[2].is_string()) return InvalidArgument("not a worker-index key");
-  return std::pair{t[1].as_string(), t[2].as_string()};
+  // (worker, type, id) in subspace 8, (worker_type, worker, type, id) in 10.
+  auto bare = space(kHeldBy).unpack(key);
+  auto t = bare.ok() ? std::move(bare) : space(kHeldByTyped).unpack(key);
+  const size_t fields = bare.ok() ? 3 : 4;
+  if (!t.ok() || t->size() != fields || !(*t)[fields - 2].is_string() || !(*t)[fields - 1].is_string()) {
+    return InvalidArgument("not a worker-index key");
+  }
+  return std::pair{(*t)[fields - 2].as_string(), (*t)[fields - 1].as_string()};
 }
 
 Result<std::string> Keys::parse_job_id(std::string_view key) const {

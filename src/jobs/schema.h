@@ -6,7 +6,8 @@
 //   (1, type, id)                       -> job row: Tuple(format=1, seq, lock, worker, finished,
 //                                          resubmit, scheduled, priority, next_scheduled,
 //                                          next_priority, finished_lock, attempts, created,
-//                                          updated, data, add_seq[, lost_runs, gave_up])
+//                                          updated, data, add_seq[, lost_runs, gave_up
+//                                          [, worker_type]])
 //   (2, type, priority, scheduled, id)  -> ""  pending index, in accept order
 //   (3, type, seq, id)                  -> ""  activity index of running jobs, by commit order
 //   (4, type)                           -> Tuple(timeout_ms[, retention_ms|null[, max_lost_runs]])
@@ -19,8 +20,12 @@
 //                                          the type (the notifier watches it)
 //   (7)                                 -> random token, rewritten when a type timeout is set or
 //                                          cleared (the activity monitor watches it)
-//   (8, worker, type, id)               -> ""  running jobs held by a named worker, so a worker
-//                                          that leaves or dies can have its jobs re-enqueued
+//   (8, worker, type, id)               -> ""  running jobs held by a worker named without a
+//                                          worker type (a bare name, and every row written
+//                                          before worker types), so a worker that leaves or dies
+//                                          can have its jobs re-enqueued
+//   (10, worker_type, worker, type, id) -> ""  the same for a worker named with its workers-layer
+//                                          type: its id is unique only within that type
 //   (9, type, finished_ms, id)          -> ""  finished jobs, in the order they finished (by the
 //                                          row's `updated`), so expired ones are found at once
 //
@@ -37,7 +42,8 @@
 //   I2. running  (lock != "")            <=> exactly one activity-index entry, at the row's seq.
 //   I3. finished (finished)              <=> exactly one finished-index entry, at the row's
 //       updated (for jobs finished since subspace 9 exists; older ones have none).
-//   I4. running with a worker named       <=> exactly one worker-index entry, at (worker, type, id).
+//   I4. running with a worker named       <=> exactly one worker-index entry: at (8, worker, type,
+//       id) when the row's worker_type is "", else at (10, worker_type, worker, type, id).
 #pragma once
 
 #include <cstdint>
@@ -54,6 +60,7 @@ struct JobRow {
   uint64_t seq = 0;
   std::string lock;
   std::string worker;
+  std::string worker_type;  // the workers-layer type `worker` is registered under; "" for none
   bool finished = false;
   bool resubmit = false;
   int64_t scheduled = 0;
@@ -73,8 +80,8 @@ struct JobRow {
 // The one place a job's state is derived from its stored fields.
 State state_of(const JobRow& row);
 
-// lost_runs and gave_up are written only when not 0/false; a row without them decodes with
-// 0 and false.
+// lost_runs and gave_up are written only when not 0/false or a worker_type follows them, and
+// worker_type only when not ""; a row without them decodes with 0, false and "".
 std::string encode_row(const JobRow& row);
 Result<JobRow> decode_row(std::string_view bytes);
 
@@ -104,8 +111,12 @@ class Keys {
   std::string pending_token(std::string_view type) const;
   std::string activity_token(std::string_view type) const;
   std::string types_token() const;
-  std::string held_by(std::string_view worker, std::string_view type, std::string_view id) const;
-  std::pair<std::string, std::string> held_by(std::string_view worker) const;
+  // The worker-index entry of a job held by (worker_type, worker): subspace 8 for worker_type
+  // "", 10 otherwise (I4).
+  std::string held_by(std::string_view worker_type, std::string_view worker, std::string_view type,
+                      std::string_view id) const;
+  // Every entry of jobs held by exactly (worker_type, worker).
+  std::pair<std::string, std::string> held_by(std::string_view worker_type, std::string_view worker) const;
   std::string finished(std::string_view type, int64_t finished_ms, std::string_view id) const;
   // Finished entries with finished_ms < `below`.
   std::pair<std::string, std::string> finished_before(std::string_view type, int64_t below) const;
@@ -129,7 +140,7 @@ class Keys {
   Result<FinishedEntry> parse_finished(std::string_view key) const;
   Result<std::string> parse_timeout_type(std::string_view key) const;
   Result<std::string> parse_job_id(std::string_view key) const;
-  // (type, id) of a worker-index key.
+  // (type, id) of a worker-index key, of either subspace.
   Result<std::pair<std::string, std::string>> parse_held(std::string_view key) const;
 
  private:
@@ -143,6 +154,7 @@ class Keys {
     kTypesToken = 7,
     kHeldBy = 8,
     kFinished = 9,
+    kHeldByTyped = 10,
   };
   Subspace space(Space s) const { return root_.sub(Tuple{static_cast<int64_t>(s)}); }
 

@@ -51,6 +51,39 @@ TEST(SchemaTest, ARowWrittenBeforeLostRunsDecodesWithNone) {
   EXPECT_EQ(encode_row(*decoded), before.pack());
 }
 
+TEST(SchemaTest, AWorkerTypeRoundTripsAndARowWithoutOneEncodesAsBefore) {
+  JobRow row;
+  row.lock = "l";
+  row.worker = "shared-id";
+  row.worker_type = "wtB";
+  auto decoded = decode_row(encode_row(row));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->worker_type, "wtB");
+  EXPECT_EQ(decoded->lost_runs, 0u);
+  EXPECT_EQ(Tuple::unpack(encode_row(row))->size(), 19u);
+  row.worker_type.clear();
+  EXPECT_EQ(Tuple::unpack(encode_row(row))->size(), 16u) << "as rows were before worker types";
+  row.lost_runs = 1;
+  auto eighteen = decode_row(encode_row(row));
+  ASSERT_TRUE(eighteen.ok());
+  EXPECT_EQ(eighteen->worker_type, "");
+  EXPECT_EQ(Tuple::unpack(encode_row(row))->size(), 18u);
+}
+
+TEST(SchemaTest, WorkerIndexKeysOfBareAndTypedWorkersParseAndNeverMeet) {
+  Keys keys("p");
+  const auto bare = keys.held_by("", "shared-id", "work", "j1");
+  const auto typed = keys.held_by("wtA", "shared-id", "work", "j2");
+  EXPECT_EQ(keys.parse_held(bare)->second, "j1");
+  EXPECT_EQ(keys.parse_held(typed)->second, "j2");
+  EXPECT_EQ(keys.parse_held(typed)->first, "work");
+  auto [a_begin, a_end] = keys.held_by("wtA", "shared-id");
+  EXPECT_TRUE(typed >= a_begin && typed < a_end);
+  EXPECT_FALSE(bare >= a_begin && bare < a_end);
+  EXPECT_FALSE(keys.held_by("wtB", "shared-id", "work", "j2") >= a_begin &&
+               keys.held_by("wtB", "shared-id", "work", "j2") < a_end);
+}
+
 TEST(SchemaTest, CorruptRowsAreErrorsNotCrashes) {
   EXPECT_FALSE(decode_row("").ok());
   EXPECT_FALSE(decode_row("\x15\x02").ok());

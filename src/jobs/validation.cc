@@ -39,6 +39,13 @@ Status validate_id(std::string_view id) {
   return Status::OK();
 }
 
+Status validate_worker_type(std::string_view worker_type) {
+  if (worker_type.empty()) return Status::OK();
+  Status as_type = validate_type(worker_type);
+  if (!as_type.ok()) return InvalidArgument("worker_type: " + as_type.message());
+  return Status::OK();
+}
+
 Status validate_worker(std::string_view worker) {
   if (worker.size() > kMaxIdBytes) {
     return InvalidArgument("worker name is " + std::to_string(worker.size()) + " bytes; the limit is " +
@@ -77,6 +84,17 @@ Result<std::string> normalize_data(std::string_view data, size_t max_bytes) {
                            std::to_string(max_bytes));
   }
   return compact;
+}
+
+Status validate_accept(std::string_view type, const AcceptOptions& options) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  KVQ_RETURN_IF_ERROR(validate_worker(options.worker));
+  KVQ_RETURN_IF_ERROR(validate_worker_type(options.worker_type));
+  if (!options.worker_type.empty() && options.worker.empty()) {
+    return InvalidArgument("accept names a worker_type but no worker");
+  }
+  if (options.timeout.count() < 0) return InvalidArgument("accept timeout must not be negative");
+  return Status::OK();
 }
 
 }  // namespace kvq::jobs

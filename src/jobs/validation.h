@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "kvq/jobs.h"
 #include "kvq/status.h"
 
 namespace kvq::jobs {
@@ -15,10 +16,15 @@ Status validate_type(std::string_view type);
 Status validate_id(std::string_view id);
 // Worker names (recorded on accepted jobs): 0..256 bytes, no ASCII control characters.
 Status validate_worker(std::string_view worker);
+// Worker types (workers layer) recorded beside a worker name: "" (none), or a name as types are.
+Status validate_worker_type(std::string_view worker_type);
 // Checks that `data` is a JSON object and returns it without the whitespace between tokens (so
 // that re-adding the same data with other spacing is recognised as no change). Keys keep the
 // producer's order, duplicates included, and numbers and strings their spelling.
 // kInvalidArgument if it is not a JSON object or its compact form is over `max_bytes`.
 Result<std::string> normalize_data(std::string_view data, size_t max_bytes);
+
+// The checks every accept entry point makes on its options before touching the store.
+Status validate_accept(std::string_view type, const AcceptOptions& options);
 
 }  // namespace kvq::jobs

@@ -2,9 +2,11 @@
 // lock in the same transaction as its writes, which is what fences out a stale worker.
 #include <map>
 #include <string>
+#include <vector>
 
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
+#include "jobs/pending_picks.h"
 #include "jobs/validation.h"
 #include "util/secret.h"
 
@@ -64,6 +66,7 @@ Status finish_checked(kv::Transaction& txn, const Keys& keys, const Job& job, co
   JobRow after = before;
   after.lock.clear();
   after.worker.clear();
+  after.worker_type.clear();
   after.finished_lock = job.lock;
   after.lost_runs = 0;  // this run was not lost
   if (data) after.data = *data;
@@ -155,32 +158,40 @@ Status Jobs::resubmit(kv::Transaction& txn, Job& job, const ResubmitOptions& opt
   return resubmit_checked(txn, impl_->keys, job, options.scheduled_time_ms, checked);
 }
 
-Result<size_t> Jobs::release_worker(std::string_view worker) {
-  return kv::run(*store_, [&](kv::Transaction& txn) { return release_worker(txn, worker); }, options_.retry);
+Result<size_t> Jobs::release_worker(std::string_view worker_type, std::string_view worker) {
+  return kv::run(*store_, [&](kv::Transaction& txn) { return release_worker(txn, worker_type, worker); },
+                 options_.retry);
 }
 
-Result<size_t> Jobs::release_worker(kv::Transaction& txn, std::string_view worker) {
+Result<size_t> Jobs::release_worker(kv::Transaction& txn, std::string_view worker_type, std::string_view worker) {
   KVQ_RETURN_IF_ERROR(validate_worker(worker));
   if (worker.empty()) return InvalidArgument("release_worker needs a worker name");
+  KVQ_RETURN_IF_ERROR(validate_worker_type(worker_type));
   const auto& keys = impl_->keys;
-  auto [begin, end] = keys.held_by(worker);
-  KVQ_ASSIGN_OR_RETURN(auto held, txn.get_range(begin, end));
+  // This worker's own jobs, and those taken under its bare name, which may be its own.
+  std::vector<std::string_view> worker_types{worker_type};
+  if (!worker_type.empty()) worker_types.push_back("");
   std::map<std::string, std::optional<uint32_t>> max_lost_runs;  // by type, read once each
   size_t released = 0;
-  for (const auto& kv : held) {
-    KVQ_ASSIGN_OR_RETURN(auto type_and_id, keys.parse_held(kv.key));
-    const auto& [type, id] = type_and_id;
-    KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id));
-    if (!before || state_of(*before) != State::kRunning || before->worker != worker) {
-      return Internal("worker index entry for job '" + id + "' does not match its row");
+  for (std::string_view held_type : worker_types) {
+    auto [begin, end] = keys.held_by(held_type, worker);
+    KVQ_ASSIGN_OR_RETURN(auto held, txn.get_range(begin, end));
+    for (const auto& kv : held) {
+      KVQ_ASSIGN_OR_RETURN(auto type_and_id, keys.parse_held(kv.key));
+      const auto& [type, id] = type_and_id;
+      KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id));
+      if (!before || state_of(*before) != State::kRunning || before->worker != worker ||
+          before->worker_type != held_type) {
+        return Internal("worker index entry for job '" + id + "' does not match its row");
+      }
+      auto limit = max_lost_runs.find(type);
+      if (limit == max_lost_runs.end()) {
+        KVQ_ASSIGN_OR_RETURN(auto read, max_lost_runs_of(txn, keys, type));
+        limit = max_lost_runs.emplace(type, read).first;
+      }
+      KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, after_lost_run(*before, limit->second)));
+      ++released;
     }
-    auto limit = max_lost_runs.find(type);
-    if (limit == max_lost_runs.end()) {
-      KVQ_ASSIGN_OR_RETURN(auto read, max_lost_runs_of(txn, keys, type));
-      limit = max_lost_runs.emplace(type, read).first;
-    }
-    KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, after_lost_run(*before, limit->second)));
-    ++released;
   }
   return released;
 }

@@ -107,6 +107,7 @@ nlohmann::json job_json(const jobs::JobInfo& info) {
           {"priority", info.priority},
           {"resubmitted", info.resubmitted},
           {"worker", info.worker},
+          {"worker_type", info.worker_type},
           {"attempts", info.attempts},
           {"lost_runs", info.lost_runs},
           {"gave_up", info.gave_up},

@@ -95,6 +95,7 @@ void add_producer_routes(Router& router, Api& api) {
       options.state = *state;
     }
     if (auto it = r.query.find("worker"); it != r.query.end()) options.worker = it->second;
+    if (auto it = r.query.find("worker_type"); it != r.query.end()) options.worker_type = it->second;
     if (auto it = r.query.find("cursor"); it != r.query.end()) options.cursor = it->second;
     auto limit = query_integer(r, "limit", 1, kMaxListLimit, &error);
     if (error.status) return reply_error(*ex, error);
@@ -128,19 +129,21 @@ std::variant<AcceptRequest, ApiError> read_accept(const JsonBody& body) {
   AcceptRequest a;
   auto timeout = seconds_field(body.number("timeout", &error), kMaxWaitSeconds, "timeout", &error);
   auto worker = body.string("worker", &error);
+  auto worker_type = body.string("worker_type", &error);
   a.options.max_priority = body.integer("max_priority", &error);
   a.options.max_scheduled_time_ms = body.integer("max_scheduled_time", &error);
   auto count = body.integer("count", &error, 1, kMaxAcceptCount);
   if (error.status) return error;
   if (timeout) a.options.timeout = *timeout;
   if (worker) a.options.worker = *worker;
+  if (worker_type) a.options.worker_type = *worker_type;
   a.count = static_cast<size_t>(count.value_or(1));
   return a;
 }
 
 void add_accept_route(Router& router, Api& api) {
   router.add("POST", "/v1/accept/{type}", [&api](Request& r, Ex ex) {
-    auto parsed = JsonBody::parse(r.body, {"timeout", "worker", "max_priority", "max_scheduled_time", "count"});
+    auto parsed = JsonBody::parse(r.body, {"timeout", "worker", "worker_type", "max_priority", "max_scheduled_time", "count"});
     const JsonBody* body = body_or_reply(parsed, *ex);
     if (!body) return;
     auto read = read_accept(*body);

@@ -103,9 +103,10 @@ int run_serve(int argc, char** argv) {
   auto jobs = jobs::Jobs::open(*store);
   if (!jobs.ok()) return fail(jobs.status().to_string());
   jobs::Jobs& jobs_ref = **jobs;
-  auto workers = workers::Workers::open(*store, {.on_departure = [&jobs_ref](kv::Transaction& txn, const std::string&,
+  auto workers = workers::Workers::open(*store, {.on_departure = [&jobs_ref](kv::Transaction& txn,
+                                                                             const std::string& type,
                                                                              const std::string& id) {
-                                                   return jobs_ref.release_worker(txn, id).status();
+                                                   return jobs_ref.release_worker(txn, type, id).status();
                                                  }});
   if (!workers.ok()) return fail(workers.status().to_string());
 

@@ -7,7 +7,7 @@ import unittest
 from kvq_server import KvqServer, ServerTestCase, q, uniq
 
 JOB_FIELDS = {"type", "id", "state", "data", "scheduled_time", "priority", "resubmitted",
-              "worker", "attempts", "lost_runs", "gave_up", "created_at", "updated_at"}
+              "worker", "worker_type", "attempts", "lost_runs", "gave_up", "created_at", "updated_at"}
 
 
 class HealthAndTypes(ServerTestCase):

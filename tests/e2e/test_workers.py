@@ -85,6 +85,35 @@ class Membership(ServerTestCase):
                    message="job of unregistered worker to be pending")
         self.assertStatus(c.post("/v1/jobs/%s/h1/update" % t, {"lock": lock}), 409, "halted")
 
+    def test_a_departure_leaves_the_jobs_of_the_same_id_under_another_worker_type(self):
+        wta, wtb, t, c = uniq("wtA"), uniq("wtB"), uniq("shared"), self.c
+        c.set_timeout(t, 60)  # far away: only a departure may re-enqueue a job
+        tok_a = self.assertStatus(c.post("/v1/workers/%s" % wta, {"id": "shared-id"}), 200)["token"]
+        self.assertStatus(c.post("/v1/workers/%s" % wtb, {"id": "shared-id"}), 200)
+        self.assertStatus(c.add(t, "a-job", priority=0), 200)
+        self.assertStatus(c.add(t, "b-job", priority=1), 200)
+        a = self.assertStatus(c.accept(t, worker="shared-id", worker_type=wta), 200)["jobs"][0]
+        b = self.assertStatus(c.accept(t, worker="shared-id", worker_type=wtb), 200)["jobs"][0]
+        self.assertEqual((a["id"], b["id"]), ("a-job", "b-job"))
+        self.assertEqual(self.assertJobState(t, "b-job", "running")["worker_type"], wtb)
+        mine = self.assertStatus(c.get("/v1/jobs/%s?worker=shared-id&worker_type=%s" % (t, wtb)), 200)
+        self.assertEqual([j["id"] for j in mine["jobs"]], ["b-job"])
+        self.assertStatus(c.delete("/v1/workers/%s/shared-id?token=%s" % (wta, tok_a)), 200)
+        wait_until(lambda: c.job(t, "a-job").json["state"] == "pending", 2,
+                   message="the departed worker's job to be pending")
+        self.assertJobState(t, "b-job", "running")
+        self.assertStatus(c.post("/v1/jobs/%s/b-job/update" % t, {"lock": b["lock"]}), 200)
+        self.assertStatus(c.post("/v1/jobs/%s/b-job/finish" % t, {"lock": b["lock"]}), 200)
+        self.assertStatus(c.post("/v1/jobs/%s/a-job/update" % t, {"lock": a["lock"]}), 409, "halted")
+
+    def test_a_worker_type_without_a_worker_is_rejected(self):
+        t, c = uniq("wtonly"), self.c
+        c.set_timeout(t, 60)
+        self.assertStatus(c.add(t, "j"), 200)
+        self.assertStatus(c.accept(t, worker_type="wt"), 400, "invalid_argument")
+        self.assertStatus(c.accept(t, worker="w", worker_type="no spaces"), 400, "invalid_argument")
+        self.assertJobState(t, "j", "pending")
+
     def test_take_over_replaces_live_worker(self):
         wt, c = uniq("wt"), self.c
         tok1 = self.assertStatus(c.post("/v1/workers/%s" % wt, {"id": "dup"}), 200)["token"]

@@ -36,9 +36,9 @@ struct Backend {
     std::filesystem::create_directories(dir);
     store = check(open_lmdb_store({.path = dir.string(), .durability = Durability::kNoSync}));
     jobs = check(jobs::Jobs::open(store));
-    workers = check(workers::Workers::open(store, {.on_departure = [this](kv::Transaction& txn, const std::string&,
+    workers = check(workers::Workers::open(store, {.on_departure = [this](kv::Transaction& txn, const std::string& type,
                                                                           const std::string& id) {
-                                                    return jobs->release_worker(txn, id).status();
+                                                    return jobs->release_worker(txn, type, id).status();
                                                   }}));
     api.reset(new Api{*jobs, *workers, *store, metrics});  // an aggregate: no make_unique
     // Types the seed inputs use, so that more of them get past "no such type".

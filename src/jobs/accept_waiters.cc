@@ -1,9 +1,8 @@
-#include "jobs/acceptor.h"
+#include "jobs/accept_waiters.h"
 
 #include <algorithm>
 
 #include "jobs/job_store.h"
-#include "jobs/jobs_impl.h"
 #include "util/thread_pool.h"
 
 namespace kvq::jobs {
@@ -30,78 +29,14 @@ Status timed_out(const std::string& type) {
 
 }  // namespace
 
-namespace {
-
-// One attempt of an accept. An earlier attempt's commit result may have been unknown: it may
-// have taken jobs already, which `attempt_version` (its read version) finds.
-Result<std::vector<Job>> accept_attempt(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
-                                        std::string_view type, const AcceptOptions& accept,
-                                        const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-                                        std::optional<uint64_t>& attempt_version, kv::Watch* watch) {
-  if (attempt_version) {
-    KVQ_ASSIGN_OR_RETURN(auto taken, find_accepted(txn, keys, type, *attempt_version, takers));
-    if (!taken.empty()) return taken;
-  }
-  if (next_due) next_due->reset();
-  if (watch) {
-    // At the look's own read version: an add the look cannot see changes the token after it.
-    KVQ_ASSIGN_OR_RETURN(*watch, txn.watch(keys.pending_token(type)));
-  }
-  auto taken = try_accept_many(txn, keys, options, type, accept, takers, next_due);
-  // Read after the look, whose first read fixed it: on etcd asking first would cost a round trip.
-  KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
-  return taken;
-}
-
-}  // namespace
-
-Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys, const JobsOptions& options,
-                                             std::string_view type, const AcceptOptions& accept,
-                                             const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-                                             kv::Watch* watch) {
-  std::optional<uint64_t> attempt_version;
-  return kv::run(store, [&](kv::Transaction& txn) {
-    return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version, watch);
-  }, options.retry);
-}
-
-void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string type,
-                               AcceptOptions accept, std::vector<Taker> takers, bool arm_watch,
-                               std::function<void(AcceptOutcome)> done) {
-  struct Attempt {
-    std::string type;
-    AcceptOptions accept;
-    std::vector<Taker> takers;
-    bool arm_watch;
-    std::optional<uint64_t> attempt_version;
-    std::optional<int64_t> next_due;  // of the last try, the one whose outcome `done` gets
-    kv::Watch watch;                  // likewise
-  };
-  auto a = std::make_shared<Attempt>(
-      Attempt{std::move(type), std::move(accept), std::move(takers), arm_watch, {}, {}, {}});
-  kv::run_async(store, [a, &keys, &options](kv::Transaction& txn) {
-    return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, &a->next_due, a->attempt_version,
-                          a->arm_watch ? &a->watch : nullptr);
-  }, [a, done = std::move(done)](Result<std::vector<Job>> jobs) {
-    done(AcceptOutcome{std::move(jobs), a->next_due, std::move(a->watch)});
-  }, options.retry);
-}
-
-Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
-                           const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due) {
-  KVQ_ASSIGN_OR_RETURN(auto jobs,
-                       attempt_accept_many(store, keys, options, type, accept, {{lock, accept.worker}}, next_due));
-  return std::move(jobs.front());
-}
-
-Acceptor::Acceptor(kv::Store& store, const Keys& keys, const JobsOptions& options)
+AcceptWaiters::AcceptWaiters(kv::Store& store, const Keys& keys, const JobsOptions& options)
     : store_(store), keys_(keys), options_(options) {
   if (!store_.nonblocking()) batch_pool_ = std::make_unique<util::ThreadPool>(kBlockingBatchThreads);
   sink_->acceptor = this;
   thread_ = std::thread([this] { run(); });
 }
 
-Acceptor::~Acceptor() {
+AcceptWaiters::~AcceptWaiters() {
   Done done;
   {
     std::lock_guard lock(mu_);
@@ -128,13 +63,13 @@ Acceptor::~Acceptor() {
   for (auto& [callback, result] : done) callback(std::move(result));
 }
 
-uint64_t Acceptor::watch_generation(const std::string& type) {
+uint64_t AcceptWaiters::watch_generation(const std::string& type) {
   std::lock_guard lock(mu_);
   auto it = watches_.find(type);
   return it != watches_.end() && it->second.live() ? it->second.generation : 0;
 }
 
-void Acceptor::on_fire(const std::string& type, uint64_t generation) {
+void AcceptWaiters::on_fire(const std::string& type, uint64_t generation) {
   std::lock_guard lock(mu_);
   auto it = watches_.find(type);
   // A watch replaced since: the look that armed its successor saw everything before that.
@@ -145,7 +80,7 @@ void Acceptor::on_fire(const std::string& type, uint64_t generation) {
   cv_.notify_all();
 }
 
-uint64_t Acceptor::submit(const std::string& type, const AcceptOptions& options, const std::string& lock,
+uint64_t AcceptWaiters::submit(const std::string& type, const AcceptOptions& options, const std::string& lock,
                           kv::Clock::time_point deadline, std::optional<uint64_t> generation,
                           Callback callback, Commit commit, uint64_t reserved) {
   std::unique_lock guard(mu_);
@@ -173,36 +108,36 @@ uint64_t Acceptor::submit(const std::string& type, const AcceptOptions& options,
   return ticket;
 }
 
-void Acceptor::push_waiter(Queue& queue, Waiter waiter) {
+void AcceptWaiters::push_waiter(Queue& queue, Waiter waiter) {
   ++queue.kinds[kind_of(waiter.options)];
   queue.waiters.push_back(std::move(waiter));
 }
 
-std::deque<Acceptor::Waiter>::iterator Acceptor::erase_waiter(Queue& queue, std::deque<Waiter>::iterator it) {
+std::deque<AcceptWaiters::Waiter>::iterator AcceptWaiters::erase_waiter(Queue& queue, std::deque<Waiter>::iterator it) {
   auto kind = queue.kinds.find(kind_of(it->options));
   if (--kind->second == 0) queue.kinds.erase(kind);
   return queue.waiters.erase(it);
 }
 
-bool Acceptor::has_waiters(const std::string& type) {
+bool AcceptWaiters::has_waiters(const std::string& type) {
   std::lock_guard lock(mu_);
   auto it = queues_.find(type);
   return it != queues_.end() && !it->second.waiters.empty();
 }
 
-uint64_t Acceptor::reserve() {
+uint64_t AcceptWaiters::reserve() {
   std::lock_guard lock(mu_);
   const uint64_t ticket = next_ticket_++;
   reserved_.emplace(ticket, false);
   return ticket;
 }
 
-void Acceptor::forget(uint64_t reserved) {
+void AcceptWaiters::forget(uint64_t reserved) {
   std::lock_guard lock(mu_);
   reserved_.erase(reserved);
 }
 
-bool Acceptor::cancel(uint64_t ticket) {
+bool AcceptWaiters::cancel(uint64_t ticket) {
   Callback callback;
   {
     std::lock_guard lock(mu_);
@@ -227,14 +162,14 @@ bool Acceptor::cancel(uint64_t ticket) {
   return true;
 }
 
-void Acceptor::drop_if_empty(std::map<std::string, Queue>::iterator it) {
+void AcceptWaiters::drop_if_empty(std::map<std::string, Queue>::iterator it) {
   // A queue whose batch is in flight stays until that batch finishes, so the type never has
   // two attempts at once (a submit meanwhile finds the queue and waits its turn).
   if (!it->second.waiters.empty() || it->second.in_flight) return;
   queues_.erase(it);
 }
 
-void Acceptor::expire(const std::string& type, Queue& queue, kv::Clock::time_point now, Done& done) {
+void AcceptWaiters::expire(const std::string& type, Queue& queue, kv::Clock::time_point now, Done& done) {
   for (auto it = queue.waiters.begin(); it != queue.waiters.end();) {
     if (it->deadline > now) {
       ++it;
@@ -245,7 +180,7 @@ void Acceptor::expire(const std::string& type, Queue& queue, kv::Clock::time_poi
   }
 }
 
-kv::Clock::time_point Acceptor::next_wake(kv::Clock::time_point now) const {
+kv::Clock::time_point AcceptWaiters::next_wake(kv::Clock::time_point now) const {
   auto wake = now + kIdle;
   for (const auto& [type, queue] : queues_) {
     for (const auto& w : queue.waiters) wake = std::min(wake, w.deadline);
@@ -254,7 +189,7 @@ kv::Clock::time_point Acceptor::next_wake(kv::Clock::time_point now) const {
   return wake;
 }
 
-void Acceptor::run() {
+void AcceptWaiters::run() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
     const auto now = kv::Clock::now();
@@ -303,7 +238,7 @@ void Acceptor::run() {
   }
 }
 
-std::optional<Acceptor::Batch> Acceptor::next_batch(const std::string& type, Queue& queue) {
+std::optional<AcceptWaiters::Batch> AcceptWaiters::next_batch(const std::string& type, Queue& queue) {
   const auto& nothing = queue.found_nothing;
   // Every kind still waiting found nothing: done, without walking thousands of idle waiters.
   const auto untried = std::count_if(queue.kinds.begin(), queue.kinds.end(), [&](const auto& k) {
@@ -319,7 +254,7 @@ std::optional<Acceptor::Batch> Acceptor::next_batch(const std::string& type, Que
   for (auto it = first; it != queue.waiters.end() && batch.takers.size() < kMaxBatch; ++it) {
     if (kind_of(it->options) != kind) continue;
     batch.tickets.push_back(it->ticket);
-    batch.takers.push_back({it->lock, it->options.worker});
+    batch.takers.push_back({it->lock, it->options.worker, it->options.worker_type});
     if (it->commit == Commit::kAsync) batch.commit = Commit::kAsync;
   }
   // No live watch: this batch's look arms the next one (one batch of a type is in flight at a
@@ -329,7 +264,7 @@ std::optional<Acceptor::Batch> Acceptor::next_batch(const std::string& type, Que
   return batch;
 }
 
-void Acceptor::start_batch(const std::string& type, Batch batch) {
+void AcceptWaiters::start_batch(const std::string& type, Batch batch) {
   if (batch.commit == Commit::kBlocking) {
     AcceptOutcome outcome{NotFound(""), std::nullopt, {}};
     outcome.jobs = attempt_accept_many(store_, keys_, options_, type, batch.options, batch.takers, &outcome.next_due,
@@ -344,7 +279,7 @@ void Acceptor::start_batch(const std::string& type, Batch batch) {
                             });
 }
 
-void Acceptor::finish_batch(const std::string& type, const Batch& batch, AcceptOutcome outcome) {
+void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch, AcceptOutcome outcome) {
   auto& jobs = outcome.jobs;
   const auto& next_due = outcome.next_due;
   const bool looked = jobs.ok() || jobs.status().code() == Code::kNotFound;

@@ -1,4 +1,4 @@
-// jobs/acceptor.h — serves every accept that has to wait, from one thread per Jobs.
+// jobs/accept_waiters.h — serves every accept that has to wait, from one thread per Jobs.
 //
 // A waiting accept is a queued callback, not a blocked thread, so a server can hold many
 // thousands of long-polls. Per type, waiters are served in arrival order. Waiters with the same
@@ -36,6 +36,7 @@
 #include <string>
 #include <thread>
 
+#include "jobs/pending_picks.h"
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
 
@@ -45,43 +46,13 @@ class ThreadPool;
 
 namespace kvq::jobs {
 
-// Who gets a job an accept takes: the lock it is handed out with and the worker recorded on it.
-struct Taker {
-  std::string lock;
-  std::string worker;
-};
-
-// One accept attempt in its own transaction (with retries, recognising its own earlier commit
-// after an unknown result): up to takers.size() due jobs, the i-th for takers[i]. kNotFound
-// when nothing is due; when fewer than wanted were due, *next_due then holds the earliest
-// scheduled time of a pending job not yet due, if any. With `watch`, the last try also arms a
-// watch on the type's pending token there.
-Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys, const JobsOptions& options,
-                                             std::string_view type, const AcceptOptions& accept,
-                                             const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-                                             kv::Watch* watch = nullptr);
-// What attempt_accept_many_async hands its caller.
-struct AcceptOutcome {
-  Result<std::vector<Job>> jobs;
-  std::optional<int64_t> next_due;  // as attempt_accept_many's
-  kv::Watch watch;                  // armed when asked for
-};
-// attempt_accept_many for a caller that must not block (kv::run_async): `done` gets the outcome,
-// perhaps on another thread. The Jobs behind `keys` and `options` must outlive the call.
-void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string type,
-                               AcceptOptions accept, std::vector<Taker> takers, bool arm_watch,
-                               std::function<void(AcceptOutcome)> done);
-// The same for one job, taken with `lock` for accept.worker.
-Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
-                           const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due);
-
-class Acceptor {
+class AcceptWaiters {
  public:
   using Callback = std::function<void(Result<Job>)>;
 
-  Acceptor(kv::Store& store, const Keys& keys, const JobsOptions& options);
+  AcceptWaiters(kv::Store& store, const Keys& keys, const JobsOptions& options);
   // Ends every waiter with kCancelled; waits for attempts in flight.
-  ~Acceptor();
+  ~AcceptWaiters();
 
   // How an attempt for a waiter commits.
   enum class Commit { kBlocking, kAsync };
@@ -142,11 +113,11 @@ class Acceptor {
     // Armed and not fired since (a fire marks the watch ready before its callback runs).
     bool live() const { return watch.valid() && !watch.ready(); }
   };
-  // Where fired watches report: outlives the Acceptor, whose destructor detaches it (under
+  // Where fired watches report: outlives the AcceptWaiters, whose destructor detaches it (under
   // `mu`, so a fire in progress finishes first).
   struct FireSink {
     std::mutex mu;
-    Acceptor* acceptor = nullptr;
+    AcceptWaiters* acceptor = nullptr;
   };
   using Done = std::vector<std::pair<Callback, Result<Job>>>;
 

@@ -1,6 +1,6 @@
-// The acceptor's wake-up protocol (src/jobs/acceptor.h), white-box, on real LMDB: the cases a
+// The accept waiters' wake-up protocol (src/jobs/accept_waiters.h), white-box, on real LMDB: the cases a
 // black-box race cannot hit on purpose.
-#include "jobs/acceptor.h"
+#include "jobs/accept_waiters.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <memory>
 #include <thread>
 
-#include "jobs/jobs_impl.h"
+#include "jobs/pending_picks.h"
 #include "jobs/schema.h"
 #include "kv/fault_injection.h"
 #include "kvq/jobs.h"
@@ -20,10 +20,10 @@ namespace kvq::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using jobs::Acceptor;
+using jobs::AcceptWaiters;
 using jobs::Job;
 
-class AcceptorTest : public ::testing::Test {
+class AcceptWaitersTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto store = open_lmdb_store({.path = dir_.path(), .durability = Durability::kNoSync});
@@ -33,19 +33,19 @@ class AcceptorTest : public ::testing::Test {
     ASSERT_TRUE(opened.ok()) << opened.status().to_string();
     jobs_ = std::move(*opened);
     ASSERT_TRUE(jobs_->set_type_timeout("work", 60s).ok());
-    acceptor_ = std::make_unique<Acceptor>(*store_, keys_, options_);
+    waiters_ = std::make_unique<AcceptWaiters>(*store_, keys_, options_);
   }
-  void TearDown() override { acceptor_.reset(); }
+  void TearDown() override { waiters_.reset(); }
 
   // Queues a waiter on "work" whose own look (if any) began when the live watch was `generation`.
   void wait_for_job(std::optional<uint64_t> generation, std::shared_ptr<Delivered<Result<Job>>> into) {
-    acceptor_->submit("work", {.timeout = 10s}, jobs::new_lock("work"), kv::Clock::now() + 10s, generation,
-                      deliver_to(into), Acceptor::Commit::kBlocking);
+    waiters_->submit("work", {.timeout = 10s}, jobs::new_lock("work"), kv::Clock::now() + 10s, generation,
+                      deliver_to(into), AcceptWaiters::Commit::kBlocking);
   }
   // The live watch's generation once there is one (0 if none came within 5 s).
   uint64_t live_watch() {
     for (auto give_up = kv::Clock::now() + 5s; kv::Clock::now() < give_up; std::this_thread::sleep_for(1ms)) {
-      if (uint64_t g = acceptor_->watch_generation("work")) return g;
+      if (uint64_t g = waiters_->watch_generation("work")) return g;
     }
     return 0;
   }
@@ -55,10 +55,10 @@ class AcceptorTest : public ::testing::Test {
   jobs::Keys keys_{options_.key_prefix};
   std::shared_ptr<kv::Store> store_;
   std::unique_ptr<jobs::Jobs> jobs_;
-  std::unique_ptr<Acceptor> acceptor_;
+  std::unique_ptr<AcceptWaiters> waiters_;
 };
 
-TEST_F(AcceptorTest, AWaiterWhoseLookPredatesTheLiveWatchIsLookedForAgain) {
+TEST_F(AcceptWaitersTest, AWaiterWhoseLookPredatesTheLiveWatchIsLookedForAgain) {
   // A first waiter makes a round arm the type's watch: generation g1.
   auto first = std::make_shared<Delivered<Result<Job>>>();
   wait_for_job(std::nullopt, first);
@@ -73,7 +73,7 @@ TEST_F(AcceptorTest, AWaiterWhoseLookPredatesTheLiveWatchIsLookedForAgain) {
               }).ok());
   ASSERT_TRUE(first->wait_for(1, 5s));
   ASSERT_TRUE(first->values()[0].ok()) << first->values()[0].status().to_string();
-  const uint64_t g2 = acceptor_->watch_generation("work");
+  const uint64_t g2 = waiters_->watch_generation("work");
   ASSERT_NE(g2, 0u);
   ASSERT_NE(g2, g1) << "the round that served the first waiter armed a new watch";
   // The second caller queues with the generation it read before its look. A live watch is not
@@ -87,7 +87,7 @@ TEST_F(AcceptorTest, AWaiterWhoseLookPredatesTheLiveWatchIsLookedForAgain) {
   EXPECT_LT(kv::Clock::now() - start, 3s);
 }
 
-TEST_F(AcceptorTest, AWaiterCoveredByTheStillLiveWatchIsWokenByTheNextAdd) {
+TEST_F(AcceptWaitersTest, AWaiterCoveredByTheStillLiveWatchIsWokenByTheNextAdd) {
   auto first = std::make_shared<Delivered<Result<Job>>>();
   wait_for_job(std::nullopt, first);
   const uint64_t g1 = live_watch();
@@ -104,18 +104,18 @@ TEST_F(AcceptorTest, AWaiterCoveredByTheStillLiveWatchIsWokenByTheNextAdd) {
   EXPECT_TRUE(second->values()[0].ok());
 }
 
-TEST_F(AcceptorTest, OnAStoreWhoseCallsWaitTheBatchesOfTwoTypesRunSideBySide) {
+TEST_F(AcceptWaitersTest, OnAStoreWhoseCallsWaitTheBatchesOfTwoTypesRunSideBySide) {
   // Every commit through this store waits a second, as a distant etcd's might.
   constexpr std::chrono::milliseconds kLatency = 1000ms;
   auto slow = std::make_shared<kv::FaultInjectingStore>(store_, kv::FaultOptions{.commit_latency = kLatency});
   ASSERT_FALSE(slow->nonblocking());
-  Acceptor acceptor(*slow, keys_, options_);
+  AcceptWaiters acceptor(*slow, keys_, options_);
   ASSERT_TRUE(jobs_->set_type_timeout("other", 60s).ok());
   auto work = std::make_shared<Delivered<Result<Job>>>();
   auto other = std::make_shared<Delivered<Result<Job>>>();
   for (auto& [type, into] : {std::pair{"work", work}, std::pair{"other", other}}) {
     acceptor.submit(type, {.timeout = 30s}, jobs::new_lock(type), kv::Clock::now() + 30s, std::nullopt,
-                    deliver_to(into), Acceptor::Commit::kBlocking);
+                    deliver_to(into), AcceptWaiters::Commit::kBlocking);
   }
   // Both rounds found nothing and armed their watches.
   for (auto give_up = kv::Clock::now() + 10s;

@@ -1,0 +1,232 @@
+#include "jobs/pending_picks.h"
+
+#include <memory>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "jobs/job_store.h"
+#include "util/random.h"
+#include "util/secret.h"
+
+namespace kvq::jobs {
+namespace {
+
+// Priority levels examined per attempt; beyond it a caller sees "nothing due" (and is woken by
+// the next change). Priorities are meant to be a handful of levels.
+constexpr int kMaxPriorityLevels = 64;
+// A lock is what lets a worker change its job, so it is a secret: 128 random bits from the
+// kernel, then the type tag. Rows keep the locks of earlier builds (24 hex digits), which still
+// compare as they did.
+constexpr size_t kLockBytes = util::kMinSecretBytes;
+
+}  // namespace
+
+std::string type_tag(std::string_view type) {
+  uint32_t h = 2166136261u;  // FNV-1a: a stable tag, not a secret
+  for (unsigned char c : type) h = (h ^ c) * 16777619u;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string tag(8, '0');
+  for (int i = 7; i >= 0; --i, h >>= 4) tag[i] = kHex[h & 15];
+  return tag;
+}
+
+std::string new_lock(std::string_view type) { return util::secret_hex(kLockBytes) + "-" + type_tag(type); }
+
+Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
+                                         std::string_view type, const AcceptOptions& accept,
+                                         const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
+                                         Pick pick) {
+  const int64_t max_time = accept.max_scheduled_time_ms.value_or(now_ms());
+  const auto end = keys.pending_of(type).second;
+  std::string from = keys.pending_of(type).first;
+  std::vector<Job> taken;
+  const size_t spread = std::max(options.accept_spread, takers.size());
+  // Each priority level costs one look, or two when it held fewer due jobs than wanted.
+  for (int look = 0; look < 2 * kMaxPriorityLevels && taken.size() < takers.size(); ++look) {
+    // Snapshot reads: only the jobs finally picked add conflicts, so acceptors that pick
+    // different jobs never collide. One read per level: the index orders a level's entries by
+    // scheduled time, so its due jobs are the first entries read, up to the level's due bound
+    // (on etcd each read is a round trip).
+    KVQ_ASSIGN_OR_RETURN(auto due, txn.get_range(from, end, {.limit = spread, .snapshot = true}));
+    if (due.empty()) break;
+    KVQ_ASSIGN_OR_RETURN(auto head, keys.parse_pending(due[0].key));
+    if (accept.max_priority && head.priority > *accept.max_priority) break;
+    const std::string due_end = keys.pending_due(type, head.priority, max_time).second;
+    due.erase(std::find_if(due.begin(), due.end(), [&](const kv::KeyValue& kv) { return kv.key >= due_end; }),
+              due.end());
+    if (due.empty()) {
+      if (next_due && (!*next_due || head.scheduled < **next_due)) *next_due = head.scheduled;
+      if (head.priority == INT64_MAX) break;
+      from = keys.pending_from_priority(type, head.priority + 1);
+      continue;
+    }
+    // In order: the first due jobs. Spread: a random choice among the first `spread`, so that
+    // acceptors that collided on the same snapshot seldom pick the same ones again.
+    const size_t want = std::min(due.size(), takers.size() - taken.size());
+    for (size_t i = 0; i < want; ++i) {
+      if (pick == Pick::kSpread) std::swap(due[i], due[i + util::random_below(due.size() - i)]);
+      KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_pending(due[i].key));
+      KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, entry.id));
+      if (!before || state_of(*before) != State::kPending || before->priority != entry.priority ||
+          before->scheduled != entry.scheduled) {
+        return Internal("pending index entry for job '" + entry.id + "' does not match its row");
+      }
+      const Taker& taker = takers[taken.size()];
+      JobRow after = *before;
+      after.lock = taker.lock;
+      after.worker = taker.worker;
+      after.worker_type = taker.worker_type;
+      after.attempts += 1;
+      KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, entry.id, before, after));
+      taken.push_back(Job{std::string(type), entry.id, taker.lock, std::move(after.data), taker.worker, taker.worker_type});
+    }
+    // Still short: look again from the same place. The jobs just taken are gone from this
+    // transaction's view, so the next look sees what is left of this level (not yet due, or
+    // nothing) and moves on from there.
+  }
+  if (taken.empty()) return NotFound("no job of type '" + std::string(type) + "' is due");
+  return taken;
+}
+
+Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
+                       const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due) {
+  KVQ_ASSIGN_OR_RETURN(auto jobs, try_accept_many(txn, keys, options, type, accept,
+                                                  {{lock, accept.worker, accept.worker_type}}, next_due, Pick::kInOrder));
+  return std::move(jobs.front());
+}
+
+Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                                       uint64_t version, const std::vector<Taker>& takers) {
+  std::vector<std::optional<Job>> by_taker(takers.size());
+  auto [begin, end] = keys.activity_at(type, version);
+  KVQ_ASSIGN_OR_RETURN(auto entries, txn.get_range(begin, end));
+  for (const auto& kv : entries) {
+    KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_activity(kv.key));
+    KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, entry.id));
+    for (size_t i = 0; row && i < takers.size(); ++i) {
+      if (util::secret_equal(row->lock, takers[i].lock)) {
+        by_taker[i] = Job{std::string(type), entry.id, takers[i].lock, row->data, row->worker, row->worker_type};
+      }
+    }
+  }
+  std::vector<Job> found;  // in takers' order, as try_accept_many returns them
+  for (auto& job : by_taker) {
+    if (job) found.push_back(std::move(*job));
+  }
+  return found;
+}
+
+namespace {
+
+// An accept attempt in flight in this process, counted per Jobs (its Keys) and type for as long
+// as it lives. Attempts that overlap here would read the same head and collide on it, so only
+// one that started alone takes the due jobs in order.
+class InFlight {
+ public:
+  InFlight(const Keys& keys, std::string_view type) : key_(&keys, std::string(type)) {
+    std::lock_guard lock(mu());
+    alone_ = counts()[key_]++ == 0;
+  }
+  ~InFlight() {
+    std::lock_guard lock(mu());
+    auto it = counts().find(key_);
+    if (--it->second == 0) counts().erase(it);
+  }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+  // No other attempt of its type was in flight here when it started.
+  bool alone() const { return alone_; }
+
+ private:
+  using Key = std::pair<const Keys*, std::string>;
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<Key, size_t>& counts() {
+    static std::map<Key, size_t> c;
+    return c;
+  }
+  Key key_;
+  bool alone_ = false;
+};
+
+// One try of an accept. An earlier try's commit result may have been unknown: it may have taken
+// jobs already, which `attempt_version` (its read version) finds. The first try of an attempt
+// that started alone in this process takes the due jobs in order; a retry (after a conflict,
+// with an acceptor of another process that took the same head) or an attempt that overlaps
+// another here spreads its pick.
+Result<std::vector<Job>> accept_attempt(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
+                                        std::string_view type, const AcceptOptions& accept,
+                                        const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
+                                        std::optional<uint64_t>& attempt_version, bool& tried, bool alone,
+                                        kv::Watch* watch) {
+  const Pick pick = tried || !alone ? Pick::kSpread : Pick::kInOrder;
+  tried = true;
+  if (attempt_version) {
+    KVQ_ASSIGN_OR_RETURN(auto taken, find_accepted(txn, keys, type, *attempt_version, takers));
+    if (!taken.empty()) return taken;
+  }
+  if (next_due) next_due->reset();
+  if (watch) {
+    // At the look's own read version: an add the look cannot see changes the token after it.
+    KVQ_ASSIGN_OR_RETURN(*watch, txn.watch(keys.pending_token(type)));
+  }
+  auto taken = try_accept_many(txn, keys, options, type, accept, takers, next_due, pick);
+  // Read after the look, whose first read fixed it: on etcd asking first would cost a round trip.
+  KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
+  return taken;
+}
+
+}  // namespace
+
+Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys, const JobsOptions& options,
+                                             std::string_view type, const AcceptOptions& accept,
+                                             const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
+                                             kv::Watch* watch) {
+  std::optional<uint64_t> attempt_version;
+  bool tried = false;
+  const InFlight in_flight(keys, type);
+  return kv::run(store, [&](kv::Transaction& txn) {
+    return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version, tried,
+                          in_flight.alone(), watch);
+  }, options.retry);
+}
+
+void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string type,
+                               AcceptOptions accept, std::vector<Taker> takers, bool arm_watch,
+                               std::function<void(AcceptOutcome)> done) {
+  struct Attempt {
+    std::string type;
+    AcceptOptions accept;
+    std::vector<Taker> takers;
+    bool arm_watch;
+    std::optional<uint64_t> attempt_version;
+    bool tried = false;
+    std::optional<int64_t> next_due;  // of the last try, the one whose outcome `done` gets
+    kv::Watch watch;                  // likewise
+    std::unique_ptr<InFlight> in_flight;  // until the attempt settles
+  };
+  auto a = std::make_shared<Attempt>(
+      Attempt{std::move(type), std::move(accept), std::move(takers), arm_watch, {}, false, {}, {}, nullptr});
+  a->in_flight = std::make_unique<InFlight>(keys, a->type);
+  kv::run_async(store, [a, &keys, &options](kv::Transaction& txn) {
+    return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, &a->next_due, a->attempt_version, a->tried,
+                          a->in_flight->alone(), a->arm_watch ? &a->watch : nullptr);
+  }, [a, done = std::move(done)](Result<std::vector<Job>> jobs) {
+    a->in_flight.reset();
+    done(AcceptOutcome{std::move(jobs), a->next_due, std::move(a->watch)});
+  }, options.retry);
+}
+
+Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
+                           const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due) {
+  KVQ_ASSIGN_OR_RETURN(auto jobs,
+                       attempt_accept_many(store, keys, options, type, accept, {{lock, accept.worker, accept.worker_type}}, next_due));
+  return std::move(jobs.front());
+}
+
+}  // namespace kvq::jobs

@@ -1,0 +1,79 @@
+// jobs/pending_picks.h — taking due jobs off the pending index: the one place a job goes from
+// pending to running, in a caller's transaction (try_*) or in one of its own with retries
+// (attempt_*), and the locks the jobs are handed out with.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jobs/schema.h"
+#include "kvq/jobs.h"
+
+namespace kvq::jobs {
+
+// Who gets a job an accept takes: the lock it is handed out with and the worker (and its
+// worker type) recorded on it.
+struct Taker {
+  std::string lock;
+  std::string worker;
+  std::string worker_type;
+};
+
+// A fresh random lock. Its suffix tags the type, so a handle used with another type is caught
+// as invalid input rather than reported as a fenced-out worker.
+std::string new_lock(std::string_view type);
+std::string type_tag(std::string_view type);
+
+// How a look chooses among the due jobs of its best priority level.
+enum class Pick {
+  kInOrder,  // the first ones, in scheduled order (then id): FIFO within a priority
+  kSpread,   // at random among the first JobsOptions::accept_spread, so that acceptors that
+             // collided on one snapshot seldom collide again
+};
+
+// The non-blocking heart of accept, in the caller's transaction: takes up to takers.size()
+// distinct due jobs (highest priority first, then as `pick` says), the i-th for takers[i]. On
+// nothing due: kNotFound. When fewer jobs than takers were due, *next_due (if given) receives
+// the earliest scheduled time of a pending job not yet due, if any.
+Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
+                                         std::string_view type, const AcceptOptions& accept,
+                                         const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
+                                         Pick pick);
+// try_accept_many for one taker (`lock`, accept.worker and accept.worker_type), in order.
+Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
+                       const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due);
+// After an unknown commit result: the jobs an earlier attempt (at read version `version`) took
+// for `takers`, if that attempt did commit (all of them, or none).
+Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                                       uint64_t version, const std::vector<Taker>& takers);
+
+// One accept attempt in its own transaction (with retries, recognising its own earlier commit
+// after an unknown result): up to takers.size() due jobs, the i-th for takers[i], in order on
+// the first try of an attempt that started while no other of its type was in flight in this
+// process, else spread (Pick). kNotFound
+// when nothing is due; when fewer than wanted were due, *next_due then holds the earliest
+// scheduled time of a pending job not yet due, if any. With `watch`, the last try also arms a
+// watch on the type's pending token there.
+Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys, const JobsOptions& options,
+                                             std::string_view type, const AcceptOptions& accept,
+                                             const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
+                                             kv::Watch* watch = nullptr);
+// What attempt_accept_many_async hands its caller.
+struct AcceptOutcome {
+  Result<std::vector<Job>> jobs;
+  std::optional<int64_t> next_due;  // as attempt_accept_many's
+  kv::Watch watch;                  // armed when asked for
+};
+// attempt_accept_many for a caller that must not block (kv::run_async): `done` gets the outcome,
+// perhaps on another thread. The Jobs behind `keys` and `options` must outlive the call.
+void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string type,
+                               AcceptOptions accept, std::vector<Taker> takers, bool arm_watch,
+                               std::function<void(AcceptOutcome)> done);
+// The same for one job, taken with `lock` for accept.worker.
+Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
+                           const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due);
+
+}  // namespace kvq::jobs
