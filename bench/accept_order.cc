@@ -49,16 +49,21 @@ int main(int argc, char** argv) {
   size_t n_workers = 16;
   auto durability = kvq::Durability::kNoSync;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--jobs")) n_jobs = std::strtoul(argv[i + 1], nullptr, 10);
-    else if (!std::strcmp(argv[i], "--workers")) n_workers = std::strtoul(argv[i + 1], nullptr, 10);
+    if (!std::strcmp(argv[i], "--jobs"))
+      n_jobs = std::strtoul(argv[i + 1], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--workers"))
+      n_workers = std::strtoul(argv[i + 1], nullptr, 10);
     else if (!std::strcmp(argv[i], "--durability")) {
-      durability = std::strcmp(argv[i + 1], "sync") ? kvq::Durability::kNoSync : kvq::Durability::kSync;
+      durability =
+          std::strcmp(argv[i + 1], "sync") ? kvq::Durability::kNoSync : kvq::Durability::kSync;
     } else {
-      std::fprintf(stderr, "usage: accept_order [--jobs N] [--workers W] [--durability sync|nosync]\n");
+      std::fprintf(stderr,
+                   "usage: accept_order [--jobs N] [--workers W] [--durability sync|nosync]\n");
       return 2;
     }
   }
-  if (n_jobs == 0 || n_workers == 0) return std::fprintf(stderr, "accept_order: --jobs and --workers must be > 0\n"), 2;
+  if (n_jobs == 0 || n_workers == 0)
+    return std::fprintf(stderr, "accept_order: --jobs and --workers must be > 0\n"), 2;
 
   std::string error;
   std::string dir = kvq::bench::make_temp_dir("accept_order", error);
@@ -69,9 +74,11 @@ int main(int argc, char** argv) {
     auto opened = kvq::jobs::Jobs::open(*store);
     if (!opened.ok()) return fail("Jobs::open", opened.status());
     auto& jobs = **opened;
-    if (auto s = jobs.set_type_timeout("order", minutes(10)); !s.ok()) return fail("set_type_timeout", s);
-    const int64_t first = duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count() -
-                          static_cast<int64_t>(n_jobs) - 1000;
+    if (auto s = jobs.set_type_timeout("order", minutes(10)); !s.ok())
+      return fail("set_type_timeout", s);
+    const int64_t first =
+        duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count() -
+        static_cast<int64_t>(n_jobs) - 1000;
     constexpr size_t kAddBatch = 500;
     for (size_t i = 0; i < n_jobs;) {
       const size_t end = std::min(n_jobs, i + kAddBatch);
@@ -115,12 +122,13 @@ int main(int argc, char** argv) {
     size_t out_of_place = 0;
     for (size_t d : displacement) sum += static_cast<double>(d), out_of_place += d != 0;
     const size_t p99 = displacement.empty() ? 0 : displacement[displacement.size() * 99 / 100];
-    std::printf("workers=%zu jobs=%zu taken=%zu failures=%zu  displacement mean=%.1f p99=%zu max=%zu "
-                "out_of_place=%.1f%%  jobs/s=%.0f\n",
-                n_workers, n_jobs, taken, failures.load(), taken ? sum / static_cast<double>(taken) : 0.0, p99,
-                displacement.empty() ? 0 : displacement.back(),
-                taken ? 100.0 * static_cast<double>(out_of_place) / static_cast<double>(taken) : 0.0,
-                static_cast<double>(taken) / seconds);
+    std::printf(
+        "workers=%zu jobs=%zu taken=%zu failures=%zu  displacement mean=%.1f p99=%zu max=%zu "
+        "out_of_place=%.1f%%  jobs/s=%.0f\n",
+        n_workers, n_jobs, taken, failures.load(), taken ? sum / static_cast<double>(taken) : 0.0,
+        p99, displacement.empty() ? 0 : displacement.back(),
+        taken ? 100.0 * static_cast<double>(out_of_place) / static_cast<double>(taken) : 0.0,
+        static_cast<double>(taken) / seconds);
     return taken == n_jobs && failures == 0 ? 0 : 1;
   }();
   kvq::bench::remove_dir(dir);

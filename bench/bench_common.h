@@ -27,7 +27,8 @@ inline std::string make_temp_dir(const std::string& program, std::string& error)
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
   if (mkdtemp(buf.data()) == nullptr) {
-    error = "mkdtemp(" + templ + ") failed: " + std::error_code(errno, std::generic_category()).message();
+    error = "mkdtemp(" + templ +
+            ") failed: " + std::error_code(errno, std::generic_category()).message();
     return "";
   }
   return std::string(buf.data());

@@ -84,7 +84,9 @@ const std::string& payload() {
 using kvq::bench::bench_base_dir;
 using kvq::bench::remove_dir;
 
-std::string make_temp_dir(std::string& error) { return kvq::bench::make_temp_dir("jobs_bench", error); }
+std::string make_temp_dir(std::string& error) {
+  return kvq::bench::make_temp_dir("jobs_bench", error);
+}
 
 // A field of /proc/self/status ("VmRSS", "RssAnon", "RssFile") in MiB, or -1 if unreadable.
 // RssFile includes the pages of LMDB's memory-mapped data file that this process touched.
@@ -133,9 +135,10 @@ struct Fixture {
     error.clear();
     static int runs = 0;
     const auto now = std::chrono::system_clock::now().time_since_epoch();
-    const std::string prefix = "kvq-jobs-bench/" + std::to_string(getpid()) + "-" +
-                               std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now).count()) +
-                               "-" + std::to_string(runs++) + "/";
+    const std::string prefix =
+        "kvq-jobs-bench/" + std::to_string(getpid()) + "-" +
+        std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now).count()) + "-" +
+        std::to_string(runs++) + "/";
     auto s = kvq::open_etcd_store({.endpoints = endpoints, .key_prefix = prefix});
     if (!s.ok()) {
       error = "open_etcd_store: " + s.status().to_string();
@@ -171,7 +174,8 @@ struct Fixture {
       });
       if (!st.ok()) error = "prefill: " + st.to_string();
     }
-    prefill_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    prefill_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     rss_after_prefill_mb = status_mb("VmRSS");
     rss_anon_after_prefill_mb = status_mb("RssAnon");
   }
@@ -253,7 +257,8 @@ void report_failures(benchmark::State& state, int64_t add_failures, int64_t acce
   state.counters["finish_failures"] = static_cast<double>(finish_failures);
 }
 
-// ---- 1. Lifecycle --------------------------------------------------------------------------------
+// ---- 1. Lifecycle
+// --------------------------------------------------------------------------------
 
 void BM_JobLifecycle(benchmark::State& state) {
   if (skip_if_broken(state)) return;
@@ -277,7 +282,8 @@ void BM_JobLifecycle(benchmark::State& state) {
 
 Status add_batch(jobs::Jobs& j, const benchmark::State& state, int64_t first, int count) {
   return kv::run(j.store(), [&](kv::Transaction& txn) -> Status {
-    for (int i = 0; i < count; ++i) KVQ_RETURN_IF_ERROR(j.add(txn, kType, job_id(state, first + i), payload()));
+    for (int i = 0; i < count; ++i)
+      KVQ_RETURN_IF_ERROR(j.add(txn, kType, job_id(state, first + i), payload()));
     return Status::OK();
   });
 }
@@ -306,7 +312,8 @@ void BM_AcceptScale(benchmark::State& state) {
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
     auto job = j.accept(kType, {.timeout = kAcceptTimeout});
-    accept_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    accept_us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     if (!job.ok()) {
       ++accept_failures;
     } else if (!j.finish(*job).ok()) {
@@ -343,11 +350,20 @@ void register_all() {
   const Variant variants[] = {
       {"BM_JobLifecycle/nosync", BM_JobLifecycle, PlainSetup<Durability::kNoSync>, {1, 4, 16}},
       {"BM_JobLifecycle/sync", BM_JobLifecycle, PlainSetup<Durability::kSync>, {1, 4, 16}},
-      {"BM_AcceptContention/nosync", BM_AcceptContention, ContentionSetup<Durability::kNoSync>, {4, 64}},
-      {"BM_AcceptContention/sync", BM_AcceptContention, ContentionSetup<Durability::kSync>, {4, 64}},
+      {"BM_AcceptContention/nosync",
+       BM_AcceptContention,
+       ContentionSetup<Durability::kNoSync>,
+       {4, 64}},
+      {"BM_AcceptContention/sync",
+       BM_AcceptContention,
+       ContentionSetup<Durability::kSync>,
+       {4, 64}},
   };
   for (const Variant& v : variants) {
-    auto* b = benchmark::RegisterBenchmark(v.name, v.fn)->Setup(v.setup)->Teardown(Teardown)->UseRealTime();
+    auto* b = benchmark::RegisterBenchmark(v.name, v.fn)
+                  ->Setup(v.setup)
+                  ->Teardown(Teardown)
+                  ->UseRealTime();
     for (int t : v.threads) b->Threads(t);
   }
   if (const auto endpoints = etcd_endpoints(); !endpoints.empty()) {
@@ -360,7 +376,8 @@ void register_all() {
                   ->UseRealTime();
     for (int t : {1, 4, 16}) b->Threads(t);
   } else {
-    std::fprintf(stderr, "jobs_bench: KVQ_BENCH_ETCD is not set; BM_JobLifecycle/etcd is not registered\n");
+    std::fprintf(stderr,
+                 "jobs_bench: KVQ_BENCH_ETCD is not set; BM_JobLifecycle/etcd is not registered\n");
   }
   benchmark::RegisterBenchmark("BM_AcceptScale/nosync/pending:1000", BM_AcceptScale)
       ->Setup(ScaleSetup<1'000>)

@@ -47,7 +47,9 @@ constexpr uint64_t kMapSize = uint64_t{1} << 30;
 using kvq::bench::bench_base_dir;
 using kvq::bench::remove_dir;
 
-std::string make_temp_dir(std::string& error) { return kvq::bench::make_temp_dir("kv_bench", error); }
+std::string make_temp_dir(std::string& error) {
+  return kvq::bench::make_temp_dir("kv_bench", error);
+}
 
 std::string thread_key(const benchmark::State& state) {
   return "c/" + std::to_string(state.thread_index());
@@ -68,7 +70,8 @@ struct CounterText {
 
 CounterText format_counter(uint64_t n) {
   CounterText out{};
-  out.size = static_cast<size_t>(std::to_chars(out.buf, out.buf + sizeof(out.buf), n).ptr - out.buf);
+  out.size =
+      static_cast<size_t>(std::to_chars(out.buf, out.buf + sizeof(out.buf), n).ptr - out.buf);
   return out;
 }
 
@@ -150,7 +153,9 @@ MDB_dbi g_raw_dbi = 0;
 std::string g_raw_dir;
 std::string g_raw_error;
 
-std::string lmdb_error(const char* what, int rc) { return std::string(what) + ": " + mdb_strerror(rc); }
+std::string lmdb_error(const char* what, int rc) {
+  return std::string(what) + ": " + mdb_strerror(rc);
+}
 
 void close_raw_env() {
   if (g_raw_env != nullptr) mdb_env_close(g_raw_env);
@@ -177,7 +182,8 @@ void RawSetup(const benchmark::State&) {
     return fail(lmdb_error("mdb_env_open", rc));
   }
   MDB_txn* txn = nullptr;
-  if (int rc = mdb_txn_begin(g_raw_env, nullptr, 0, &txn); rc) return fail(lmdb_error("mdb_txn_begin", rc));
+  if (int rc = mdb_txn_begin(g_raw_env, nullptr, 0, &txn); rc)
+    return fail(lmdb_error("mdb_txn_begin", rc));
   // A named database, like the kv backend's "data".
   if (int rc = mdb_dbi_open(txn, "data", MDB_CREATE, &g_raw_dbi); rc) {
     mdb_txn_abort(txn);

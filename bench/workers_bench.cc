@@ -69,12 +69,16 @@ constexpr int kRepeats = 5;
 constexpr const char* kWorkerType = "w";
 constexpr const char* kJobType = "work";
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 double cpu_seconds() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  auto tv = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
   return tv(ru.ru_utime) + tv(ru.ru_stime);
 }
 
@@ -124,7 +128,7 @@ bool run_mode(Durability mode) {
   std::shared_ptr<jobs::Jobs> jobs_layer = std::move(*j);
 
   auto on_departure = [jobs_layer](kv::Transaction& txn, const std::string& type,
-                                  const std::string& id) -> Status {
+                                   const std::string& id) -> Status {
     auto released = jobs_layer->release_worker(txn, type, id);
     return released.ok() ? Status::OK() : released.status();
   };
@@ -168,18 +172,24 @@ bool run_mode(Durability mode) {
   const double commit_rate = static_cast<double>(v1 - v0) / window;
   const double check_rate = static_cast<double>(s1.monitor_checks - s0.monitor_checks) / window;
   const double cpu_frac = (cpu1 - cpu0) / window;
-  const double cpu_per_hb_us = (s1.heartbeats > s0.heartbeats)
-                                   ? (cpu1 - cpu0) * 1e6 / static_cast<double>(s1.heartbeats - s0.heartbeats)
-                                   : 0;
+  const double cpu_per_hb_us =
+      (s1.heartbeats > s0.heartbeats)
+          ? (cpu1 - cpu0) * 1e6 / static_cast<double>(s1.heartbeats - s0.heartbeats)
+          : 0;
 
-  std::printf("\n=== LMDB %s: %d workers of type \"%s\", health timeout %lld ms ===\n", name, kWorkers, kWorkerType,
-              static_cast<long long>(kHealthTimeout.count()));
-  std::printf("registration of %d workers (serial): %.2f s; live after window: %zu; declared dead in window: %llu\n",
-              kWorkers, reg_seconds, live, static_cast<unsigned long long>(s1.declared_dead - s0.declared_dead));
-  std::printf("| mode | window s | heartbeats/s | store commits/s | monitor checks/s | CPU (cores) | CPU µs/heartbeat |\n");
+  std::printf("\n=== LMDB %s: %d workers of type \"%s\", health timeout %lld ms ===\n", name,
+              kWorkers, kWorkerType, static_cast<long long>(kHealthTimeout.count()));
+  std::printf(
+      "registration of %d workers (serial): %.2f s; live after window: %zu; declared dead in "
+      "window: %llu\n",
+      kWorkers, reg_seconds, live,
+      static_cast<unsigned long long>(s1.declared_dead - s0.declared_dead));
+  std::printf(
+      "| mode | window s | heartbeats/s | store commits/s | monitor checks/s | CPU (cores) | CPU "
+      "µs/heartbeat |\n");
   std::printf("|---|--:|--:|--:|--:|--:|--:|\n");
-  std::printf("| %s | %.1f | %.1f | %.1f | %.2f | %.3f | %.0f |\n", name, window, hb_rate, commit_rate, check_rate,
-              cpu_frac, cpu_per_hb_us);
+  std::printf("| %s | %.1f | %.1f | %.1f | %.2f | %.3f | %.0f |\n", name, window, hb_rate,
+              commit_rate, check_rate, cpu_frac, cpu_per_hb_us);
   std::fflush(stdout);
 
   // ---- 2. Rescue time ----
@@ -214,7 +224,8 @@ bool run_mode(Durability mode) {
       if (job->id != id) return fail("accept returned an unexpected job " + job->id, Status::OK());
       auto sub = jobs_layer->subscribe(kJobType, id);
       if (!sub.ok()) return fail("subscribe", sub.status());
-      if ((*sub)->initial().state != jobs::State::kRunning) return fail("job not running after accept", Status::OK());
+      if ((*sub)->initial().state != jobs::State::kRunning)
+        return fail("job not running after accept", Status::OK());
 
       // Live normally for a while, so the monitor's check period has adapted to this timeout.
       std::this_thread::sleep_for(std::max(milliseconds(1000), timeout));
@@ -223,10 +234,12 @@ bool run_mode(Durability mode) {
       Status hb = (*reg)->heartbeat();
       const auto last_beat = Clock::now();
       if (!hb.ok()) return fail("last heartbeat", hb);
-      auto ev = (*sub)->wait(jobs::State::kPending, last_beat + timeout * 3 + std::chrono::seconds(5));
+      auto ev =
+          (*sub)->wait(jobs::State::kPending, last_beat + timeout * 3 + std::chrono::seconds(5));
       const auto pending_at = Clock::now();
       if (!ev.ok()) return fail("wait for pending (" + id + ")", ev.status());
-      if (!ev->found || ev->state != jobs::State::kPending) return fail("job " + id + " gone", Status::OK());
+      if (!ev->found || ev->state != jobs::State::kPending)
+        return fail("job " + id + " gone", Status::OK());
       lat.ms.push_back(std::chrono::duration<double, std::milli>(pending_at - last_beat).count());
       // The monitor bumps its counter after the commit the subscription already saw: wait for it,
       // so each death is counted under its own T (and to confirm the monitor did the rescue).
@@ -243,9 +256,13 @@ bool run_mode(Durability mode) {
     results.push_back(std::move(lat));
   }
 
-  std::printf("\nrescue: last heartbeat -> job pending again (%d repeats; monitor check period ~T/4 +-20%%)\n",
-              kRepeats);
-  std::printf("| mode | T ms | min ms | median ms | max ms | T + T/4 ms | T + T/2 ms | declared dead | all samples ms |\n");
+  std::printf(
+      "\nrescue: last heartbeat -> job pending again (%d repeats; monitor check period ~T/4 "
+      "+-20%%)\n",
+      kRepeats);
+  std::printf(
+      "| mode | T ms | min ms | median ms | max ms | T + T/4 ms | T + T/2 ms | declared dead | all "
+      "samples ms |\n");
   std::printf("|---|--:|--:|--:|--:|--:|--:|--:|---|\n");
   for (auto& lat : results) {
     std::vector<double> sorted = lat.ms;
@@ -257,9 +274,9 @@ bool run_mode(Durability mode) {
       all += buf;
     }
     const double t = static_cast<double>(lat.timeout.count());
-    std::printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %llu/%d | %s |\n", name, t, sorted.front(),
-                sorted[sorted.size() / 2], sorted.back(), t * 1.25, t * 1.5, static_cast<unsigned long long>(lat.declared_dead),
-                kRepeats, all.c_str());
+    std::printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %llu/%d | %s |\n", name, t,
+                sorted.front(), sorted[sorted.size() / 2], sorted.back(), t * 1.25, t * 1.5,
+                static_cast<unsigned long long>(lat.declared_dead), kRepeats, all.c_str());
   }
   std::fflush(stdout);
 

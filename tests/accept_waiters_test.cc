@@ -1,5 +1,5 @@
-// The accept waiters' wake-up protocol (src/jobs/accept_waiters.h), white-box, on real LMDB: the cases a
-// black-box race cannot hit on purpose.
+// The accept waiters' wake-up protocol (src/jobs/accept_waiters.h), white-box, on real LMDB: the
+// cases a black-box race cannot hit on purpose.
 #include "jobs/accept_waiters.h"
 
 #include <gtest/gtest.h>
@@ -38,13 +38,15 @@ class AcceptWaitersTest : public ::testing::Test {
   void TearDown() override { waiters_.reset(); }
 
   // Queues a waiter on "work" whose own look (if any) began when the live watch was `generation`.
-  void wait_for_job(std::optional<uint64_t> generation, std::shared_ptr<Delivered<Result<Job>>> into) {
-    waiters_->submit("work", {.timeout = 10s}, jobs::new_lock("work"), kv::Clock::now() + 10s, generation,
-                      deliver_to(into), AcceptWaiters::Commit::kBlocking);
+  void wait_for_job(std::optional<uint64_t> generation,
+                    std::shared_ptr<Delivered<Result<Job>>> into) {
+    waiters_->submit("work", {.timeout = 10s}, jobs::new_lock("work"), kv::Clock::now() + 10s,
+                     generation, deliver_to(into), AcceptWaiters::Commit::kBlocking);
   }
   // The live watch's generation once there is one (0 if none came within 5 s).
   uint64_t live_watch() {
-    for (auto give_up = kv::Clock::now() + 5s; kv::Clock::now() < give_up; std::this_thread::sleep_for(1ms)) {
+    for (auto give_up = kv::Clock::now() + 5s; kv::Clock::now() < give_up;
+         std::this_thread::sleep_for(1ms)) {
       if (uint64_t g = waiters_->watch_generation("work")) return g;
     }
     return 0;
@@ -107,19 +109,21 @@ TEST_F(AcceptWaitersTest, AWaiterCoveredByTheStillLiveWatchIsWokenByTheNextAdd) 
 TEST_F(AcceptWaitersTest, OnAStoreWhoseCallsWaitTheBatchesOfTwoTypesRunSideBySide) {
   // Every commit through this store waits a second, as a distant etcd's might.
   constexpr std::chrono::milliseconds kLatency = 1000ms;
-  auto slow = std::make_shared<kv::FaultInjectingStore>(store_, kv::FaultOptions{.commit_latency = kLatency});
+  auto slow = std::make_shared<kv::FaultInjectingStore>(
+      store_, kv::FaultOptions{.commit_latency = kLatency});
   ASSERT_FALSE(slow->nonblocking());
   AcceptWaiters acceptor(*slow, keys_, options_);
   ASSERT_TRUE(jobs_->set_type_timeout("other", 60s).ok());
   auto work = std::make_shared<Delivered<Result<Job>>>();
   auto other = std::make_shared<Delivered<Result<Job>>>();
   for (auto& [type, into] : {std::pair{"work", work}, std::pair{"other", other}}) {
-    acceptor.submit(type, {.timeout = 30s}, jobs::new_lock(type), kv::Clock::now() + 30s, std::nullopt,
-                    deliver_to(into), AcceptWaiters::Commit::kBlocking);
+    acceptor.submit(type, {.timeout = 30s}, jobs::new_lock(type), kv::Clock::now() + 30s,
+                    std::nullopt, deliver_to(into), AcceptWaiters::Commit::kBlocking);
   }
   // Both rounds found nothing and armed their watches.
   for (auto give_up = kv::Clock::now() + 10s;
-       kv::Clock::now() < give_up && !(acceptor.watch_generation("work") && acceptor.watch_generation("other"));) {
+       kv::Clock::now() < give_up &&
+       !(acceptor.watch_generation("work") && acceptor.watch_generation("other"));) {
     std::this_thread::sleep_for(1ms);
   }
   ASSERT_NE(acceptor.watch_generation("work"), 0u);

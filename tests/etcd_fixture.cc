@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(dir);
     kvq::testing::EtcdProcess etcd(dir + "/data", /*detach=*/true);
     if (etcd.pid() <= 0) {
-      std::fprintf(stderr, "etcd_fixture: etcd did not start (is Debian's etcd-server installed?)\n");
+      std::fprintf(stderr,
+                   "etcd_fixture: etcd did not start (is Debian's etcd-server installed?)\n");
       return 1;
     }
     std::ofstream(dir + "/pid") << etcd.pid();

@@ -18,8 +18,8 @@ using namespace std::chrono_literals;
 // and run in parallel, so another may have compacted past `revision` already: etcd then refuses
 // ("required revision has been compacted"), and the history is compacted all the same.
 bool compact_now(const std::string& endpoint, uint64_t revision) {
-  const std::string cmd =
-      "ETCDCTL_API=3 etcdctl --endpoints=" + endpoint + " compaction " + std::to_string(revision) + " 2>&1";
+  const std::string cmd = "ETCDCTL_API=3 etcdctl --endpoints=" + endpoint + " compaction " +
+                          std::to_string(revision) + " 2>&1";
   FILE* out = popen(cmd.c_str(), "r");
   if (!out) return false;
   std::string said;
@@ -31,7 +31,8 @@ bool compact_now(const std::string& endpoint, uint64_t revision) {
 
 TEST(EtcdStoreTest, AWatchWhoseHistoryWasCompactedStillSeesTheChange) {
   TempDir dir;
-  auto store = open_etcd_store({.endpoints = {test_etcd_endpoint()}, .key_prefix = dir.path() + "/"});
+  auto store =
+      open_etcd_store({.endpoints = {test_etcd_endpoint()}, .key_prefix = dir.path() + "/"});
   ASSERT_TRUE(store.ok());
   put(**store, "k", "old");
   auto reader = begin(**store);
@@ -49,7 +50,8 @@ TEST(EtcdStoreTest, AWatchWhoseHistoryWasCompactedStillSeesTheChange) {
 
 TEST(EtcdStoreTest, ATransactionWhoseReadRevisionWasCompactedIsRetried) {
   TempDir dir;
-  auto store = open_etcd_store({.endpoints = {test_etcd_endpoint()}, .key_prefix = dir.path() + "/"});
+  auto store =
+      open_etcd_store({.endpoints = {test_etcd_endpoint()}, .key_prefix = dir.path() + "/"});
   ASSERT_TRUE(store.ok());
   put(**store, "a", "1");
   auto old = begin(**store);
@@ -60,7 +62,8 @@ TEST(EtcdStoreTest, ATransactionWhoseReadRevisionWasCompactedIsRetried) {
   ASSERT_TRUE(compact_now(test_etcd_endpoint(), *now->read_version()));
   auto stale = old->get("b");  // at the old revision, now compacted
   ASSERT_FALSE(stale.ok());
-  EXPECT_EQ(stale.status().code(), Code::kAborted) << "retryable, so kv::run starts over: " << stale.status().to_string();
+  EXPECT_EQ(stale.status().code(), Code::kAborted)
+      << "retryable, so kv::run starts over: " << stale.status().to_string();
 }
 
 TEST(EtcdStoreTest, UrlsNameEndpointsAndAPrefix) {
@@ -104,7 +107,8 @@ TEST(EtcdFailoverTest, APausedMemberIsLeftWithinAboutASecondByReadsCommitsAndWat
   auto store = open_etcd_store(options);
   ASSERT_TRUE(store.ok());
   // Another process's store, straight on the leader.
-  auto elsewhere = open_etcd_store({.endpoints = {cluster.endpoint(leader)}, .key_prefix = dir.path() + "/"});
+  auto elsewhere =
+      open_etcd_store({.endpoints = {cluster.endpoint(leader)}, .key_prefix = dir.path() + "/"});
   ASSERT_TRUE(elsewhere.ok());
   put(**store, "k", "1");
   auto reader = begin(**store);
@@ -140,11 +144,14 @@ TEST(EtcdFailoverTest, APausedMemberIsLeftWithinAboutASecondByReadsCommitsAndWat
   EXPECT_LT(next_took, kBound);
   cluster.resume(order[1]);
   EXPECT_EQ(read(**elsewhere, "k"), "3");
-  auto ms = [](kv::Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
-  std::printf("paused member: read answered in %lld ms, watch fired %lld ms after the write, commit ended "
-              "unknown in %lld ms, next commit %lld ms\n",
-              static_cast<long long>(ms(read_took)), static_cast<long long>(ms(watch_took)),
-              static_cast<long long>(ms(commit_took)), static_cast<long long>(ms(next_took)));
+  auto ms = [](kv::Clock::duration d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  };
+  std::printf(
+      "paused member: read answered in %lld ms, watch fired %lld ms after the write, commit ended "
+      "unknown in %lld ms, next commit %lld ms\n",
+      static_cast<long long>(ms(read_took)), static_cast<long long>(ms(watch_took)),
+      static_cast<long long>(ms(commit_took)), static_cast<long long>(ms(next_took)));
 }
 
 }  // namespace

@@ -29,7 +29,8 @@ using jobs::Jobs;
 using jobs::State;
 
 int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -38,7 +39,9 @@ struct JobsParam {
   bool faults;
 };
 
-void PrintTo(const JobsParam& p, std::ostream* os) { *os << p.backend.name << (p.faults ? "_faults" : ""); }
+void PrintTo(const JobsParam& p, std::ostream* os) {
+  *os << p.backend.name << (p.faults ? "_faults" : "");
+}
 
 class JobsTest : public ::testing::TestWithParam<JobsParam> {
  protected:
@@ -49,7 +52,9 @@ class JobsTest : public ::testing::TestWithParam<JobsParam> {
     std::shared_ptr<kv::Store> store = raw_;
     if (GetParam().faults) {
       faulty_ = std::make_shared<kv::FaultInjectingStore>(
-          raw_, kv::FaultOptions{.conflict_rate = 0.05, .unavailable_rate = 0.02, .unknown_result_rate = 0.05,
+          raw_, kv::FaultOptions{.conflict_rate = 0.05,
+                                 .unavailable_rate = 0.02,
+                                 .unknown_result_rate = 0.05,
                                  .seed = 1234});
       store = faulty_;
     }
@@ -64,7 +69,9 @@ class JobsTest : public ::testing::TestWithParam<JobsParam> {
   kv::Store& raw() { return *raw_; }
   std::shared_ptr<kv::Store> raw_ptr() { return raw_; }
   // Whether the fault injector has reported a commit's result as unknown after applying it.
-  bool a_commit_result_was_hidden() const { return faulty_ && faulty_->counts().unknown_applied > 0; }
+  bool a_commit_result_was_hidden() const {
+    return faulty_ && faulty_->counts().unknown_applied > 0;
+  }
 
   Job accept_now(const std::string& type = "work", AcceptOptions o = {}) {
     auto job = jobs_->accept(type, o);
@@ -85,7 +92,8 @@ class JobsTest : public ::testing::TestWithParam<JobsParam> {
     return j.ok() ? std::move(*j) : nullptr;
   }
   // Waits (through a subscription) until the job reaches `state`; its event then.
-  Result<jobs::JobEvent> wait_for_state(const std::string& type, const std::string& id, State state) {
+  Result<jobs::JobEvent> wait_for_state(const std::string& type, const std::string& id,
+                                        State state) {
     KVQ_ASSIGN_OR_RETURN(auto sub, jobs_->subscribe(type, id));
     return sub->wait(state, kv::Clock::now() + 10s);
   }
@@ -137,7 +145,8 @@ TEST_P(JobsTest, TypeTimeoutsCanBeSetReadListedAndCleared) {
 TEST_P(JobsTest, CallsNamingATypeThatDoesNotExistAreNotFound) {
   auto expect_missing = [](const Status& s, const char* call) {
     EXPECT_EQ(s.code(), Code::kNotFound) << call << ": " << s.to_string();
-    EXPECT_NE(s.message().find("'emial' does not exist"), std::string::npos) << call << ": " << s.to_string();
+    EXPECT_NE(s.message().find("'emial' does not exist"), std::string::npos)
+        << call << ": " << s.to_string();
   };
   expect_missing(jobs().list("emial").status(), "list");
   expect_missing(jobs().pending_count("emial").status(), "pending_count");
@@ -165,7 +174,8 @@ TEST_P(JobsTest, CallsNamingATypeThatDoesNotExistAreNotFound) {
   EXPECT_EQ(*jobs().pending_count("work"), 0u);
   auto in_work = kv::run(raw(), [&](kv::Transaction& txn) { return jobs().accept(txn, "work"); });
   EXPECT_EQ(in_work.status().code(), Code::kNotFound);
-  EXPECT_NE(in_work.status().message().find("is due"), std::string::npos) << in_work.status().to_string();
+  EXPECT_NE(in_work.status().message().find("is due"), std::string::npos)
+      << in_work.status().to_string();
 }
 
 TEST_P(JobsTest, DeletingATypeThatHasJobsIsRefusedAndChangesNothing) {
@@ -177,7 +187,8 @@ TEST_P(JobsTest, DeletingATypeThatHasJobsIsRefusedAndChangesNothing) {
   ASSERT_EQ(running.id, "r1");
   Status refused = jobs().clear_type_timeout("busy");
   EXPECT_EQ(refused.code(), Code::kTypeHasJobs) << refused.to_string();
-  EXPECT_NE(refused.message().find("2 pending, 1 running, 0 finished"), std::string::npos) << refused.to_string();
+  EXPECT_NE(refused.message().find("2 pending, 1 running, 0 finished"), std::string::npos)
+      << refused.to_string();
   EXPECT_NE(refused.message().find("remove_all_jobs"), std::string::npos) << refused.to_string();
   EXPECT_EQ(*jobs().get_type_timeout("busy"), 60s) << "the type is still there";
   EXPECT_TRUE(jobs().update(running).ok()) << "its running job still runs";
@@ -213,7 +224,8 @@ TEST_P(JobsTest, RemoveAllJobsRemovesEveryJobOfTheTypeInBatches) {
   auto removed = jobs().remove_all_jobs("bulk");
   ASSERT_TRUE(removed.ok()) << removed.status().to_string();
   if (a_commit_result_was_hidden()) {
-    EXPECT_LE(*removed, uint64_t{kJobs}) << "a batch whose commit result was unknown may go uncounted";
+    EXPECT_LE(*removed, uint64_t{kJobs})
+        << "a batch whose commit result was unknown may go uncounted";
   } else {
     EXPECT_EQ(*removed, uint64_t{kJobs});
   }
@@ -222,7 +234,8 @@ TEST_P(JobsTest, RemoveAllJobsRemovesEveryJobOfTheTypeInBatches) {
   ASSERT_TRUE(counts.ok());
   EXPECT_EQ(counts->pending + counts->running + counts->finished, 0u) << "no index entry is left";
   EXPECT_EQ(*jobs().pending_count("bulk", {.max_scheduled_time_ms = INT64_MAX}), 0u);
-  EXPECT_EQ(jobs().update(running).status().code(), Code::kFailedPrecondition) << "the running worker is halted";
+  EXPECT_EQ(jobs().update(running).status().code(), Code::kFailedPrecondition)
+      << "the running worker is halted";
   EXPECT_EQ(jobs().finish(running).code(), Code::kFailedPrecondition);
   EXPECT_EQ(*jobs().release_worker("", "w1"), 0u) << "the worker index no longer lists the job";
   const auto deadline = kv::Clock::now() + 10s;
@@ -262,7 +275,8 @@ TEST_P(JobsTest, AFinishedRetentionIsKeptWhenTheTimeoutChangesAndCanBeCleared) {
 TEST_P(JobsTest, MaxLostRunsIsKeptWithTheOtherSettingsAndCanBeCleared) {
   EXPECT_EQ(jobs().set_max_lost_runs("untimed", 3).code(), Code::kNotFound);
   EXPECT_EQ(jobs().set_max_lost_runs("work", 0).code(), Code::kInvalidArgument);
-  EXPECT_EQ(jobs().set_max_lost_runs("work", jobs::kMaxLostRunsLimit + 1).code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().set_max_lost_runs("work", jobs::kMaxLostRunsLimit + 1).code(),
+            Code::kInvalidArgument);
   EXPECT_EQ(jobs().get_type("work")->max_lost_runs, std::nullopt);
 
   ASSERT_TRUE(jobs().set_max_lost_runs("work", 3).ok());
@@ -308,7 +322,8 @@ TEST_P(JobsTest, ReAddingAnUnchangedJobWritesNothing) {
   const uint64_t before = store_version();
   const auto first = jobs().get("work", "same");
   ASSERT_TRUE(first.ok());
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(jobs().add("work", "same", "{\"a\":1,\n \"b\":\t2}").ok());
+  for (int i = 0; i < 5; ++i)
+    ASSERT_TRUE(jobs().add("work", "same", "{\"a\":1,\n \"b\":\t2}").ok());
   const auto after = jobs().get("work", "same");
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->updated_at_ms, first->updated_at_ms);
@@ -375,7 +390,8 @@ TEST_P(JobsTest, ABatchAddRetriedAfterAnUnknownCommitDoesNotRunAJobAcceptedMeanw
     ASSERT_TRUE(jobs().set_type_timeout(type, 60s).ok());
     // Every commit is reported unknown until one that applied; before the retry that follows it
     // (the next transaction begun), another process accepts one of the batch's jobs.
-    auto faulty = std::make_shared<kv::FaultInjectingStore>(raw_ptr(), kv::FaultOptions{.unknown_result_rate = 1, .seed = 7});
+    auto faulty = std::make_shared<kv::FaultInjectingStore>(
+        raw_ptr(), kv::FaultOptions{.unknown_result_rate = 1, .seed = 7});
     std::mutex mu;
     std::optional<Job> taken;
     auto hooked = std::make_shared<HookedStore>(faulty, [&] {
@@ -413,9 +429,11 @@ TEST_P(JobsTest, AddManyAddsAllOrNothingAndNamesBadInput) {
   EXPECT_EQ(jobs().add_many("work", {}).code(), Code::kInvalidArgument);
   Status bad = jobs().add_many("work", {{"ok", "{}", {}}, {"", "{}", {}}});
   EXPECT_EQ(bad.code(), Code::kInvalidArgument);
-  EXPECT_EQ(jobs().get("work", "ok").status().code(), Code::kNotFound) << "nothing of a rejected batch is added";
+  EXPECT_EQ(jobs().get("work", "ok").status().code(), Code::kNotFound)
+      << "nothing of a rejected batch is added";
   EXPECT_EQ(jobs().add_many("untimed", {{"a", "{}", {}}}).code(), Code::kNoTimeout);
-  ASSERT_TRUE(jobs().add_many("work", {{"m1", R"({"v":1})", {.priority = 3}}, {"m2", "{}", {}}}).ok());
+  ASSERT_TRUE(
+      jobs().add_many("work", {{"m1", R"({"v":1})", {.priority = 3}}, {"m2", "{}", {}}}).ok());
   EXPECT_EQ(jobs().get("work", "m1")->priority, 3);
   EXPECT_EQ(*jobs().pending_count("work"), 2u);
 }
@@ -435,7 +453,8 @@ TEST_P(JobsTest, RemoveDeletesAJobInAnyStateAndHaltsItsWorker) {
 }
 
 TEST_P(JobsTest, ListPagesThroughJobsAndFiltersByStateAndWorker) {
-  for (int i = 0; i < 25; ++i) ASSERT_TRUE(jobs().add("work", "j" + std::to_string(100 + i), "{}").ok());
+  for (int i = 0; i < 25; ++i)
+    ASSERT_TRUE(jobs().add("work", "j" + std::to_string(100 + i), "{}").ok());
   Job a = accept_now("work", {.worker = "w-a"});
   std::set<std::string> seen;
   std::string cursor;
@@ -458,7 +477,8 @@ TEST_P(JobsTest, ListPagesThroughJobsAndFiltersByStateAndWorker) {
 
 TEST_P(JobsTest, PendingCountCountsDueJobsUpToItsLimit) {
   const int64_t later = wall_ms() + 3'600'000;
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(jobs().add("work", "now" + std::to_string(i), "{}", {.priority = i % 2}).ok());
+  for (int i = 0; i < 5; ++i)
+    ASSERT_TRUE(jobs().add("work", "now" + std::to_string(i), "{}", {.priority = i % 2}).ok());
   ASSERT_TRUE(jobs().add("work", "later", "{}", {.scheduled_time_ms = later}).ok());
   EXPECT_EQ(*jobs().pending_count("work"), 5u);
   EXPECT_EQ(*jobs().pending_count("work", {.max_scheduled_time_ms = later}), 6u);
@@ -508,7 +528,8 @@ TEST_P(JobsTest, AcceptSkipsJobsScheduledInTheFuture) {
 TEST_P(JobsTest, AcceptTakesHighestPriorityFirstThenEarliestScheduled) {
   ASSERT_TRUE(jobs().add("work", "low-early", "{}", {.scheduled_time_ms = 1, .priority = 5}).ok());
   ASSERT_TRUE(jobs().add("work", "high-late", "{}", {.scheduled_time_ms = 30, .priority = 0}).ok());
-  ASSERT_TRUE(jobs().add("work", "high-early", "{}", {.scheduled_time_ms = 20, .priority = 0}).ok());
+  ASSERT_TRUE(
+      jobs().add("work", "high-early", "{}", {.scheduled_time_ms = 20, .priority = 0}).ok());
   ASSERT_TRUE(jobs().add("work", "urgent", "{}", {.scheduled_time_ms = 99, .priority = -1}).ok());
   std::vector<std::string> order;
   for (int i = 0; i < 4; ++i) order.push_back(accept_now().id);
@@ -537,7 +558,10 @@ TEST_P(JobsTest, AcceptTimeoutIsADeadlineNotRestartedByWakeUps) {
   std::atomic<bool> stop{false};
   std::thread noise([&] {
     for (int i = 0; !stop && i < 200; ++i) {
-      jobs().add("work", "future" + std::to_string(i), "{}", {.scheduled_time_ms = wall_ms() + 3'600'000}).ignore();
+      jobs()
+          .add("work", "future" + std::to_string(i), "{}",
+               {.scheduled_time_ms = wall_ms() + 3'600'000})
+          .ignore();
       std::this_thread::sleep_for(20ms);
     }
   });
@@ -598,7 +622,8 @@ TEST_P(JobsTest, AnAddRacingAnAcceptsOwnLookStillWakesIt) {
 
 TEST_P(JobsTest, ConcurrentAcceptorsNeverGetTheSameJob) {
   constexpr int kJobs = 200, kThreads = 8;
-  for (int i = 0; i < kJobs; ++i) ASSERT_TRUE(jobs().add("work", "c" + std::to_string(i), "{}").ok());
+  for (int i = 0; i < kJobs; ++i)
+    ASSERT_TRUE(jobs().add("work", "c" + std::to_string(i), "{}").ok());
   std::mutex mu;
   std::map<std::string, int> taken;
   std::vector<std::thread> threads;
@@ -622,7 +647,8 @@ TEST_P(JobsTest, ConcurrentAcceptorsNeverGetTheSameJob) {
 
 TEST_P(JobsTest, AcceptManyTakesEveryDueJobInOneCommit) {
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(jobs().add("work", "m" + std::to_string(i), "{}").ok());
-  ASSERT_TRUE(jobs().add("work", "future", "{}", {.scheduled_time_ms = wall_ms() + 3'600'000}).ok());
+  ASSERT_TRUE(
+      jobs().add("work", "future", "{}", {.scheduled_time_ms = wall_ms() + 3'600'000}).ok());
   const uint64_t before = store_version();
   auto got = jobs().accept_many("work", 10, {.worker = "batcher"});
   ASSERT_TRUE(got.ok()) << got.status().to_string();
@@ -647,8 +673,10 @@ TEST_P(JobsTest, AcceptManyTakesEveryDueJobInOneCommit) {
 }
 
 TEST_P(JobsTest, AcceptManyStopsAtMaxCountAndTakesPrioritiesInOrder) {
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(jobs().add("work", "hi" + std::to_string(i), "{}", {.priority = 0}).ok());
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(jobs().add("work", "lo" + std::to_string(i), "{}", {.priority = 5}).ok());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(jobs().add("work", "hi" + std::to_string(i), "{}", {.priority = 0}).ok());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(jobs().add("work", "lo" + std::to_string(i), "{}", {.priority = 5}).ok());
   auto got = jobs().accept_many("work", 4);
   ASSERT_TRUE(got.ok()) << got.status().to_string();
   ASSERT_EQ(got->size(), 4u);
@@ -675,7 +703,8 @@ TEST_P(JobsTest, AcceptManyWaitsForTheFirstThenTakesTheRestOfTheBurst) {
   std::thread producer([&] {
     std::this_thread::sleep_for(150ms);
     Status s = kv::run(raw(), [&](kv::Transaction& txn) -> Status {
-      for (int i = 0; i < 3; ++i) KVQ_RETURN_IF_ERROR(jobs().add(txn, "work", "b" + std::to_string(i), "{}"));
+      for (int i = 0; i < 3; ++i)
+        KVQ_RETURN_IF_ERROR(jobs().add(txn, "work", "b" + std::to_string(i), "{}"));
       return Status::OK();
     });
     EXPECT_TRUE(s.ok()) << s.to_string();
@@ -693,12 +722,15 @@ TEST_P(JobsTest, WaitingAcceptsAreServedTogetherWithTheirOwnWorkerNames) {
   std::vector<std::thread> threads;
   std::vector<Result<Job>> got(kWaiters, Cancelled("not run"));
   for (int i = 0; i < kWaiters; ++i) {
-    threads.emplace_back([&, i] { got[i] = jobs().accept("work", {.timeout = 20s, .worker = "w" + std::to_string(i)}); });
+    threads.emplace_back([&, i] {
+      got[i] = jobs().accept("work", {.timeout = 20s, .worker = "w" + std::to_string(i)});
+    });
   }
   std::this_thread::sleep_for(500ms);  // all of them waiting
   const uint64_t before = store_version();
   Status s = kv::run(raw(), [&](kv::Transaction& txn) -> Status {
-    for (int i = 0; i < kWaiters; ++i) KVQ_RETURN_IF_ERROR(jobs().add(txn, "work", "burst" + std::to_string(i), "{}"));
+    for (int i = 0; i < kWaiters; ++i)
+      KVQ_RETURN_IF_ERROR(jobs().add(txn, "work", "burst" + std::to_string(i), "{}"));
     return Status::OK();
   });
   ASSERT_TRUE(s.ok()) << s.to_string();
@@ -708,7 +740,8 @@ TEST_P(JobsTest, WaitingAcceptsAreServedTogetherWithTheirOwnWorkerNames) {
     ASSERT_TRUE(got[i].ok()) << got[i].status().to_string();
     ids.insert(got[i]->id);
     EXPECT_EQ(got[i]->worker, "w" + std::to_string(i));
-    EXPECT_EQ(jobs().get("work", got[i]->id)->worker, "w" + std::to_string(i)) << "the row names its own taker";
+    EXPECT_EQ(jobs().get("work", got[i]->id)->worker, "w" + std::to_string(i))
+        << "the row names its own taker";
   }
   EXPECT_EQ(ids.size(), static_cast<size_t>(kWaiters));
   // One commit for the add; the waiters' jobs in one more (two if a waiter was slow to queue),
@@ -735,7 +768,8 @@ TEST_P(JobsTest, FinishedJobsAreRemovedOnceTheirRetentionHasPassed) {
   // Four sweep periods (250 ms), so that a sweep ignoring the retention would show.
   ASSERT_TRUE(jobs().set_finished_retention("brief", 1s).ok());
   ASSERT_TRUE(jobs().add("brief", "done", "{}").ok());
-  ASSERT_TRUE(jobs().add("brief", "waiting", "{}", {.scheduled_time_ms = wall_ms() + 3'600'000}).ok());
+  ASSERT_TRUE(
+      jobs().add("brief", "waiting", "{}", {.scheduled_time_ms = wall_ms() + 3'600'000}).ok());
   ASSERT_TRUE(jobs().add("work", "kept", "{}").ok());
   Job kept = accept_now("work");
   ASSERT_TRUE(jobs().finish(kept).ok());
@@ -748,7 +782,8 @@ TEST_P(JobsTest, FinishedJobsAreRemovedOnceTheirRetentionHasPassed) {
 
   // Subscriptions end at finished, so this polls.
   const auto removed_by = kv::Clock::now() + 10s;
-  while (jobs().get("brief", "done").ok() && kv::Clock::now() < removed_by) std::this_thread::sleep_for(5ms);
+  while (jobs().get("brief", "done").ok() && kv::Clock::now() < removed_by)
+    std::this_thread::sleep_for(5ms);
   const auto kept_for = kv::Clock::now() - finished;
   EXPECT_GE(kept_for, 1s - 50ms) << "removed before its retention passed";
   EXPECT_LT(kept_for, 5s) << "took far longer than the documented sweep period";
@@ -761,7 +796,8 @@ TEST_P(JobsTest, FinishedJobsAreRemovedOnceTheirRetentionHasPassed) {
   // injector a removal can commit and be reported unknown; its retry then finds nothing to do,
   // and the removal goes uncounted (seen once in 11 runs), so only an exact store promises 1.
   const auto counted_by = kv::Clock::now() + 5s;
-  while (jobs().stats().removed_by_retention == 0 && kv::Clock::now() < counted_by) std::this_thread::sleep_for(5ms);
+  while (jobs().stats().removed_by_retention == 0 && kv::Clock::now() < counted_by)
+    std::this_thread::sleep_for(5ms);
   EXPECT_LE(jobs().stats().removed_by_retention, 1u) << "counted more removals than there were";
   if (!a_commit_result_was_hidden()) {
     EXPECT_EQ(jobs().stats().removed_by_retention, 1u);
@@ -787,7 +823,8 @@ TEST_P(JobsTest, AFinishedJobAddedAgainIsKeptAndExpiresFromItsNextFinish) {
   Job second = accept_now("brief");
   ASSERT_TRUE(jobs().finish(second).ok());
   const auto removed_by = kv::Clock::now() + 10s;
-  while (jobs().get("brief", "again").ok() && kv::Clock::now() < removed_by) std::this_thread::sleep_for(20ms);
+  while (jobs().get("brief", "again").ok() && kv::Clock::now() < removed_by)
+    std::this_thread::sleep_for(20ms);
   EXPECT_EQ(jobs().get("brief", "again").status().code(), Code::kNotFound);
 }
 
@@ -795,7 +832,8 @@ TEST_P(JobsTest, ManyExpiredJobsAreAllRemovedInGrowingBatches) {
   constexpr int kJobs = 100;
   ASSERT_TRUE(jobs().set_type_timeout("bulk", 60s).ok());
   Status added = kv::run(raw(), [&](kv::Transaction& txn) -> Status {
-    for (int i = 0; i < kJobs; ++i) KVQ_RETURN_IF_ERROR(jobs().add(txn, "bulk", "b" + std::to_string(i), "{}"));
+    for (int i = 0; i < kJobs; ++i)
+      KVQ_RETURN_IF_ERROR(jobs().add(txn, "bulk", "b" + std::to_string(i), "{}"));
     return Status::OK();
   });
   ASSERT_TRUE(added.ok()) << added.to_string();
@@ -843,7 +881,8 @@ TEST_P(JobsTest, ResubmitThenFinishInOneTransactionMakesARecurringJob) {
   Job job = accept_now();
   const int64_t next = wall_ms() + 3'600'000;
   Status s = kv::run(raw(), [&](kv::Transaction& txn) -> Status {
-    KVQ_RETURN_IF_ERROR(jobs().resubmit(txn, job, {.scheduled_time_ms = next, .data = R"({"run":2})"}));
+    KVQ_RETURN_IF_ERROR(
+        jobs().resubmit(txn, job, {.scheduled_time_ms = next, .data = R"({"run":2})"}));
     return jobs().finish(txn, job);
   });
   ASSERT_TRUE(s.ok()) << s.to_string();
@@ -851,7 +890,8 @@ TEST_P(JobsTest, ResubmitThenFinishInOneTransactionMakesARecurringJob) {
   EXPECT_EQ(info->state, State::kPending);
   EXPECT_EQ(info->scheduled_time_ms, next);
   EXPECT_EQ(info->data, R"({"run":2})");
-  EXPECT_EQ(jobs().accept("work").status().code(), Code::kDeadlineExceeded) << "not due until `next`";
+  EXPECT_EQ(jobs().accept("work").status().code(), Code::kDeadlineExceeded)
+      << "not due until `next`";
 }
 
 TEST_P(JobsTest, ResubmitMatrixAcrossStates) {
@@ -881,8 +921,8 @@ TEST_P(JobsTest, StalledWorkerIsReenqueuedWithinTheWindowAndHalted) {
   auto back = (*sub)->wait(State::kPending, kv::Clock::now() + 10s);
   ASSERT_TRUE(back.ok()) << back.status().to_string() << "; the job is now "
                          << jobs::state_name(state_of("s", "slow")) << ", monitor re-enqueued "
-                         << jobs().stats().reenqueued_by_monitor << " after " << jobs().stats().monitor_checks
-                         << " checks";
+                         << jobs().stats().reenqueued_by_monitor << " after "
+                         << jobs().stats().monitor_checks << " checks";
   const auto idle = kv::Clock::now() - accepted;
   EXPECT_GE(idle, 400ms) << "re-enqueued before one timeout";
   EXPECT_LT(idle, 2400ms) << "took far longer than the documented window";
@@ -891,7 +931,8 @@ TEST_P(JobsTest, StalledWorkerIsReenqueuedWithinTheWindowAndHalted) {
   // The monitor counts its re-enqueue once its commit returns, which can be after the
   // subscriber has already seen that commit: wait for the count, but not forever.
   const auto counted_by = kv::Clock::now() + 5s;
-  while (jobs().stats().reenqueued_by_monitor == 0 && kv::Clock::now() < counted_by) std::this_thread::sleep_for(5ms);
+  while (jobs().stats().reenqueued_by_monitor == 0 && kv::Clock::now() < counted_by)
+    std::this_thread::sleep_for(5ms);
   EXPECT_GE(jobs().stats().reenqueued_by_monitor, 1u);
   Job next = accept_now("slow");
   EXPECT_EQ(next.id, "s");
@@ -947,7 +988,8 @@ TEST_P(JobsTest, AMonitorWhoseReadsStallNeverReenqueuesAWorkerThatReportsOnTime)
   });
   auto checks = [&] { return (*monitor_side)->stats().monitor_checks; };
   for (int i = 0; i < kStalls; ++i) {
-    EXPECT_TRUE(stall_one_read(*stalling, kStall, checks, 2, 10s)) << "the monitor never read through stall " << i;
+    EXPECT_TRUE(stall_one_read(*stalling, kStall, checks, 2, 10s))
+        << "the monitor never read through stall " << i;
   }
   // The quiet job is still lost: once the store answers promptly again, within 1 + 2.4/4
   // timeouts of watched time (the monitor does not count the stalls, nor the part of any gap
@@ -958,11 +1000,13 @@ TEST_P(JobsTest, AMonitorWhoseReadsStallNeverReenqueuesAWorkerThatReportsOnTime)
   const auto idle = kv::Clock::now() - accepted;
   stop = true;
   heartbeats.join();
-  EXPECT_TRUE(halted.ok()) << "re-enqueued while its worker reported every " << kBeat.count() << " ms: "
-                           << halted.to_string();
-  EXPECT_TRUE(lost.ok()) << "a job whose worker stopped was not re-enqueued: " << lost.status().to_string()
-                         << " (" << std::chrono::duration_cast<std::chrono::milliseconds>(idle).count()
-                         << " ms after accept, " << (*monitor_side)->stats().monitor_checks << " checks)";
+  EXPECT_TRUE(halted.ok()) << "re-enqueued while its worker reported every " << kBeat.count()
+                           << " ms: " << halted.to_string();
+  EXPECT_TRUE(lost.ok()) << "a job whose worker stopped was not re-enqueued: "
+                         << lost.status().to_string() << " ("
+                         << std::chrono::duration_cast<std::chrono::milliseconds>(idle).count()
+                         << " ms after accept, " << (*monitor_side)->stats().monitor_checks
+                         << " checks)";
   EXPECT_GE(idle, kTimeout);
   EXPECT_TRUE(worker.finish(beating).ok());
   EXPECT_GE((*monitor_side)->stats().reenqueued_by_monitor, 1u);
@@ -1010,12 +1054,15 @@ TEST_P(JobsTest, AJobWhoseRunsAreLostMaxLostRunsTimesInARowIsFinishedAsGivenUp) 
   EXPECT_EQ(info->lost_runs, 2u);
   EXPECT_EQ(info->attempts, 2u);
   EXPECT_EQ(info->worker, "");
-  EXPECT_EQ(jobs().finish(second).code(), Code::kFailedPrecondition) << "the lost run's worker is halted";
+  EXPECT_EQ(jobs().finish(second).code(), Code::kFailedPrecondition)
+      << "the lost run's worker is halted";
   EXPECT_EQ(jobs().finish(first).code(), Code::kFailedPrecondition);
   EXPECT_EQ(jobs().count("poison")->finished, 1u);
-  EXPECT_EQ(jobs().accept("poison").status().code(), Code::kDeadlineExceeded) << "nothing left to run";
+  EXPECT_EQ(jobs().accept("poison").status().code(), Code::kDeadlineExceeded)
+      << "nothing left to run";
   const auto counted_by = kv::Clock::now() + 5s;
-  while (jobs().stats().gave_up_by_monitor == 0 && kv::Clock::now() < counted_by) std::this_thread::sleep_for(5ms);
+  while (jobs().stats().gave_up_by_monitor == 0 && kv::Clock::now() < counted_by)
+    std::this_thread::sleep_for(5ms);
   EXPECT_LE(jobs().stats().gave_up_by_monitor, 1u);
   if (!a_commit_result_was_hidden()) {
     EXPECT_EQ(jobs().stats().gave_up_by_monitor, 1u);
@@ -1072,7 +1119,8 @@ TEST_P(JobsTest, ReleasingAWorkerCountsALostRunAndGivesUpAtTheLimit) {
   EXPECT_EQ(gave_up->data, R"({"k":"a"})");
   auto requeued = jobs().get("work", "b");
   ASSERT_TRUE(requeued.ok());
-  EXPECT_EQ(requeued->state, State::kPending) << "a type without max_lost_runs re-enqueues for ever";
+  EXPECT_EQ(requeued->state, State::kPending)
+      << "a type without max_lost_runs re-enqueues for ever";
   EXPECT_EQ(requeued->lost_runs, 1u);
   EXPECT_EQ(jobs().finish(a).code(), Code::kFailedPrecondition);
 }
@@ -1090,7 +1138,8 @@ TEST_P(JobsTest, ReleasingAWorkerReenqueuesExactlyTheJobsItHolds) {
   EXPECT_EQ(state_of(b.id), State::kPending);
   EXPECT_EQ(state_of(c.id), State::kRunning);
   EXPECT_EQ(state_of(d.id), State::kRunning);
-  EXPECT_EQ(jobs().update(a).status().code(), Code::kFailedPrecondition) << "the departed worker is halted";
+  EXPECT_EQ(jobs().update(a).status().code(), Code::kFailedPrecondition)
+      << "the departed worker is halted";
   EXPECT_TRUE(jobs().update(c).ok());
   EXPECT_EQ(*jobs().release_worker("", "w1"), 0u) << "nothing left to release";
   ASSERT_TRUE(jobs().finish(c).ok());
@@ -1104,22 +1153,31 @@ TEST_P(JobsTest, OneConsumerGetsTheDueJobsByPriorityThenInScheduledOrder) {
   const int64_t t0 = wall_ms() - 60'000;
   // Added out of order, a second apart; the urgent one is the latest but has the best priority.
   for (int i : {3, 7, 0, 9, 5, 1, 8, 2, 6, 4}) {
-    ASSERT_TRUE(jobs().add("work", "f" + std::to_string(i), "{}", {.scheduled_time_ms = t0 + i * 1000}).ok());
+    ASSERT_TRUE(
+        jobs()
+            .add("work", "f" + std::to_string(i), "{}", {.scheduled_time_ms = t0 + i * 1000})
+            .ok());
   }
-  ASSERT_TRUE(jobs().add("work", "later", "{}", {.scheduled_time_ms = t0 - 5000, .priority = 1}).ok());
-  ASSERT_TRUE(jobs().add("work", "urgent", "{}", {.scheduled_time_ms = t0 + 20'000, .priority = -1}).ok());
+  ASSERT_TRUE(
+      jobs().add("work", "later", "{}", {.scheduled_time_ms = t0 - 5000, .priority = 1}).ok());
+  ASSERT_TRUE(
+      jobs().add("work", "urgent", "{}", {.scheduled_time_ms = t0 + 20'000, .priority = -1}).ok());
   std::vector<std::string> order;
   for (int i = 0; i < 12; ++i) order.push_back(accept_now().id);
-  EXPECT_EQ(order, (std::vector<std::string>{"urgent", "f0", "f1", "f2", "f3", "f4", "f5", "f6", "f7", "f8", "f9",
-                                             "later"}));
+  EXPECT_EQ(order, (std::vector<std::string>{"urgent", "f0", "f1", "f2", "f3", "f4", "f5", "f6",
+                                             "f7", "f8", "f9", "later"}));
   for (int i : {4, 1, 3, 0, 2}) {
-    ASSERT_TRUE(jobs().add("work", "m" + std::to_string(i), "{}", {.scheduled_time_ms = t0 + i * 1000}).ok());
+    ASSERT_TRUE(
+        jobs()
+            .add("work", "m" + std::to_string(i), "{}", {.scheduled_time_ms = t0 + i * 1000})
+            .ok());
   }
   auto many = jobs().accept_many("work", 5);
   ASSERT_TRUE(many.ok()) << many.status().to_string();
   std::vector<std::string> batch;
   for (const auto& job : *many) batch.push_back(job.id);
-  EXPECT_EQ(batch, (std::vector<std::string>{"m0", "m1", "m2", "m3", "m4"})) << "accept_many takes them in order too";
+  EXPECT_EQ(batch, (std::vector<std::string>{"m0", "m1", "m2", "m3", "m4"}))
+      << "accept_many takes them in order too";
 }
 
 TEST_P(JobsTest, AWorkerTypeNeedsAWorkerNameAndAValidTypeName) {
@@ -1130,7 +1188,8 @@ TEST_P(JobsTest, AWorkerTypeNeedsAWorkerNameAndAValidTypeName) {
   EXPECT_EQ(jobs().release_worker("no spaces", "w").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(state_of("j"), State::kPending) << "bad input changes nothing";
   Job typed = accept_now("work", {.worker = "w", .worker_type = "wt"});
-  EXPECT_EQ(*jobs().release_worker("", "w"), 0u) << "a bare-name release leaves a typed worker's job";
+  EXPECT_EQ(*jobs().release_worker("", "w"), 0u)
+      << "a bare-name release leaves a typed worker's job";
   EXPECT_EQ(*jobs().release_worker("other", "w"), 0u);
   EXPECT_EQ(*jobs().release_worker("wt", "w"), 1u);
   EXPECT_EQ(jobs().update(typed).status().code(), Code::kFailedPrecondition);
@@ -1174,7 +1233,8 @@ TEST_P(JobsTest, SubscriptionEventsNeverGoBackwardsAndAlwaysEndWithTheFinalState
   auto sub = jobs().subscribe("work", "burst");
   ASSERT_TRUE(sub.ok());
   Job job = accept_now();
-  for (int i = 0; i < 20; ++i) ASSERT_TRUE(jobs().update(job, "{\"i\":" + std::to_string(i) + "}").ok());
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(jobs().update(job, "{\"i\":" + std::to_string(i) + "}").ok());
   ASSERT_TRUE(jobs().finish(job).ok());
   uint64_t last = (*sub)->initial().seq;
   for (;;) {
@@ -1214,12 +1274,14 @@ TEST_P(JobsTest, AFollowingWaitOnAFinishedJobSeesItAddedAgainAndRemoved) {
     fed_cv.notify_all();
   });
   std::promise<Result<jobs::JobEvent>> woke;
-  (*running)->wait_async(State::kRunning, [&](Result<jobs::JobEvent> e) { woke.set_value(std::move(e)); });
+  (*running)->wait_async(State::kRunning,
+                         [&](Result<jobs::JobEvent> e) { woke.set_value(std::move(e)); });
   auto woken = woke.get_future();
 
   ASSERT_TRUE(jobs().add("work", "again", R"({"run":2})").ok());
   Job second = accept_now();
-  ASSERT_EQ(woken.wait_for(10s), std::future_status::ready) << "the wait never saw the job run again";
+  ASSERT_EQ(woken.wait_for(10s), std::future_status::ready)
+      << "the wait never saw the job run again";
   auto e = woken.get();
   ASSERT_TRUE(e.ok()) << e.status().to_string();
   EXPECT_TRUE(e->found);
@@ -1239,8 +1301,10 @@ TEST_P(JobsTest, AFollowingWaitOnAFinishedJobSeesItAddedAgainAndRemoved) {
   ASSERT_TRUE(fed_cv.wait_for(lock, 10s, [&] { return !fed.empty() && !fed.back().found; }))
       << "the feed never saw the job go";
   EXPECT_TRUE((*feed)->ended());
-  EXPECT_TRUE(std::any_of(fed.begin(), fed.end(), [](const auto& e) { return e.found && e.state == State::kRunning; }));
-  EXPECT_NE(fed.front().state, State::kFinished) << "the feed starts after the state at subscribe time";
+  EXPECT_TRUE(std::any_of(fed.begin(), fed.end(),
+                          [](const auto& e) { return e.found && e.state == State::kRunning; }));
+  EXPECT_NE(fed.front().state, State::kFinished)
+      << "the feed starts after the state at subscribe time";
 }
 
 TEST_P(JobsTest, AWaitOnASubscriptionThatDoesNotFollowEndsWhenTheJobHasFinished) {
@@ -1263,7 +1327,8 @@ TEST_P(JobsTest, WaitReturnsAtOnceWhenTheJobIsAlreadyInTheState) {
   auto e = (*sub)->wait(State::kPending, kv::Clock::now());
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->state, State::kPending);
-  EXPECT_EQ((*sub)->wait(State::kFinished, kv::Clock::now() + 50ms).status().code(), Code::kDeadlineExceeded);
+  EXPECT_EQ((*sub)->wait(State::kFinished, kv::Clock::now() + 50ms).status().code(),
+            Code::kDeadlineExceeded);
 }
 
 TEST_P(JobsTest, WaitAnyReturnsTheFirstSubscriptionToReachTheState) {
@@ -1298,7 +1363,8 @@ TEST_P(JobsTest, InvalidInputIsRejectedByNameAndChangesNothing) {
   const uint64_t before = store_version();
   EXPECT_EQ(jobs().add("", "a", "{}").code(), Code::kInvalidArgument);
   EXPECT_EQ(jobs().add("work", "", "{}").code(), Code::kInvalidArgument);
-  EXPECT_EQ(jobs().add("work", std::string(jobs::kMaxIdBytes + 1, 'i'), "{}").code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().add("work", std::string(jobs::kMaxIdBytes + 1, 'i'), "{}").code(),
+            Code::kInvalidArgument);
   EXPECT_EQ(jobs().add("work", "a", "[1,2]").code(), Code::kInvalidArgument);
   EXPECT_EQ(jobs().add("work", "a", "{not json").code(), Code::kInvalidArgument);
   const std::string huge = "{\"x\":\"" + std::string(jobs().options().max_data_bytes, 'x') + "\"}";
@@ -1332,7 +1398,8 @@ TEST_P(JobsTest, EveryJobIsFinishedExactlyOnceByConcurrentWorkers) {
   std::map<std::string, int> finishes;
   std::thread producer([&] {
     for (int i = 0; i < kJobs; ++i) {
-      Status s = jobs().add("work", "life" + std::to_string(i), "{\"i\":" + std::to_string(i) + "}");
+      Status s =
+          jobs().add("work", "life" + std::to_string(i), "{\"i\":" + std::to_string(i) + "}");
       EXPECT_TRUE(s.ok()) << s.to_string();
     }
   });
@@ -1366,7 +1433,8 @@ TEST_P(JobsTest, EveryJobIsFinishedExactlyOnceByConcurrentWorkers) {
 // all arrive in time.
 template <typename T>
 std::vector<T> first_delivered(Delivered<T>& delivered, size_t n) {
-  EXPECT_TRUE(delivered.wait_for(n)) << "only " << delivered.size() << " of " << n << " outcomes arrived";
+  EXPECT_TRUE(delivered.wait_for(n))
+      << "only " << delivered.size() << " of " << n << " outcomes arrived";
   std::vector<T> values = delivered.values();
   while (values.size() < n) values.push_back(T(Internal("never delivered")));
   return values;
@@ -1392,7 +1460,8 @@ TEST_P(JobsTest, AsyncAddUpdateAndFinishTakeAJobThroughItsLifeAndAreJudgedLikeTh
   EXPECT_EQ(jobs().get("work", "a1")->data, R"({"progress":50})");
   auto finished = std::make_shared<Delivered<Status>>();
   jobs().finish_async(job, std::string(R"({"out": 2})"), deliver_to(finished));
-  ASSERT_TRUE(first_delivered(*finished, 1)[0].ok()) << first_delivered(*finished, 1)[0].to_string();
+  ASSERT_TRUE(first_delivered(*finished, 1)[0].ok())
+      << first_delivered(*finished, 1)[0].to_string();
   info = jobs().get("work", "a1");
   EXPECT_EQ(info->state, State::kFinished);
   EXPECT_EQ(info->data, R"({"out":2})");
@@ -1401,14 +1470,17 @@ TEST_P(JobsTest, AsyncAddUpdateAndFinishTakeAJobThroughItsLifeAndAreJudgedLikeTh
   Job removed = accept_now();
   ASSERT_TRUE(jobs().remove("work", "a2").ok());
   jobs().finish_async(removed, std::nullopt, deliver_to(finished));
-  EXPECT_EQ(first_delivered(*finished, 2)[1].code(), Code::kFailedPrecondition) << "the finish of a removed job is halted";
+  EXPECT_EQ(first_delivered(*finished, 2)[1].code(), Code::kFailedPrecondition)
+      << "the finish of a removed job is halted";
   jobs().add_async("untimed", "b", "{}", {}, deliver_to(added));
   EXPECT_EQ(first_delivered(*added, 2)[1].code(), Code::kNoTimeout) << "a type without a timeout";
   jobs().add_async("work", "", "{}", {}, deliver_to(added));
   EXPECT_EQ(first_delivered(*added, 3)[2].code(), Code::kInvalidArgument) << "an empty id";
   jobs().add_async("work", "c", "{not json", {}, deliver_to(added));
-  EXPECT_EQ(first_delivered(*added, 4)[3].code(), Code::kInvalidArgument) << "data that is not JSON";
-  EXPECT_EQ(jobs().get("work", "c").status().code(), Code::kNotFound) << "a rejected add writes nothing";
+  EXPECT_EQ(first_delivered(*added, 4)[3].code(), Code::kInvalidArgument)
+      << "data that is not JSON";
+  EXPECT_EQ(jobs().get("work", "c").status().code(), Code::kNotFound)
+      << "a rejected add writes nothing";
 }
 
 TEST_P(JobsTest, AsyncResubmitSetsUpTheNextRunAndIsJudgedLikeResubmit) {
@@ -1416,7 +1488,8 @@ TEST_P(JobsTest, AsyncResubmitSetsUpTheNextRunAndIsJudgedLikeResubmit) {
   Job job = accept_now();
   auto resubmitted = std::make_shared<Delivered<Status>>();
   const int64_t later = wall_ms() + 60'000;
-  jobs().resubmit_async(job, {.scheduled_time_ms = later, .data = R"({"n": 2})"}, deliver_to(resubmitted));
+  jobs().resubmit_async(job, {.scheduled_time_ms = later, .data = R"({"n": 2})"},
+                        deliver_to(resubmitted));
   const Status first = first_delivered(*resubmitted, 1)[0];
   ASSERT_TRUE(first.ok()) << first.to_string();
   auto info = jobs().get("work", "r");
@@ -1430,13 +1503,15 @@ TEST_P(JobsTest, AsyncResubmitSetsUpTheNextRunAndIsJudgedLikeResubmit) {
 
   Job stale = job;
   jobs().resubmit_async(stale, {}, deliver_to(resubmitted));
-  EXPECT_EQ(first_delivered(*resubmitted, 2)[1].code(), Code::kFailedPrecondition) << "a finished run is fenced";
+  EXPECT_EQ(first_delivered(*resubmitted, 2)[1].code(), Code::kFailedPrecondition)
+      << "a finished run is fenced";
   stale.lock = "not-a-lock";
   jobs().resubmit_async(stale, {}, deliver_to(resubmitted));
   EXPECT_EQ(first_delivered(*resubmitted, 3)[2].code(), Code::kInvalidArgument);
   stale.lock = job.lock;
   jobs().resubmit_async(stale, {.data = "{not json"}, deliver_to(resubmitted));
-  EXPECT_EQ(first_delivered(*resubmitted, 4)[3].code(), Code::kInvalidArgument) << "data that is not JSON";
+  EXPECT_EQ(first_delivered(*resubmitted, 4)[3].code(), Code::kInvalidArgument)
+      << "data that is not JSON";
 }
 
 TEST_P(JobsTest, AcceptDueAsyncTakesWhatIsDueNowWithoutWaiting) {
@@ -1456,7 +1531,8 @@ TEST_P(JobsTest, AcceptDueAsyncTakesWhatIsDueNowWithoutWaiting) {
   ASSERT_TRUE(outcomes[2].ok()) << outcomes[2].status().to_string();
   std::set<std::string> ids;
   for (size_t k = 1; k < 3; ++k) {
-    for (const auto& job : *outcomes[k]) EXPECT_TRUE(ids.insert(job.id).second) << job.id << " was handed out twice";
+    for (const auto& job : *outcomes[k])
+      EXPECT_TRUE(ids.insert(job.id).second) << job.id << " was handed out twice";
   }
   EXPECT_EQ(ids.size(), 5u) << "every due job, and not the one scheduled later";
   EXPECT_FALSE(ids.count("later"));
@@ -1471,7 +1547,8 @@ TEST_P(JobsTest, AcceptDueAsyncTakesWhatIsDueNowWithoutWaiting) {
 
 TEST_P(JobsTest, AcceptBatchAsyncTakesWhatIsDueOrWaitsForTheFirstThenTakesTheRest) {
   auto taken = std::make_shared<Delivered<Result<std::vector<Job>>>>();
-  EXPECT_EQ(jobs().accept_batch_async("work", 5, {}, deliver_to(taken)), 0u) << "timeout 0 never waits";
+  EXPECT_EQ(jobs().accept_batch_async("work", 5, {}, deliver_to(taken)), 0u)
+      << "timeout 0 never waits";
   EXPECT_EQ(first_delivered(*taken, 1)[0].status().code(), Code::kDeadlineExceeded);
 
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(jobs().add("work", "now" + std::to_string(i), "{}").ok());
@@ -1489,7 +1566,8 @@ TEST_P(JobsTest, AcceptBatchAsyncTakesWhatIsDueOrWaitsForTheFirstThenTakesTheRes
   ASSERT_TRUE(waited.ok()) << waited.status().to_string();
   EXPECT_EQ(waited->size(), 3u) << "the first and the rest of the batch added with it";
 
-  const uint64_t cancelled = jobs().accept_batch_async("work", 2, {.timeout = 30s}, deliver_to(taken));
+  const uint64_t cancelled =
+      jobs().accept_batch_async("work", 2, {.timeout = 30s}, deliver_to(taken));
   ASSERT_NE(cancelled, 0u);
   EXPECT_TRUE(jobs().cancel_accept(cancelled));
   EXPECT_EQ(first_delivered(*taken, 4)[3].status().code(), Code::kCancelled);
@@ -1511,12 +1589,14 @@ TEST_P(JobsTest, AsyncAddsFromManyThreadsAllLandOnce) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kEach; ++i) {
-        jobs().add_async("work", "m" + std::to_string(t) + "-" + std::to_string(i), "{}", {}, deliver_to(added));
+        jobs().add_async("work", "m" + std::to_string(t) + "-" + std::to_string(i), "{}", {},
+                         deliver_to(added));
       }
     });
   }
   for (auto& t : threads) t.join();
-  for (const Status& s : first_delivered(*added, kThreads * kEach)) EXPECT_TRUE(s.ok()) << s.to_string();
+  for (const Status& s : first_delivered(*added, kThreads * kEach))
+    EXPECT_TRUE(s.ok()) << s.to_string();
   auto counts = jobs().count("work");
   ASSERT_TRUE(counts.ok());
   EXPECT_EQ(counts->pending, static_cast<uint64_t>(kThreads * kEach));
@@ -1564,7 +1644,8 @@ TEST_P(JobsTest, AsyncAcceptsWaitingOnManyTypesAreEachServedFromTheirOwnType) {
   }
   auto accepted = std::make_shared<Delivered<Result<Job>>>();
   for (const auto& type : types) {
-    for (int w = 0; w < kWaitersPerType; ++w) jobs().accept_async(type, {.timeout = 10s}, deliver_to(accepted));
+    for (int w = 0; w < kWaitersPerType; ++w)
+      jobs().accept_async(type, {.timeout = 10s}, deliver_to(accepted));
   }
   for (const auto& type : types) {
     for (int w = 0; w < kWaitersPerType; ++w) {
@@ -1575,7 +1656,8 @@ TEST_P(JobsTest, AsyncAcceptsWaitingOnManyTypesAreEachServedFromTheirOwnType) {
   std::set<std::string> ids;
   for (const auto& job : first_delivered(*accepted, kTypes * kWaitersPerType)) {
     ASSERT_TRUE(job.ok()) << job.status().to_string();
-    EXPECT_EQ(job->id.substr(0, job->type.size()), job->type) << job->id << " came from another type";
+    EXPECT_EQ(job->id.substr(0, job->type.size()), job->type)
+        << job->id << " came from another type";
     EXPECT_TRUE(ids.insert(job->id).second) << job->id << " was handed out twice";
     ++per_type[job->type];
   }
@@ -1613,8 +1695,10 @@ TEST_P(JobsTest, CancellingAWaitingAsyncAcceptEndsItWithCancelled) {
 TEST_P(JobsTest, ManyAsyncAcceptsNeverGetTheSameJob) {
   constexpr int kJobs = 30;
   auto accepted = std::make_shared<Delivered<Result<Job>>>();
-  for (int i = 0; i < kJobs; ++i) jobs().accept_async("work", {.timeout = 10s}, deliver_to(accepted));
-  for (int i = 0; i < kJobs; ++i) ASSERT_TRUE(jobs().add("work", "s" + std::to_string(i), "{}").ok());
+  for (int i = 0; i < kJobs; ++i)
+    jobs().accept_async("work", {.timeout = 10s}, deliver_to(accepted));
+  for (int i = 0; i < kJobs; ++i)
+    ASSERT_TRUE(jobs().add("work", "s" + std::to_string(i), "{}").ok());
   std::set<std::string> ids;
   for (const auto& job : first_delivered(*accepted, kJobs)) {
     ASSERT_TRUE(job.ok()) << job.status().to_string();

@@ -112,7 +112,8 @@ TEST_P(KvConformance, GetManyAnswersInOrderAndSeesTheTransactionsOwnWrites) {
   txn->clear("b");
   auto values = txn->get_many({"e", "a", "b", "c", "d"});
   ASSERT_TRUE(values.ok()) << values.status().to_string();
-  EXPECT_EQ(*values, (std::vector<std::optional<std::string>>{"5", "1", std::nullopt, "3", std::nullopt}));
+  EXPECT_EQ(*values,
+            (std::vector<std::optional<std::string>>{"5", "1", std::nullopt, "3", std::nullopt}));
 }
 
 TEST_P(KvConformance, GetManyReadsAtTheTransactionsReadVersion) {
@@ -236,7 +237,8 @@ TEST_P(KvConformance, RangeReadsHonourLimitAndReverse) {
   auto txn = begin(store());
   EXPECT_EQ(keys_of(*txn->get_range("r/", "r0")),
             (std::vector<std::string>{"r/a", "r/b", "r/c", "r/d", "r/e", "r/f"}));
-  EXPECT_EQ(keys_of(*txn->get_range("r/", "r0", {.limit = 2})), (std::vector<std::string>{"r/a", "r/b"}));
+  EXPECT_EQ(keys_of(*txn->get_range("r/", "r0", {.limit = 2})),
+            (std::vector<std::string>{"r/a", "r/b"}));
   EXPECT_EQ(keys_of(*txn->get_range("r/", "r0", {.limit = 2, .reverse = true})),
             (std::vector<std::string>{"r/f", "r/e"}));
   EXPECT_EQ(keys_of(*txn->get_range("r/b", "r/e", {.reverse = true})),
@@ -254,7 +256,8 @@ TEST_P(KvConformance, ReverseRangeReadMergesOwnWrites) {
   txn->clear("m/b");
   EXPECT_EQ(keys_of(*txn->get_range("m/", "m0", {.reverse = true})),
             (std::vector<std::string>{"m/e", "m/d", "m/c"}));
-  EXPECT_EQ(keys_of(*txn->get_range("m/", "m0", {.limit = 2})), (std::vector<std::string>{"m/c", "m/d"}));
+  EXPECT_EQ(keys_of(*txn->get_range("m/", "m0", {.limit = 2})),
+            (std::vector<std::string>{"m/c", "m/d"}));
 }
 
 TEST_P(KvConformance, ClearRangeRemovesExactlyTheHalfOpenRange) {
@@ -454,7 +457,8 @@ TEST_P(KvConformance, RetryLoopStopsAtItsAttemptLimit) {
       kv::RetryOptions{.max_attempts = 3});
   EXPECT_EQ(s.code(), Code::kUnavailable);
   EXPECT_EQ(attempts, 3);
-  EXPECT_GE(kv::retry_counts().unavailable, before.unavailable + 3) << "retries are counted for metrics";
+  EXPECT_GE(kv::retry_counts().unavailable, before.unavailable + 3)
+      << "retries are counted for metrics";
 }
 
 TEST_P(KvConformance, RetryLoopDoesNotRetryOtherErrorsNorCommitThem) {
@@ -475,7 +479,8 @@ TEST_P(KvConformance, RunOnAnOpenTransactionJoinsTheCallersCommit) {
                 t.set("joined", "1");
                 return Status::OK();
               }).ok());
-  EXPECT_EQ(read(store(), "joined"), std::nullopt) << "nothing is committed until the caller commits";
+  EXPECT_EQ(read(store(), "joined"), std::nullopt)
+      << "nothing is committed until the caller commits";
   ASSERT_TRUE(txn->commit().ok());
   EXPECT_EQ(read(store(), "joined"), "1");
 }
@@ -617,7 +622,8 @@ TEST_P(KvConformance, RunAsyncDoesNotRetryACommitThatFailsOtherwise) {
       },
       [delivered](Status s) { delivered->add(std::move(s)); });
   ASSERT_TRUE(delivered->wait_for(1)) << "done was never called";
-  EXPECT_EQ(delivered->values()[0].code(), Code::kInvalidArgument) << delivered->values()[0].to_string();
+  EXPECT_EQ(delivered->values()[0].code(), Code::kInvalidArgument)
+      << delivered->values()[0].to_string();
   EXPECT_EQ(attempts->load(), 1);
   EXPECT_EQ(read(store(), "fine"), std::nullopt);
 }
@@ -637,9 +643,11 @@ TEST_P(KvConformance, RunAsyncStopsAtItsAttemptLimitLikeRun) {
   const Status async_outcome = delivered->values()[0];
   EXPECT_EQ(async_outcome.code(), Code::kUnavailable) << async_outcome.to_string();
   EXPECT_EQ(attempts->load(), 3);
-  EXPECT_GE(kv::retry_counts().unavailable, before.unavailable + 3) << "retries are counted for metrics";
+  EXPECT_GE(kv::retry_counts().unavailable, before.unavailable + 3)
+      << "retries are counted for metrics";
   const Status run_outcome = kv::run(
-      store(), [](kv::Transaction&) { return Unavailable("down"); }, kv::RetryOptions{.max_attempts = 3});
+      store(), [](kv::Transaction&) { return Unavailable("down"); },
+      kv::RetryOptions{.max_attempts = 3});
   EXPECT_EQ(async_outcome, run_outcome) << "run_async and run gave up differently";
 }
 
@@ -661,7 +669,8 @@ TEST_P(KvConformance, RunAsyncGivesUpAtItsDeadlineLikeRun) {
   EXPECT_GT(attempts->load(), 1);
   EXPECT_LE(elapsed, 200ms + 150ms) << "must not wait past its deadline";
   const Status run_outcome = kv::run(
-      store(), [](kv::Transaction&) { return Aborted("always conflicts"); }, kv::RetryOptions{.timeout = 200ms});
+      store(), [](kv::Transaction&) { return Aborted("always conflicts"); },
+      kv::RetryOptions{.timeout = 200ms});
   EXPECT_EQ(async_outcome, run_outcome) << "run_async and run gave up differently";
 }
 
@@ -669,8 +678,9 @@ TEST_P(KvConformance, RunAsyncGivesUpAtItsDeadlineLikeRun) {
 // must retry its injected conflicts, unavailability (also at begin) and unknown results.
 TEST_P(KvConformance, RunAsyncAppliesEachIdempotentIncrementOnceDespiteInjectedFaults) {
   auto faulty = std::make_shared<kv::FaultInjectingStore>(
-      store_ptr(), kv::FaultOptions{.conflict_rate = 0.2, .unavailable_rate = 0.1, .unknown_result_rate = 0.3,
-                                    .seed = 42});
+      store_ptr(),
+      kv::FaultOptions{
+          .conflict_rate = 0.2, .unavailable_rate = 0.1, .unknown_result_rate = 0.3, .seed = 42});
   constexpr int kOps = 60;
   auto delivered = std::make_shared<Delivered<Status>>();
   for (int i = 0; i < kOps; ++i) {
@@ -687,7 +697,8 @@ TEST_P(KvConformance, RunAsyncAppliesEachIdempotentIncrementOnceDespiteInjectedF
         // Short backoffs: with these rates some operation always needs many attempts.
         kv::RetryOptions{.initial_backoff = 100us, .max_backoff = 2ms});
   }
-  ASSERT_TRUE(delivered->wait_for(kOps, 120s)) << delivered->size() << " of " << kOps << " run_async calls finished";
+  ASSERT_TRUE(delivered->wait_for(kOps, 120s))
+      << delivered->size() << " of " << kOps << " run_async calls finished";
   for (const Status& s : delivered->values()) EXPECT_TRUE(s.ok()) << s.to_string();
   const auto counts = faulty->counts();
   EXPECT_GT(counts.unknown_applied, 0u) << "the test must exercise commits that applied";

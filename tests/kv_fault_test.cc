@@ -13,8 +13,8 @@ namespace {
 
 class KvFaults : public StoreTest {
  protected:
-  std::shared_ptr<kv::FaultInjectingStore> faulty(double conflict, double unavailable, double unknown,
-                                                  uint64_t seed) {
+  std::shared_ptr<kv::FaultInjectingStore> faulty(double conflict, double unavailable,
+                                                  double unknown, uint64_t seed) {
     return std::make_shared<kv::FaultInjectingStore>(
         store_ptr(), kv::FaultOptions{.conflict_rate = conflict,
                                       .unavailable_rate = unavailable,

@@ -40,10 +40,11 @@ class WorkersTest : public StoreTest {
 
   // A Workers as another process would have: its own registrations and loops, same store.
   std::unique_ptr<Workers> open_workers() {
-    auto w = Workers::open(store_ptr(), {.on_departure = [this](kv::Transaction& txn, const std::string& type,
-                                                                const std::string& id) {
-                                           return jobs_->release_worker(txn, type, id).status();
-                                         }});
+    auto w = Workers::open(store_ptr(),
+                           {.on_departure = [this](kv::Transaction& txn, const std::string& type,
+                                                   const std::string& id) {
+                             return jobs_->release_worker(txn, type, id).status();
+                           }});
     EXPECT_TRUE(w.ok()) << w.status().to_string();
     return w.ok() ? std::move(*w) : nullptr;
   }
@@ -52,7 +53,8 @@ class WorkersTest : public StoreTest {
     auto m = workers_->workers(type);
     EXPECT_TRUE(m.ok()) << m.status().to_string();
     std::set<std::string> out;
-    if (m.ok()) for (auto& w : m->workers) out.insert(w.id);
+    if (m.ok())
+      for (auto& w : m->workers) out.insert(w.id);
     return out;
   }
   uint64_t version(const std::string& type = "w") { return workers_->workers(type)->version; }
@@ -72,7 +74,8 @@ class WorkersTest : public StoreTest {
 };
 
 TEST_P(WorkersTest, RegisteredWorkerIsListedWithItsInfoUntilItUnregisters) {
-  auto reg = workers_->register_worker("w", "a", {.info = R"({"host": "h1"})", .health_timeout = 2s});
+  auto reg =
+      workers_->register_worker("w", "a", {.info = R"({"host": "h1"})", .health_timeout = 2s});
   ASSERT_TRUE(reg.ok()) << reg.status().to_string();
   auto m = workers_->workers("w");
   ASSERT_TRUE(m.ok());
@@ -133,7 +136,8 @@ TEST_P(WorkersTest, AnIdAliveElsewhereIsAlreadyExistsUnlessTakenOver) {
   EXPECT_EQ((*mine)->heartbeat().code(), Code::kFailedPrecondition);
   EXPECT_TRUE((*mine)->lost());
   EXPECT_TRUE((*mine)->unregister().ok());
-  EXPECT_EQ(ids(), (std::set<std::string>{"a"})) << "a lost registration must not remove its successor";
+  EXPECT_EQ(ids(), (std::set<std::string>{"a"}))
+      << "a lost registration must not remove its successor";
 }
 
 TEST_P(WorkersTest, BackgroundHeartbeatsMarkATakenOverRegistrationLostAndKeepTheRestAlive) {
@@ -150,7 +154,8 @@ TEST_P(WorkersTest, BackgroundHeartbeatsMarkATakenOverRegistrationLostAndKeepThe
   while (!mine[1]->lost() && kv::Clock::now() < deadline) std::this_thread::yield();
   EXPECT_TRUE(mine[1]->lost());
   const uint64_t beats = workers_->stats().heartbeats;
-  while (workers_->stats().heartbeats < beats + 4 && kv::Clock::now() < deadline) std::this_thread::yield();
+  while (workers_->stats().heartbeats < beats + 4 && kv::Clock::now() < deadline)
+    std::this_thread::yield();
   EXPECT_GE(workers_->stats().heartbeats, beats + 4) << "the others kept heartbeating";
   EXPECT_FALSE(mine[0]->lost());
   EXPECT_FALSE(mine[2]->lost());
@@ -178,11 +183,13 @@ TEST_P(WorkersTest, AWorkerWhoseHeartbeatsStopIsDeclaredDeadWithinItsTimeoutAndA
   ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return gone; })) << "never declared dead";
   const auto after = kv::Clock::now() - last_beat;
   EXPECT_GE(after, 400ms) << "declared dead before its timeout";
-  EXPECT_LT(after, 400ms + 100ms + 1500ms) << "timeout + one check period, with slack for a loaded machine";
+  EXPECT_LT(after, 400ms + 100ms + 1500ms)
+      << "timeout + one check period, with slack for a loaded machine";
   lock.unlock();
   // The membership callback may run before the monitor that removed the worker counts it.
   const auto counted_by = kv::Clock::now() + 5s;
-  while (workers_->stats().declared_dead < 1 && kv::Clock::now() < counted_by) std::this_thread::yield();
+  while (workers_->stats().declared_dead < 1 && kv::Clock::now() < counted_by)
+    std::this_thread::yield();
   EXPECT_GE(workers_->stats().declared_dead, 1u);
 }
 
@@ -211,7 +218,8 @@ TEST_P(WorkersTest, UnregisteringReenqueuesItsJobsButNotOthers) {
   ASSERT_EQ(mine->id, "mine");
   ASSERT_TRUE((*reg)->unregister().ok());
   EXPECT_EQ(jobs_->get("work", "mine")->state, State::kPending);
-  EXPECT_EQ(jobs_->get("work", "anon")->state, State::kRunning) << "a job accepted without a worker keeps running";
+  EXPECT_EQ(jobs_->get("work", "anon")->state, State::kRunning)
+      << "a job accepted without a worker keeps running";
   EXPECT_TRUE(jobs_->finish(*anon).ok());
 }
 
@@ -308,8 +316,9 @@ TEST_P(WorkersTest, ACallbackThatThrowsDoesNotStopDeliveryToOthers) {
   lock.unlock();
   auto b = workers_->register_worker("w", "b");
   lock.lock();
-  EXPECT_TRUE(cv.wait_for(lock, 5s, [&] { return good_sees == std::set<std::string>{"a", "b"}; }))
-      << "delivery stopped after a callback threw";
+  EXPECT_TRUE(cv.wait_for(lock, 5s, [&] {
+    return good_sees == std::set<std::string>{"a", "b"};
+  })) << "delivery stopped after a callback threw";
   EXPECT_GT(bad_calls, bad_before) << "the throwing subscriber is still called";
 }
 
@@ -347,7 +356,8 @@ TEST_P(WorkersTest, AMonitorWhoseReadsStallNeverDeclaresAWorkerThatHeartbeatsOnT
   constexpr int kStalls = 2;
   auto stalling = std::make_shared<kv::FaultInjectingStore>(store_ptr(), kv::FaultOptions{});
   // Another key prefix, so the fixture's own (unstalled) monitor does not watch these workers.
-  auto heartbeating_side = Workers::open(store_ptr(), {.key_prefix = "s", .run_health_monitor = false});
+  auto heartbeating_side =
+      Workers::open(store_ptr(), {.key_prefix = "s", .run_health_monitor = false});
   ASSERT_TRUE(heartbeating_side.ok());
   auto monitor_side = Workers::open(stalling, {.key_prefix = "s"});
   ASSERT_TRUE(monitor_side.ok());
@@ -370,7 +380,8 @@ TEST_P(WorkersTest, AMonitorWhoseReadsStallNeverDeclaresAWorkerThatHeartbeatsOnT
   });
   auto checks = [&] { return (*monitor_side)->stats().monitor_checks; };
   for (int i = 0; i < kStalls; ++i) {
-    EXPECT_TRUE(stall_one_read(*stalling, kStall, checks, 2, 10s)) << "the monitor never read through stall " << i;
+    EXPECT_TRUE(stall_one_read(*stalling, kStall, checks, 2, 10s))
+        << "the monitor never read through stall " << i;
   }
   // The quiet one is still declared dead: once the store answers promptly again, within
   // 1 + 2.4/4 timeouts of watched time (the monitor does not count the stalls, nor the part of
@@ -380,21 +391,22 @@ TEST_P(WorkersTest, AMonitorWhoseReadsStallNeverDeclaresAWorkerThatHeartbeatsOnT
   auto members = [&] {
     std::set<std::string> out;
     auto m = side.workers("stall");
-    if (m.ok()) for (auto& w : m->workers) out.insert(w.id);
+    if (m.ok())
+      for (auto& w : m->workers) out.insert(w.id);
     return out;
   };
   while (members().contains("quiet") && kv::Clock::now() < limit) std::this_thread::sleep_for(20ms);
   const auto idle = kv::Clock::now() - registered;
   stop = true;
   heartbeats.join();
-  EXPECT_TRUE(halted.ok()) << "declared dead while heartbeating every " << kBeat.count() << " ms: "
-                           << halted.to_string() << " ("
+  EXPECT_TRUE(halted.ok()) << "declared dead while heartbeating every " << kBeat.count()
+                           << " ms: " << halted.to_string() << " ("
                            << std::chrono::duration_cast<std::chrono::milliseconds>(idle).count()
                            << " ms after registering)";
   EXPECT_EQ(members(), (std::set<std::string>{"beating"}))
       << "the quiet worker outlived its bound: still there "
-      << std::chrono::duration_cast<std::chrono::milliseconds>(idle).count() << " ms after registering, after "
-      << (*monitor_side)->stats().monitor_checks << " checks";
+      << std::chrono::duration_cast<std::chrono::milliseconds>(idle).count()
+      << " ms after registering, after " << (*monitor_side)->stats().monitor_checks << " checks";
   EXPECT_GE(idle, kTimeout);
 }
 
@@ -408,17 +420,22 @@ TEST_P(WorkersTest, TypesListsEveryTypeThatHasHadAWorkerInNameOrder) {
   ASSERT_TRUE(workers_->register_remote("wa", "z").ok());
   EXPECT_EQ(*workers_->types(), (std::vector<std::string>{"wa", "wb"}));
   ASSERT_TRUE((*b)->unregister().ok());
-  EXPECT_EQ(*open_workers()->types(), (std::vector<std::string>{"wa", "wb"})) << "kept after the last worker left";
+  EXPECT_EQ(*open_workers()->types(), (std::vector<std::string>{"wa", "wb"}))
+      << "kept after the last worker left";
 }
 
 TEST_P(WorkersTest, BadInputGetsANamedErrorAndChangesNothing) {
   EXPECT_EQ(workers_->register_worker("", "a").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(workers_->register_worker("w", "").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(workers_->register_worker("w w", "a").status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(workers_->register_worker("w", "a", {.health_timeout = 0ms}).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(workers_->register_worker("w", "a", {.health_timeout = -5ms}).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(workers_->register_worker("w", "a", {.info = "[1]"}).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(workers_->register_worker("w", "a", {.info = "{oops"}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(workers_->register_worker("w", "a", {.health_timeout = 0ms}).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(workers_->register_worker("w", "a", {.health_timeout = -5ms}).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(workers_->register_worker("w", "a", {.info = "[1]"}).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(workers_->register_worker("w", "a", {.info = "{oops"}).status().code(),
+            Code::kInvalidArgument);
   EXPECT_EQ(workers_->subscribe("w", nullptr).status().code(), Code::kInvalidArgument);
   EXPECT_TRUE(ids().empty());
   EXPECT_EQ(version(), 0u);
@@ -436,9 +453,9 @@ TEST(WorkersProcessTest, ProcessesSeeEachOtherAndAKilledOnesJobsAreRescued) {
   ASSERT_TRUE(j.ok());
   jobs::Jobs& jobs = **j;
   auto w = Workers::open(*store, {.on_departure = [&](kv::Transaction& txn, const std::string& type,
-                                                     const std::string& id) {
-                                    return jobs.release_worker(txn, type, id).status();
-                                  }});
+                                                      const std::string& id) {
+    return jobs.release_worker(txn, type, id).status();
+  }});
   ASSERT_TRUE(w.ok());
   ASSERT_TRUE(jobs.set_type_timeout("work", 60s).ok());
   ASSERT_TRUE(jobs.add("work", "held", "{}").ok());
@@ -452,7 +469,8 @@ TEST(WorkersProcessTest, ProcessesSeeEachOtherAndAKilledOnesJobsAreRescued) {
   EXPECT_EQ(line, "members child,parent") << "the child sees this process's worker";
   ASSERT_TRUE(child.read_line(line));
   ASSERT_EQ(line.rfind("ready held ", 0), 0u) << line;
-  const jobs::Job stolen{"work", "held", line.substr(std::string("ready held ").size()), "{}", "child"};
+  const jobs::Job stolen{"work", "held", line.substr(std::string("ready held ").size()), "{}",
+                         "child"};
   auto members = (*w)->workers("w");
   ASSERT_TRUE(members.ok());
   EXPECT_EQ(members->workers.size(), 2u) << "this process sees the child";
@@ -464,9 +482,11 @@ TEST(WorkersProcessTest, ProcessesSeeEachOtherAndAKilledOnesJobsAreRescued) {
   ASSERT_TRUE(sub.ok());
   auto back = (*sub)->wait(State::kPending, killed + 10s);
   ASSERT_TRUE(back.ok()) << back.status().to_string();
-  EXPECT_LT(kv::Clock::now() - killed, 500ms + 125ms + 2000ms) << "health timeout + one check, with slack";
+  EXPECT_LT(kv::Clock::now() - killed, 500ms + 125ms + 2000ms)
+      << "health timeout + one check, with slack";
   jobs::Job copy = stolen;
-  EXPECT_EQ(jobs.update(copy).status().code(), Code::kFailedPrecondition) << "the dead worker's calls halt";
+  EXPECT_EQ(jobs.update(copy).status().code(), Code::kFailedPrecondition)
+      << "the dead worker's calls halt";
   EXPECT_EQ((*w)->workers("w")->workers.size(), 1u);
 }
 
@@ -485,11 +505,13 @@ TEST_P(WorkersTest, AWrongTokenNeitherUnregistersNorHeartbeatsTheWorker) {
   }
   EXPECT_EQ(ids(), (std::set<std::string>{"r1"})) << "a wrong token must not unregister";
   EXPECT_EQ(version(), v);
-  EXPECT_EQ(workers_->workers("w")->workers.at(0).last_heartbeat_ms, beat_before) << "nor heartbeat";
+  EXPECT_EQ(workers_->workers("w")->workers.at(0).last_heartbeat_ms, beat_before)
+      << "nor heartbeat";
   EXPECT_EQ(workers_->stats().heartbeats, 0u);
   ASSERT_TRUE(workers_->unregister("w", "r1", *token).ok()) << "the right token unregisters";
   EXPECT_TRUE(ids().empty());
-  EXPECT_TRUE(workers_->unregister("w", "r1", wrong).ok()) << "a worker that is gone is gone for anyone";
+  EXPECT_TRUE(workers_->unregister("w", "r1", wrong).ok())
+      << "a worker that is gone is gone for anyone";
 }
 
 TEST_P(WorkersTest, TheTokenATakeOverReplacedIsToldTakenOverNotWrongToken) {
@@ -511,14 +533,17 @@ TEST_P(WorkersTest, AHandleTakenOverTwiceIsLostAndItsUnregisterLeavesTheSuccesso
   ASSERT_TRUE(mine.ok());
   ASSERT_TRUE(workers_->register_remote("w", "r3", {.take_over = true}).ok());
   ASSERT_TRUE(workers_->register_remote("w", "r3", {.take_over = true}).ok());
-  EXPECT_EQ((*mine)->heartbeat().code(), Code::kFailedPrecondition) << "its token held the worker once";
+  EXPECT_EQ((*mine)->heartbeat().code(), Code::kFailedPrecondition)
+      << "its token held the worker once";
   EXPECT_TRUE((*mine)->lost());
   EXPECT_TRUE((*mine)->unregister().ok());
   EXPECT_EQ(ids(), (std::set<std::string>{"r3"}));
 }
 
 TEST_P(WorkersTest, WorkerTokensAndJobLocksCarry128RandomBits) {
-  const auto is_hex = [](std::string_view s) { return s.find_first_not_of("0123456789abcdef") == std::string::npos; };
+  const auto is_hex = [](std::string_view s) {
+    return s.find_first_not_of("0123456789abcdef") == std::string::npos;
+  };
   auto a = workers_->register_remote("w", "t1");
   auto b = workers_->register_remote("w", "t2");
   ASSERT_TRUE(a.ok() && b.ok());

@@ -26,13 +26,15 @@ int main(int argc, char** argv) {
   auto jobs = jobs::Jobs::open(*store);
   if (!jobs.ok()) return fail("jobs", jobs.status());
   jobs::Jobs& j = **jobs;
-  auto workers = workers::Workers::open(*store, {.on_departure = [&](kv::Transaction& txn, const std::string& type,
-                                                                     const std::string& id) {
-                                                   return j.release_worker(txn, type, id).status();
-                                                 }});
+  auto workers = workers::Workers::open(
+      *store,
+      {.on_departure = [&](kv::Transaction& txn, const std::string& type, const std::string& id) {
+        return j.release_worker(txn, type, id).status();
+      }});
   if (!workers.ok()) return fail("workers", workers.status());
   const std::string id = argv[2];
-  auto reg = (*workers)->register_worker("w", id, {.health_timeout = std::chrono::milliseconds(std::atoi(argv[3]))});
+  auto reg = (*workers)->register_worker(
+      "w", id, {.health_timeout = std::chrono::milliseconds(std::atoi(argv[3]))});
   if (!reg.ok()) return fail("register", reg.status());
   auto members = (*workers)->workers("w");
   if (!members.ok()) return fail("workers", members.status());
@@ -40,7 +42,8 @@ int main(int argc, char** argv) {
   for (const auto& w : members->workers) ids += (ids.empty() ? "" : ",") + w.id;
   std::printf("members %s\n", ids.c_str());
   std::fflush(stdout);
-  auto job = j.accept("work", {.timeout = std::chrono::seconds(10), .worker = id, .worker_type = "w"});
+  auto job =
+      j.accept("work", {.timeout = std::chrono::seconds(10), .worker = id, .worker_type = "w"});
   if (!job.ok()) return fail("accept", job.status());
   std::printf("ready %s %s\n", job->id.c_str(), job->lock.c_str());
   std::fflush(stdout);

@@ -31,7 +31,9 @@ class Connection {
     fd_ = ::socket(found->ai_family, SOCK_STREAM, 0);
     const bool connected = fd_ >= 0 && ::connect(fd_, found->ai_addr, found->ai_addrlen) == 0;
     freeaddrinfo(found);
-    if (!connected) throw std::runtime_error("beanstalkd: cannot connect to " + address + ": " + std::strerror(errno));
+    if (!connected)
+      throw std::runtime_error("beanstalkd: cannot connect to " + address + ": " +
+                               std::strerror(errno));
     int one = 1;
     ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
@@ -45,7 +47,8 @@ class Connection {
     while (!bytes.empty()) {
       ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw std::runtime_error(std::string("beanstalkd: send: ") + std::strerror(errno));
+      if (n <= 0)
+        throw std::runtime_error(std::string("beanstalkd: send: ") + std::strerror(errno));
       bytes.remove_prefix(static_cast<size_t>(n));
     }
   }
@@ -132,7 +135,9 @@ class Beanstalkd final : public QueueSystem {
   explicit Beanstalkd(std::string address) : address_(std::move(address)) {}
   // Tubes exist while used: nothing to create.
   void prepare() override { Connection check(address_); }
-  std::unique_ptr<QueueClient> connect() override { return std::make_unique<BeanstalkClient>(address_); }
+  std::unique_ptr<QueueClient> connect() override {
+    return std::make_unique<BeanstalkClient>(address_);
+  }
 
  private:
   std::string address_;

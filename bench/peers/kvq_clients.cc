@@ -39,7 +39,9 @@ class HttpClient final : public QueueClient {
   HttpClient(const cli::Url& url, const std::string& tag) : client_(url, ""), tag_(tag) {}
 
   void add(int64_t seq, const std::string& payload) override {
-    check(client_.post(add_path_, json{{"id", tag_ + std::to_string(seq)}, {"data", json::parse(payload)}}), "add");
+    check(client_.post(add_path_,
+                       json{{"id", tag_ + std::to_string(seq)}, {"data", json::parse(payload)}}),
+          "add");
   }
 
   bool reserve(Reserved& out, std::chrono::milliseconds wait) override {
@@ -55,7 +57,9 @@ class HttpClient final : public QueueClient {
   }
 
   void finish(const Reserved& job) override {
-    check(client_.post(cli::path("/v1/jobs", {kType, job.id, "finish"}), json{{"lock", job.handle}}), "finish");
+    check(
+        client_.post(cli::path("/v1/jobs", {kType, job.id, "finish"}), json{{"lock", job.handle}}),
+        "finish");
   }
 
   cli::Client& client() { return client_; }
@@ -76,10 +80,13 @@ class KvqHttp final : public QueueSystem {
   explicit KvqHttp(const std::string& address) : url_(parse_base(address)), tag_(run_tag()) {}
   void prepare() override {
     HttpClient admin(url_, tag_);
-    cli::Response r = admin.client().put(cli::path("/v1/types", {kType}), json{{"timeout", kTypeTimeoutSeconds}});
+    cli::Response r =
+        admin.client().put(cli::path("/v1/types", {kType}), json{{"timeout", kTypeTimeoutSeconds}});
     if (!r.ok()) throw std::runtime_error("kvq-http: set the type timeout: " + r.describe());
   }
-  std::unique_ptr<QueueClient> connect() override { return std::make_unique<HttpClient>(url_, tag_); }
+  std::unique_ptr<QueueClient> connect() override {
+    return std::make_unique<HttpClient>(url_, tag_);
+  }
 
  private:
   cli::Url url_;
@@ -107,13 +114,17 @@ class LibClient final : public QueueClient {
   }
 
   void finish(const Reserved& reserved) override {
-    jobs::Job job{.type = std::string(kType), .id = reserved.id, .lock = reserved.handle, .data = reserved.payload};
+    jobs::Job job{.type = std::string(kType),
+                  .id = reserved.id,
+                  .lock = reserved.handle,
+                  .data = reserved.payload};
     check(jobs_.finish(job), "finish");
   }
 
  private:
   static void check(const Status& status, const char* what) {
-    if (!status.ok()) throw std::runtime_error(std::string("kvq-lib: ") + what + ": " + status.to_string());
+    if (!status.ok())
+      throw std::runtime_error(std::string("kvq-lib: ") + what + ": " + status.to_string());
   }
 
   jobs::Jobs& jobs_;
@@ -123,8 +134,10 @@ class LibClient final : public QueueClient {
 class KvqLib final : public QueueSystem {
  public:
   KvqLib(const std::string& data_dir, bool durable) : tag_(run_tag()) {
-    auto store = open_lmdb_store({.path = data_dir, .durability = durable ? Durability::kSync : Durability::kNoSync});
-    if (!store.ok()) throw std::runtime_error("kvq-lib: open " + data_dir + ": " + store.status().to_string());
+    auto store = open_lmdb_store(
+        {.path = data_dir, .durability = durable ? Durability::kSync : Durability::kNoSync});
+    if (!store.ok())
+      throw std::runtime_error("kvq-lib: open " + data_dir + ": " + store.status().to_string());
     auto opened = jobs::Jobs::open(*store);
     if (!opened.ok()) throw std::runtime_error("kvq-lib: " + opened.status().to_string());
     jobs_ = std::move(*opened);
@@ -133,7 +146,9 @@ class KvqLib final : public QueueSystem {
     Status s = jobs_->set_type_timeout(kType, std::chrono::seconds(kTypeTimeoutSeconds));
     if (!s.ok()) throw std::runtime_error("kvq-lib: set the type timeout: " + s.to_string());
   }
-  std::unique_ptr<QueueClient> connect() override { return std::make_unique<LibClient>(*jobs_, tag_); }
+  std::unique_ptr<QueueClient> connect() override {
+    return std::make_unique<LibClient>(*jobs_, tag_);
+  }
   nlohmann::json stats() override {
     const kv::RetryCounts retries = kv::retry_counts();
     return {{"retries_conflict", retries.aborted}, {"retries_unavailable", retries.unavailable}};
@@ -146,7 +161,9 @@ class KvqLib final : public QueueSystem {
 
 }  // namespace
 
-std::unique_ptr<QueueSystem> open_kvq_http(const std::string& address) { return std::make_unique<KvqHttp>(address); }
+std::unique_ptr<QueueSystem> open_kvq_http(const std::string& address) {
+  return std::make_unique<KvqHttp>(address);
+}
 
 std::unique_ptr<QueueSystem> open_kvq_lib(const std::string& data_dir, bool durable) {
   return std::make_unique<KvqLib>(data_dir, durable);

@@ -69,7 +69,8 @@ class PgClient final : public QueueClient {
 
   void exec(const char* sql) {
     Result r(PQexec(conn_, sql));
-    if (PQresultStatus(r.get()) != PGRES_COMMAND_OK && PQresultStatus(r.get()) != PGRES_TUPLES_OK) fail(sql);
+    if (PQresultStatus(r.get()) != PGRES_COMMAND_OK && PQresultStatus(r.get()) != PGRES_TUPLES_OK)
+      fail(sql);
   }
 
   void add(int64_t, const std::string& payload) override {
@@ -94,7 +95,8 @@ class PgClient final : public QueueClient {
       if (drain_notifications() > 0) continue;
       const auto now = std::chrono::steady_clock::now();
       if (now >= deadline) return false;
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
       pollfd p{PQsocket(conn_), POLLIN, 0};
       ::poll(&p, 1, static_cast<int>(std::min<long>(left + 1, 100)));
       if (PQconsumeInput(conn_) == 0) fail("wait for a notification");
@@ -106,7 +108,8 @@ class PgClient final : public QueueClient {
     const char* params[] = {job.handle.c_str()};
     Result r(PQexecPrepared(conn_, "finish", 1, params, nullptr, nullptr, 0));
     if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) fail("finish");
-    if (std::string(PQcmdTuples(r.get())) != "1") throw std::runtime_error("postgres: finish deleted no row");
+    if (std::string(PQcmdTuples(r.get())) != "1")
+      throw std::runtime_error("postgres: finish deleted no row");
   }
 
  private:
@@ -136,7 +139,9 @@ class Postgres final : public QueueSystem {
     PgClient admin(address_, true);
     admin.exec(kSchema);
   }
-  std::unique_ptr<QueueClient> connect() override { return std::make_unique<PgClient>(address_, false); }
+  std::unique_ptr<QueueClient> connect() override {
+    return std::make_unique<PgClient>(address_, false);
+  }
 
  private:
   std::string address_;

@@ -8,7 +8,8 @@ namespace kvq::peers {
 
 std::pair<std::string, int> split_host_port(const std::string& address) {
   auto colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0) throw std::invalid_argument("want host:port, got '" + address + "'");
+  if (colon == std::string::npos || colon == 0)
+    throw std::invalid_argument("want host:port, got '" + address + "'");
   int port = 0;
   try {
     port = std::stoi(address.substr(colon + 1));
@@ -25,7 +26,8 @@ std::unique_ptr<QueueSystem> open_system(const SystemOptions& o) {
   if (o.system == "redis") return open_redis(o.address);
   if (o.system == "kvq-http") return open_kvq_http(o.address);
   if (o.system == "kvq-lib") return open_kvq_lib(o.address, o.durable);
-  throw std::invalid_argument("unknown --system '" + o.system + "' (beanstalkd, postgres, redis, kvq-http, kvq-lib)");
+  throw std::invalid_argument("unknown --system '" + o.system +
+                              "' (beanstalkd, postgres, redis, kvq-http, kvq-lib)");
 }
 
 }  // namespace kvq::peers

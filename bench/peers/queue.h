@@ -46,9 +46,9 @@ class QueueSystem {
 };
 
 struct SystemOptions {
-  std::string system;    // beanstalkd, postgres, redis, kvq-http, kvq-lib
-  std::string address;   // host:port (peers, kvq-http); a data directory (kvq-lib)
-  bool durable = true;   // kvq-lib: LMDB sync (durable) or nosync (relaxed)
+  std::string system;   // beanstalkd, postgres, redis, kvq-http, kvq-lib
+  std::string address;  // host:port (peers, kvq-http); a data directory (kvq-lib)
+  bool durable = true;  // kvq-lib: LMDB sync (durable) or nosync (relaxed)
 };
 
 // Throws std::invalid_argument for an unknown system name.

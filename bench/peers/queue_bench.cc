@@ -49,7 +49,8 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// ---- command line --------------------------------------------------------------------------------
+// ---- command line
+// --------------------------------------------------------------------------------
 
 struct Args {
   std::string mode;
@@ -71,18 +72,22 @@ struct Args {
       used = 0;
     }
     if (used != it->second.size() || v < lo || v > hi)
-      throw std::invalid_argument("--" + name + " wants a number in " + std::to_string(lo) + ".." + std::to_string(hi));
+      throw std::invalid_argument("--" + name + " wants a number in " + std::to_string(lo) + ".." +
+                                  std::to_string(hi));
     return v;
   }
 };
 
 Args parse_args(int argc, char** argv) {
-  if (argc < 2) throw std::invalid_argument("usage: queue_bench lifecycle|scale|fsync-probe --option value ...");
+  if (argc < 2)
+    throw std::invalid_argument(
+        "usage: queue_bench lifecycle|scale|fsync-probe --option value ...");
   Args args;
   args.mode = argv[1];
   for (int i = 2; i < argc; i += 2) {
     std::string name = argv[i];
-    if (name.rfind("--", 0) != 0 || i + 1 >= argc) throw std::invalid_argument("expected --option value, got " + name);
+    if (name.rfind("--", 0) != 0 || i + 1 >= argc)
+      throw std::invalid_argument("expected --option value, got " + name);
     name = name.substr(2);
     std::string value = argv[i + 1];
     if (name == "tag") {
@@ -96,13 +101,18 @@ Args parse_args(int argc, char** argv) {
   return args;
 }
 
-// ---- payload ---------------------------------------------------------------------------------------
+// ---- payload
+// ---------------------------------------------------------------------------------------
 
-int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
 
 // {"i":SEQ,"t":ADDED_NS,"pad":"xx..."} of exactly `size` bytes (when size allows).
 std::string make_payload(int64_t seq, int64_t added_ns, size_t size) {
-  std::string head = "{\"i\":" + std::to_string(seq) + ",\"t\":" + std::to_string(added_ns) + ",\"pad\":\"";
+  std::string head =
+      "{\"i\":" + std::to_string(seq) + ",\"t\":" + std::to_string(added_ns) + ",\"pad\":\"";
   const size_t tail = 2;  // "}
   head.append(size > head.size() + tail ? size - head.size() - tail : 0, 'x');
   head += "\"}";
@@ -116,7 +126,8 @@ int64_t added_ns_of(const std::string& payload) {
   return std::strtoll(payload.c_str() + at + 4, nullptr, 10);
 }
 
-// ---- statistics ------------------------------------------------------------------------------------
+// ---- statistics
+// ------------------------------------------------------------------------------------
 
 double percentile(std::vector<double>& sorted, double p) {
   if (sorted.empty()) return 0;
@@ -124,14 +135,15 @@ double percentile(std::vector<double>& sorted, double p) {
   return sorted[std::min(rank, sorted.size() - 1)];
 }
 
-// ---- shared run state --------------------------------------------------------------------------------
+// ---- shared run state
+// --------------------------------------------------------------------------------
 
 enum Phase : int { kWarmup, kMeasure, kDrain };
 
 struct Run {
   size_t payload = 200;
-  int64_t window = 0;          // 0: unlimited
-  int64_t add_limit = -1;      // -1: until the phase is kDrain
+  int64_t window = 0;      // 0: unlimited
+  int64_t add_limit = -1;  // -1: until the phase is kDrain
   std::atomic<int> phase{kWarmup};
   std::atomic<int64_t> next_seq{0};
   std::atomic<int64_t> adds_started{0};
@@ -159,7 +171,9 @@ void producer(Run& run, std::unique_ptr<QueueClient> client) {
       if (run.window > 0) {
         for (;;) {
           const int64_t done = run.finished.load();
-          if (run.adds_started.load() - done < run.window || run.failed || run.phase.load() == kDrain) break;
+          if (run.adds_started.load() - done < run.window || run.failed ||
+              run.phase.load() == kDrain)
+            break;
           run.finished.wait(done);
         }
         if (run.failed || run.phase.load() == kDrain) break;
@@ -181,12 +195,16 @@ void worker(Run& run, std::unique_ptr<QueueClient> client) {
   try {
     Reserved job;
     while (!run.failed) {
-      if (run.phase.load() == kDrain && run.producers_done() && run.finished.load() >= run.added.load()) break;
+      if (run.phase.load() == kDrain && run.producers_done() &&
+          run.finished.load() >= run.added.load())
+        break;
       if (!client->reserve(job, milliseconds(200))) continue;
       const int64_t accepted = now_ns();
       client->finish(job);
       const int64_t added = added_ns_of(job.payload);
-      if (added < 0) throw std::runtime_error("a job came back without its payload: " + job.payload.substr(0, 80));
+      if (added < 0)
+        throw std::runtime_error("a job came back without its payload: " +
+                                 job.payload.substr(0, 80));
       if (run.phase.load() == kMeasure) {
         latencies.push_back(static_cast<double>(accepted - added) / 1e6);
         ++run.measured;
@@ -227,7 +245,8 @@ void wait_for_drain(Run& run, std::chrono::seconds limit) {
   const auto give_up = Clock::now() + limit;
   while (!run.failed && !(run.producers_done() && run.finished.load() >= run.added.load())) {
     if (Clock::now() > give_up) {
-      run.fail("drain: " + std::to_string(run.added.load() - run.finished.load()) + " acknowledged adds never came back");
+      run.fail("drain: " + std::to_string(run.added.load() - run.finished.load()) +
+               " acknowledged adds never came back");
       break;
     }
     std::this_thread::sleep_for(milliseconds(20));
@@ -282,7 +301,8 @@ json lifecycle(const Args& args) {
   out["seconds"] = elapsed;
   out["jobs"] = measured;
   out["jobs_per_s"] = static_cast<double>(measured) / elapsed;
-  out["latency_ms"] = {{"p50", percentile(run.latencies_ms, 50)}, {"p99", percentile(run.latencies_ms, 99)}};
+  out["latency_ms"] = {{"p50", percentile(run.latencies_ms, 50)},
+                       {"p99", percentile(run.latencies_ms, 99)}};
   out["total_added"] = run.added.load();
   out["leftovers"] = leftovers;
   out["errors"] = 0;
@@ -290,7 +310,8 @@ json lifecycle(const Args& args) {
   return out;
 }
 
-// ---- scale ----------------------------------------------------------------------------------------
+// ---- scale
+// ----------------------------------------------------------------------------------------
 
 // Proportional set size of `pid` and its descendants, in KiB (shared pages split fairly).
 int64_t pss_kib(pid_t root) {
@@ -305,12 +326,14 @@ int64_t pss_kib(pid_t root) {
     if (close == std::string::npos) continue;
     char state = 0;
     int ppid = 0;
-    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2) parent[std::stoi(name)] = ppid;
+    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2)
+      parent[std::stoi(name)] = ppid;
   }
   int64_t total = 0;
   for (const auto& [pid, ppid] : parent) {
     bool in_tree = false;
-    for (pid_t p = pid; p > 1 && !in_tree; p = parent.count(p) ? parent[p] : 0) in_tree = (p == root);
+    for (pid_t p = pid; p > 1 && !in_tree; p = parent.count(p) ? parent[p] : 0)
+      in_tree = (p == root);
     if (!in_tree) continue;
     std::ifstream rollup("/proc/" + std::to_string(pid) + "/smaps_rollup");
     std::string key;
@@ -330,9 +353,11 @@ int64_t pss_kib(pid_t root) {
 int64_t disk_bytes(const std::string& dir) {
   int64_t total = 0;
   std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
     struct stat st {};
-    if (::lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) total += static_cast<int64_t>(st.st_blocks) * 512;
+    if (::lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode))
+      total += static_cast<int64_t>(st.st_blocks) * 512;
   }
   return total;
 }
@@ -360,7 +385,8 @@ json scale(const Args& args) {
 
   std::vector<std::thread> threads;
   const auto add_start = Clock::now();
-  for (int64_t i = 0; i < producers; ++i) threads.emplace_back(producer, std::ref(run), system->connect());
+  for (int64_t i = 0; i < producers; ++i)
+    threads.emplace_back(producer, std::ref(run), system->connect());
   for (auto& t : threads) t.join();
   const double add_seconds = std::chrono::duration<double>(Clock::now() - add_start).count();
   threads.clear();
@@ -370,11 +396,13 @@ json scale(const Args& args) {
   }
   std::this_thread::sleep_for(std::chrono::seconds(2));  // let background flushes settle
   out["memory_mb"] = static_cast<double>(pss_kib(server)) / 1024.0;
-  if (!args.get("data-dir").empty()) out["disk_mb"] = static_cast<double>(disk_bytes(args.get("data-dir"))) / (1 << 20);
+  if (!args.get("data-dir").empty())
+    out["disk_mb"] = static_cast<double>(disk_bytes(args.get("data-dir"))) / (1 << 20);
 
   run.phase = kDrain;
   const auto accept_start = Clock::now();
-  for (int64_t i = 0; i < workers; ++i) threads.emplace_back(worker, std::ref(run), system->connect());
+  for (int64_t i = 0; i < workers; ++i)
+    threads.emplace_back(worker, std::ref(run), system->connect());
   wait_for_drain(run, std::chrono::seconds(3600));
   for (auto& t : threads) t.join();
   const double accept_seconds = std::chrono::duration<double>(Clock::now() - accept_start).count();
@@ -388,7 +416,8 @@ json scale(const Args& args) {
   return out;
 }
 
-// ---- fsync probe -------------------------------------------------------------------------------------
+// ---- fsync probe
+// -------------------------------------------------------------------------------------
 
 json fsync_probe(const Args& args) {
   const std::string dir = args.get("data-dir");
@@ -402,7 +431,8 @@ json fsync_probe(const Args& args) {
   int64_t n = 0;
   const auto start = Clock::now(), end = start + std::chrono::seconds(seconds);
   while (Clock::now() < end) {
-    if (::pwrite(fd, block, sizeof block, 0) != static_cast<ssize_t>(sizeof block) || ::fdatasync(fd) != 0) {
+    if (::pwrite(fd, block, sizeof block, 0) != static_cast<ssize_t>(sizeof block) ||
+        ::fdatasync(fd) != 0) {
       ::close(fd);
       throw std::runtime_error(std::string("write/fdatasync: ") + std::strerror(errno));
     }
@@ -425,10 +455,15 @@ int main(int argc, char** argv) {
   try {
     Args args = parse_args(argc, argv);
     nlohmann::json out;
-    if (args.mode == "lifecycle") out = lifecycle(args);
-    else if (args.mode == "scale") out = scale(args);
-    else if (args.mode == "fsync-probe") out = fsync_probe(args);
-    else throw std::invalid_argument("unknown mode '" + args.mode + "' (lifecycle, scale, fsync-probe)");
+    if (args.mode == "lifecycle")
+      out = lifecycle(args);
+    else if (args.mode == "scale")
+      out = scale(args);
+    else if (args.mode == "fsync-probe")
+      out = fsync_probe(args);
+    else
+      throw std::invalid_argument("unknown mode '" + args.mode +
+                                  "' (lifecycle, scale, fsync-probe)");
     std::printf("%s\n", out.dump().c_str());
     return out.contains("error") ? 1 : 0;
   } catch (const std::invalid_argument& e) {

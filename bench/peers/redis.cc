@@ -34,7 +34,8 @@ class RedisClient final : public QueueClient {
     auto [host, port] = split_host_port(address);
     ctx_ = redisConnect(host.c_str(), port);
     if (ctx_ == nullptr || ctx_->err)
-      throw std::runtime_error("redis: cannot connect to " + address + ": " + (ctx_ ? ctx_->errstr : "out of memory"));
+      throw std::runtime_error("redis: cannot connect to " + address + ": " +
+                               (ctx_ ? ctx_->errstr : "out of memory"));
   }
   ~RedisClient() override { redisFree(ctx_); }
 
@@ -45,21 +46,24 @@ class RedisClient final : public QueueClient {
 
   bool reserve(Reserved& out, std::chrono::milliseconds wait) override {
     // BLMOVE's timeout 0 would block forever; a zero wait is a plain LMOVE.
-    Reply r(wait.count() > 0
-                ? redisCommand(ctx_, "BLMOVE %s %s RIGHT LEFT %.3f", kQueue, kProcessing, wait.count() / 1000.0)
-                : redisCommand(ctx_, "LMOVE %s %s RIGHT LEFT", kQueue, kProcessing));
+    Reply r(wait.count() > 0 ? redisCommand(ctx_, "BLMOVE %s %s RIGHT LEFT %.3f", kQueue,
+                                            kProcessing, wait.count() / 1000.0)
+                             : redisCommand(ctx_, "LMOVE %s %s RIGHT LEFT", kQueue, kProcessing));
     check(r, "BLMOVE");
     if (r->type == REDIS_REPLY_NIL) return false;
-    if (r->type != REDIS_REPLY_STRING) throw std::runtime_error("redis: BLMOVE: unexpected reply type");
+    if (r->type != REDIS_REPLY_STRING)
+      throw std::runtime_error("redis: BLMOVE: unexpected reply type");
     out.payload.assign(r->str, r->len);
     out.handle.clear();
     return true;
   }
 
   void finish(const Reserved& job) override {
-    Reply r(redisCommand(ctx_, "LREM %s 1 %b", kProcessing, job.payload.data(), job.payload.size()));
+    Reply r(
+        redisCommand(ctx_, "LREM %s 1 %b", kProcessing, job.payload.data(), job.payload.size()));
     check(r, "LREM");
-    if (r->type != REDIS_REPLY_INTEGER || r->integer != 1) throw std::runtime_error("redis: LREM removed nothing");
+    if (r->type != REDIS_REPLY_INTEGER || r->integer != 1)
+      throw std::runtime_error("redis: LREM removed nothing");
   }
 
   void command(const char* text) {
@@ -70,7 +74,8 @@ class RedisClient final : public QueueClient {
  private:
   void check(const Reply& r, const char* what) {
     if (!r) throw std::runtime_error(std::string("redis: ") + what + ": " + ctx_->errstr);
-    if (r->type == REDIS_REPLY_ERROR) throw std::runtime_error(std::string("redis: ") + what + ": " + r->str);
+    if (r->type == REDIS_REPLY_ERROR)
+      throw std::runtime_error(std::string("redis: ") + what + ": " + r->str);
   }
 
   redisContext* ctx_ = nullptr;
@@ -83,7 +88,9 @@ class Redis final : public QueueSystem {
     RedisClient client(address_);
     client.command("DEL bench:queue bench:processing");
   }
-  std::unique_ptr<QueueClient> connect() override { return std::make_unique<RedisClient>(address_); }
+  std::unique_ptr<QueueClient> connect() override {
+    return std::make_unique<RedisClient>(address_);
+  }
 
  private:
   std::string address_;
@@ -91,6 +98,8 @@ class Redis final : public QueueSystem {
 
 }  // namespace
 
-std::unique_ptr<QueueSystem> open_redis(const std::string& address) { return std::make_unique<Redis>(address); }
+std::unique_ptr<QueueSystem> open_redis(const std::string& address) {
+  return std::make_unique<Redis>(address);
+}
 
 }  // namespace kvq::peers

@@ -192,7 +192,7 @@ struct JobEvent {
   bool found = true;
   State state = State::kPending;
   std::string data;
-  uint64_t seq = 0;  // grows with every change of the job
+  uint64_t seq = 0;      // grows with every change of the job
   bool gave_up = false;  // finished by giving up (TypeSettings::max_lost_runs), not by a worker
 };
 
@@ -209,7 +209,8 @@ class Jobs {
  public:
   // Starts the background work lazily (on first use of a type). Jobs shares ownership of the
   // store, so the caller may drop its own pointer.
-  static Result<std::unique_ptr<Jobs>> open(std::shared_ptr<kv::Store> store, JobsOptions options = {});
+  static Result<std::unique_ptr<Jobs>> open(std::shared_ptr<kv::Store> store,
+                                            JobsOptions options = {});
   ~Jobs();
   Jobs(const Jobs&) = delete;
   Jobs& operator=(const Jobs&) = delete;
@@ -244,7 +245,8 @@ class Jobs {
   // index (2026-11-30, docs/design/data-model.md) are not found, so not removed. kNotFound if
   // the type has no timeout; REQUIRES: retention > 0.
   Status set_finished_retention(std::string_view type, std::optional<Millis> retention);
-  Status set_finished_retention(kv::Transaction& txn, std::string_view type, std::optional<Millis> retention);
+  Status set_finished_retention(kv::Transaction& txn, std::string_view type,
+                                std::optional<Millis> retention);
   // After `max_lost_runs` runs of a job of `type` are lost in a row — its worker stopped calling
   // update for the type's timeout, or was declared dead (release_worker) — the job is finished
   // with gave_up set, its data as it was, instead of going back to pending: a job that crashes
@@ -254,23 +256,25 @@ class Jobs {
   // count of a job already past a new, lower limit is checked at its next lost run. kNotFound if
   // the type has no timeout; REQUIRES: 1 <= max_lost_runs <= kMaxLostRunsLimit.
   Status set_max_lost_runs(std::string_view type, std::optional<uint32_t> max_lost_runs);
-  Status set_max_lost_runs(kv::Transaction& txn, std::string_view type, std::optional<uint32_t> max_lost_runs);
+  Status set_max_lost_runs(kv::Transaction& txn, std::string_view type,
+                           std::optional<uint32_t> max_lost_runs);
 
   // ---- Producers ----
   // new -> pending; pending -> data, time and priority replaced; running -> marked resubmitted
   // (data unchanged; time and priority apply to the next run); finished -> pending with `data`.
   // An add that would change nothing writes nothing. kNoTimeout if the type has no timeout
   // (does not exist).
-  Status add(std::string_view type, std::string_view id, std::string_view data, AddOptions options = {});
+  Status add(std::string_view type, std::string_view id, std::string_view data,
+             AddOptions options = {});
   // add() for a caller that must not block, such as an event loop: `done` gets add's outcome,
   // on this thread or later on another. Only on a store that is nonblocking() (LMDB) is this
   // thread never held up by a commit (kv::run_async); elsewhere it blocks like add. `done`
   // must not block (a blocking commit there fails, kv.h). REQUIRES: this Jobs outlives the call
   // to `done`.
-  void add_async(std::string_view type, std::string_view id, std::string_view data, AddOptions options,
-                 std::function<void(Status)> done);
-  Status add(kv::Transaction& txn, std::string_view type, std::string_view id, std::string_view data,
-             AddOptions options = {});
+  void add_async(std::string_view type, std::string_view id, std::string_view data,
+                 AddOptions options, std::function<void(Status)> done);
+  Status add(kv::Transaction& txn, std::string_view type, std::string_view id,
+             std::string_view data, AddOptions options = {});
   // add() of every job of `jobs` (1..kMaxAddMany, in order; a repeated id is added twice, the
   // later add seeing the earlier) in one transaction: all of them or none. Like add, a retry
   // after an unknown commit result recognises its own earlier commit, so a job accepted since
@@ -278,7 +282,8 @@ class Jobs {
   // bad; kFailedPrecondition if the type has no timeout.
   Status add_many(std::string_view type, const std::vector<NewJob>& jobs);
   // add_many() for a caller that must not block, like add_async.
-  void add_many_async(std::string_view type, std::vector<NewJob> jobs, std::function<void(Status)> done);
+  void add_many_async(std::string_view type, std::vector<NewJob> jobs,
+                      std::function<void(Status)> done);
   Status add_many(kv::Transaction& txn, std::string_view type, const std::vector<NewJob>& jobs);
   // Deletes the job in any state; a running worker is halted at its next call. kNotFound if
   // absent at the first attempt (a retry that finds it gone reports success).
@@ -330,17 +335,20 @@ class Jobs {
   // type waits in this process; otherwise later, from the jobs layer's acceptor thread (it must
   // not block). On a store that is nonblocking() (LMDB), an accept with a timeout never blocks
   // this thread: its own look commits asynchronously (kv::run_async), so `done` may then come
-  // from the thread that settles that commit, which it must not block either. Any number of accepts may wait this way; per
-  // type they are served in arrival order (a new accept queues behind those already waiting),
-  // and a burst of adds reaches all waiters with the same options in one transaction. Returns a ticket for cancel_accept (0 if
-  // `done` has already been called; a ticket may also be returned for an accept whose `done` is
-  // under way, and cancelling it then does nothing).
-  uint64_t accept_async(std::string_view type, const AcceptOptions& options, std::function<void(Result<Job>)> done);
+  // from the thread that settles that commit, which it must not block either. Any number of accepts
+  // may wait this way; per type they are served in arrival order (a new accept queues behind those
+  // already waiting), and a burst of adds reaches all waiters with the same options in one
+  // transaction. Returns a ticket for cancel_accept (0 if `done` has already been called; a ticket
+  // may also be returned for an accept whose `done` is under way, and cancelling it then does
+  // nothing).
+  uint64_t accept_async(std::string_view type, const AcceptOptions& options,
+                        std::function<void(Result<Job>)> done);
   // Ends a waiting accept_async with kCancelled; false if it had already completed.
   bool cancel_accept(uint64_t ticket);
   // Up to `max_count` due jobs (1..1000), each with its own lock, taken in one transaction:
   // waits like accept for the first (options.timeout), then takes whatever else is due at once.
-  Result<std::vector<Job>> accept_many(std::string_view type, size_t max_count, const AcceptOptions& options = {});
+  Result<std::vector<Job>> accept_many(std::string_view type, size_t max_count,
+                                       const AcceptOptions& options = {});
   // Up to `max_count` (1..1000) jobs due now, taken in one transaction, without waiting for any
   // (options.timeout is not used) and without a blocked thread, like add_async: `done` gets them,
   // or kDeadlineExceeded when none was due.
@@ -362,17 +370,21 @@ class Jobs {
                               std::function<void(Result<std::vector<Job>>)> done);
   // One non-blocking attempt inside the caller's transaction; kNotFound when nothing is due or
   // the type does not exist (the message says which).
-  Result<Job> accept(kv::Transaction& txn, std::string_view type, const AcceptOptions& options = {});
+  Result<Job> accept(kv::Transaction& txn, std::string_view type,
+                     const AcceptOptions& options = {});
   // Heartbeat, optionally replacing the data. kFailedPrecondition ("halt") if fenced out.
   Result<UpdateResult> update(Job& job, std::optional<std::string_view> data = std::nullopt);
   // update() for a caller that must not block, like add_async.
-  void update_async(Job job, std::optional<std::string> data, std::function<void(Result<UpdateResult>)> done);
-  Result<UpdateResult> update(kv::Transaction& txn, Job& job, std::optional<std::string_view> data = std::nullopt);
+  void update_async(Job job, std::optional<std::string> data,
+                    std::function<void(Result<UpdateResult>)> done);
+  Result<UpdateResult> update(kv::Transaction& txn, Job& job,
+                              std::optional<std::string_view> data = std::nullopt);
   // running -> finished with `data` (default: the current data), or -> pending if resubmitted.
   Status finish(Job& job, std::optional<std::string_view> data = std::nullopt);
   // finish() for a caller that must not block, like add_async.
   void finish_async(Job job, std::optional<std::string> data, std::function<void(Status)> done);
-  Status finish(kv::Transaction& txn, Job& job, std::optional<std::string_view> data = std::nullopt);
+  Status finish(kv::Transaction& txn, Job& job,
+                std::optional<std::string_view> data = std::nullopt);
   // Asks for another run at options.scheduled_time_ms once this run finishes.
   Status resubmit(Job& job, const ResubmitOptions& options = {});
   // resubmit() for a caller that must not block, like add_async.
@@ -393,7 +405,8 @@ class Jobs {
   // accepted without a worker name. With worker_type "", only bare-name jobs are released.
   // REQUIRES: a non-empty worker; worker_type "" or a valid type name.
   Result<size_t> release_worker(std::string_view worker_type, std::string_view worker);
-  Result<size_t> release_worker(kv::Transaction& txn, std::string_view worker_type, std::string_view worker);
+  Result<size_t> release_worker(kv::Transaction& txn, std::string_view worker_type,
+                                std::string_view worker);
 
   // ---- Watchers ----
   // The job's current state, then every later change (see Subscription). kNotFound if absent.
@@ -402,8 +415,9 @@ class Jobs {
 
   // Blocks until any of `subscriptions` reports `state` (or, with no state, any event), its
   // job disappears, or `deadline`. Returns the index of the subscription and the event.
-  static Result<std::pair<size_t, JobEvent>> wait_any(const std::vector<Subscription*>& subscriptions,
-                                                      std::optional<State> state, kv::Clock::time_point deadline);
+  static Result<std::pair<size_t, JobEvent>> wait_any(
+      const std::vector<Subscription*>& subscriptions, std::optional<State> state,
+      kv::Clock::time_point deadline);
 
   kv::Store& store() { return *store_; }
   const JobsOptions& options() const { return options_; }
@@ -427,8 +441,8 @@ class Jobs {
  private:
   Jobs(std::shared_ptr<kv::Store> store, JobsOptions options);
   // accept_async; `look_async`: its own look must not block this thread.
-  uint64_t queue_accept(std::string_view type, const AcceptOptions& options, std::function<void(Result<Job>)> done,
-                        bool look_async);
+  uint64_t queue_accept(std::string_view type, const AcceptOptions& options,
+                        std::function<void(Result<Job>)> done, bool look_async);
   std::shared_ptr<kv::Store> store_;
   JobsOptions options_;
   std::unique_ptr<Impl> impl_;

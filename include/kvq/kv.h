@@ -44,7 +44,7 @@ namespace kvq::kv {
 using Clock = std::chrono::steady_clock;
 
 // Limits every backend accepts. Larger keys or values fail at commit with kInvalidArgument.
-inline constexpr size_t kMaxKeySize = 511;             // LMDB's compiled-in key limit.
+inline constexpr size_t kMaxKeySize = 511;            // LMDB's compiled-in key limit.
 inline constexpr size_t kMaxValueSize = 1024 * 1024;  // Under etcd's 1.5 MiB request cap.
 
 struct KeyValue {
@@ -108,12 +108,13 @@ class Transaction {
   // been called on this transaction.
   //
   // The value of `key`, std::nullopt if absent.
-  virtual Result<std::optional<std::string>> get(std::string_view key, ReadOptions options = {}) = 0;
+  virtual Result<std::optional<std::string>> get(std::string_view key,
+                                                 ReadOptions options = {}) = 0;
 
   // get() of each of `keys`, in order, as one read: on etcd one round trip instead of one per
   // key. The default calls get() for each.
-  virtual Result<std::vector<std::optional<std::string>>> get_many(const std::vector<std::string>& keys,
-                                                                   ReadOptions options = {});
+  virtual Result<std::vector<std::optional<std::string>>> get_many(
+      const std::vector<std::string>& keys, ReadOptions options = {});
 
   // Keys in [begin, end) in key order (or reverse), at most `limit` of them.
   virtual Result<std::vector<KeyValue>> get_range(std::string_view begin, std::string_view end,
@@ -143,8 +144,8 @@ class Transaction {
   // commit() for a caller that must not block: `done` gets commit()'s outcome, on this thread
   // before commit_async returns or later on another. On a store whose nonblocking() is true it
   // waits for neither the disk nor other commits; elsewhere it is commit() followed by `done`.
-  // REQUIRES: the transaction stays alive until `done` has been called. `done` may run on the store's
-  // own threads and must not block: a blocking commit there fails with kFailedPrecondition
+  // REQUIRES: the transaction stays alive until `done` has been called. `done` may run on the
+  // store's own threads and must not block: a blocking commit there fails with kFailedPrecondition
   // (LMDB), as it could wait for itself; commit asynchronously, or hand the work elsewhere.
   virtual void commit_async(std::function<void(Status)> done);
 };
@@ -255,7 +256,10 @@ class AsyncRun : public std::enable_shared_from_this<AsyncRun<Fn, Done>> {
  public:
   using R = std::invoke_result_t<Fn&, Transaction&>;
   AsyncRun(Store& store, Fn fn, Done done, const RetryOptions& options)
-      : store_(store), fn_(std::move(fn)), done_(std::move(done)), options_(options),
+      : store_(store),
+        fn_(std::move(fn)),
+        done_(std::move(done)),
+        options_(options),
         deadline_(Clock::now() + options.timeout) {}
 
   void attempt() {
@@ -282,12 +286,13 @@ class AsyncRun : public std::enable_shared_from_this<AsyncRun<Fn, Done>> {
     if (!status.retryable()) return done_(R(status));
     count_retry(status.code());
     if (options_.max_attempts > 0 && attempts_ + 1 >= options_.max_attempts) {
-      return done_(R(status.with_context("gave up after " + std::to_string(attempts_ + 1) + " attempts")));
+      return done_(
+          R(status.with_context("gave up after " + std::to_string(attempts_ + 1) + " attempts")));
     }
     auto delay = backoff_delay(attempts_, options_, deadline_);
     if (!delay) {
-      return done_(R(DeadlineExceeded("transaction did not commit before its deadline; last error: " +
-                                      status.to_string())));
+      return done_(R(DeadlineExceeded(
+          "transaction did not commit before its deadline; last error: " + status.to_string())));
     }
     ++attempts_;
     run_after(*delay, [self = this->shared_from_this()] { self->attempt(); });
@@ -312,7 +317,8 @@ class AsyncRun : public std::enable_shared_from_this<AsyncRun<Fn, Done>> {
 template <typename Fn, typename Done>
 void run_async(Store& store, Fn fn, Done done, const RetryOptions& options = {}) {
   if (!store.nonblocking()) return done(run(store, fn, options));
-  std::make_shared<detail::AsyncRun<Fn, Done>>(store, std::move(fn), std::move(done), options)->attempt();
+  std::make_shared<detail::AsyncRun<Fn, Done>>(store, std::move(fn), std::move(done), options)
+      ->attempt();
 }
 
 // Runs `fn` in the caller's open transaction, once: the caller commits (and retries) everything

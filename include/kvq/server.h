@@ -5,8 +5,8 @@
 namespace kvq::server {
 
 // Parses the serve flags (see `kvq serve --help`), serves over the store they name (an LMDB data
-// directory by default, or an etcd cluster) until SIGINT or SIGTERM, and returns the process exit code (0 after a clean stop, 1 when the
-// server could not start, 2 for bad arguments).
+// directory by default, or an etcd cluster) until SIGINT or SIGTERM, and returns the process exit
+// code (0 after a clean stop, 1 when the server could not start, 2 for bad arguments).
 int run_serve(int argc, char** argv);
 
 }  // namespace kvq::server

@@ -28,10 +28,10 @@
 #pragma once
 
 #include <cassert>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
-#include <optional>
 
 namespace kvq {
 
@@ -113,7 +113,7 @@ inline Status TypeHasJobs(std::string m) { return {Code::kTypeHasJobs, std::move
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     assert(!status_.ok() && "a Result built from a Status must be an error");
   }

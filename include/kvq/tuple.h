@@ -82,16 +82,15 @@ class Element {
   using Value = std::variant<std::nullptr_t, Bytes, std::string, Tuple, int64_t, bool>;
 
   Element() : value_(nullptr) {}
-  Element(std::nullptr_t) : value_(nullptr) {}                   // NOLINT: implicit by design
-  Element(Bytes b) : value_(std::move(b)) {}                     // NOLINT
-  Element(std::string s) : value_(std::move(s)) {}               // NOLINT
-  Element(std::string_view s) : value_(std::string(s)) {}        // NOLINT
-  Element(const char* s) : value_(std::string(s)) {}             // NOLINT
-  Element(Tuple t) : value_(std::move(t)) {}                     // NOLINT
-  Element(bool b) : value_(b) {}                                 // NOLINT
+  Element(std::nullptr_t) : value_(nullptr) {}             // NOLINT: implicit by design
+  Element(Bytes b) : value_(std::move(b)) {}               // NOLINT
+  Element(std::string s) : value_(std::move(s)) {}         // NOLINT
+  Element(std::string_view s) : value_(std::string(s)) {}  // NOLINT
+  Element(const char* s) : value_(std::string(s)) {}       // NOLINT
+  Element(Tuple t) : value_(std::move(t)) {}               // NOLINT
+  Element(bool b) : value_(b) {}                           // NOLINT
   template <std::integral I>
-    requires(!std::same_as<I, bool>)
-  Element(I i) : value_(static_cast<int64_t>(i)) {}  // NOLINT
+  requires(!std::same_as<I, bool>) Element(I i) : value_(static_cast<int64_t>(i)) {}  // NOLINT
 
   const Value& value() const { return value_; }
   bool is_null() const { return std::holds_alternative<std::nullptr_t>(value_); }

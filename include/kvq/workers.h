@@ -60,7 +60,8 @@ struct WorkersOptions {
   // health monitor's thread or in a Registration's unregister(), and like any transactional
   // function it may run several times (kv::run). REQUIRES: what it uses outlives the Workers and
   // every Registration it handed out (a Registration can unregister after its Workers is gone).
-  std::function<Status(kv::Transaction&, const std::string& type, const std::string& id)> on_departure;
+  std::function<Status(kv::Transaction&, const std::string& type, const std::string& id)>
+      on_departure;
   kv::RetryOptions retry;
 };
 
@@ -110,13 +111,14 @@ class MembershipSubscription {
 
 class Workers {
  public:
-  static Result<std::unique_ptr<Workers>> open(std::shared_ptr<kv::Store> store, WorkersOptions options = {});
+  static Result<std::unique_ptr<Workers>> open(std::shared_ptr<kv::Store> store,
+                                               WorkersOptions options = {});
   virtual ~Workers() = default;
 
   // Registers (type, id). Registering an id this Workers already holds returns the same
   // registration; an id alive elsewhere is kAlreadyExists unless options.take_over.
-  virtual Result<std::shared_ptr<Registration>> register_worker(std::string_view type, std::string_view id,
-                                                                const RegisterOptions& options = {}) = 0;
+  virtual Result<std::shared_ptr<Registration>> register_worker(
+      std::string_view type, std::string_view id, const RegisterOptions& options = {}) = 0;
 
   // The same registration without a handle, for a worker that heartbeats itself from
   // elsewhere (an HTTP client): nothing heartbeats it and nothing unregisters it; the caller

@@ -86,8 +86,8 @@ std::optional<double> parse_double(std::string_view text) {
 
 Connection connection_from(const ParsedArgs& args, const char* env_url, const char* env_token) {
   Connection c;
-  c.url = args.value("url", env_url != nullptr && *env_url != '\0' ? env_url
-                                                                  : "http://127.0.0.1:7411");
+  c.url =
+      args.value("url", env_url != nullptr && *env_url != '\0' ? env_url : "http://127.0.0.1:7411");
   c.token = args.value("token", env_token != nullptr ? env_token : "");
   return c;
 }

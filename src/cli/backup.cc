@@ -59,7 +59,8 @@ int run_backup(int argc, char** argv) {
 
   const auto started = std::chrono::steady_clock::now();
   auto bytes = backup_lmdb_store(data, destination, {.compact = compact});
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!bytes.ok()) {
     std::fprintf(stderr, "kvq backup: %s\n", bytes.status().message().c_str());
     return exit_code_for_backup(bytes.status());

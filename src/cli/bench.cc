@@ -143,17 +143,18 @@ void print_report(const Invocation& inv, const BenchConfig& c, const BenchOutcom
                     {"retries", o.retries}});
     return;
   }
-  std::printf("bench: %lld jobs of ~%lld bytes on type %s, %lld producers, %lld workers, "
-              "batch %lld\n",
-              static_cast<long long>(c.jobs), static_cast<long long>(c.payload), c.type.c_str(),
-              static_cast<long long>(c.producers), static_cast<long long>(c.workers),
-              static_cast<long long>(c.batch));
+  std::printf(
+      "bench: %lld jobs of ~%lld bytes on type %s, %lld producers, %lld workers, "
+      "batch %lld\n",
+      static_cast<long long>(c.jobs), static_cast<long long>(c.payload), c.type.c_str(),
+      static_cast<long long>(c.producers), static_cast<long long>(c.workers),
+      static_cast<long long>(c.batch));
   std::printf("  time:        %.3f s (first add to last finish)\n", o.seconds);
   std::printf("  throughput:  %.0f jobs/s\n", rate);
   std::printf("  add->accept: p50 %.2f ms  p90 %.2f ms  p99 %.2f ms\n", p50, p90, p99);
   if (o.halted > 0 || o.retries > 0) {
-    std::printf("  halted finishes: %lld  retries (503): %lld\n",
-                static_cast<long long>(o.halted), static_cast<long long>(o.retries));
+    std::printf("  halted finishes: %lld  retries (503): %lld\n", static_cast<long long>(o.halted),
+                static_cast<long long>(o.retries));
   }
 }
 

@@ -85,7 +85,10 @@ void producer(const Invocation& inv, Shared& shared, int64_t begin, int64_t end)
     }
     const size_t count = list.size();
     Response r = config.batch > 1
-                     ? with_retries(shared, [&] { return client.post(batched, Json{{"jobs", list}}); })
+                     ? with_retries(shared,
+                                    [&] {
+                                      return client.post(batched, Json{{"jobs", list}});
+                                    })
                      : with_retries(shared, [&] { return client.post(single, list[0]); });
     if (!r.ok()) return shared.fail("add", std::move(r));
     shared.added += count;
@@ -100,8 +103,8 @@ void worker(const Invocation& inv, Shared& shared) {
   std::vector<double> latencies;
   Clock::time_point last = Clock::time_point::min();
   while (!shared.stop && shared.finished < config.jobs) {
-    Response r = with_retries(
-        shared, [&] { return client.post(accept, accept_body, milliseconds(20000)); });
+    Response r =
+        with_retries(shared, [&] { return client.post(accept, accept_body, milliseconds(20000)); });
     if (!r.ok()) {
       shared.fail("accept", std::move(r));
       break;
@@ -126,8 +129,8 @@ void worker(const Invocation& inv, Shared& shared) {
       const int64_t index = value_of(data, "i", int64_t{-1});
       if (index < 0 || index >= config.jobs) continue;
       if (shared.done[static_cast<size_t>(index)].exchange(true)) continue;
-      latencies.push_back(
-          static_cast<double>(accepted_us - value_of(data, "t_us", accepted_us)) / 1000.0);
+      latencies.push_back(static_cast<double>(accepted_us - value_of(data, "t_us", accepted_us)) /
+                          1000.0);
       last = Clock::now();
       ++shared.finished;
     }
@@ -195,8 +198,8 @@ BenchOutcome run_bench_load(const Invocation& inv, const BenchConfig& config,
   out.failed_call = std::move(shared.failed_call);
   out.latencies_ms = std::move(shared.latencies_ms);
   std::sort(out.latencies_ms.begin(), out.latencies_ms.end());
-  out.seconds = std::max(
-      1e-9, std::chrono::duration<double>(shared.last_finish - shared.first_add).count());
+  out.seconds =
+      std::max(1e-9, std::chrono::duration<double>(shared.last_finish - shared.first_add).count());
   return out;
 }
 

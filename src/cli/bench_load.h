@@ -24,10 +24,10 @@ struct BenchConfig {
 
 struct BenchOutcome {
   int64_t added = 0;
-  int64_t finished = 0;  // distinct jobs finished
-  int64_t halted = 0;    // finishes answered 409 halted
-  int64_t retries = 0;   // calls repeated after 503 unavailable
-  double seconds = 0;    // first add to last finish
+  int64_t finished = 0;              // distinct jobs finished
+  int64_t halted = 0;                // finishes answered 409 halted
+  int64_t retries = 0;               // calls repeated after 503 unavailable
+  double seconds = 0;                // first add to last finish
   std::vector<double> latencies_ms;  // add -> accept, ascending
   // Why the load stopped before every job was finished: the first failed answer (its exit code
   // is exit_code_for it), or a stall; none when it completed or `stop` ended it.

@@ -13,8 +13,8 @@ namespace kvq::cli {
 namespace {
 
 // parse_args of "cmd ARGS"; nullopt with *error set when it fails.
-std::optional<ParsedArgs> parse(std::vector<std::string> args,
-                                const std::vector<OptionSpec>& specs, std::string* error) {
+std::optional<ParsedArgs> parse(std::vector<std::string> args, const std::vector<OptionSpec>& specs,
+                                std::string* error) {
   args.insert(args.begin(), "cmd");
   auto parsed = parse_args(args, specs);
   if (!parsed.ok()) {
@@ -95,7 +95,8 @@ TEST(ParseArgs, TlsFlagsWinOverTheEnvironment) {
   EXPECT_EQ(t.options.client_cert, "/env/c.pem");
   EXPECT_EQ(t.options.client_key, "/env/k.pem");
   EXPECT_FALSE(t.explicit_flags);
-  a = parse({"--ca-cert", "/f/ca.pem", "--client-cert=/f/c.pem", "--client-key", "/f/k.pem"}, {}, &error);
+  a = parse({"--ca-cert", "/f/ca.pem", "--client-cert=/f/c.pem", "--client-key", "/f/k.pem"}, {},
+            &error);
   ASSERT_TRUE(a) << error;
   t = tls_flags_from(*a, "/env/ca.pem", "/env/c.pem", "/env/k.pem");
   EXPECT_EQ(t.options.ca_cert, "/f/ca.pem");
@@ -264,9 +265,9 @@ TEST(ExitCodes, NotFoundHaltedServerAndNetworkErrors) {
 
 TEST(ExitCodes, HelpStatesEveryCode) {
   const std::string help = kExitCodesHelp;
-  for (const char* line : {"  0  ok", "  1  server or network error", "  2  usage error",
-                           "  3  nothing happened in time", "  4  halted", "  5  not found",
-                           "  130  interrupted"}) {
+  for (const char* line :
+       {"  0  ok", "  1  server or network error", "  2  usage error",
+        "  3  nothing happened in time", "  4  halted", "  5  not found", "  130  interrupted"}) {
     EXPECT_NE(help.find(line), std::string::npos) << line;
   }
 }

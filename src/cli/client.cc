@@ -404,7 +404,8 @@ class DeadlineSocket {
     if (ssl_ != nullptr) return tls_write_some(buffers, ec);
     iovec iov[16];
     size_t count = 0;
-    for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers) && count < 16; ++it) {
+    for (auto it = asio::buffer_sequence_begin(buffers);
+         it != asio::buffer_sequence_end(buffers) && count < 16; ++it) {
       asio::const_buffer b(*it);
       if (b.size() == 0) continue;
       iov[count++] = {const_cast<void*>(b.data()), b.size()};
@@ -427,9 +428,10 @@ class DeadlineSocket {
 
   template <typename MutableBuffers>
   size_t read_some(const MutableBuffers& buffers, error_code& ec) {
-    asio::mutable_buffer b = asio::buffer_sequence_begin(buffers) == asio::buffer_sequence_end(buffers)
-                                 ? asio::mutable_buffer()
-                                 : asio::mutable_buffer(*asio::buffer_sequence_begin(buffers));
+    asio::mutable_buffer b =
+        asio::buffer_sequence_begin(buffers) == asio::buffer_sequence_end(buffers)
+            ? asio::mutable_buffer()
+            : asio::mutable_buffer(*asio::buffer_sequence_begin(buffers));
     if (b.size() == 0) return 0;
     if (ssl_ != nullptr) {
       return tls_call([&](size_t* n) { return SSL_read_ex(ssl_, b.data(), b.size(), n); }, ec);
@@ -466,7 +468,8 @@ class DeadlineSocket {
   size_t tls_write_some(const ConstBuffers& buffers, error_code& ec) {
     asio::const_buffer first;
     size_t total = 0;
-    for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers); ++it) {
+    for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers);
+         ++it) {
       asio::const_buffer b(*it);
       if (b.size() == 0) continue;
       if (total == 0) first = b;
@@ -478,12 +481,14 @@ class DeadlineSocket {
       for (auto it = asio::buffer_sequence_begin(buffers);
            it != asio::buffer_sequence_end(buffers) && scratch_.size() < kRecord; ++it) {
         asio::const_buffer b(*it);
-        scratch_.append(static_cast<const char*>(b.data()), std::min(b.size(), kRecord - scratch_.size()));
+        scratch_.append(static_cast<const char*>(b.data()),
+                        std::min(b.size(), kRecord - scratch_.size()));
       }
       first = asio::const_buffer(scratch_.data(), scratch_.size());
     }
     // A retry after "want write" must pass the same buffer again; the loop in tls_call does.
-    return tls_call([&](size_t* n) { return SSL_write_ex(ssl_, first.data(), first.size(), n); }, ec);
+    return tls_call([&](size_t* n) { return SSL_write_ex(ssl_, first.data(), first.size(), n); },
+                    ec);
   }
 
   // Runs an OpenSSL call until it succeeds (returns 1), polling while it wants the socket.
@@ -511,7 +516,8 @@ class DeadlineSocket {
     if (kind == SSL_ERROR_ZERO_RETURN) return asio::error::eof;
     const unsigned long e = ERR_get_error();
     if (kind == SSL_ERROR_SYSCALL && e == 0) {
-      return errno != 0 ? error_code(errno, boost::system::system_category()) : error_code(asio::error::eof);
+      return errno != 0 ? error_code(errno, boost::system::system_category())
+                        : error_code(asio::error::eof);
     }
 #ifdef SSL_R_UNEXPECTED_EOF_WHILE_READING
     if (ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING) return asio::error::eof;
@@ -591,7 +597,7 @@ struct Client::Impl {
   void close(bool healthy = false) {
     if (ssl != nullptr) {
       if (healthy && SSL_is_init_finished(ssl)) SSL_shutdown(ssl);  // one try, no waiting
-      SSL_free(ssl);  // and its BIO
+      SSL_free(ssl);                                                // and its BIO
       ssl = nullptr;
       ERR_clear_error();
     }
@@ -663,7 +669,8 @@ struct Client::Impl {
       return failed + "certificate verify failed (" + why + ")";
     }
     if (ssl_reason_of(ec) == SSL_R_WRONG_VERSION_NUMBER) {
-      return failed + tls_reason(ec) + " (does the server speak TLS? an http:// server answers in plain text)";
+      return failed + tls_reason(ec) +
+             " (does the server speak TLS? an http:// server answers in plain text)";
     }
     if (ssl_reason_of(ec) == SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE) {
       return failed + tls_reason(ec) + client_cert_hint();
@@ -675,8 +682,9 @@ struct Client::Impl {
   // refuses one without it after the handshake (TLS 1.3), and may reset the connection before
   // its alert saying so is read.
   std::string client_cert_hint() const {
-    return tls->has_client_cert ? " (did the server refuse the client certificate?)"
-                                : " (if the server requires a client certificate: --client-cert and --client-key)";
+    return tls->has_client_cert
+               ? " (did the server refuse the client certificate?)"
+               : " (if the server requires a client certificate: --client-cert and --client-key)";
   }
 
   http::request<http::string_body> make_request(std::string_view method, std::string_view target,
@@ -730,8 +738,7 @@ Client::Client(Url url, std::string token, std::shared_ptr<const TlsContext> tls
   impl_->token = std::move(token);
   impl_->tls = std::move(tls);
   const bool v6 = impl_->url.host.find(':') != std::string::npos;
-  impl_->host_header =
-      (v6 ? "[" + impl_->url.host + "]" : impl_->url.host) + ":" + impl_->url.port;
+  impl_->host_header = (v6 ? "[" + impl_->url.host + "]" : impl_->url.host) + ":" + impl_->url.port;
 }
 
 Client::~Client() {
@@ -765,7 +772,8 @@ Response Client::request(std::string_view method, std::string_view target, const
       d.close();
       // The server closed an idle keep-alive connection before reading this request.
       if (reused && attempt == 0 && nothing && is_closed_error(ec)) continue;
-      return network_error(!reused && nothing ? d.first_io_error(ec, timeout) : d.io_error(ec, timeout));
+      return network_error(!reused && nothing ? d.first_io_error(ec, timeout)
+                                              : d.io_error(ec, timeout));
     }
     auto res = parser.release();
     if (!res.keep_alive()) d.close(/*healthy=*/true);
@@ -797,7 +805,8 @@ Response Client::stream(std::string_view target,
   if (ec) {
     const bool nothing = !parser.got_some();
     d.close();
-    return network_error(nothing ? d.first_io_error(ec, setup_timeout) : d.io_error(ec, setup_timeout));
+    return network_error(nothing ? d.first_io_error(ec, setup_timeout)
+                                 : d.io_error(ec, setup_timeout));
   }
   const int status = static_cast<int>(parser.get().result_int());
   std::string error_text;

@@ -61,11 +61,11 @@ std::string query_string(const std::vector<std::pair<std::string, std::string>>&
 
 // The outcome of one HTTP call.
 struct Response {
-  int status = 0;        // the HTTP status; 0 when no response arrived (network error)
-  nlohmann::json body;   // the parsed JSON body; null when there is none or it is not JSON
-  std::string text;      // the raw body
-  std::string error;     // the server's error name ("not_found", ...), or "network"
-  std::string message;   // the server's message, or what went wrong on the network
+  int status = 0;       // the HTTP status; 0 when no response arrived (network error)
+  nlohmann::json body;  // the parsed JSON body; null when there is none or it is not JSON
+  std::string text;     // the raw body
+  std::string error;    // the server's error name ("not_found", ...), or "network"
+  std::string message;  // the server's message, or what went wrong on the network
 
   bool ok() const { return status >= 200 && status < 300; }
   bool network_error() const { return status == 0; }

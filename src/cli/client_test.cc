@@ -83,7 +83,8 @@ struct Conn {
     return ssl != nullptr ? SSL_read(ssl, buf, static_cast<int>(size)) : ::recv(fd, buf, size, 0);
   }
   ssize_t send(const char* data, size_t size) const {
-    return ssl != nullptr ? SSL_write(ssl, data, static_cast<int>(size)) : ::send(fd, data, size, MSG_NOSIGNAL);
+    return ssl != nullptr ? SSL_write(ssl, data, static_cast<int>(size))
+                          : ::send(fd, data, size, MSG_NOSIGNAL);
   }
   int fd;
   SSL* ssl = nullptr;
@@ -123,14 +124,16 @@ void send_all(const Conn& fd, const std::string& text) {
 }
 
 std::string response(const std::string& body, bool keep_alive = true) {
-  return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-         (keep_alive ? "" : "\r\nConnection: close") + "\r\n\r\n" + body;
+  return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + (keep_alive ? "" : "\r\nConnection: close") + "\r\n\r\n" +
+         body;
 }
 
 TEST(ClientTransport, AResponseArrivingInPiecesIsReadWhole) {
   ScriptedPeer peer([](int fd, int) {
     if (!read_request(fd)) return;
-    const std::string text = response(R"({"pieces":[1,2,3],"padding":")" + std::string(5000, 'x') + R"("})");
+    const std::string text =
+        response(R"({"pieces":[1,2,3],"padding":")" + std::string(5000, 'x') + R"("})");
     for (size_t at = 0; at < text.size(); at += 1500) {
       send_all(fd, text.substr(at, 1500));
       std::this_thread::sleep_for(5ms);
@@ -208,7 +211,6 @@ TEST(ClientTransport, ARefusedConnectionIsANetworkError) {
   EXPECT_NE(r.message.find("cannot connect"), std::string::npos) << r.message;
 }
 
-
 // ---- event streams ---------------------------------------------------------------------------
 
 // Set once, awaited with a deadline.
@@ -261,7 +263,8 @@ void expect_events_as_they_come(const std::function<Conn(int)>& open, const std:
   });
   ASSERT_TRUE(r.ok()) << r.describe();
   EXPECT_EQ(seen, (std::vector<std::string>{"job {\"n\":1}", "message two"}));
-  EXPECT_FALSE(peer_waited_out) << "the first event reached the callback only when the stream ended";
+  EXPECT_FALSE(peer_waited_out)
+      << "the first event reached the callback only when the stream ended";
 }
 
 TEST(ClientTransport, AnEventStreamDeliversEachEventAsItComes) {
@@ -296,13 +299,15 @@ struct Certs {
     auto issue = [&](const std::string& name, const std::string& ext, int serial) {
       const std::string base = dir + "/" + name;
       std::ofstream(base + ".ext") << ext << "\n";
-      run("openssl req " + key + " -keyout " + base + ".key -out " + base + ".csr -subj /CN=" + name);
-      run("openssl x509 -req -in " + base + ".csr -CA " + ca + " -CAkey " + dir + "/ca.key -set_serial " +
-          std::to_string(serial) + " -days 2 -out " + base + ".pem -extfile " + base + ".ext");
+      run("openssl req " + key + " -keyout " + base + ".key -out " + base +
+          ".csr -subj /CN=" + name);
+      run("openssl x509 -req -in " + base + ".csr -CA " + ca + " -CAkey " + dir +
+          "/ca.key -set_serial " + std::to_string(serial) + " -days 2 -out " + base +
+          ".pem -extfile " + base + ".ext");
       return std::make_pair(base + ".pem", base + ".key");
     };
-    std::tie(server, server_key) =
-        issue("server", "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth", 1);
+    std::tie(server, server_key) = issue(
+        "server", "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth", 1);
     std::tie(other, other_key) =
         issue("other", "subjectAltName=DNS:other.invalid\nextendedKeyUsage=serverAuth", 2);
     std::tie(client, client_key) = issue("client", "extendedKeyUsage=clientAuth", 3);
@@ -379,7 +384,8 @@ void answer_all(const Conn& c, int index) {
 
 TEST_F(ClientTls, RequestsOverTlsShareOneKeepAliveConnection) {
   ServerTls tls(certs().server, certs().server_key);
-  ScriptedPeer peer([&](int fd, int index) { tls.serve(fd, [&](const Conn& c) { answer_all(c, index); }); });
+  ScriptedPeer peer(
+      [&](int fd, int index) { tls.serve(fd, [&](const Conn& c) { answer_all(c, index); }); });
   for (const char* host : {"127.0.0.1", "localhost"}) {
     Client client(peer.url("https", host), "", test_tls(false));
     for (int i = 0; i < 3; ++i) {
@@ -392,21 +398,23 @@ TEST_F(ClientTls, RequestsOverTlsShareOneKeepAliveConnection) {
 
 TEST_F(ClientTls, AServerCertificateFromAnUntrustedCaFailsTheHandshakeWithTheReason) {
   ServerTls tls(certs().server, certs().server_key);
-  ScriptedPeer peer([&](int fd, int index) { tls.serve(fd, [&](const Conn& c) { answer_all(c, index); }); });
+  ScriptedPeer peer(
+      [&](int fd, int index) { tls.serve(fd, [&](const Conn& c) { answer_all(c, index); }); });
   Client client(peer.url("https"), "");  // the system's trust store: no test CA in it
   Response r = client.get("/v1/x", 5s);
   EXPECT_EQ(r.status, 0);
-  EXPECT_EQ(r.message.rfind("TLS handshake with " + peer.url("https").base +
-                                ": certificate verify failed (",
-                            0),
-            0u)
+  EXPECT_EQ(
+      r.message.rfind(
+          "TLS handshake with " + peer.url("https").base + ": certificate verify failed (", 0),
+      0u)
       << r.message;
   EXPECT_EQ(tls.handshakes, 0);
 }
 
 TEST_F(ClientTls, ACertificateForAnotherNameIsRefused) {
   ServerTls tls(certs().other, certs().other_key);
-  ScriptedPeer peer([&](int fd, int index) { tls.serve(fd, [&](const Conn& c) { answer_all(c, index); }); });
+  ScriptedPeer peer(
+      [&](int fd, int index) { tls.serve(fd, [&](const Conn& c) { answer_all(c, index); }); });
   for (const auto& [host, why] : {std::pair{"127.0.0.1", "IP address mismatch"},
                                   std::pair{"localhost", "hostname mismatch"}}) {
     Client client(peer.url("https", host), "", test_tls(false));
@@ -420,13 +428,15 @@ TEST_F(ClientTls, ACertificateForAnotherNameIsRefused) {
 
 TEST_F(ClientTls, AServerRequiringAClientCertificateGetsOneWhenGiven) {
   ServerTls tls(certs().server, certs().server_key, /*require_client_cert=*/true);
-  ScriptedPeer peer([&](int fd, int index) { tls.serve(fd, [&](const Conn& c) { answer_all(c, index); }); });
+  ScriptedPeer peer(
+      [&](int fd, int index) { tls.serve(fd, [&](const Conn& c) { answer_all(c, index); }); });
   {
     Client client(peer.url("https"), "", test_tls(false));
     Response r = client.get("/v1/x", 5s);
     EXPECT_EQ(r.status, 0);
     // The alert, or (when the server's reset overtook it) the connection's end, with the hint.
-    EXPECT_NE(r.message.find("client certificate: --client-cert and --client-key"), std::string::npos)
+    EXPECT_NE(r.message.find("client certificate: --client-cert and --client-key"),
+              std::string::npos)
         << r.message;
   }
   Client client(peer.url("https"), "", test_tls(true));
@@ -481,17 +491,20 @@ TEST_F(ClientTls, HttpsToAPlainHttpServerSaysSo) {
   Client client(peer.url("https"), "", test_tls(false));
   Response r = client.get("/v1/x", 5s);
   EXPECT_EQ(r.status, 0);
-  EXPECT_EQ(r.message.rfind("TLS handshake with " + peer.url("https").base + ": ", 0), 0u) << r.message;
+  EXPECT_EQ(r.message.rfind("TLS handshake with " + peer.url("https").base + ": ", 0), 0u)
+      << r.message;
   EXPECT_NE(r.message.find("does the server speak TLS?"), std::string::npos) << r.message;
 }
 
 TEST_F(ClientTls, PlainHttpToATlsServerSaysSo) {
   ServerTls tls(certs().server, certs().server_key);
-  ScriptedPeer peer([&](int fd, int index) { tls.serve(fd, [&](const Conn& c) { answer_all(c, index); }); });
+  ScriptedPeer peer(
+      [&](int fd, int index) { tls.serve(fd, [&](const Conn& c) { answer_all(c, index); }); });
   Client client(peer.url("http"), "");
   Response r = client.get("/v1/x", 5s);
   EXPECT_EQ(r.status, 0);
-  EXPECT_NE(r.message.find("(if it serves https://, use an https:// URL)"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("(if it serves https://, use an https:// URL)"), std::string::npos)
+      << r.message;
 }
 
 TEST_F(ClientTls, BadCertificateFilesAreNamedInTheError) {
@@ -499,7 +512,8 @@ TEST_F(ClientTls, BadCertificateFilesAreNamedInTheError) {
   TlsOptions o;
   o.ca_cert = certs().dir + "/missing.pem";
   EXPECT_FALSE(make_tls_context(o, &error));
-  EXPECT_EQ(error, "cannot read CA certificate file '" + o.ca_cert + "': No such file or directory");
+  EXPECT_EQ(error,
+            "cannot read CA certificate file '" + o.ca_cert + "': No such file or directory");
   o.ca_cert = certs().dir + "/server.ext";  // readable, not a certificate
   EXPECT_FALSE(make_tls_context(o, &error));
   EXPECT_EQ(error.rfind("cannot use CA certificate file '" + o.ca_cert + "': ", 0), 0u) << error;
@@ -515,8 +529,9 @@ TEST_F(ClientTls, BadCertificateFilesAreNamedInTheError) {
   // An encrypted key fails at once, naming the file. (Without a terminal OpenSSL's prompt fails
   // too, so this cannot tell whether one was shown; run under `script` it would wait.)
   const std::string encrypted = certs().dir + "/client-encrypted.key";
-  ASSERT_EQ(std::system(("openssl pkey -in " + certs().client_key + " -aes256 -passout pass:pw -out " +
-                         encrypted + " 2>/dev/null").c_str()),
+  ASSERT_EQ(std::system(("openssl pkey -in " + certs().client_key +
+                         " -aes256 -passout pass:pw -out " + encrypted + " 2>/dev/null")
+                            .c_str()),
             0);
   o.client_key = encrypted;
   EXPECT_FALSE(make_tls_context(o, &error));

@@ -31,7 +31,8 @@ constexpr char kRmUsage[] =
 }  // namespace
 
 int run_add(int argc, char** argv) {
-  auto begun = begin_command(argc, argv, "add", kAddUsage, {{"at", true}, {"priority", true}}, 2, 3);
+  auto begun =
+      begin_command(argc, argv, "add", kAddUsage, {{"at", true}, {"priority", true}}, 2, 3);
   if (!begun.invocation) return begun.exit_code;
   const Invocation& inv = *begun.invocation;
   const std::string& type = inv.args.positional[0];
@@ -73,9 +74,9 @@ int run_get(int argc, char** argv) {
 }
 
 int run_ls(int argc, char** argv) {
-  auto begun = begin_command(argc, argv, "ls", kLsUsage,
-                             {{"state", true}, {"worker", true}, {"limit", true}, {"cursor", true}},
-                             1, 1);
+  auto begun =
+      begin_command(argc, argv, "ls", kLsUsage,
+                    {{"state", true}, {"worker", true}, {"limit", true}, {"cursor", true}}, 1, 1);
   if (!begun.invocation) return begun.exit_code;
   const Invocation& inv = *begun.invocation;
   auto limit = int_option(inv, "limit");
@@ -101,10 +102,10 @@ int run_ls(int argc, char** argv) {
                       time_cell(value_of(job, "scheduled_time", Json())), cell(job, "attempts"),
                       cell(job, "worker"), truncate(compact(value_of(job, "data", Json())), 60)});
     }
-    std::fputs(format_table({"ID", "STATE", "PRIORITY", "SCHEDULED", "ATTEMPTS", "WORKER", "DATA"},
-                            rows)
-                   .c_str(),
-               stdout);
+    std::fputs(
+        format_table({"ID", "STATE", "PRIORITY", "SCHEDULED", "ATTEMPTS", "WORKER", "DATA"}, rows)
+            .c_str(),
+        stdout);
   }
   const std::string next = value_of(r.body, "next_cursor", std::string());
   if (!next.empty()) std::printf("more: --cursor %s\n", next.c_str());

@@ -46,8 +46,10 @@ Snapshot snapshot(Client& client) {
   std::map<std::string, TypeRow> by_type;
   for (const auto& t : value_of(types.body, "types", Json::array())) {
     const std::string name = value_of(t, "type", std::string());
-    by_type[name] = TypeRow{name, value_of(t, "timeout", Json()), std::nullopt, std::nullopt,
-                            std::nullopt, std::nullopt, std::nullopt};
+    by_type[name] = TypeRow{name,         value_of(t, "timeout", Json()),
+                            std::nullopt, std::nullopt,
+                            std::nullopt, std::nullopt,
+                            std::nullopt};
   }
   Response metrics = client.get("/metrics");
   bool have_gauge = false;
@@ -108,14 +110,14 @@ std::string format_top(const std::vector<TypeRow>& rows, const std::vector<TypeR
   std::vector<std::vector<std::string>> table;
   for (const auto& r : rows) {
     const TypeRow* p = prev.count(r.type) ? prev[r.type] : nullptr;
-    table.push_back({r.type,
-                     r.timeout.is_number() ? format_seconds(r.timeout.get<double>()) : "-",
+    table.push_back({r.type, r.timeout.is_number() ? format_seconds(r.timeout.get<double>()) : "-",
                      count_cell(r.pending), count_cell(r.running), count_cell(r.finished),
                      rate_cell(r.accepts, p ? p->accepts : std::nullopt, seconds),
                      rate_cell(r.finishes, p ? p->finishes : std::nullopt, seconds)});
   }
   if (table.empty()) return "no types\n";
-  return format_table({"TYPE", "TIMEOUT", "PENDING", "RUNNING", "FINISHED", "ACCEPTS/S", "FINISHES/S"}, table);
+  return format_table(
+      {"TYPE", "TIMEOUT", "PENDING", "RUNNING", "FINISHED", "ACCEPTS/S", "FINISHES/S"}, table);
 }
 
 Json top_json(const std::vector<TypeRow>& rows) {
@@ -163,14 +165,16 @@ int run_top(int argc, char** argv) {
       return kExitOk;
     }
     if (inv.json) {
-      if (ok) print_json(top_json(rows));
-      else std::fprintf(stderr, "%s: %s\n", inv.name.c_str(), error.c_str());
+      if (ok)
+        print_json(top_json(rows));
+      else
+        std::fprintf(stderr, "%s: %s\n", inv.name.c_str(), error.c_str());
     } else {
       const auto wall = std::chrono::system_clock::now();
       std::string screen = "\x1b[H\x1b[2J";
       screen += "kvq top  " + inv.client->url().base + "  " +
-                format_time_ms(std::chrono::duration_cast<milliseconds>(wall.time_since_epoch())
-                                   .count()) +
+                format_time_ms(
+                    std::chrono::duration_cast<milliseconds>(wall.time_since_epoch()).count()) +
                 "  (every " + format_seconds(interval) + ", Ctrl-C to quit)\n\n";
       screen += ok ? format_top(rows, first ? std::vector<TypeRow>() : previous, elapsed)
                    : "error: " + error + "\n";

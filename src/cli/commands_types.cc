@@ -20,7 +20,8 @@ constexpr char kTypesUsage[] =
     "Lists the job types with their timeouts, max lost runs and finished-job retentions.\n"
     "  clear-jobs TYPE         removes every job of TYPE, in any state (a worker running one is\n"
     "                          halted); the type and its settings stay\n"
-    "  rm TYPE                 removes TYPE; refused (409 type_has_jobs, exit 2) while it has jobs\n"
+    "  rm TYPE                 removes TYPE; refused (409 type_has_jobs, exit 2) while it has "
+    "jobs\n"
     "  rm TYPE --with-jobs     removes its jobs, then TYPE\n";
 constexpr char kTimeoutUsage[] =
     "usage: kvq timeout TYPE [SECONDS]\n"

@@ -25,8 +25,8 @@ constexpr char kWatchUsage[] =
 }  // namespace
 
 int run_wait(int argc, char** argv) {
-  auto begun = begin_command(argc, argv, "wait", kWaitUsage, {{"state", true}, {"timeout", true}},
-                             2, 2);
+  auto begun =
+      begin_command(argc, argv, "wait", kWaitUsage, {{"state", true}, {"timeout", true}}, 2, 2);
   if (!begun.invocation) return begun.exit_code;
   const Invocation& inv = *begun.invocation;
   auto timeout = seconds_option(inv, "timeout", 30);

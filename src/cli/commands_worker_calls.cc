@@ -83,8 +83,8 @@ int run_accept(int argc, char** argv) {
   if (inv.args.has("timeout")) body["timeout"] = *timeout;
   if (inv.args.has("worker")) body["worker"] = inv.args.value("worker");
   if (*count) body["count"] = **count;
-  Response r = inv.client->post(path("/v1/accept", {inv.args.positional[0]}), body,
-                                poll_timeout(*timeout));
+  Response r =
+      inv.client->post(path("/v1/accept", {inv.args.positional[0]}), body, poll_timeout(*timeout));
   if (!r.ok()) return inv.fail(r);
   if (r.status == 204) {
     std::fprintf(stderr, "%s: no job within %s\n", inv.name.c_str(),

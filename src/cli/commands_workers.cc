@@ -11,7 +11,8 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr char kWorkersUsage[] =
-    "usage: kvq workers WTYPE\n\nLists the registered workers of WTYPE and the membership version.\n";
+    "usage: kvq workers WTYPE\n\nLists the registered workers of WTYPE and the membership "
+    "version.\n";
 
 }  // namespace
 

@@ -30,14 +30,16 @@ int run_demo(int argc, char** argv) {
     if (arg == "--data" && i + 1 < argc) {
       data = argv[++i];
     } else if (arg == "--help" || arg == "-h") {
-      std::puts("usage: kvq demo [--data DIR]\n\nA short tour of the storage and jobs layers on DIR.");
+      std::puts(
+          "usage: kvq demo [--data DIR]\n\nA short tour of the storage and jobs layers on DIR.");
       return 0;
     } else {
       std::fprintf(stderr, "kvq demo: unknown option '%s'\n", arg.c_str());
       return 2;
     }
   }
-  std::printf("kvq demo — a tour of the kvq library on a data directory (kvq serve is the server).\n");
+  std::printf(
+      "kvq demo — a tour of the kvq library on a data directory (kvq serve is the server).\n");
   auto store = open_lmdb_store({.path = data});
   if (!store.ok()) return fail("opening the store", store.status());
   std::printf("store: %s\n", (*store)->describe().c_str());
@@ -51,11 +53,13 @@ int run_demo(int argc, char** argv) {
     return next;
   });
   if (!runs.ok()) return fail("counting runs", runs.status());
-  std::printf("1. transactional increment: this demo has run %lld time(s) on this directory\n", *runs);
+  std::printf("1. transactional increment: this demo has run %lld time(s) on this directory\n",
+              *runs);
 
   auto first = (*store)->begin();
   auto second = (*store)->begin();
-  if (!first.ok() || !second.ok()) return fail("begin", first.ok() ? second.status() : first.status());
+  if (!first.ok() || !second.ok())
+    return fail("begin", first.ok() ? second.status() : first.status());
   (void)(*first)->get(runs_key);
   (void)(*second)->get(runs_key);
   (*first)->set(runs_key, std::to_string(*runs));
@@ -79,16 +83,18 @@ int run_demo(int argc, char** argv) {
   const auto started = kv::Clock::now();
   Status fired = watch->wait_until(started + 5s);
   ringer.join();
-  std::printf("3. a watch on %s fired after another thread's commit: %s (%.0f ms)\n",
-              Tuple::unpack(bell.substr(demo.prefix().size())).value_or(Tuple{}).debug_string().c_str(),
-              fired.to_string().c_str(),
-              std::chrono::duration<double, std::milli>(kv::Clock::now() - started).count());
+  std::printf(
+      "3. a watch on %s fired after another thread's commit: %s (%.0f ms)\n",
+      Tuple::unpack(bell.substr(demo.prefix().size())).value_or(Tuple{}).debug_string().c_str(),
+      fired.to_string().c_str(),
+      std::chrono::duration<double, std::milli>(kv::Clock::now() - started).count());
 
   // 4. The jobs layer: a producer adds a job, a worker accepts, heartbeats and finishes it,
   // and a subscriber watches it happen.
   auto jobs = jobs::Jobs::open(*store);
   if (!jobs.ok()) return fail("opening jobs", jobs.status());
-  if (Status s = (*jobs)->set_type_timeout("demo", std::chrono::seconds(30)); !s.ok()) return fail("timeout", s);
+  if (Status s = (*jobs)->set_type_timeout("demo", std::chrono::seconds(30)); !s.ok())
+    return fail("timeout", s);
   const std::string id = "greeting-" + std::to_string(*runs);
   if (Status s = (*jobs)->add("demo", id, R"({"to": "world"})"); !s.ok()) return fail("add", s);
   auto sub = (*jobs)->subscribe("demo", id);
@@ -97,12 +103,14 @@ int run_demo(int argc, char** argv) {
   if (!job.ok()) return fail("accept", job.status());
   auto progress = (*jobs)->update(*job, R"({"to": "world", "progress": 50})");
   if (!progress.ok()) return fail("update", progress.status());
-  if (Status s = (*jobs)->finish(*job, R"({"greeting": "hello, world"})"); !s.ok()) return fail("finish", s);
+  if (Status s = (*jobs)->finish(*job, R"({"greeting": "hello, world"})"); !s.ok())
+    return fail("finish", s);
   auto done = (*sub)->wait(jobs::State::kFinished, kv::Clock::now() + 5s);
   if (!done.ok()) return fail("wait", done.status());
-  std::printf("4. job %s of type demo: added, accepted by %s, updated, finished; a subscriber saw it\n"
-              "   finish with %s\n",
-              id.c_str(), job->worker.c_str(), done->data.c_str());
+  std::printf(
+      "4. job %s of type demo: added, accepted by %s, updated, finished; a subscriber saw it\n"
+      "   finish with %s\n",
+      id.c_str(), job->worker.c_str(), done->data.c_str());
   std::printf("done. Run `make test` for the full suite.\n");
   return fired.ok() && a.ok() && b.code() == Code::kAborted ? 0 : 1;
 }

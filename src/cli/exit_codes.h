@@ -12,11 +12,11 @@ namespace kvq::cli {
 
 enum ExitCode : int {
   kExitOk = 0,
-  kExitError = 1,      // the server failed (5xx) or did not answer (network)
-  kExitUsage = 2,      // a bad command line, or a request the server refused as wrong (4xx)
-  kExitTimeout = 3,    // nothing happened in time (accept, wait)
-  kExitHalted = 4,     // 409 halted: stop working on the job
-  kExitNotFound = 5,   // 404 not_found: the job or type does not exist
+  kExitError = 1,          // the server failed (5xx) or did not answer (network)
+  kExitUsage = 2,          // a bad command line, or a request the server refused as wrong (4xx)
+  kExitTimeout = 3,        // nothing happened in time (accept, wait)
+  kExitHalted = 4,         // 409 halted: stop working on the job
+  kExitNotFound = 5,       // 404 not_found: the job or type does not exist
   kExitInterrupted = 130,  // SIGINT or SIGTERM (kvq bench, after it cleaned up), as shells count
 };
 

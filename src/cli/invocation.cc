@@ -75,8 +75,9 @@ Begun begin_command(int argc, char** argv, const char* name, const char* usage,
   std::string error;
   auto url = parse_url(inv.connection.url, &error);
   if (!url) return {std::nullopt, inv.usage_error(error)};
-  const TlsFlags tls = tls_flags_from(inv.args, std::getenv("KVQ_CA_CERT"),
-                                      std::getenv("KVQ_CLIENT_CERT"), std::getenv("KVQ_CLIENT_KEY"));
+  const TlsFlags tls =
+      tls_flags_from(inv.args, std::getenv("KVQ_CA_CERT"), std::getenv("KVQ_CLIENT_CERT"),
+                     std::getenv("KVQ_CLIENT_KEY"));
   if (url->tls) {
     inv.tls = make_tls_context(tls.options, &error);
     if (!inv.tls) {
@@ -108,7 +109,8 @@ Result<Json> parse_data_arg(const std::string& text) {
 Result<std::optional<int64_t>> int_option(const Invocation& inv, const std::string& name) {
   if (!inv.args.has(name)) return std::optional<int64_t>();
   auto v = parse_int(inv.args.value(name));
-  if (!v) return InvalidArgument("--" + name + " needs an integer, not '" + inv.args.value(name) + "'");
+  if (!v)
+    return InvalidArgument("--" + name + " needs an integer, not '" + inv.args.value(name) + "'");
   return v;
 }
 

@@ -100,9 +100,9 @@ std::string format_bytes(uint64_t bytes) {
 
 std::string format_job(const nlohmann::json& job) {
   static const std::vector<std::string> kOrder = {
-      "type",        "id",       "state",       "priority",   "scheduled_time", "attempts",
-      "worker",      "resubmitted", "created_at", "updated_at", "lock",        "seq",
-      "found",       "data"};
+      "type",     "id",     "state",       "priority",   "scheduled_time",
+      "attempts", "worker", "resubmitted", "created_at", "updated_at",
+      "lock",     "seq",    "found",       "data"};
   static const std::set<std::string> kTimes = {"scheduled_time", "created_at", "updated_at"};
   std::vector<std::pair<std::string, std::string>> rows;
   auto render = [&](const std::string& key, const nlohmann::json& value) {
@@ -134,7 +134,6 @@ std::string format_job_event(const nlohmann::json& event) {
   if (auto it = event.find("data"); it != event.end()) line += "  data=" + compact(*it);
   return line;
 }
-
 
 std::string time_cell(const nlohmann::json& value) {
   if (value.is_number_integer()) return format_time_ms(value.get<int64_t>());

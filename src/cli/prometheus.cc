@@ -57,10 +57,14 @@ std::vector<MetricSample> parse_metrics(std::string_view text) {
     std::string_view rest = line.substr(std::min(i, line.size()));
     rest = rest.substr(0, rest.find(' '));  // drop an optional timestamp
     std::optional<double> v;
-    if (rest == "+Inf") v = HUGE_VAL;
-    else if (rest == "-Inf") v = -HUGE_VAL;
-    else if (rest == "NaN") v = NAN;
-    else v = parse_double(rest);
+    if (rest == "+Inf")
+      v = HUGE_VAL;
+    else if (rest == "-Inf")
+      v = -HUGE_VAL;
+    else if (rest == "NaN")
+      v = NAN;
+    else
+      v = parse_double(rest);
     if (!v) continue;
     s.value = *v;
     out.push_back(std::move(s));

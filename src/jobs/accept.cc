@@ -17,16 +17,19 @@ constexpr size_t kMaxAcceptMany = 1000;
 
 }  // namespace
 
-Result<Job> Jobs::accept(kv::Transaction& txn, std::string_view type, const AcceptOptions& options) {
+Result<Job> Jobs::accept(kv::Transaction& txn, std::string_view type,
+                         const AcceptOptions& options) {
   KVQ_RETURN_IF_ERROR(validate_accept(type, options));
   auto job = try_accept(txn, impl_->keys, options_, type, options, new_lock(type), nullptr);
-  if (job.status().code() == Code::kNotFound) KVQ_RETURN_IF_ERROR(require_type(txn, impl_->keys, type));
+  if (job.status().code() == Code::kNotFound)
+    KVQ_RETURN_IF_ERROR(require_type(txn, impl_->keys, type));
   return job;
 }
 
 uint64_t Jobs::accept_async(std::string_view type, const AcceptOptions& options,
                             std::function<void(Result<Job>)> done) {
-  return queue_accept(type, options, std::move(done), store_->nonblocking() && options.timeout.count() > 0);
+  return queue_accept(type, options, std::move(done),
+                      store_->nonblocking() && options.timeout.count() > 0);
 }
 
 uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
@@ -42,17 +45,19 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
   AcceptWaiters& waiters = impl_->accept_waiters;
   const auto commit = look_async ? AcceptWaiters::Commit::kAsync : AcceptWaiters::Commit::kBlocking;
   if (options.timeout.count() > 0 && waiters.has_waiters(type_name)) {
-    return waiters.submit(type_name, options, lock, deadline, std::nullopt, std::move(done), commit);
+    return waiters.submit(type_name, options, lock, deadline, std::nullopt, std::move(done),
+                          commit);
   }
   // Before looking: a watch live since before our look fires for every add it cannot see.
   const uint64_t generation = waiters.watch_generation(type_name);
   if (look_async) {
     const uint64_t ticket = waiters.reserve();
     attempt_accept_many_async(
-        *store_, impl_->keys, options_, type_name, options, {{lock, options.worker, options.worker_type}},
+        *store_, impl_->keys, options_, type_name, options,
+        {{lock, options.worker, options.worker_type}},
         /*arm_watch=*/false,
-        [this, &waiters, type_name, options, lock, deadline, generation, ticket, done = std::move(done)](
-            AcceptOutcome outcome) {
+        [this, &waiters, type_name, options, lock, deadline, generation, ticket,
+         done = std::move(done)](AcceptOutcome outcome) {
           auto& jobs = outcome.jobs;
           if (jobs.ok() || jobs.status().code() != Code::kNotFound) {
             waiters.forget(ticket);
@@ -60,11 +65,13 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
             return done(std::move(jobs->front()));
           }
           // Nothing due: a type that does not exist fails now instead of waiting.
-          if (Status missing = require_type(*store_, impl_->keys, type_name, options_.retry); !missing.ok()) {
+          if (Status missing = require_type(*store_, impl_->keys, type_name, options_.retry);
+              !missing.ok()) {
             waiters.forget(ticket);
             return done(missing);
           }
-          waiters.submit(type_name, options, lock, deadline, generation, done, AcceptWaiters::Commit::kAsync, ticket);
+          waiters.submit(type_name, options, lock, deadline, generation, done,
+                         AcceptWaiters::Commit::kAsync, ticket);
         });
     return ticket;
   }
@@ -87,13 +94,15 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
 namespace {
 
 // The takers of an accept of up to `max_count` jobs, after checking its input.
-Result<std::vector<Taker>> many_takers(std::string_view type, size_t max_count, const AcceptOptions& options) {
+Result<std::vector<Taker>> many_takers(std::string_view type, size_t max_count,
+                                       const AcceptOptions& options) {
   KVQ_RETURN_IF_ERROR(validate_accept(type, options));
   if (max_count < 1 || max_count > kMaxAcceptMany) {
     return InvalidArgument("accept_many wants 1.." + std::to_string(kMaxAcceptMany) + " jobs");
   }
   std::vector<Taker> takers;
-  for (size_t i = 0; i < max_count; ++i) takers.push_back({new_lock(type), options.worker, options.worker_type});
+  for (size_t i = 0; i < max_count; ++i)
+    takers.push_back({new_lock(type), options.worker, options.worker_type});
   return takers;
 }
 
@@ -103,23 +112,27 @@ void Jobs::accept_due_async(std::string_view type, size_t max_count, const Accep
                             std::function<void(Result<std::vector<Job>>)> done) {
   auto takers = many_takers(type, max_count, options);
   if (!takers.ok()) return done(takers.status());
-  attempt_accept_many_async(*store_, impl_->keys, options_, std::string(type), options, std::move(*takers),
-                            /*arm_watch=*/false, [this, type_name = std::string(type), done = std::move(done)](AcceptOutcome outcome) {
-                              if (outcome.jobs.ok() || outcome.jobs.status().code() != Code::kNotFound) {
-                                return done(std::move(outcome.jobs));
-                              }
-                              Status missing = require_type(*store_, impl_->keys, type_name, options_.retry);
-                              if (!missing.ok()) return done(missing);
-                              done(DeadlineExceeded("no job of type '" + type_name + "' is due"));
-                            });
+  attempt_accept_many_async(
+      *store_, impl_->keys, options_, std::string(type), options, std::move(*takers),
+      /*arm_watch=*/false,
+      [this, type_name = std::string(type), done = std::move(done)](AcceptOutcome outcome) {
+        if (outcome.jobs.ok() || outcome.jobs.status().code() != Code::kNotFound) {
+          return done(std::move(outcome.jobs));
+        }
+        Status missing = require_type(*store_, impl_->keys, type_name, options_.retry);
+        if (!missing.ok()) return done(missing);
+        done(DeadlineExceeded("no job of type '" + type_name + "' is due"));
+      });
 }
 
-Result<std::vector<Job>> Jobs::accept_many(std::string_view type, size_t max_count, const AcceptOptions& options) {
+Result<std::vector<Job>> Jobs::accept_many(std::string_view type, size_t max_count,
+                                           const AcceptOptions& options) {
   KVQ_ASSIGN_OR_RETURN(auto takers, many_takers(type, max_count, options));
   auto jobs = attempt_accept_many(*store_, impl_->keys, options_, type, options, takers, nullptr);
   if (jobs.ok() || jobs.status().code() != Code::kNotFound) return jobs;
   KVQ_RETURN_IF_ERROR(require_type(*store_, impl_->keys, type, options_.retry));
-  if (options.timeout.count() == 0) return DeadlineExceeded("no job of type '" + std::string(type) + "' is due");
+  if (options.timeout.count() == 0)
+    return DeadlineExceeded("no job of type '" + std::string(type) + "' is due");
   // Nothing due: wait for one like accept, then take the rest of what is due with it.
   KVQ_ASSIGN_OR_RETURN(auto first, accept(type, options));
   std::vector<Job> out{std::move(first)};
@@ -131,17 +144,22 @@ Result<std::vector<Job>> Jobs::accept_many(std::string_view type, size_t max_cou
   return out;
 }
 
-bool Jobs::cancel_accept(uint64_t ticket) { return ticket != 0 && impl_->accept_waiters.cancel(ticket); }
+bool Jobs::cancel_accept(uint64_t ticket) {
+  return ticket != 0 && impl_->accept_waiters.cancel(ticket);
+}
 
 Result<Job> Jobs::accept(std::string_view type, const AcceptOptions& options) {
   std::mutex mu;
   std::condition_variable cv;
   std::optional<Result<Job>> outcome;
-  queue_accept(type, options, [&](Result<Job> r) {
-    std::lock_guard lock(mu);
-    outcome.emplace(std::move(r));
-    cv.notify_all();
-  }, /*look_async=*/false);
+  queue_accept(
+      type, options,
+      [&](Result<Job> r) {
+        std::lock_guard lock(mu);
+        outcome.emplace(std::move(r));
+        cv.notify_all();
+      },
+      /*look_async=*/false);
   std::unique_lock lock(mu);
   cv.wait(lock, [&] { return outcome.has_value(); });
   return std::move(*outcome);

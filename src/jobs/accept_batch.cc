@@ -19,15 +19,16 @@ using BatchDone = std::function<void(Result<std::vector<Job>>)>;
 Status validate_batch(std::string_view type, size_t max_count, const AcceptOptions& options) {
   KVQ_RETURN_IF_ERROR(validate_accept(type, options));
   if (max_count < 1 || max_count > kMaxAcceptBatch) {
-    return InvalidArgument("accept_batch_async wants 1.." + std::to_string(kMaxAcceptBatch) + " jobs");
+    return InvalidArgument("accept_batch_async wants 1.." + std::to_string(kMaxAcceptBatch) +
+                           " jobs");
   }
   return Status::OK();
 }
 
 }  // namespace
 
-uint64_t Jobs::accept_batch_async(std::string_view type, size_t max_count, const AcceptOptions& options,
-                                  BatchDone done) {
+uint64_t Jobs::accept_batch_async(std::string_view type, size_t max_count,
+                                  const AcceptOptions& options, BatchDone done) {
   if (Status invalid = validate_batch(type, max_count, options); !invalid.ok()) {
     done(invalid);
     return 0;
@@ -37,7 +38,8 @@ uint64_t Jobs::accept_batch_async(std::string_view type, size_t max_count, const
     done(std::vector<Job>{std::move(*job)});
   };
   // One job with a wait is exactly accept_async, which queues behind the type's waiters.
-  if (max_count == 1 && options.timeout.count() > 0) return accept_async(type, options, std::move(one));
+  if (max_count == 1 && options.timeout.count() > 0)
+    return accept_async(type, options, std::move(one));
   if (options.timeout.count() == 0) {
     accept_due_async(type, max_count, options, std::move(done));
     return 0;
@@ -58,14 +60,16 @@ uint64_t Jobs::accept_batch_async(std::string_view type, size_t max_count, const
       accept_due_async(type_name, max_count - 1, options,
                        [done, first = std::move(first)](Result<std::vector<Job>> more) mutable {
                          std::vector<Job> all{std::move(first)};
-                         if (more.ok()) std::move(more->begin(), more->end(), std::back_inserter(all));
+                         if (more.ok())
+                           std::move(more->begin(), more->end(), std::back_inserter(all));
                          done(std::move(all));
                        });
     };
     if (!impl_->blocking_looks) return rest();
     impl_->blocking_looks->post(std::move(rest));
   };
-  const auto commit = store_->nonblocking() ? AcceptWaiters::Commit::kAsync : AcceptWaiters::Commit::kBlocking;
+  const auto commit =
+      store_->nonblocking() ? AcceptWaiters::Commit::kAsync : AcceptWaiters::Commit::kBlocking;
   accept_due_async(type_name, max_count, options,
                    [&waiters, type_name, options, deadline, generation, ticket, commit, done,
                     take_rest](Result<std::vector<Job>> due) {
@@ -73,12 +77,13 @@ uint64_t Jobs::accept_batch_async(std::string_view type, size_t max_count, const
                        waiters.forget(ticket);
                        return done(std::move(due));
                      }
-                     waiters.submit(type_name, options, new_lock(type_name), deadline, generation,
-                                     [done, take_rest](Result<Job> first) {
-                                       if (!first.ok()) return done(first.status());
-                                       take_rest(std::move(*first));
-                                     },
-                                     commit, ticket);
+                     waiters.submit(
+                         type_name, options, new_lock(type_name), deadline, generation,
+                         [done, take_rest](Result<Job> first) {
+                           if (!first.ok()) return done(first.status());
+                           take_rest(std::move(*first));
+                         },
+                         commit, ticket);
                    });
   return ticket;
 }

@@ -31,7 +31,8 @@ Status timed_out(const std::string& type) {
 
 AcceptWaiters::AcceptWaiters(kv::Store& store, const Keys& keys, const JobsOptions& options)
     : store_(store), keys_(keys), options_(options) {
-  if (!store_.nonblocking()) batch_pool_ = std::make_unique<util::ThreadPool>(kBlockingBatchThreads);
+  if (!store_.nonblocking())
+    batch_pool_ = std::make_unique<util::ThreadPool>(kBlockingBatchThreads);
   sink_->acceptor = this;
   thread_ = std::thread([this] { run(); });
 }
@@ -42,7 +43,8 @@ AcceptWaiters::~AcceptWaiters() {
     std::lock_guard lock(mu_);
     stopping_ = true;
     for (auto& [type, queue] : queues_) {
-      for (auto& w : queue.waiters) done.emplace_back(std::move(w.callback), Cancelled("the jobs layer is closing"));
+      for (auto& w : queue.waiters)
+        done.emplace_back(std::move(w.callback), Cancelled("the jobs layer is closing"));
     }
     queues_.clear();
   }
@@ -80,9 +82,10 @@ void AcceptWaiters::on_fire(const std::string& type, uint64_t generation) {
   cv_.notify_all();
 }
 
-uint64_t AcceptWaiters::submit(const std::string& type, const AcceptOptions& options, const std::string& lock,
-                          kv::Clock::time_point deadline, std::optional<uint64_t> generation,
-                          Callback callback, Commit commit, uint64_t reserved) {
+uint64_t AcceptWaiters::submit(const std::string& type, const AcceptOptions& options,
+                               const std::string& lock, kv::Clock::time_point deadline,
+                               std::optional<uint64_t> generation, Callback callback, Commit commit,
+                               uint64_t reserved) {
   std::unique_lock guard(mu_);
   const uint64_t ticket = reserved ? reserved : next_ticket_++;
   if (reserved) {
@@ -101,8 +104,8 @@ uint64_t AcceptWaiters::submit(const std::string& type, const AcceptOptions& opt
   // it. Otherwise (or when the caller made no look) the next round looks for this waiter, with
   // every waiter of its kind in one transaction.
   auto watch = watches_.find(type);
-  const bool covered = generation && *generation != 0 && watch != watches_.end() && watch->second.live() &&
-                       watch->second.generation == *generation;
+  const bool covered = generation && *generation != 0 && watch != watches_.end() &&
+                       watch->second.live() && watch->second.generation == *generation;
   if (!covered) it->second.attempt = true;
   cv_.notify_all();
   return ticket;
@@ -113,7 +116,8 @@ void AcceptWaiters::push_waiter(Queue& queue, Waiter waiter) {
   queue.waiters.push_back(std::move(waiter));
 }
 
-std::deque<AcceptWaiters::Waiter>::iterator AcceptWaiters::erase_waiter(Queue& queue, std::deque<Waiter>::iterator it) {
+std::deque<AcceptWaiters::Waiter>::iterator AcceptWaiters::erase_waiter(
+    Queue& queue, std::deque<Waiter>::iterator it) {
   auto kind = queue.kinds.find(kind_of(it->options));
   if (--kind->second == 0) queue.kinds.erase(kind);
   return queue.waiters.erase(it);
@@ -149,7 +153,8 @@ bool AcceptWaiters::cancel(uint64_t ticket) {
     }
     for (auto qit = queues_.begin(); qit != queues_.end(); ++qit) {
       auto& waiters = qit->second.waiters;
-      auto it = std::find_if(waiters.begin(), waiters.end(), [&](const Waiter& w) { return w.ticket == ticket; });
+      auto it = std::find_if(waiters.begin(), waiters.end(),
+                             [&](const Waiter& w) { return w.ticket == ticket; });
       if (it == waiters.end()) continue;
       callback = std::move(it->callback);
       erase_waiter(qit->second, it);
@@ -169,7 +174,8 @@ void AcceptWaiters::drop_if_empty(std::map<std::string, Queue>::iterator it) {
   queues_.erase(it);
 }
 
-void AcceptWaiters::expire(const std::string& type, Queue& queue, kv::Clock::time_point now, Done& done) {
+void AcceptWaiters::expire(const std::string& type, Queue& queue, kv::Clock::time_point now,
+                           Done& done) {
   for (auto it = queue.waiters.begin(); it != queue.waiters.end();) {
     if (it->deadline > now) {
       ++it;
@@ -227,7 +233,9 @@ void AcceptWaiters::run() {
         start_batch(type, std::move(batch));
         continue;
       }
-      batch_pool_->post([this, type = type, batch = std::move(batch)]() mutable { start_batch(type, std::move(batch)); });
+      batch_pool_->post([this, type = type, batch = std::move(batch)]() mutable {
+        start_batch(type, std::move(batch));
+      });
     }
     lock.lock();
     const bool more = std::any_of(queues_.begin(), queues_.end(), [](const auto& q) {
@@ -238,7 +246,8 @@ void AcceptWaiters::run() {
   }
 }
 
-std::optional<AcceptWaiters::Batch> AcceptWaiters::next_batch(const std::string& type, Queue& queue) {
+std::optional<AcceptWaiters::Batch> AcceptWaiters::next_batch(const std::string& type,
+                                                              Queue& queue) {
   const auto& nothing = queue.found_nothing;
   // Every kind still waiting found nothing: done, without walking thousands of idle waiters.
   const auto untried = std::count_if(queue.kinds.begin(), queue.kinds.end(), [&](const auto& k) {
@@ -267,19 +276,20 @@ std::optional<AcceptWaiters::Batch> AcceptWaiters::next_batch(const std::string&
 void AcceptWaiters::start_batch(const std::string& type, Batch batch) {
   if (batch.commit == Commit::kBlocking) {
     AcceptOutcome outcome{NotFound(""), std::nullopt, {}};
-    outcome.jobs = attempt_accept_many(store_, keys_, options_, type, batch.options, batch.takers, &outcome.next_due,
-                                       batch.arm ? &outcome.watch : nullptr);
+    outcome.jobs = attempt_accept_many(store_, keys_, options_, type, batch.options, batch.takers,
+                                       &outcome.next_due, batch.arm ? &outcome.watch : nullptr);
     return finish_batch(type, batch, std::move(outcome));
   }
   // The batch moves into the completion; the attempt gets copies of what it reads.
   auto shared = std::make_shared<Batch>(std::move(batch));
-  attempt_accept_many_async(store_, keys_, options_, type, shared->options, shared->takers, shared->arm != 0,
-                            [this, type, shared](AcceptOutcome outcome) {
+  attempt_accept_many_async(store_, keys_, options_, type, shared->options, shared->takers,
+                            shared->arm != 0, [this, type, shared](AcceptOutcome outcome) {
                               finish_batch(type, *shared, std::move(outcome));
                             });
 }
 
-void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch, AcceptOutcome outcome) {
+void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
+                                 AcceptOutcome outcome) {
   auto& jobs = outcome.jobs;
   const auto& next_due = outcome.next_due;
   const bool looked = jobs.ok() || jobs.status().code() == Code::kNotFound;

@@ -63,8 +63,8 @@ class AcceptWaiters {
   // nullopt when the caller made none (it queued behind waiters). Unless that watch is still
   // live, the acceptor looks for the waiter in its next round. Returns a ticket for cancel().
   uint64_t submit(const std::string& type, const AcceptOptions& options, const std::string& lock,
-                  kv::Clock::time_point deadline, std::optional<uint64_t> generation, Callback callback,
-                  Commit commit, uint64_t reserved = 0);
+                  kv::Clock::time_point deadline, std::optional<uint64_t> generation,
+                  Callback callback, Commit commit, uint64_t reserved = 0);
   // A ticket for an accept still making its own look elsewhere, before it may wait here:
   // cancel() of it then ends the submit that follows at once with kCancelled. The ticket goes
   // to that submit (`reserved`), or to forget() when the look ended the accept.
@@ -91,9 +91,9 @@ class AcceptWaiters {
   struct Queue {
     std::deque<Waiter> waiters;
     std::map<Kind, size_t> kinds;  // how many waiters of each kind, so a round ends without a scan
-    bool attempt = false;       // a new round is wanted
-    bool round_open = false;    // a round is under way: its next batch is still to be tried
-    bool in_flight = false;     // one of its batches is being attempted
+    bool attempt = false;          // a new round is wanted
+    bool round_open = false;       // a round is under way: its next batch is still to be tried
+    bool in_flight = false;        // one of its batches is being attempted
     std::vector<Kind> found_nothing;  // kinds the open round found nothing due for
     std::optional<kv::Clock::time_point> next_due;
   };

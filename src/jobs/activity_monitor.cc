@@ -11,7 +11,7 @@ namespace kvq::jobs {
 namespace {
 
 using namespace std::chrono_literals;
-constexpr auto kIdlePeriod = 5s;       // how long to sleep with no types at all
+constexpr auto kIdlePeriod = 5s;  // how long to sleep with no types at all
 constexpr auto kErrorPause = 100ms;
 constexpr kv::Clock::duration kMinSweepPeriod = 250ms;
 constexpr kv::Clock::duration kMaxSweepPeriod = 60s;
@@ -26,8 +26,8 @@ enum class Drained { kAll, kFailed, kOutOfTime };
 // after each full one (up to max_batch) and adding what each did to `counter`. A failed batch
 // (too big or too slow a transaction) halves the batch for next time.
 template <typename OneBatch>
-Drained drain(size_t& batch, size_t max_batch, std::atomic<uint64_t>& counter, kv::Clock::time_point deadline,
-              OneBatch one_batch) {
+Drained drain(size_t& batch, size_t max_batch, std::atomic<uint64_t>& counter,
+              kv::Clock::time_point deadline, OneBatch one_batch) {
   for (;;) {
     Result<size_t> done = one_batch(batch);
     if (!done.ok()) {
@@ -83,48 +83,59 @@ void ActivityMonitor::check(const std::string& type, TypeState& state) {
   const auto now = kv::Clock::now();
   if (now >= state.next_activity_check) check_activity(type, state, now);
   if (state.retention && now >= state.next_sweep) sweep_finished(type, state, now);
-  state.next_check = state.retention ? std::min(state.next_activity_check, state.next_sweep) : state.next_activity_check;
+  state.next_check = state.retention ? std::min(state.next_activity_check, state.next_sweep)
+                                     : state.next_activity_check;
 }
 
-void ActivityMonitor::sweep_finished(const std::string& type, TypeState& state, kv::Clock::time_point now) {
-  const auto period = std::clamp<kv::Clock::duration>(*state.retention / 4, kMinSweepPeriod, kMaxSweepPeriod);
-  state.next_sweep = now + util::jittered(std::chrono::duration_cast<std::chrono::microseconds>(period), 0.2);
+void ActivityMonitor::sweep_finished(const std::string& type, TypeState& state,
+                                     kv::Clock::time_point now) {
+  const auto period =
+      std::clamp<kv::Clock::duration>(*state.retention / 4, kMinSweepPeriod, kMaxSweepPeriod);
+  state.next_sweep =
+      now + util::jittered(std::chrono::duration_cast<std::chrono::microseconds>(period), 0.2);
   const int64_t cutoff = now_ms() - state.retention->count();
-  const Drained drained = drain(state.sweep_batch, options_.monitor_max_batch, expired_, now + kSweepBudget,
-                                [&](size_t batch) {
-                                  return remove_expired_batch(store_, keys_, type, cutoff, batch, options_.retry);
-                                });
+  const Drained drained =
+      drain(state.sweep_batch, options_.monitor_max_batch, expired_, now + kSweepBudget,
+            [&](size_t batch) {
+              return remove_expired_batch(store_, keys_, type, cutoff, batch, options_.retry);
+            });
   if (drained == Drained::kFailed) state.next_sweep = now + kErrorPause;
   if (drained == Drained::kOutOfTime) state.next_sweep = kv::Clock::now();
 }
 
-void ActivityMonitor::check_activity(const std::string& type, TypeState& state, kv::Clock::time_point now) {
+void ActivityMonitor::check_activity(const std::string& type, TypeState& state,
+                                     kv::Clock::time_point now) {
   const auto period = std::chrono::duration_cast<std::chrono::microseconds>(state.timeout) /
                       std::max(1, options_.monitor_checks_per_timeout);
   state.next_activity_check = now + util::jittered(period, 0.2);
 
-  auto version = kv::run(store_, [](kv::Transaction& txn) { return txn.read_version(); }, options_.retry);
+  auto version = kv::run(
+      store_, [](kv::Transaction& txn) { return txn.read_version(); }, options_.retry);
   // Stamped when the store answered, not when it was asked (check_history.h).
-  state.checks.record(kv::Clock::now(), version.ok() ? std::optional(*version) : std::nullopt, period);
+  state.checks.record(kv::Clock::now(), version.ok() ? std::optional(*version) : std::nullopt,
+                      period);
   if (!version.ok()) return;  // retried at the next check
   checks_.fetch_add(1);
   state.checks.prune(state.timeout);
   const std::optional<uint64_t> below = state.checks.threshold(state.timeout);
   if (!below) return;
 
-  const Drained drained = drain(state.batch, options_.monitor_max_batch, reenqueued_, kv::Clock::time_point::max(),
-                                [&](size_t batch) { return reenqueue_batch(type, *below, batch); });
+  const Drained drained =
+      drain(state.batch, options_.monitor_max_batch, reenqueued_, kv::Clock::time_point::max(),
+            [&](size_t batch) { return reenqueue_batch(type, *below, batch); });
   if (drained == Drained::kFailed) state.next_activity_check = now + kErrorPause;
 }
 
-Result<size_t> ActivityMonitor::reenqueue_batch(const std::string& type, uint64_t below, size_t batch) {
+Result<size_t> ActivityMonitor::reenqueue_batch(const std::string& type, uint64_t below,
+                                                size_t batch) {
   size_t gave_up = 0;  // of the attempt that committed
   auto handled = kv::run(
       store_,
       [&](kv::Transaction& txn) -> Result<size_t> {
         gave_up = 0;
         auto [begin, end] = keys_.activity_before(type, below);
-        KVQ_ASSIGN_OR_RETURN(auto stale, txn.get_range(begin, end, {.limit = batch, .snapshot = true}));
+        KVQ_ASSIGN_OR_RETURN(auto stale,
+                             txn.get_range(begin, end, {.limit = batch, .snapshot = true}));
         if (stale.empty()) return size_t{0};
         KVQ_ASSIGN_OR_RETURN(auto max_lost_runs, max_lost_runs_of(txn, keys_, type));
         size_t count = 0;

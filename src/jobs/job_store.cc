@@ -11,8 +11,8 @@ int64_t now_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-Result<std::optional<JobRow>> load_job(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                                       std::string_view id) {
+Result<std::optional<JobRow>> load_job(kv::Transaction& txn, const Keys& keys,
+                                       std::string_view type, std::string_view id) {
   KVQ_ASSIGN_OR_RETURN(auto bytes, txn.get(keys.job(type, id)));
   if (!bytes) return std::optional<JobRow>();
   KVQ_ASSIGN_OR_RETURN(JobRow row, decode_row(*bytes));
@@ -29,7 +29,8 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
   if (was_pending) txn.clear(keys.pending(type, before->priority, before->scheduled, id));
   if (was_running) {
     txn.clear(keys.activity(type, before->seq, id));
-    if (!before->worker.empty()) txn.clear(keys.held_by(before->worker_type, before->worker, type, id));
+    if (!before->worker.empty())
+      txn.clear(keys.held_by(before->worker_type, before->worker, type, id));
   }
   if (!after) {
     txn.clear(keys.job(type, id));
@@ -44,11 +45,10 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
         break;
       case State::kRunning:
         txn.set(keys.activity(type, after->seq, id), "");
-        if (!after->worker.empty()) txn.set(keys.held_by(after->worker_type, after->worker, type, id), "");
+        if (!after->worker.empty())
+          txn.set(keys.held_by(after->worker_type, after->worker, type, id), "");
         break;
-      case State::kFinished:
-        txn.set(keys.finished(type, after->updated, id), "");
-        break;
+      case State::kFinished: txn.set(keys.finished(type, after->updated, id), ""); break;
     }
   }
   txn.set(keys.activity_token(type), util::random_hex(8));
@@ -77,7 +77,8 @@ JobRow after_lost_run(const JobRow& running, std::optional<uint32_t> max_lost_ru
   return after;
 }
 
-Result<std::optional<uint32_t>> max_lost_runs_of(kv::Transaction& txn, const Keys& keys, std::string_view type) {
+Result<std::optional<uint32_t>> max_lost_runs_of(kv::Transaction& txn, const Keys& keys,
+                                                 std::string_view type) {
   KVQ_ASSIGN_OR_RETURN(auto value, txn.get(keys.timeout(type)));
   if (!value) return std::optional<uint32_t>();
   KVQ_ASSIGN_OR_RETURN(TypeSettings settings, decode_type(*value));

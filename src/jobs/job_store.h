@@ -14,8 +14,8 @@ namespace kvq::jobs {
 int64_t now_ms();
 
 // The row of (type, id), read without snapshot (so a later change conflicts); nullopt if absent.
-Result<std::optional<JobRow>> load_job(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                                       std::string_view id);
+Result<std::optional<JobRow>> load_job(kv::Transaction& txn, const Keys& keys,
+                                       std::string_view type, std::string_view id);
 
 // Replaces `before` (nullopt: absent) by `after` (nullopt: delete). Sets after->seq to the
 // transaction's read version and after->updated to now, and rewrites the type's tokens so
@@ -31,7 +31,8 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
 JobRow after_lost_run(const JobRow& running, std::optional<uint32_t> max_lost_runs);
 
 // The type's max_lost_runs, read in `txn`; nullopt also for a type without a timeout.
-Result<std::optional<uint32_t>> max_lost_runs_of(kv::Transaction& txn, const Keys& keys, std::string_view type);
+Result<std::optional<uint32_t>> max_lost_runs_of(kv::Transaction& txn, const Keys& keys,
+                                                 std::string_view type);
 
 JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row);
 

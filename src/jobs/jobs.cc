@@ -23,7 +23,8 @@ Result<State> parse_state(std::string_view name) {
   if (name == "pending") return State::kPending;
   if (name == "running") return State::kRunning;
   if (name == "finished") return State::kFinished;
-  return InvalidArgument("unknown job state '" + std::string(name) + "' (pending, running or finished)");
+  return InvalidArgument("unknown job state '" + std::string(name) +
+                         "' (pending, running or finished)");
 }
 
 Jobs::Jobs(std::shared_ptr<kv::Store> store, JobsOptions options)
@@ -39,7 +40,8 @@ Result<std::unique_ptr<Jobs>> Jobs::open(std::shared_ptr<kv::Store> store, JobsO
     return InvalidArgument("max_data_bytes must be in 1.." + std::to_string(kv::kMaxValueSize / 2));
   }
   if (options.accept_spread == 0) return InvalidArgument("accept_spread must be at least 1");
-  if (options.monitor_max_batch == 0) return InvalidArgument("monitor_max_batch must be at least 1");
+  if (options.monitor_max_batch == 0)
+    return InvalidArgument("monitor_max_batch must be at least 1");
   return std::unique_ptr<Jobs>(new Jobs(std::move(store), std::move(options)));
 }
 
@@ -59,8 +61,8 @@ Jobs::Stats Jobs::stats() const {
 namespace {
 
 // What `add` turns `before` into, or nullopt when it would change nothing.
-std::optional<JobRow> added(const std::optional<JobRow>& before, const std::string& data, const AddOptions& o,
-                            int64_t now) {
+std::optional<JobRow> added(const std::optional<JobRow>& before, const std::string& data,
+                            const AddOptions& o, int64_t now) {
   if (!before) {
     JobRow row;
     row.data = data;
@@ -76,14 +78,16 @@ std::optional<JobRow> added(const std::optional<JobRow>& before, const std::stri
       after.scheduled = o.scheduled_time_ms.value_or(before->scheduled);
       after.priority = o.priority;
       after.data = data;
-      if (after.scheduled == before->scheduled && after.priority == before->priority && after.data == before->data) {
+      if (after.scheduled == before->scheduled && after.priority == before->priority &&
+          after.data == before->data) {
         return std::nullopt;
       }
       after.lost_runs = 0;
       return after;
     case State::kRunning:
       after.resubmit = true;
-      after.next_scheduled = o.scheduled_time_ms.value_or(before->resubmit ? before->next_scheduled : now);
+      after.next_scheduled =
+          o.scheduled_time_ms.value_or(before->resubmit ? before->next_scheduled : now);
       after.next_priority = o.priority;
       if (before->resubmit && after.next_scheduled == before->next_scheduled &&
           after.next_priority == before->next_priority) {
@@ -107,12 +111,13 @@ std::optional<JobRow> added(const std::optional<JobRow>& before, const std::stri
 namespace {
 
 // add, once its input is validated and its data normalized.
-Status add_normalized(kv::Transaction& txn, const Keys& keys, std::string_view type, std::string_view id,
-                      const std::string& data, const AddOptions& options) {
+Status add_normalized(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                      std::string_view id, const std::string& data, const AddOptions& options) {
   // One read for both (on etcd, one round trip).
   KVQ_ASSIGN_OR_RETURN(auto stored, txn.get_many({keys.timeout(type), keys.job(type, id)}));
   if (!stored[0]) {
-    return NoTimeout("type '" + std::string(type) + "' has no timeout; set the type's timeout before adding jobs");
+    return NoTimeout("type '" + std::string(type) +
+                     "' has no timeout; set the type's timeout before adding jobs");
   }
   std::optional<JobRow> before;
   if (stored[1]) {
@@ -138,8 +143,8 @@ namespace {
 // One attempt of add. An earlier attempt may have committed (unknown result) and the job moved
 // on since — even finished. Re-applying would run it again, so it recognises its own earlier
 // add by the read version that attempt recorded in `attempt_version`.
-Status add_attempt(kv::Transaction& txn, const Keys& keys, std::string_view type, std::string_view id,
-                   const std::string& normalized, const AddOptions& options,
+Status add_attempt(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                   std::string_view id, const std::string& normalized, const AddOptions& options,
                    std::optional<uint64_t>& attempt_version) {
   if (attempt_version) {
     KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, id));
@@ -153,16 +158,21 @@ Status add_attempt(kv::Transaction& txn, const Keys& keys, std::string_view type
 
 }  // namespace
 
-Status Jobs::add(std::string_view type, std::string_view id, std::string_view data, AddOptions options) {
-  KVQ_ASSIGN_OR_RETURN(std::string normalized, validate_add(type, id, data, options_.max_data_bytes));
+Status Jobs::add(std::string_view type, std::string_view id, std::string_view data,
+                 AddOptions options) {
+  KVQ_ASSIGN_OR_RETURN(std::string normalized,
+                       validate_add(type, id, data, options_.max_data_bytes));
   std::optional<uint64_t> attempt_version;
-  return kv::run(*store_, [&](kv::Transaction& txn) -> Status {
-    return add_attempt(txn, impl_->keys, type, id, normalized, options, attempt_version);
-  }, options_.retry);
+  return kv::run(
+      *store_,
+      [&](kv::Transaction& txn) -> Status {
+        return add_attempt(txn, impl_->keys, type, id, normalized, options, attempt_version);
+      },
+      options_.retry);
 }
 
-void Jobs::add_async(std::string_view type, std::string_view id, std::string_view data, AddOptions options,
-                     std::function<void(Status)> done) {
+void Jobs::add_async(std::string_view type, std::string_view id, std::string_view data,
+                     AddOptions options, std::function<void(Status)> done) {
   auto normalized = validate_add(type, id, data, options_.max_data_bytes);
   if (!normalized.ok()) return done(normalized.status());
   struct Add {
@@ -170,15 +180,21 @@ void Jobs::add_async(std::string_view type, std::string_view id, std::string_vie
     AddOptions options;
     std::optional<uint64_t> attempt_version;
   };
-  auto add = std::make_shared<Add>(Add{std::string(type), std::string(id), std::move(*normalized), options, {}});
-  kv::run_async(*store_, [add, &keys = impl_->keys](kv::Transaction& txn) -> Status {
-    return add_attempt(txn, keys, add->type, add->id, add->data, add->options, add->attempt_version);
-  }, std::move(done), options_.retry);
+  auto add = std::make_shared<Add>(
+      Add{std::string(type), std::string(id), std::move(*normalized), options, {}});
+  kv::run_async(
+      *store_,
+      [add, &keys = impl_->keys](kv::Transaction& txn) -> Status {
+        return add_attempt(txn, keys, add->type, add->id, add->data, add->options,
+                           add->attempt_version);
+      },
+      std::move(done), options_.retry);
 }
 
-Status Jobs::add(kv::Transaction& txn, std::string_view type, std::string_view id, std::string_view data,
-                 AddOptions options) {
-  KVQ_ASSIGN_OR_RETURN(std::string normalized, validate_add(type, id, data, options_.max_data_bytes));
+Status Jobs::add(kv::Transaction& txn, std::string_view type, std::string_view id,
+                 std::string_view data, AddOptions options) {
+  KVQ_ASSIGN_OR_RETURN(std::string normalized,
+                       validate_add(type, id, data, options_.max_data_bytes));
   return add_normalized(txn, impl_->keys, type, id, normalized, options);
 }
 
@@ -186,7 +202,8 @@ namespace {
 
 // add_many's jobs, each validated and its data normalized; kInvalidArgument naming the first
 // bad one.
-Result<std::vector<NewJob>> validate_add_many(std::string_view type, const std::vector<NewJob>& jobs,
+Result<std::vector<NewJob>> validate_add_many(std::string_view type,
+                                              const std::vector<NewJob>& jobs,
                                               size_t max_data_bytes) {
   if (jobs.empty() || jobs.size() > kMaxAddMany) {
     return InvalidArgument("add_many takes 1.." + std::to_string(kMaxAddMany) + " jobs");
@@ -196,7 +213,8 @@ Result<std::vector<NewJob>> validate_add_many(std::string_view type, const std::
   for (size_t i = 0; i < jobs.size(); ++i) {
     auto data = validate_add(type, jobs[i].id, jobs[i].data, max_data_bytes);
     if (!data.ok()) {
-      return Status(data.status().code(), "job " + std::to_string(i) + ": " + data.status().message());
+      return Status(data.status().code(),
+                    "job " + std::to_string(i) + ": " + data.status().message());
     }
     normalized.push_back({jobs[i].id, std::move(*data), jobs[i].options});
   }
@@ -206,15 +224,16 @@ Result<std::vector<NewJob>> validate_add_many(std::string_view type, const std::
 // One attempt of add_many, guarded as add_attempt is. The batch commits whole, so one of its
 // jobs still stamped with the earlier attempt's read version shows that attempt committed;
 // re-applying would mark a job accepted since then resubmitted, and run it again.
-Status add_many_attempt(kv::Transaction& txn, const Keys& keys, std::string_view type, const std::vector<NewJob>& jobs,
-                        std::optional<uint64_t>& attempt_version) {
+Status add_many_attempt(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                        const std::vector<NewJob>& jobs, std::optional<uint64_t>& attempt_version) {
   if (attempt_version) {
     for (const auto& job : jobs) {
       KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, job.id));
       if (row && row->add_seq == *attempt_version) return Status::OK();
     }
   }
-  for (const auto& job : jobs) KVQ_RETURN_IF_ERROR(add_normalized(txn, keys, type, job.id, job.data, job.options));
+  for (const auto& job : jobs)
+    KVQ_RETURN_IF_ERROR(add_normalized(txn, keys, type, job.id, job.data, job.options));
   KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
   return Status::OK();
 }
@@ -224,12 +243,16 @@ Status add_many_attempt(kv::Transaction& txn, const Keys& keys, std::string_view
 Status Jobs::add_many(std::string_view type, const std::vector<NewJob>& jobs) {
   KVQ_ASSIGN_OR_RETURN(auto normalized, validate_add_many(type, jobs, options_.max_data_bytes));
   std::optional<uint64_t> attempt_version;
-  return kv::run(*store_, [&](kv::Transaction& txn) {
-    return add_many_attempt(txn, impl_->keys, type, normalized, attempt_version);
-  }, options_.retry);
+  return kv::run(
+      *store_,
+      [&](kv::Transaction& txn) {
+        return add_many_attempt(txn, impl_->keys, type, normalized, attempt_version);
+      },
+      options_.retry);
 }
 
-void Jobs::add_many_async(std::string_view type, std::vector<NewJob> jobs, std::function<void(Status)> done) {
+void Jobs::add_many_async(std::string_view type, std::vector<NewJob> jobs,
+                          std::function<void(Status)> done) {
   auto normalized = validate_add_many(type, jobs, options_.max_data_bytes);
   if (!normalized.ok()) return done(normalized.status());
   // Shared by the tries of one transaction (a retry may run on another thread).
@@ -239,12 +262,16 @@ void Jobs::add_many_async(std::string_view type, std::vector<NewJob> jobs, std::
     std::optional<uint64_t> attempt_version;
   };
   auto add = std::make_shared<AddMany>(AddMany{std::string(type), std::move(*normalized), {}});
-  kv::run_async(*store_, [add, &keys = impl_->keys](kv::Transaction& txn) {
-    return add_many_attempt(txn, keys, add->type, add->jobs, add->attempt_version);
-  }, std::move(done), options_.retry);
+  kv::run_async(
+      *store_,
+      [add, &keys = impl_->keys](kv::Transaction& txn) {
+        return add_many_attempt(txn, keys, add->type, add->jobs, add->attempt_version);
+      },
+      std::move(done), options_.retry);
 }
 
-Status Jobs::add_many(kv::Transaction& txn, std::string_view type, const std::vector<NewJob>& jobs) {
+Status Jobs::add_many(kv::Transaction& txn, std::string_view type,
+                      const std::vector<NewJob>& jobs) {
   KVQ_ASSIGN_OR_RETURN(auto normalized, validate_add_many(type, jobs, options_.max_data_bytes));
   for (const auto& job : normalized) {
     KVQ_RETURN_IF_ERROR(add_normalized(txn, impl_->keys, type, job.id, job.data, job.options));
@@ -256,92 +283,113 @@ Status Jobs::remove(std::string_view type, std::string_view id) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   KVQ_RETURN_IF_ERROR(validate_id(id));
   bool attempted = false;
-  return kv::run(*store_, [&](kv::Transaction& txn) -> Status {
-    KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, impl_->keys, type, id));
-    if (!before) {
-      // Gone on a retry: our earlier attempt committed (an unknown result), or someone else
-      // removed it meanwhile. Either way the caller's wish holds.
-      if (attempted) return Status::OK();
-      return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) + "' does not exist");
-    }
-    attempted = true;
-    return save_job(txn, impl_->keys, type, id, before, std::nullopt);
-  }, options_.retry);
+  return kv::run(
+      *store_,
+      [&](kv::Transaction& txn) -> Status {
+        KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, impl_->keys, type, id));
+        if (!before) {
+          // Gone on a retry: our earlier attempt committed (an unknown result), or someone else
+          // removed it meanwhile. Either way the caller's wish holds.
+          if (attempted) return Status::OK();
+          return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) +
+                          "' does not exist");
+        }
+        attempted = true;
+        return save_job(txn, impl_->keys, type, id, before, std::nullopt);
+      },
+      options_.retry);
 }
 
 Status Jobs::remove(kv::Transaction& txn, std::string_view type, std::string_view id) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   KVQ_RETURN_IF_ERROR(validate_id(id));
   KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, impl_->keys, type, id));
-  if (!before) return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) + "' does not exist");
+  if (!before)
+    return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) +
+                    "' does not exist");
   return save_job(txn, impl_->keys, type, id, before, std::nullopt);
 }
 
 Result<JobInfo> Jobs::get(std::string_view type, std::string_view id) {
-  return kv::run(*store_, [&](kv::Transaction& txn) { return get(txn, type, id); }, options_.retry);
+  return kv::run(
+      *store_, [&](kv::Transaction& txn) { return get(txn, type, id); }, options_.retry);
 }
 
 Result<JobInfo> Jobs::get(kv::Transaction& txn, std::string_view type, std::string_view id) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   KVQ_RETURN_IF_ERROR(validate_id(id));
   KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, impl_->keys, type, id));
-  if (!row) return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) + "' does not exist");
+  if (!row)
+    return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) +
+                    "' does not exist");
   return to_info(type, id, *row);
 }
 
 Result<JobPage> Jobs::list(std::string_view type, const ListOptions& options) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
-  if (options.limit == 0 || options.limit > 10'000) return InvalidArgument("list limit must be in 1..10000");
+  if (options.limit == 0 || options.limit > 10'000)
+    return InvalidArgument("list limit must be in 1..10000");
   const auto& keys = impl_->keys;
   // Filtering happens after reading, so bound the rows one page may scan.
   const size_t scan_budget = std::max<size_t>(options.limit * 10, 1000);
-  return kv::run(*store_, [&](kv::Transaction& txn) -> Result<JobPage> {
-    KVQ_RETURN_IF_ERROR(require_type(txn, keys, type));
-    auto [begin, end] = keys.jobs_of(type);
-    if (!options.cursor.empty()) begin = keys.job(type, options.cursor) + '\0';
-    KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end, {.limit = scan_budget, .snapshot = true}));
-    JobPage page;
-    std::string last_id;
-    for (const auto& kv : rows) {
-      KVQ_ASSIGN_OR_RETURN(last_id, keys.parse_job_id(kv.key));
-      KVQ_ASSIGN_OR_RETURN(JobRow row, decode_row(kv.value));
-      if (options.state && state_of(row) != *options.state) continue;
-      if (options.worker && row.worker != *options.worker) continue;
-      if (options.worker_type && row.worker_type != *options.worker_type) continue;
-      page.jobs.push_back(to_info(type, last_id, row));
-      if (page.jobs.size() == options.limit) break;
-    }
-    const bool more = page.jobs.size() == options.limit || rows.size() == scan_budget;
-    if (more && !last_id.empty()) page.next_cursor = last_id;
-    return page;
-  }, options_.retry);
+  return kv::run(
+      *store_,
+      [&](kv::Transaction& txn) -> Result<JobPage> {
+        KVQ_RETURN_IF_ERROR(require_type(txn, keys, type));
+        auto [begin, end] = keys.jobs_of(type);
+        if (!options.cursor.empty()) begin = keys.job(type, options.cursor) + '\0';
+        KVQ_ASSIGN_OR_RETURN(auto rows,
+                             txn.get_range(begin, end, {.limit = scan_budget, .snapshot = true}));
+        JobPage page;
+        std::string last_id;
+        for (const auto& kv : rows) {
+          KVQ_ASSIGN_OR_RETURN(last_id, keys.parse_job_id(kv.key));
+          KVQ_ASSIGN_OR_RETURN(JobRow row, decode_row(kv.value));
+          if (options.state && state_of(row) != *options.state) continue;
+          if (options.worker && row.worker != *options.worker) continue;
+          if (options.worker_type && row.worker_type != *options.worker_type) continue;
+          page.jobs.push_back(to_info(type, last_id, row));
+          if (page.jobs.size() == options.limit) break;
+        }
+        const bool more = page.jobs.size() == options.limit || rows.size() == scan_budget;
+        if (more && !last_id.empty()) page.next_cursor = last_id;
+        return page;
+      },
+      options_.retry);
 }
 
 Result<Jobs::StateCounts> Jobs::count(std::string_view type, size_t limit) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   const auto& keys = impl_->keys;
   // Index entries are empty values, so counting reads keys only; pages bound each read.
-  auto count_range = [&](kv::Transaction& txn, std::pair<std::string, std::string> range) -> Result<uint64_t> {
+  auto count_range = [&](kv::Transaction& txn,
+                         std::pair<std::string, std::string> range) -> Result<uint64_t> {
     constexpr size_t kPage = 1000;
     uint64_t n = 0;
     while (n < limit) {
       const size_t want = std::min<uint64_t>(kPage, limit - n);
-      KVQ_ASSIGN_OR_RETURN(auto page, txn.get_range(range.first, range.second, {.limit = want, .snapshot = true}));
+      KVQ_ASSIGN_OR_RETURN(
+          auto page, txn.get_range(range.first, range.second, {.limit = want, .snapshot = true}));
       n += page.size();
       if (page.size() < want) break;
       range.first = page.back().key + '\0';
     }
     return n;
   };
-  return kv::run(*store_, [&](kv::Transaction& txn) -> Result<StateCounts> {
-    KVQ_RETURN_IF_ERROR(require_type(txn, keys, type));
-    StateCounts counts;
-    KVQ_ASSIGN_OR_RETURN(counts.pending, count_range(txn, keys.pending_of(type)));
-    KVQ_ASSIGN_OR_RETURN(counts.running, count_range(txn, keys.activity_before(type, UINT64_MAX >> 1)));
-    KVQ_ASSIGN_OR_RETURN(counts.finished,
-                         count_range(txn, keys.finished_before(type, std::numeric_limits<int64_t>::max())));
-    return counts;
-  }, options_.retry);
+  return kv::run(
+      *store_,
+      [&](kv::Transaction& txn) -> Result<StateCounts> {
+        KVQ_RETURN_IF_ERROR(require_type(txn, keys, type));
+        StateCounts counts;
+        KVQ_ASSIGN_OR_RETURN(counts.pending, count_range(txn, keys.pending_of(type)));
+        KVQ_ASSIGN_OR_RETURN(counts.running,
+                             count_range(txn, keys.activity_before(type, UINT64_MAX >> 1)));
+        KVQ_ASSIGN_OR_RETURN(
+            counts.finished,
+            count_range(txn, keys.finished_before(type, std::numeric_limits<int64_t>::max())));
+        return counts;
+      },
+      options_.retry);
 }
 
 Result<uint64_t> Jobs::pending_count(std::string_view type, const PendingCountOptions& options) {
@@ -349,29 +397,34 @@ Result<uint64_t> Jobs::pending_count(std::string_view type, const PendingCountOp
   const int64_t max_time = options.max_scheduled_time_ms.value_or(now_ms());
   const auto& keys = impl_->keys;
   constexpr size_t kPage = 1000;
-  return kv::run(*store_, [&](kv::Transaction& txn) -> Result<uint64_t> {
-    KVQ_RETURN_IF_ERROR(require_type(txn, keys, type));
-    uint64_t count = 0;
-    const auto end = keys.pending_of(type).second;
-    std::string from = keys.pending_of(type).first;
-    // One priority level at a time: due entries of a level are contiguous.
-    while (count < options.limit) {
-      KVQ_ASSIGN_OR_RETURN(auto first, txn.get_range(from, end, {.limit = 1, .snapshot = true}));
-      if (first.empty()) break;
-      KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_pending(first[0].key));
-      auto [lo, hi] = keys.pending_due(type, entry.priority, max_time);
-      while (count < options.limit) {
-        const size_t want = std::min<uint64_t>(kPage, options.limit - count);
-        KVQ_ASSIGN_OR_RETURN(auto due, txn.get_range(lo, hi, {.limit = want, .snapshot = true}));
-        count += due.size();
-        if (due.size() < want) break;
-        lo = due.back().key + '\0';
-      }
-      if (entry.priority == INT64_MAX) break;
-      from = keys.pending_from_priority(type, entry.priority + 1);
-    }
-    return count;
-  }, options_.retry);
+  return kv::run(
+      *store_,
+      [&](kv::Transaction& txn) -> Result<uint64_t> {
+        KVQ_RETURN_IF_ERROR(require_type(txn, keys, type));
+        uint64_t count = 0;
+        const auto end = keys.pending_of(type).second;
+        std::string from = keys.pending_of(type).first;
+        // One priority level at a time: due entries of a level are contiguous.
+        while (count < options.limit) {
+          KVQ_ASSIGN_OR_RETURN(auto first,
+                               txn.get_range(from, end, {.limit = 1, .snapshot = true}));
+          if (first.empty()) break;
+          KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_pending(first[0].key));
+          auto [lo, hi] = keys.pending_due(type, entry.priority, max_time);
+          while (count < options.limit) {
+            const size_t want = std::min<uint64_t>(kPage, options.limit - count);
+            KVQ_ASSIGN_OR_RETURN(auto due,
+                                 txn.get_range(lo, hi, {.limit = want, .snapshot = true}));
+            count += due.size();
+            if (due.size() < want) break;
+            lo = due.back().key + '\0';
+          }
+          if (entry.priority == INT64_MAX) break;
+          from = keys.pending_from_priority(type, entry.priority + 1);
+        }
+        return count;
+      },
+      options_.retry);
 }
 
 }  // namespace kvq::jobs

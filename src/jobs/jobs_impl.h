@@ -14,12 +14,15 @@ namespace kvq::jobs {
 
 struct Jobs::Impl {
   Impl(kv::Store& store, const JobsOptions& options)
-      : keys(options.key_prefix), notifier(store, keys, options.retry), accept_waiters(store, keys, options) {
-    if (options.run_activity_monitor) monitor = std::make_unique<ActivityMonitor>(store, keys, options);
+      : keys(options.key_prefix),
+        notifier(store, keys, options.retry),
+        accept_waiters(store, keys, options) {
+    if (options.run_activity_monitor)
+      monitor = std::make_unique<ActivityMonitor>(store, keys, options);
     if (!store.nonblocking()) blocking_looks = std::make_unique<util::ThreadPool>(2);
   }
   Keys keys;
-  Notifier notifier;  // subscriptions
+  Notifier notifier;             // subscriptions
   AcceptWaiters accept_waiters;  // waiting accepts
   std::unique_ptr<ActivityMonitor> monitor;
   // Where accept_batch_async's second look runs on a store that is not nonblocking (it blocks

@@ -33,7 +33,7 @@ struct Subscription::State_ {
   std::string id;
   JobEvent initial;
   bool follow = false;  // SubscribeOptions::follow: only not-found is final
-  JobEvent latest;  // the last event handed to the caller (initially `initial`)
+  JobEvent latest;      // the last event handed to the caller (initially `initial`)
   // Guarded by the notifier's hub mutex:
   uint64_t last_seq = 0;
   bool final_queued = false;  // the final event (is_final) has been queued
@@ -44,7 +44,9 @@ struct Subscription::State_ {
   class Notifier* notifier = nullptr;
 
   // Whether `e` ends this subscription.
-  bool is_final(const JobEvent& e) const { return !e.found || (!follow && e.state == State::kFinished); }
+  bool is_final(const JobEvent& e) const {
+    return !e.found || (!follow && e.state == State::kFinished);
+  }
 };
 
 class Notifier {
@@ -84,7 +86,7 @@ class Notifier {
   const Keys& keys_;
   kv::RetryOptions retry_;
   std::mutex mu_;
-  std::condition_variable work_cv_;     // the notifier thread waits on this
+  std::condition_variable work_cv_;  // the notifier thread waits on this
   std::map<std::string, TypeWatch> types_;
   bool dirty_ = false;
   bool stopping_ = false;

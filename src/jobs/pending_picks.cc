@@ -33,12 +33,15 @@ std::string type_tag(std::string_view type) {
   return tag;
 }
 
-std::string new_lock(std::string_view type) { return util::secret_hex(kLockBytes) + "-" + type_tag(type); }
+std::string new_lock(std::string_view type) {
+  return util::secret_hex(kLockBytes) + "-" + type_tag(type);
+}
 
-Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
-                                         std::string_view type, const AcceptOptions& accept,
-                                         const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-                                         Pick pick) {
+Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
+                                         const JobsOptions& options, std::string_view type,
+                                         const AcceptOptions& accept,
+                                         const std::vector<Taker>& takers,
+                                         std::optional<int64_t>* next_due, Pick pick) {
   const int64_t max_time = accept.max_scheduled_time_ms.value_or(now_ms());
   const auto end = keys.pending_of(type).second;
   std::string from = keys.pending_of(type).first;
@@ -55,7 +58,8 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
     KVQ_ASSIGN_OR_RETURN(auto head, keys.parse_pending(due[0].key));
     if (accept.max_priority && head.priority > *accept.max_priority) break;
     const std::string due_end = keys.pending_due(type, head.priority, max_time).second;
-    due.erase(std::find_if(due.begin(), due.end(), [&](const kv::KeyValue& kv) { return kv.key >= due_end; }),
+    due.erase(std::find_if(due.begin(), due.end(),
+                           [&](const kv::KeyValue& kv) { return kv.key >= due_end; }),
               due.end());
     if (due.empty()) {
       if (next_due && (!*next_due || head.scheduled < **next_due)) *next_due = head.scheduled;
@@ -81,7 +85,8 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
       after.worker_type = taker.worker_type;
       after.attempts += 1;
       KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, entry.id, before, after));
-      taken.push_back(Job{std::string(type), entry.id, taker.lock, std::move(after.data), taker.worker, taker.worker_type});
+      taken.push_back(Job{std::string(type), entry.id, taker.lock, std::move(after.data),
+                          taker.worker, taker.worker_type});
     }
     // Still short: look again from the same place. The jobs just taken are gone from this
     // transaction's view, so the next look sees what is left of this level (not yet due, or
@@ -91,15 +96,18 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
   return taken;
 }
 
-Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
-                       const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due) {
+Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
+                       std::string_view type, const AcceptOptions& accept, const std::string& lock,
+                       std::optional<int64_t>* next_due) {
   KVQ_ASSIGN_OR_RETURN(auto jobs, try_accept_many(txn, keys, options, type, accept,
-                                                  {{lock, accept.worker, accept.worker_type}}, next_due, Pick::kInOrder));
+                                                  {{lock, accept.worker, accept.worker_type}},
+                                                  next_due, Pick::kInOrder));
   return std::move(jobs.front());
 }
 
-Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                                       uint64_t version, const std::vector<Taker>& takers) {
+Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys,
+                                       std::string_view type, uint64_t version,
+                                       const std::vector<Taker>& takers) {
   std::vector<std::optional<Job>> by_taker(takers.size());
   auto [begin, end] = keys.activity_at(type, version);
   KVQ_ASSIGN_OR_RETURN(auto entries, txn.get_range(begin, end));
@@ -108,7 +116,8 @@ Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, s
     KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, entry.id));
     for (size_t i = 0; row && i < takers.size(); ++i) {
       if (util::secret_equal(row->lock, takers[i].lock)) {
-        by_taker[i] = Job{std::string(type), entry.id, takers[i].lock, row->data, row->worker, row->worker_type};
+        by_taker[i] = Job{std::string(type), entry.id,    takers[i].lock,
+                          row->data,         row->worker, row->worker_type};
       }
     }
   }
@@ -159,11 +168,10 @@ class InFlight {
 // that started alone in this process takes the due jobs in order; a retry (after a conflict,
 // with an acceptor of another process that took the same head) or an attempt that overlaps
 // another here spreads its pick.
-Result<std::vector<Job>> accept_attempt(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
-                                        std::string_view type, const AcceptOptions& accept,
-                                        const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-                                        std::optional<uint64_t>& attempt_version, bool& tried, bool alone,
-                                        kv::Watch* watch) {
+Result<std::vector<Job>> accept_attempt(
+    kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
+    const AcceptOptions& accept, const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
+    std::optional<uint64_t>& attempt_version, bool& tried, bool alone, kv::Watch* watch) {
   const Pick pick = tried || !alone ? Pick::kSpread : Pick::kInOrder;
   tried = true;
   if (attempt_version) {
@@ -183,22 +191,26 @@ Result<std::vector<Job>> accept_attempt(kv::Transaction& txn, const Keys& keys, 
 
 }  // namespace
 
-Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys, const JobsOptions& options,
-                                             std::string_view type, const AcceptOptions& accept,
-                                             const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-                                             kv::Watch* watch) {
+Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys,
+                                             const JobsOptions& options, std::string_view type,
+                                             const AcceptOptions& accept,
+                                             const std::vector<Taker>& takers,
+                                             std::optional<int64_t>* next_due, kv::Watch* watch) {
   std::optional<uint64_t> attempt_version;
   bool tried = false;
   const InFlight in_flight(keys, type);
-  return kv::run(store, [&](kv::Transaction& txn) {
-    return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version, tried,
-                          in_flight.alone(), watch);
-  }, options.retry);
+  return kv::run(
+      store,
+      [&](kv::Transaction& txn) {
+        return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version,
+                              tried, in_flight.alone(), watch);
+      },
+      options.retry);
 }
 
-void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string type,
-                               AcceptOptions accept, std::vector<Taker> takers, bool arm_watch,
-                               std::function<void(AcceptOutcome)> done) {
+void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options,
+                               std::string type, AcceptOptions accept, std::vector<Taker> takers,
+                               bool arm_watch, std::function<void(AcceptOutcome)> done) {
   struct Attempt {
     std::string type;
     AcceptOptions accept;
@@ -206,26 +218,40 @@ void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOpt
     bool arm_watch;
     std::optional<uint64_t> attempt_version;
     bool tried = false;
-    std::optional<int64_t> next_due;  // of the last try, the one whose outcome `done` gets
-    kv::Watch watch;                  // likewise
+    std::optional<int64_t> next_due;      // of the last try, the one whose outcome `done` gets
+    kv::Watch watch;                      // likewise
     std::unique_ptr<InFlight> in_flight;  // until the attempt settles
   };
-  auto a = std::make_shared<Attempt>(
-      Attempt{std::move(type), std::move(accept), std::move(takers), arm_watch, {}, false, {}, {}, nullptr});
+  auto a = std::make_shared<Attempt>(Attempt{std::move(type),
+                                             std::move(accept),
+                                             std::move(takers),
+                                             arm_watch,
+                                             {},
+                                             false,
+                                             {},
+                                             {},
+                                             nullptr});
   a->in_flight = std::make_unique<InFlight>(keys, a->type);
-  kv::run_async(store, [a, &keys, &options](kv::Transaction& txn) {
-    return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, &a->next_due, a->attempt_version, a->tried,
-                          a->in_flight->alone(), a->arm_watch ? &a->watch : nullptr);
-  }, [a, done = std::move(done)](Result<std::vector<Job>> jobs) {
-    a->in_flight.reset();
-    done(AcceptOutcome{std::move(jobs), a->next_due, std::move(a->watch)});
-  }, options.retry);
+  kv::run_async(
+      store,
+      [a, &keys, &options](kv::Transaction& txn) {
+        return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, &a->next_due,
+                              a->attempt_version, a->tried, a->in_flight->alone(),
+                              a->arm_watch ? &a->watch : nullptr);
+      },
+      [a, done = std::move(done)](Result<std::vector<Job>> jobs) {
+        a->in_flight.reset();
+        done(AcceptOutcome{std::move(jobs), a->next_due, std::move(a->watch)});
+      },
+      options.retry);
 }
 
-Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
-                           const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due) {
+Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options,
+                           std::string_view type, const AcceptOptions& accept,
+                           const std::string& lock, std::optional<int64_t>* next_due) {
   KVQ_ASSIGN_OR_RETURN(auto jobs,
-                       attempt_accept_many(store, keys, options, type, accept, {{lock, accept.worker, accept.worker_type}}, next_due));
+                       attempt_accept_many(store, keys, options, type, accept,
+                                           {{lock, accept.worker, accept.worker_type}}, next_due));
   return std::move(jobs.front());
 }
 

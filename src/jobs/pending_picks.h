@@ -38,17 +38,20 @@ enum class Pick {
 // distinct due jobs (highest priority first, then as `pick` says), the i-th for takers[i]. On
 // nothing due: kNotFound. When fewer jobs than takers were due, *next_due (if given) receives
 // the earliest scheduled time of a pending job not yet due, if any.
-Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
-                                         std::string_view type, const AcceptOptions& accept,
-                                         const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-                                         Pick pick);
+Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
+                                         const JobsOptions& options, std::string_view type,
+                                         const AcceptOptions& accept,
+                                         const std::vector<Taker>& takers,
+                                         std::optional<int64_t>* next_due, Pick pick);
 // try_accept_many for one taker (`lock`, accept.worker and accept.worker_type), in order.
-Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
-                       const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due);
+Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
+                       std::string_view type, const AcceptOptions& accept, const std::string& lock,
+                       std::optional<int64_t>* next_due);
 // After an unknown commit result: the jobs an earlier attempt (at read version `version`) took
 // for `takers`, if that attempt did commit (all of them, or none).
-Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                                       uint64_t version, const std::vector<Taker>& takers);
+Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys,
+                                       std::string_view type, uint64_t version,
+                                       const std::vector<Taker>& takers);
 
 // One accept attempt in its own transaction (with retries, recognising its own earlier commit
 // after an unknown result): up to takers.size() due jobs, the i-th for takers[i], in order on
@@ -57,9 +60,11 @@ Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys, s
 // when nothing is due; when fewer than wanted were due, *next_due then holds the earliest
 // scheduled time of a pending job not yet due, if any. With `watch`, the last try also arms a
 // watch on the type's pending token there.
-Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys, const JobsOptions& options,
-                                             std::string_view type, const AcceptOptions& accept,
-                                             const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
+Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys,
+                                             const JobsOptions& options, std::string_view type,
+                                             const AcceptOptions& accept,
+                                             const std::vector<Taker>& takers,
+                                             std::optional<int64_t>* next_due,
                                              kv::Watch* watch = nullptr);
 // What attempt_accept_many_async hands its caller.
 struct AcceptOutcome {
@@ -69,11 +74,12 @@ struct AcceptOutcome {
 };
 // attempt_accept_many for a caller that must not block (kv::run_async): `done` gets the outcome,
 // perhaps on another thread. The Jobs behind `keys` and `options` must outlive the call.
-void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string type,
-                               AcceptOptions accept, std::vector<Taker> takers, bool arm_watch,
-                               std::function<void(AcceptOutcome)> done);
+void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options,
+                               std::string type, AcceptOptions accept, std::vector<Taker> takers,
+                               bool arm_watch, std::function<void(AcceptOutcome)> done);
 // The same for one job, taken with `lock` for accept.worker.
-Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
-                           const AcceptOptions& accept, const std::string& lock, std::optional<int64_t>* next_due);
+Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options,
+                           std::string_view type, const AcceptOptions& accept,
+                           const std::string& lock, std::optional<int64_t>* next_due);
 
 }  // namespace kvq::jobs

@@ -18,7 +18,7 @@ namespace kvq::jobs {
 
 // Removes up to `batch` jobs of `type` that finished before `cutoff_ms` (wall clock), in one
 // transaction; returns how many.
-Result<size_t> remove_expired_batch(kv::Store& store, const Keys& keys, const std::string& type, int64_t cutoff_ms,
-                                    size_t batch, const kv::RetryOptions& retry);
+Result<size_t> remove_expired_batch(kv::Store& store, const Keys& keys, const std::string& type,
+                                    int64_t cutoff_ms, size_t batch, const kv::RetryOptions& retry);
 
 }  // namespace kvq::jobs

@@ -22,22 +22,14 @@ State state_of(const JobRow& row) {
 }
 
 std::string encode_row(const JobRow& r) {
-  Tuple t{kRowFormat,
-               static_cast<int64_t>(r.seq),
-               r.lock,
-               r.worker,
-               r.finished,
-               r.resubmit,
-               r.scheduled,
-               r.priority,
-               r.next_scheduled,
-               r.next_priority,
-               r.finished_lock,
-               static_cast<int64_t>(r.attempts),
-               r.created,
-               r.updated,
-               r.data,
-               static_cast<int64_t>(r.add_seq)};
+  Tuple t{kRowFormat,       static_cast<int64_t>(r.seq),
+          r.lock,           r.worker,
+          r.finished,       r.resubmit,
+          r.scheduled,      r.priority,
+          r.next_scheduled, r.next_priority,
+          r.finished_lock,  static_cast<int64_t>(r.attempts),
+          r.created,        r.updated,
+          r.data,           static_cast<int64_t>(r.add_seq)};
   // Only a job that has lost a run carries the two fields, so every other row is as short, and
   // encodes byte for byte, as before they existed.
   // Likewise a worker_type, only on a job accepted by a typed worker.
@@ -51,17 +43,17 @@ std::string encode_row(const JobRow& r) {
 
 Result<JobRow> decode_row(std::string_view bytes) {
   KVQ_ASSIGN_OR_RETURN(Tuple t, Tuple::unpack(bytes));
-  const bool known_size =
-      t.size() == kRowFields || t.size() == kRowFieldsBeforeWorkerType || t.size() == kRowFieldsBeforeLostRuns;
-  if (!known_size || !t[0].is_int() ||
-      t[0].as_int() != kRowFormat) {
+  const bool known_size = t.size() == kRowFields || t.size() == kRowFieldsBeforeWorkerType ||
+                          t.size() == kRowFieldsBeforeLostRuns;
+  if (!known_size || !t[0].is_int() || t[0].as_int() != kRowFormat) {
     return Internal("job row has an unknown format");
   }
-  const bool shaped = t[1].is_int() && t[2].is_string() && t[3].is_string() && t[4].is_bool() &&
-                      t[5].is_bool() && t[6].is_int() && t[7].is_int() && t[8].is_int() && t[9].is_int() &&
-                      t[10].is_string() && t[11].is_int() && t[12].is_int() && t[13].is_int() && t[14].is_string() && t[15].is_int() &&
-                      (t.size() == kRowFieldsBeforeLostRuns || (t[16].is_int() && t[17].is_bool())) &&
-                      (t.size() != kRowFields || t[18].is_string());
+  const bool shaped =
+      t[1].is_int() && t[2].is_string() && t[3].is_string() && t[4].is_bool() && t[5].is_bool() &&
+      t[6].is_int() && t[7].is_int() && t[8].is_int() && t[9].is_int() && t[10].is_string() &&
+      t[11].is_int() && t[12].is_int() && t[13].is_int() && t[14].is_string() && t[15].is_int() &&
+      (t.size() == kRowFieldsBeforeLostRuns || (t[16].is_int() && t[17].is_bool())) &&
+      (t.size() != kRowFields || t[18].is_string());
   if (!shaped) return Internal("job row has fields of the wrong kind");
   JobRow r;
   r.seq = static_cast<uint64_t>(t[1].as_int());
@@ -120,7 +112,8 @@ std::string Keys::job(std::string_view type, std::string_view id) const {
 std::pair<std::string, std::string> Keys::jobs_of(std::string_view type) const {
   return space(kJobs).range({type});
 }
-std::string Keys::pending(std::string_view type, int64_t priority, int64_t scheduled, std::string_view id) const {
+std::string Keys::pending(std::string_view type, int64_t priority, int64_t scheduled,
+                          std::string_view id) const {
   return space(kPending).pack({type, priority, scheduled, id});
 }
 std::pair<std::string, std::string> Keys::pending_of(std::string_view type) const {
@@ -141,7 +134,8 @@ std::string Keys::pending_from_priority(std::string_view type, int64_t priority)
 std::string Keys::activity(std::string_view type, uint64_t seq, std::string_view id) const {
   return space(kActivity).pack({type, static_cast<int64_t>(seq), id});
 }
-std::pair<std::string, std::string> Keys::activity_before(std::string_view type, uint64_t below) const {
+std::pair<std::string, std::string> Keys::activity_before(std::string_view type,
+                                                          uint64_t below) const {
   return between(space(kActivity), {type, int64_t{0}}, {type, static_cast<int64_t>(below)});
 }
 std::pair<std::string, std::string> Keys::activity_at(std::string_view type, uint64_t seq) const {
@@ -149,15 +143,20 @@ std::pair<std::string, std::string> Keys::activity_at(std::string_view type, uin
 }
 std::string Keys::timeout(std::string_view type) const { return space(kTimeouts).pack({type}); }
 std::pair<std::string, std::string> Keys::timeouts() const { return space(kTimeouts).range(); }
-std::string Keys::pending_token(std::string_view type) const { return space(kPendingToken).pack({type}); }
-std::string Keys::activity_token(std::string_view type) const { return space(kActivityToken).pack({type}); }
+std::string Keys::pending_token(std::string_view type) const {
+  return space(kPendingToken).pack({type});
+}
+std::string Keys::activity_token(std::string_view type) const {
+  return space(kActivityToken).pack({type});
+}
 std::string Keys::types_token() const { return space(kTypesToken).pack({int64_t{0}}); }
-std::string Keys::held_by(std::string_view worker_type, std::string_view worker, std::string_view type,
-                          std::string_view id) const {
+std::string Keys::held_by(std::string_view worker_type, std::string_view worker,
+                          std::string_view type, std::string_view id) const {
   if (worker_type.empty()) return space(kHeldBy).pack({worker, type, id});
   return space(kHeldByTyped).pack({worker_type, worker, type, id});
 }
-std::pair<std::string, std::string> Keys::held_by(std::string_view worker_type, std::string_view worker) const {
+std::pair<std::string, std::string> Keys::held_by(std::string_view worker_type,
+                                                  std::string_view worker) const {
   if (worker_type.empty()) return space(kHeldBy).range({worker});
   return space(kHeldByTyped).range({worker_type, worker});
 }
@@ -165,7 +164,8 @@ std::pair<std::string, std::string> Keys::held_by(std::string_view worker_type, 
 std::string Keys::finished(std::string_view type, int64_t finished_ms, std::string_view id) const {
   return space(kFinished).pack({type, finished_ms, id});
 }
-std::pair<std::string, std::string> Keys::finished_before(std::string_view type, int64_t below) const {
+std::pair<std::string, std::string> Keys::finished_before(std::string_view type,
+                                                          int64_t below) const {
   return {space(kFinished).range({type}).first, space(kFinished).pack({type, below})};
 }
 
@@ -179,13 +179,15 @@ Result<Keys::PendingEntry> Keys::parse_pending(std::string_view key) const {
 
 Result<Keys::ActivityEntry> Keys::parse_activity(std::string_view key) const {
   KVQ_ASSIGN_OR_RETURN(Tuple t, space(kActivity).unpack(key));
-  if (t.size() != 3 || !t[1].is_int() || !t[2].is_string()) return InvalidArgument("not an activity key");
+  if (t.size() != 3 || !t[1].is_int() || !t[2].is_string())
+    return InvalidArgument("not an activity key");
   return ActivityEntry{static_cast<uint64_t>(t[1].as_int()), t[2].as_string()};
 }
 
 Result<Keys::FinishedEntry> Keys::parse_finished(std::string_view key) const {
   KVQ_ASSIGN_OR_RETURN(Tuple t, space(kFinished).unpack(key));
-  if (t.size() != 3 || !t[1].is_int() || !t[2].is_string()) return InvalidArgument("not a finished-index key");
+  if (t.size() != 3 || !t[1].is_int() || !t[2].is_string())
+    return InvalidArgument("not a finished-index key");
   return FinishedEntry{t[1].as_int(), t[2].as_string()};
 }
 
@@ -200,7 +202,8 @@ Result<std::pair<std::string, std::string>> Keys::parse_held(std::string_view ke
   auto bare = space(kHeldBy).unpack(key);
   auto t = bare.ok() ? std::move(bare) : space(kHeldByTyped).unpack(key);
   const size_t fields = bare.ok() ? 3 : 4;
-  if (!t.ok() || t->size() != fields || !(*t)[fields - 2].is_string() || !(*t)[fields - 1].is_string()) {
+  if (!t.ok() || t->size() != fields || !(*t)[fields - 2].is_string() ||
+      !(*t)[fields - 1].is_string()) {
     return InvalidArgument("not a worker-index key");
   }
   return std::pair{(*t)[fields - 2].as_string(), (*t)[fields - 1].as_string()};

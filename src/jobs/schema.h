@@ -67,12 +67,12 @@ struct JobRow {
   int64_t priority = 0;
   int64_t next_scheduled = 0;  // for the run after this one, when resubmit
   int64_t next_priority = 0;
-  std::string finished_lock;   // the lock of the run that finished it: makes finish idempotent
+  std::string finished_lock;  // the lock of the run that finished it: makes finish idempotent
   uint32_t attempts = 0;
   int64_t created = 0;
   int64_t updated = 0;
   std::string data;
-  uint64_t add_seq = 0;  // read version of the add that last changed it: makes add idempotent
+  uint64_t add_seq = 0;    // read version of the add that last changed it: makes add idempotent
   uint32_t lost_runs = 0;  // runs lost in a row since the last add or finish
   bool gave_up = false;    // finished by reaching the type's max_lost_runs
 };
@@ -96,10 +96,12 @@ class Keys {
 
   std::string job(std::string_view type, std::string_view id) const;
   std::pair<std::string, std::string> jobs_of(std::string_view type) const;
-  std::string pending(std::string_view type, int64_t priority, int64_t scheduled, std::string_view id) const;
+  std::string pending(std::string_view type, int64_t priority, int64_t scheduled,
+                      std::string_view id) const;
   std::pair<std::string, std::string> pending_of(std::string_view type) const;
   // Pending entries of one priority scheduled at or before `max_scheduled`.
-  std::pair<std::string, std::string> pending_due(std::string_view type, int64_t priority, int64_t max_scheduled) const;
+  std::pair<std::string, std::string> pending_due(std::string_view type, int64_t priority,
+                                                  int64_t max_scheduled) const;
   // The first key of priority `priority` and above.
   std::string pending_from_priority(std::string_view type, int64_t priority) const;
   std::string activity(std::string_view type, uint64_t seq, std::string_view id) const;
@@ -116,7 +118,8 @@ class Keys {
   std::string held_by(std::string_view worker_type, std::string_view worker, std::string_view type,
                       std::string_view id) const;
   // Every entry of jobs held by exactly (worker_type, worker).
-  std::pair<std::string, std::string> held_by(std::string_view worker_type, std::string_view worker) const;
+  std::pair<std::string, std::string> held_by(std::string_view worker_type,
+                                              std::string_view worker) const;
   std::string finished(std::string_view type, int64_t finished_ms, std::string_view id) const;
   // Finished entries with finished_ms < `below`.
   std::pair<std::string, std::string> finished_before(std::string_view type, int64_t below) const;

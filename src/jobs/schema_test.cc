@@ -35,8 +35,9 @@ TEST(SchemaTest, JobRowRoundTripsThroughItsEncoding) {
 
 TEST(SchemaTest, ARowWrittenBeforeLostRunsDecodesWithNone) {
   // The 16 fields rows had before lost_runs and gave_up were added.
-  const Tuple before{int64_t{1}, int64_t{42}, "", "", true, false, int64_t{5}, int64_t{0}, int64_t{0},
-                     int64_t{0}, "lk", int64_t{3}, int64_t{1}, int64_t{2}, R"({"a":1})", int64_t{40}};
+  const Tuple before{int64_t{1}, int64_t{42}, "",           "",         true, false,
+                     int64_t{5}, int64_t{0},  int64_t{0},   int64_t{0}, "lk", int64_t{3},
+                     int64_t{1}, int64_t{2},  R"({"a":1})", int64_t{40}};
   auto decoded = decode_row(before.pack());
   ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
   EXPECT_TRUE(decoded->finished);
@@ -129,7 +130,8 @@ TEST(SchemaTest, TypeSettingsWithoutRetentionEncodeAsBeforeRetentionExisted) {
   ASSERT_TRUE(old.ok()) << old.status().to_string();
   EXPECT_EQ(old->timeout, Millis(1500));
   EXPECT_EQ(old->finished_retention, std::nullopt);
-  auto both = decode_type(encode_type({.timeout = Millis(30'000), .finished_retention = Millis(86'400'000)}));
+  auto both = decode_type(
+      encode_type({.timeout = Millis(30'000), .finished_retention = Millis(86'400'000)}));
   ASSERT_TRUE(both.ok()) << both.status().to_string();
   EXPECT_EQ(both->timeout, Millis(30'000));
   EXPECT_EQ(both->finished_retention, Millis(86'400'000));
@@ -149,12 +151,14 @@ TEST(SchemaTest, TypeSettingsWithMaxLostRunsRoundTripWithOrWithoutRetention) {
   EXPECT_EQ(decoded->timeout, Millis(1500));
   EXPECT_EQ(decoded->finished_retention, std::nullopt);
   EXPECT_EQ(decoded->max_lost_runs, 3u);
-  auto all = decode_type(encode_type({.timeout = Millis(1), .finished_retention = Millis(2), .max_lost_runs = 5}));
+  auto all = decode_type(
+      encode_type({.timeout = Millis(1), .finished_retention = Millis(2), .max_lost_runs = 5}));
   ASSERT_TRUE(all.ok()) << all.status().to_string();
   EXPECT_EQ(all->finished_retention, Millis(2));
   EXPECT_EQ(all->max_lost_runs, 5u);
   // Clearing max_lost_runs gives back the shorter encoding.
-  EXPECT_EQ(encode_type({.timeout = Millis(1), .finished_retention = Millis(2)}), (Tuple{int64_t{1}, int64_t{2}}.pack()));
+  EXPECT_EQ(encode_type({.timeout = Millis(1), .finished_retention = Millis(2)}),
+            (Tuple{int64_t{1}, int64_t{2}}.pack()));
 }
 
 TEST(SchemaTest, FinishedKeysSortByFinishTimeAndTheExpiredArePrefix) {

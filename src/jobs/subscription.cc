@@ -24,14 +24,17 @@ Result<std::unique_ptr<Subscription>> Jobs::subscribe(std::string_view type, std
   // Register before reading: a change after registration is either in the read below or
   // observed by the notifier, which re-reads this job once it sees the registration.
   impl_->notifier.add_subscription(state);
-  auto row = kv::run(*store_, [&](kv::Transaction& txn) { return load_job(txn, impl_->keys, type, id); },
-                     options_.retry);
+  auto row = kv::run(
+      *store_, [&](kv::Transaction& txn) { return load_job(txn, impl_->keys, type, id); },
+      options_.retry);
   if (!row.ok() || !*row) {
     impl_->notifier.remove_subscription(state.get());
     if (!row.ok()) return row.status();
-    return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) + "' does not exist");
+    return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) +
+                    "' does not exist");
   }
-  state->initial = JobEvent{state->type, state->id, true, state_of(**row), (*row)->data, (*row)->seq, (*row)->gave_up};
+  state->initial = JobEvent{state->type,  state->id,   true,           state_of(**row),
+                            (*row)->data, (*row)->seq, (*row)->gave_up};
   state->latest = state->initial;
   {
     // Events the notifier queued from older reads are superseded by the initial state.
@@ -90,7 +93,8 @@ void Subscription::on_event(std::function<void(const JobEvent&)> callback) {
   });
 }
 
-void Subscription::wait_async(std::optional<State> state, std::function<void(Result<JobEvent>)> done) {
+void Subscription::wait_async(std::optional<State> state,
+                              std::function<void(Result<JobEvent>)> done) {
   {
     std::unique_lock hub(state_->notifier->hub_mutex());
     if (matches(state_->latest, state)) {
@@ -121,9 +125,8 @@ void Subscription::wait_async(std::optional<State> state, std::function<void(Res
 Result<JobEvent> Subscription::next(kv::Clock::time_point deadline) {
   std::unique_lock hub(state_->notifier->hub_mutex());
   auto& s = *state_;
-  const bool got = state_->notifier->hub_cv().wait_until(hub, deadline, [&] {
-    return !s.queue.empty() || s.final_queued;
-  });
+  const bool got = state_->notifier->hub_cv().wait_until(
+      hub, deadline, [&] { return !s.queue.empty() || s.final_queued; });
   if (!s.queue.empty()) {
     s.latest = std::move(s.queue.front());
     s.queue.erase(s.queue.begin());
@@ -145,7 +148,8 @@ Result<JobEvent> Subscription::wait(std::optional<State> state, kv::Clock::time_
 }
 
 Result<std::pair<size_t, JobEvent>> Jobs::wait_any(const std::vector<Subscription*>& subscriptions,
-                                                   std::optional<State> state, kv::Clock::time_point deadline) {
+                                                   std::optional<State> state,
+                                                   kv::Clock::time_point deadline) {
   if (subscriptions.empty()) return InvalidArgument("wait_any needs at least one subscription");
   auto* notifier = subscriptions[0]->state_->notifier;
   std::unique_lock hub(notifier->hub_mutex());

@@ -21,8 +21,8 @@ constexpr size_t kRemoveAllBytes = 32 * 1024 * 1024;
 constexpr size_t kCountInRefusal = 100'000;
 
 // Rewrites the type's settings when they change, and tells the monitors.
-Status write_type(kv::Transaction& txn, const Keys& keys, std::string_view type, const TypeSettings& settings,
-                  const std::optional<std::string>& current) {
+Status write_type(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                  const TypeSettings& settings, const std::optional<std::string>& current) {
   const std::string value = encode_type(settings);
   if (current == value) return Status::OK();
   txn.set(keys.timeout(type), value);
@@ -43,7 +43,9 @@ Status change_type(kv::Transaction& txn, const Keys& keys, std::string_view type
 }  // namespace
 
 Status Jobs::set_type_timeout(std::string_view type, Millis timeout) {
-  return kv::run(*store_, [&](kv::Transaction& txn) { return set_type_timeout(txn, type, timeout); }, options_.retry);
+  return kv::run(
+      *store_, [&](kv::Transaction& txn) { return set_type_timeout(txn, type, timeout); },
+      options_.retry);
 }
 
 Status Jobs::set_type_timeout(kv::Transaction& txn, std::string_view type, Millis timeout) {
@@ -59,31 +61,40 @@ Status Jobs::set_type_timeout(kv::Transaction& txn, std::string_view type, Milli
 }
 
 Status Jobs::set_finished_retention(std::string_view type, std::optional<Millis> retention) {
-  return kv::run(*store_, [&](kv::Transaction& txn) { return set_finished_retention(txn, type, retention); },
-                 options_.retry);
+  return kv::run(
+      *store_, [&](kv::Transaction& txn) { return set_finished_retention(txn, type, retention); },
+      options_.retry);
 }
 
-Status Jobs::set_finished_retention(kv::Transaction& txn, std::string_view type, std::optional<Millis> retention) {
+Status Jobs::set_finished_retention(kv::Transaction& txn, std::string_view type,
+                                    std::optional<Millis> retention) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
-  if (retention && retention->count() <= 0) return InvalidArgument("finished retention must be positive");
-  return change_type(txn, impl_->keys, type, [&](TypeSettings& settings) { settings.finished_retention = retention; });
+  if (retention && retention->count() <= 0)
+    return InvalidArgument("finished retention must be positive");
+  return change_type(txn, impl_->keys, type,
+                     [&](TypeSettings& settings) { settings.finished_retention = retention; });
 }
 
 Status Jobs::set_max_lost_runs(std::string_view type, std::optional<uint32_t> max_lost_runs) {
-  return kv::run(*store_, [&](kv::Transaction& txn) { return set_max_lost_runs(txn, type, max_lost_runs); },
-                 options_.retry);
+  return kv::run(
+      *store_, [&](kv::Transaction& txn) { return set_max_lost_runs(txn, type, max_lost_runs); },
+      options_.retry);
 }
 
-Status Jobs::set_max_lost_runs(kv::Transaction& txn, std::string_view type, std::optional<uint32_t> max_lost_runs) {
+Status Jobs::set_max_lost_runs(kv::Transaction& txn, std::string_view type,
+                               std::optional<uint32_t> max_lost_runs) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   if (max_lost_runs && (*max_lost_runs < 1 || *max_lost_runs > kMaxLostRunsLimit)) {
-    return InvalidArgument("max_lost_runs must be between 1 and " + std::to_string(kMaxLostRunsLimit));
+    return InvalidArgument("max_lost_runs must be between 1 and " +
+                           std::to_string(kMaxLostRunsLimit));
   }
-  return change_type(txn, impl_->keys, type, [&](TypeSettings& settings) { settings.max_lost_runs = max_lost_runs; });
+  return change_type(txn, impl_->keys, type,
+                     [&](TypeSettings& settings) { settings.max_lost_runs = max_lost_runs; });
 }
 
 Result<TypeSettings> Jobs::get_type(std::string_view type) {
-  return kv::run(*store_, [&](kv::Transaction& txn) { return get_type(txn, type); }, options_.retry);
+  return kv::run(
+      *store_, [&](kv::Transaction& txn) { return get_type(txn, type); }, options_.retry);
 }
 
 Result<TypeSettings> Jobs::get_type(kv::Transaction& txn, std::string_view type) {
@@ -100,22 +111,26 @@ Result<Millis> Jobs::get_type_timeout(std::string_view type) {
 
 Status Jobs::clear_type_timeout(std::string_view type) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
-  Status cleared = kv::run(*store_, [&](kv::Transaction& txn) -> Status {
-    KVQ_ASSIGN_OR_RETURN(auto current, txn.get(impl_->keys.timeout(type)));
-    if (!current) return NotFound("type '" + std::string(type) + "' has no timeout");
-    // Not a snapshot read: an add committing meanwhile conflicts, and the retry sees its job.
-    auto [begin, end] = impl_->keys.jobs_of(type);
-    KVQ_ASSIGN_OR_RETURN(auto jobs, txn.get_range(begin, end, {.limit = 1}));
-    if (!jobs.empty()) return TypeHasJobs("");
-    txn.clear(impl_->keys.timeout(type));
-    txn.set(impl_->keys.types_token(), util::random_hex(8));
-    return Status::OK();
-  }, options_.retry);
+  Status cleared = kv::run(
+      *store_,
+      [&](kv::Transaction& txn) -> Status {
+        KVQ_ASSIGN_OR_RETURN(auto current, txn.get(impl_->keys.timeout(type)));
+        if (!current) return NotFound("type '" + std::string(type) + "' has no timeout");
+        // Not a snapshot read: an add committing meanwhile conflicts, and the retry sees its job.
+        auto [begin, end] = impl_->keys.jobs_of(type);
+        KVQ_ASSIGN_OR_RETURN(auto jobs, txn.get_range(begin, end, {.limit = 1}));
+        if (!jobs.empty()) return TypeHasJobs("");
+        txn.clear(impl_->keys.timeout(type));
+        txn.set(impl_->keys.types_token(), util::random_hex(8));
+        return Status::OK();
+      },
+      options_.retry);
   if (cleared.code() != Code::kTypeHasJobs) return cleared;
   std::string how_many = "jobs";
   if (auto counts = count(type, kCountInRefusal); counts.ok()) {
-    how_many = "jobs (" + std::to_string(counts->pending) + " pending, " + std::to_string(counts->running) +
-               " running, " + std::to_string(counts->finished) + " finished)";
+    how_many = "jobs (" + std::to_string(counts->pending) + " pending, " +
+               std::to_string(counts->running) + " running, " + std::to_string(counts->finished) +
+               " finished)";
   }
   return TypeHasJobs("type '" + std::string(type) + "' still has " + how_many +
                      "; deleting it would strand them, so remove them first with remove_all_jobs");
@@ -125,21 +140,28 @@ Result<uint64_t> Jobs::remove_all_jobs(std::string_view type) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   // Rows are read with their data, so a batch is bounded in bytes too (etcd's client takes
   // responses up to 64 MiB).
-  const size_t batch = std::clamp<size_t>(kRemoveAllBytes / options_.max_data_bytes, 1, kRemoveAllBatch);
+  const size_t batch =
+      std::clamp<size_t>(kRemoveAllBytes / options_.max_data_bytes, 1, kRemoveAllBatch);
   const auto& keys = impl_->keys;
   uint64_t removed = 0;
   for (;;) {
-    KVQ_ASSIGN_OR_RETURN(size_t n, kv::run(*store_, [&](kv::Transaction& txn) -> Result<size_t> {
-      auto [begin, end] = keys.jobs_of(type);
-      // Not a snapshot read: a job changed meanwhile conflicts, and the retry removes what it is now.
-      KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end, {.limit = batch}));
-      for (const auto& kv : rows) {
-        KVQ_ASSIGN_OR_RETURN(auto id, keys.parse_job_id(kv.key));
-        KVQ_ASSIGN_OR_RETURN(JobRow before, decode_row(kv.value));
-        KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, std::nullopt));
-      }
-      return rows.size();
-    }, options_.retry));
+    KVQ_ASSIGN_OR_RETURN(
+        size_t n, kv::run(
+                      *store_,
+                      [&](kv::Transaction& txn) -> Result<size_t> {
+                        auto [begin, end] = keys.jobs_of(type);
+                        // Not a snapshot read: a job changed meanwhile conflicts, and the retry
+                        // removes what it is now.
+                        KVQ_ASSIGN_OR_RETURN(auto rows,
+                                             txn.get_range(begin, end, {.limit = batch}));
+                        for (const auto& kv : rows) {
+                          KVQ_ASSIGN_OR_RETURN(auto id, keys.parse_job_id(kv.key));
+                          KVQ_ASSIGN_OR_RETURN(JobRow before, decode_row(kv.value));
+                          KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, std::nullopt));
+                        }
+                        return rows.size();
+                      },
+                      options_.retry));
     removed += n;
     // Fewer than a batch: the type had no more jobs at that transaction's read version.
     if (n < batch) return removed;
@@ -147,26 +169,32 @@ Result<uint64_t> Jobs::remove_all_jobs(std::string_view type) {
 }
 
 Result<std::vector<std::string>> Jobs::types() {
-  return kv::run(*store_, [&](kv::Transaction& txn) -> Result<std::vector<std::string>> {
-    auto [begin, end] = impl_->keys.timeouts();
-    KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end));
-    std::vector<std::string> out;
-    for (const auto& kv : rows) {
-      KVQ_ASSIGN_OR_RETURN(auto type, impl_->keys.parse_timeout_type(kv.key));
-      out.push_back(std::move(type));
-    }
-    return out;
-  }, options_.retry);
+  return kv::run(
+      *store_,
+      [&](kv::Transaction& txn) -> Result<std::vector<std::string>> {
+        auto [begin, end] = impl_->keys.timeouts();
+        KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end));
+        std::vector<std::string> out;
+        for (const auto& kv : rows) {
+          KVQ_ASSIGN_OR_RETURN(auto type, impl_->keys.parse_timeout_type(kv.key));
+          out.push_back(std::move(type));
+        }
+        return out;
+      },
+      options_.retry);
 }
 
 Status require_type(kv::Transaction& txn, const Keys& keys, std::string_view type) {
   KVQ_ASSIGN_OR_RETURN(auto value, txn.get(keys.timeout(type), {.snapshot = true}));
-  if (!value) return NotFound("type '" + std::string(type) + "' does not exist (it has no timeout)");
+  if (!value)
+    return NotFound("type '" + std::string(type) + "' does not exist (it has no timeout)");
   return Status::OK();
 }
 
-Status require_type(kv::Store& store, const Keys& keys, std::string_view type, const kv::RetryOptions& retry) {
-  return kv::run(store, [&](kv::Transaction& txn) { return require_type(txn, keys, type); }, retry);
+Status require_type(kv::Store& store, const Keys& keys, std::string_view type,
+                    const kv::RetryOptions& retry) {
+  return kv::run(
+      store, [&](kv::Transaction& txn) { return require_type(txn, keys, type); }, retry);
 }
 
 }  // namespace kvq::jobs

@@ -16,6 +16,7 @@ namespace kvq::jobs {
 Status require_type(kv::Transaction& txn, const Keys& keys, std::string_view type);
 // The same in a read-only transaction of its own (on LMDB it never waits for a commit, so a
 // commit's completion may call it).
-Status require_type(kv::Store& store, const Keys& keys, std::string_view type, const kv::RetryOptions& retry);
+Status require_type(kv::Store& store, const Keys& keys, std::string_view type,
+                    const kv::RetryOptions& retry);
 
 }  // namespace kvq::jobs

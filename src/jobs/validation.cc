@@ -22,7 +22,8 @@ Status validate_type(std::string_view type) {
                            std::to_string(kMaxTypeBytes));
   }
   for (char c : type) {
-    if (!util::is_name_char(c)) return InvalidArgument("job type may only contain A-Z a-z 0-9 _ . : -");
+    if (!util::is_name_char(c))
+      return InvalidArgument("job type may only contain A-Z a-z 0-9 _ . : -");
   }
   return Status::OK();
 }
@@ -48,8 +49,8 @@ Status validate_worker_type(std::string_view worker_type) {
 
 Status validate_worker(std::string_view worker) {
   if (worker.size() > kMaxIdBytes) {
-    return InvalidArgument("worker name is " + std::to_string(worker.size()) + " bytes; the limit is " +
-                           std::to_string(kMaxIdBytes));
+    return InvalidArgument("worker name is " + std::to_string(worker.size()) +
+                           " bytes; the limit is " + std::to_string(kMaxIdBytes));
   }
   for (unsigned char c : worker) {
     if (c < 0x20 || c == 0x7F) return InvalidArgument("worker name contains a control character");
@@ -72,16 +73,18 @@ Result<std::string> normalize_data(std::string_view data, size_t max_bytes) {
   if (parser.parse(data.data(), data.size()).get(root) != simdjson::SUCCESS) {
     return InvalidArgument("job data is not valid JSON");
   }
-  if (root.type() != simdjson::dom::element_type::OBJECT) return InvalidArgument("job data must be a JSON object");
+  if (root.type() != simdjson::dom::element_type::OBJECT)
+    return InvalidArgument("job data must be a JSON object");
   std::string compact(data.size(), '\0');
   size_t compact_size = 0;
-  if (simdjson::minify(data.data(), data.size(), compact.data(), compact_size) != simdjson::SUCCESS) {
+  if (simdjson::minify(data.data(), data.size(), compact.data(), compact_size) !=
+      simdjson::SUCCESS) {
     return InvalidArgument("job data is not valid JSON");
   }
   compact.resize(compact_size);
   if (compact.size() > max_bytes) {
-    return InvalidArgument("job data is " + std::to_string(compact.size()) + " bytes; the limit is " +
-                           std::to_string(max_bytes));
+    return InvalidArgument("job data is " + std::to_string(compact.size()) +
+                           " bytes; the limit is " + std::to_string(max_bytes));
   }
   return compact;
 }

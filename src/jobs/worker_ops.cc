@@ -14,16 +14,19 @@ namespace kvq::jobs {
 namespace {
 
 Status halt(const Job& job, std::string_view why) {
-  return FailedPrecondition("halt: job '" + job.id + "' of type '" + job.type + "' " + std::string(why));
+  return FailedPrecondition("halt: job '" + job.id + "' of type '" + job.type + "' " +
+                            std::string(why));
 }
 
 Status validate_handle(const Job& job) {
   KVQ_RETURN_IF_ERROR(validate_type(job.type));
   KVQ_RETURN_IF_ERROR(validate_id(job.id));
-  if (job.lock.empty()) return InvalidArgument("job handle has no lock; it did not come from accept");
+  if (job.lock.empty())
+    return InvalidArgument("job handle has no lock; it did not come from accept");
   const auto dash = job.lock.rfind('-');
   if (dash == std::string::npos || job.lock.substr(dash + 1) != type_tag(job.type)) {
-    return InvalidArgument("lock '" + job.lock + "' was not issued by accept for type '" + job.type + "'");
+    return InvalidArgument("lock '" + job.lock + "' was not issued by accept for type '" +
+                           job.type + "'");
   }
   return Status::OK();
 }
@@ -31,7 +34,8 @@ Status validate_handle(const Job& job) {
 // The job's row if this worker still holds it, or "halt".
 Result<JobRow> held(const Job& job, std::optional<JobRow> row) {
   if (!row) return halt(job, "was removed");
-  if (!util::secret_equal(row->lock, job.lock)) return halt(job, "was re-enqueued or accepted by another worker");
+  if (!util::secret_equal(row->lock, job.lock))
+    return halt(job, "was re-enqueued or accepted by another worker");
   return std::move(*row);
 }
 
@@ -41,7 +45,8 @@ Result<JobRow> load_held(kv::Transaction& txn, const Keys& keys, const Job& job)
 }
 
 // A worker call's input, checked once: the handle, and the data normalized (if any).
-Result<std::optional<std::string>> check_call(const Job& job, std::optional<std::string_view> data, size_t max) {
+Result<std::optional<std::string>> check_call(const Job& job, std::optional<std::string_view> data,
+                                              size_t max) {
   KVQ_RETURN_IF_ERROR(validate_handle(job));
   if (!data) return std::optional<std::string>();
   KVQ_ASSIGN_OR_RETURN(std::string normalized, normalize_data(*data, max));
@@ -58,10 +63,12 @@ Result<UpdateResult> update_checked(kv::Transaction& txn, const Keys& keys, Job&
   return UpdateResult{before.resubmit};
 }
 
-Status finish_checked(kv::Transaction& txn, const Keys& keys, const Job& job, const std::optional<std::string>& data) {
+Status finish_checked(kv::Transaction& txn, const Keys& keys, const Job& job,
+                      const std::optional<std::string>& data) {
   KVQ_ASSIGN_OR_RETURN(auto current, load_job(txn, keys, job.type, job.id));
   // A retry after an unknown commit result finds its own finish already applied.
-  if (current && current->lock.empty() && util::secret_equal(current->finished_lock, job.lock)) return Status::OK();
+  if (current && current->lock.empty() && util::secret_equal(current->finished_lock, job.lock))
+    return Status::OK();
   KVQ_ASSIGN_OR_RETURN(JobRow before, held(job, std::move(current)));
   JobRow after = before;
   after.lock.clear();
@@ -80,7 +87,8 @@ Status finish_checked(kv::Transaction& txn, const Keys& keys, const Job& job, co
   return save_job(txn, keys, job.type, job.id, before, after);
 }
 
-Status resubmit_checked(kv::Transaction& txn, const Keys& keys, Job& job, std::optional<int64_t> scheduled_time_ms,
+Status resubmit_checked(kv::Transaction& txn, const Keys& keys, Job& job,
+                        std::optional<int64_t> scheduled_time_ms,
                         const std::optional<std::string>& data) {
   KVQ_ASSIGN_OR_RETURN(JobRow before, load_held(txn, keys, job));
   JobRow after = before;
@@ -100,37 +108,48 @@ void run_call_async(kv::Store& store, const Keys& keys, const JobsOptions& optio
                     const std::optional<std::string>& data, CheckedCall checked_call, Done done) {
   auto checked = check_call(job, data, options.max_data_bytes);
   if (!checked.ok()) return done(checked.status());
-  auto call = std::make_shared<std::pair<Job, std::optional<std::string>>>(std::move(job), std::move(*checked));
-  kv::run_async(store, [call, &keys, checked_call](kv::Transaction& txn) {
-    return checked_call(txn, keys, call->first, call->second);
-  }, std::move(done), options.retry);
+  auto call = std::make_shared<std::pair<Job, std::optional<std::string>>>(std::move(job),
+                                                                           std::move(*checked));
+  kv::run_async(
+      store,
+      [call, &keys, checked_call](kv::Transaction& txn) {
+        return checked_call(txn, keys, call->first, call->second);
+      },
+      std::move(done), options.retry);
 }
 
 }  // namespace
 
 Result<UpdateResult> Jobs::update(Job& job, std::optional<std::string_view> data) {
   KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, data, options_.max_data_bytes));
-  return kv::run(*store_, [&](kv::Transaction& txn) { return update_checked(txn, impl_->keys, job, checked); },
-                 options_.retry);
+  return kv::run(
+      *store_, [&](kv::Transaction& txn) { return update_checked(txn, impl_->keys, job, checked); },
+      options_.retry);
 }
 
-void Jobs::update_async(Job job, std::optional<std::string> data, std::function<void(Result<UpdateResult>)> done) {
-  run_call_async(*store_, impl_->keys, options_, std::move(job), data, update_checked, std::move(done));
+void Jobs::update_async(Job job, std::optional<std::string> data,
+                        std::function<void(Result<UpdateResult>)> done) {
+  run_call_async(*store_, impl_->keys, options_, std::move(job), data, update_checked,
+                 std::move(done));
 }
 
-Result<UpdateResult> Jobs::update(kv::Transaction& txn, Job& job, std::optional<std::string_view> data) {
+Result<UpdateResult> Jobs::update(kv::Transaction& txn, Job& job,
+                                  std::optional<std::string_view> data) {
   KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, data, options_.max_data_bytes));
   return update_checked(txn, impl_->keys, job, checked);
 }
 
 Status Jobs::finish(Job& job, std::optional<std::string_view> data) {
   KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, data, options_.max_data_bytes));
-  return kv::run(*store_, [&](kv::Transaction& txn) { return finish_checked(txn, impl_->keys, job, checked); },
-                 options_.retry);
+  return kv::run(
+      *store_, [&](kv::Transaction& txn) { return finish_checked(txn, impl_->keys, job, checked); },
+      options_.retry);
 }
 
-void Jobs::finish_async(Job job, std::optional<std::string> data, std::function<void(Status)> done) {
-  run_call_async(*store_, impl_->keys, options_, std::move(job), data, finish_checked, std::move(done));
+void Jobs::finish_async(Job job, std::optional<std::string> data,
+                        std::function<void(Status)> done) {
+  run_call_async(*store_, impl_->keys, options_, std::move(job), data, finish_checked,
+                 std::move(done));
 }
 
 Status Jobs::finish(kv::Transaction& txn, Job& job, std::optional<std::string_view> data) {
@@ -140,17 +159,22 @@ Status Jobs::finish(kv::Transaction& txn, Job& job, std::optional<std::string_vi
 
 Status Jobs::resubmit(Job& job, const ResubmitOptions& options) {
   KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, options.data, options_.max_data_bytes));
-  return kv::run(*store_, [&](kv::Transaction& txn) {
-    return resubmit_checked(txn, impl_->keys, job, options.scheduled_time_ms, checked);
-  }, options_.retry);
+  return kv::run(
+      *store_,
+      [&](kv::Transaction& txn) {
+        return resubmit_checked(txn, impl_->keys, job, options.scheduled_time_ms, checked);
+      },
+      options_.retry);
 }
 
 void Jobs::resubmit_async(Job job, ResubmitOptions options, std::function<void(Status)> done) {
-  auto resubmit_at = [scheduled = options.scheduled_time_ms](kv::Transaction& txn, const Keys& keys, Job& held,
-                                                             const std::optional<std::string>& data) {
+  auto resubmit_at = [scheduled = options.scheduled_time_ms](
+                         kv::Transaction& txn, const Keys& keys, Job& held,
+                         const std::optional<std::string>& data) {
     return resubmit_checked(txn, keys, held, scheduled, data);
   };
-  run_call_async(*store_, impl_->keys, options_, std::move(job), options.data, resubmit_at, std::move(done));
+  run_call_async(*store_, impl_->keys, options_, std::move(job), options.data, resubmit_at,
+                 std::move(done));
 }
 
 Status Jobs::resubmit(kv::Transaction& txn, Job& job, const ResubmitOptions& options) {
@@ -159,11 +183,13 @@ Status Jobs::resubmit(kv::Transaction& txn, Job& job, const ResubmitOptions& opt
 }
 
 Result<size_t> Jobs::release_worker(std::string_view worker_type, std::string_view worker) {
-  return kv::run(*store_, [&](kv::Transaction& txn) { return release_worker(txn, worker_type, worker); },
-                 options_.retry);
+  return kv::run(
+      *store_, [&](kv::Transaction& txn) { return release_worker(txn, worker_type, worker); },
+      options_.retry);
 }
 
-Result<size_t> Jobs::release_worker(kv::Transaction& txn, std::string_view worker_type, std::string_view worker) {
+Result<size_t> Jobs::release_worker(kv::Transaction& txn, std::string_view worker_type,
+                                    std::string_view worker) {
   KVQ_RETURN_IF_ERROR(validate_worker(worker));
   if (worker.empty()) return InvalidArgument("release_worker needs a worker name");
   KVQ_RETURN_IF_ERROR(validate_worker_type(worker_type));
@@ -189,7 +215,8 @@ Result<size_t> Jobs::release_worker(kv::Transaction& txn, std::string_view worke
         KVQ_ASSIGN_OR_RETURN(auto read, max_lost_runs_of(txn, keys, type));
         limit = max_lost_runs.emplace(type, read).first;
       }
-      KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, after_lost_run(*before, limit->second)));
+      KVQ_RETURN_IF_ERROR(
+          save_job(txn, keys, type, id, before, after_lost_run(*before, limit->second)));
       ++released;
     }
   }

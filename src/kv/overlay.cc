@@ -6,7 +6,9 @@ void WriteBuffer::set(std::string_view key, std::string_view value) {
   writes.insert_or_assign(std::string(key), std::string(value));
 }
 
-void WriteBuffer::clear(std::string_view key) { writes.insert_or_assign(std::string(key), std::nullopt); }
+void WriteBuffer::clear(std::string_view key) {
+  writes.insert_or_assign(std::string(key), std::nullopt);
+}
 
 void WriteBuffer::clear_range(std::string_view begin, std::string_view end) {
   if (begin >= end) return;
@@ -27,8 +29,9 @@ std::optional<std::optional<std::string>> WriteBuffer::lookup(std::string_view k
   return std::nullopt;
 }
 
-Result<MergedRange> merge_range(RangeSource& stored, const WriteBuffer& buffer, std::string_view begin,
-                                std::string_view end, const RangeOptions& options,
+Result<MergedRange> merge_range(RangeSource& stored, const WriteBuffer& buffer,
+                                std::string_view begin, std::string_view end,
+                                const RangeOptions& options,
                                 const std::function<void()>& consumed) {
   MergedRange out{{}, std::string(begin), std::string(end)};
   const auto& writes = buffer.writes;
@@ -40,7 +43,9 @@ Result<MergedRange> merge_range(RangeSource& stored, const WriteBuffer& buffer, 
   auto w_entry = [&]() -> const auto& { return options.reverse ? *w_rev : *w_fwd; };
   auto w_next = [&] { options.reverse ? void(++w_rev) : void(++w_fwd); };
   // `a` comes before `b` in the direction of the read.
-  auto before = [&](std::string_view a, std::string_view b) { return options.reverse ? a > b : a < b; };
+  auto before = [&](std::string_view a, std::string_view b) {
+    return options.reverse ? a > b : a < b;
+  };
 
   auto& rows = out.rows;
   while (options.limit == 0 || rows.size() < options.limit) {

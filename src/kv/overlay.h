@@ -50,8 +50,8 @@ struct MergedRange {
 // Merges `stored` with `buffer` over [begin, end) in the direction and limit of `options`.
 // `consumed` is called for every stored key the merge passed (inside the covered part), so a
 // backend can record what the read depended on.
-Result<MergedRange> merge_range(RangeSource& stored, const WriteBuffer& buffer, std::string_view begin,
-                                std::string_view end, const RangeOptions& options,
-                                const std::function<void()>& consumed);
+Result<MergedRange> merge_range(RangeSource& stored, const WriteBuffer& buffer,
+                                std::string_view begin, std::string_view end,
+                                const RangeOptions& options, const std::function<void()>& consumed);
 
 }  // namespace kvq::kv

@@ -12,7 +12,9 @@ namespace {
 std::atomic<uint64_t> aborted_retries{0}, unavailable_retries{0}, unknown_retries{0};
 }  // namespace
 
-RetryCounts retry_counts() { return {aborted_retries.load(), unavailable_retries.load(), unknown_retries.load()}; }
+RetryCounts retry_counts() {
+  return {aborted_retries.load(), unavailable_retries.load(), unknown_retries.load()};
+}
 
 namespace detail {
 
@@ -63,7 +65,9 @@ class Timer {
   }
 
  private:
-  Timer() { std::thread([this] { run(); }).detach(); }
+  Timer() {
+    std::thread([this] { run(); }).detach();
+  }
 
   void run() KVQ_EXCLUDES(mu_) {
     util::MutexLock lock(mu_);

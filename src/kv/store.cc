@@ -3,8 +3,8 @@
 
 namespace kvq::kv {
 
-Result<std::vector<std::optional<std::string>>> Transaction::get_many(const std::vector<std::string>& keys,
-                                                                     ReadOptions options) {
+Result<std::vector<std::optional<std::string>>> Transaction::get_many(
+    const std::vector<std::string>& keys, ReadOptions options) {
   std::vector<std::optional<std::string>> values;
   values.reserve(keys.size());
   for (const auto& key : keys) {

@@ -114,9 +114,9 @@ class TupleGen {
         return below(2) ? s : -s;
       }
       case 1: {
-        static const int64_t kEdges[] = {0,    1,    -1,   2,      -2,     127,  128,  -127,
-                                         -128, 255,  256,  -255,   -256,   257,  -257, 65535,
-                                         65536, -65535, -65536, kMax, kMin, kMax - 1, kMin + 1};
+        static const int64_t kEdges[] = {
+            0,    1,   -1,   2,     -2,    127,    128,    -127, -128, 255,      256,     -255,
+            -256, 257, -257, 65535, 65536, -65535, -65536, kMax, kMin, kMax - 1, kMin + 1};
         return kEdges[below(std::size(kEdges))];
       }
       case 2:  // small values collide often, exercising equality
@@ -130,8 +130,8 @@ class TupleGen {
   }
 
   std::string blob() {
-    static const char kAlphabet[] = {'\x00', '\x00', '\xff', '\xff', '\x01', 'a', 'b',
-                                     '\x7f', '\x80', '\xfe'};
+    static const char kAlphabet[] = {'\x00', '\x00', '\xff', '\xff', '\x01',
+                                     'a',    'b',    '\x7f', '\x80', '\xfe'};
     std::string s;
     size_t n = below(6);
     for (size_t i = 0; i < n; ++i) s += kAlphabet[below(sizeof kAlphabet)];
@@ -176,14 +176,21 @@ TEST(TupleTest, EmptyTuplePacksToNothing) {
 TEST(TupleTest, StringsEncodeLikeFoundationDB) {
   EXPECT_EQ(Tuple{"hello"}.pack(), "\x02hello\x00"s);
   EXPECT_EQ(Tuple{""}.pack(), "\x02\x00"s);
-  EXPECT_EQ(Tuple{"a\0b"s}.pack(), "\x02" "a\x00\xff" "b\x00"s);
+  EXPECT_EQ(Tuple{"a\0b"s}.pack(),
+            "\x02"
+            "a\x00\xff"
+            "b\x00"s);
   EXPECT_EQ(Tuple{"\xff"s}.pack(), "\x02\xff\x00"s);
   // UTF-8 passes through untouched.
   EXPECT_EQ(Tuple{"\xc3\xa9"}.pack(), "\x02\xc3\xa9\x00"s);
 }
 
 TEST(TupleTest, BytesEncodeWithEscapedZeros) {
-  EXPECT_EQ(Tuple{Bytes{"\x00" "ab"s}}.pack(), "\x01\x00\xff" "ab\x00"s);
+  EXPECT_EQ(Tuple{Bytes{"\x00"
+                        "ab"s}}
+                .pack(),
+            "\x01\x00\xff"
+            "ab\x00"s);
   EXPECT_EQ(Tuple{Bytes{""}}.pack(), "\x01\x00"s);
   EXPECT_EQ(Tuple{Bytes{"\x00\x00"s}}.pack(), "\x01\x00\xff\x00\xff\x00"s);
   EXPECT_EQ(Tuple{Bytes{"\xff\x00"s}}.pack(), "\x01\xff\x00\xff\x00"s);
@@ -254,8 +261,13 @@ TEST(TupleTest, ElementWrappingNestsALoneTupleOnEveryCompiler) {
 }
 
 TEST(TupleTest, ElementsConcatenateInOrder) {
-  Tuple t{"job", 42, Bytes{"\x00" "ab"s}, nullptr, true};
-  EXPECT_EQ(t.pack(), "\x02job\x00\x15\x2a\x01\x00\xff" "ab\x00\x00\x27"s);
+  Tuple t{"job", 42,
+          Bytes{"\x00"
+                "ab"s},
+          nullptr, true};
+  EXPECT_EQ(t.pack(),
+            "\x02job\x00\x15\x2a\x01\x00\xff"
+            "ab\x00\x00\x27"s);
   std::string out = "prefix";
   t.pack_to(out);
   EXPECT_EQ(out, "prefix" + t.pack());
@@ -280,8 +292,14 @@ TEST(TupleTest, AccessorsExposeElements) {
 TEST(TupleTest, StringsAndBytesAreDistinctElements) {
   EXPECT_NE(Tuple{"a"}, Tuple{Bytes{"a"}});
   EXPECT_LT(Tuple{Bytes{"z"}}, Tuple{"a"});
-  EXPECT_EQ(must_unpack("\x01" "a\x00"s)[0].as_bytes(), "a");
-  EXPECT_EQ(must_unpack("\x02" "a\x00"s)[0].as_string(), "a");
+  EXPECT_EQ(must_unpack("\x01"
+                        "a\x00"s)[0]
+                .as_bytes(),
+            "a");
+  EXPECT_EQ(must_unpack("\x02"
+                        "a\x00"s)[0]
+                .as_string(),
+            "a");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -289,8 +307,12 @@ TEST(TupleTest, StringsAndBytesAreDistinctElements) {
 
 TEST(TupleTest, KindsOrderNullBytesStringTupleIntFalseTrue) {
   const std::vector<Tuple> ascending = {
-      Tuple{nullptr}, Tuple{Bytes{"\xff\xff"s}}, Tuple{""}, Tuple{"\xff"s}, wrap(Tuple()),
-      wrap(Tuple{true}), Tuple{kMin}, Tuple{0}, Tuple{kMax}, Tuple{false}, Tuple{true},
+      Tuple{nullptr}, Tuple{Bytes{"\xff\xff"s}},
+      Tuple{""},      Tuple{"\xff"s},
+      wrap(Tuple()),  wrap(Tuple{true}),
+      Tuple{kMin},    Tuple{0},
+      Tuple{kMax},    Tuple{false},
+      Tuple{true},
   };
   for (size_t i = 0; i + 1 < ascending.size(); ++i) {
     SCOPED_TRACE(ascending[i].debug_string() + " < " + ascending[i + 1].debug_string());
@@ -398,8 +420,8 @@ TEST(TupleTest, SortingTuplesSortsTheirPackings) {
       ASSERT_EQ(a, b);
       ++equal_neighbours;
     } else {
-      ASSERT_LT(key_order(a, b), 0) << tuples[i].debug_string() << " vs "
-                                    << tuples[i + 1].debug_string();
+      ASSERT_LT(key_order(a, b), 0)
+          << tuples[i].debug_string() << " vs " << tuples[i + 1].debug_string();
     }
   }
   // The generator is meant to produce duplicates; make sure the equal branch was exercised.
@@ -410,10 +432,17 @@ TEST(TupleTest, SortingTuplesSortsTheirPackings) {
 // Malformed input
 
 TEST(TupleTest, UnpackRejectsTruncatedInput) {
-  for (std::string_view bad : {"\x02"sv, "\x02" "abc"sv, "\x01\x00\xff"sv, "\x02" "a\x00\xff"sv,
-                               "\x05"sv, "\x05\x00\xff"sv, "\x05\x02" "a\x00"sv, "\x15"sv,
-                               "\x16\x01"sv, "\x1c\x7f\xff\xff\xff\xff\xff\xff"sv, "\x13"sv,
-                               "\x0c\x80\x00\x00\x00"sv}) {
+  for (std::string_view bad : {"\x02"sv,
+                               "\x02"
+                               "abc"sv,
+                               "\x01\x00\xff"sv,
+                               "\x02"
+                               "a\x00\xff"sv,
+                               "\x05"sv, "\x05\x00\xff"sv,
+                               "\x05\x02"
+                               "a\x00"sv,
+                               "\x15"sv, "\x16\x01"sv, "\x1c\x7f\xff\xff\xff\xff\xff\xff"sv,
+                               "\x13"sv, "\x0c\x80\x00\x00\x00"sv}) {
     expect_rejected(bad);
   }
 }
@@ -434,8 +463,8 @@ TEST(TupleTest, UnpackRejectsNonMinimalIntegers) {
   expect_rejected("\x15\x00"s);
   expect_rejected("\x16\x00\xff"s);
   expect_rejected("\x1c\x00\x7f\xff\xff\xff\xff\xff\xff"s);
-  expect_rejected("\x13\xff"s);       // would be -0
-  expect_rejected("\x12\xff\x00"s);   // -255 in two bytes
+  expect_rejected("\x13\xff"s);      // would be -0
+  expect_rejected("\x12\xff\x00"s);  // -255 in two bytes
   expect_rejected("\x0c\xff\x00\x00\x00\x00\x00\x00\x00"s);
 }
 
@@ -470,9 +499,9 @@ TEST(TupleTest, AllShortByteStringsAreRejectedOrCanonical) {
 
 TEST(TupleTest, RandomByteStringsAreRejectedOrCanonical) {
   // Mostly bytes that mean something to the decoder, so inputs get past the first byte.
-  static const unsigned char kAlphabet[] = {0x00, 0x00, 0x01, 0x02, 0x05, 0x05, 0x0c, 0x13,
-                                            0x14, 0x15, 0x16, 0x1c, 0x26, 0x27, 0xff, 0xff,
-                                            0x80, 0x7f, 'a',  0x1d};
+  static const unsigned char kAlphabet[] = {0x00, 0x00, 0x01, 0x02, 0x05, 0x05, 0x0c,
+                                            0x13, 0x14, 0x15, 0x16, 0x1c, 0x26, 0x27,
+                                            0xff, 0xff, 0x80, 0x7f, 'a',  0x1d};
   std::mt19937_64 rng(5);
   std::string s;
   for (int i = 0; i < 300000; ++i) {
@@ -513,7 +542,13 @@ TEST(TupleTest, MutatedEncodingsAreRejectedOrCanonical) {
 // Debug strings
 
 TEST(TupleTest, DebugStringIsReadable) {
-  Tuple t{"job", 42, Bytes{"\x00" "ab"s}, nullptr, true, Tuple{"n"}};
+  Tuple t{"job",
+          42,
+          Bytes{"\x00"
+                "ab"s},
+          nullptr,
+          true,
+          Tuple{"n"}};
   EXPECT_EQ(t.debug_string(), R"(("job", 42, b"\x00ab", null, true, ("n")))");
   EXPECT_EQ(Tuple().debug_string(), "()");
   EXPECT_EQ((Tuple{false, -7, kMin}.debug_string()), "(false, -7, -9223372036854775808)");
@@ -527,7 +562,9 @@ TEST(SubspaceTest, PacksAndUnpacksUnderItsPrefix) {
   Subspace jobs(Tuple{"jobs"});
   EXPECT_EQ(jobs.prefix(), "\x02jobs\x00"s);
   std::string key = jobs.pack(Tuple{"email", 7});
-  EXPECT_EQ(key, "\x02jobs\x00\x02" "email\x00\x15\x07"s);
+  EXPECT_EQ(key,
+            "\x02jobs\x00\x02"
+            "email\x00\x15\x07"s);
   EXPECT_TRUE(jobs.contains(key));
   Result<Tuple> back = jobs.unpack(key);
   ASSERT_TRUE(back.ok()) << back.status().message();
@@ -547,13 +584,19 @@ TEST(SubspaceTest, RawPrefixAndChildSubspacesCompose) {
 
 TEST(SubspaceTest, UnpackRejectsKeysOutsideOrMalformed) {
   Subspace s(Tuple{"a"});
-  for (std::string_view bad : {""sv, "\x02"sv, "\x02" "b\x00\x15\x01"sv, "\x02" "a"sv}) {
+  for (std::string_view bad : {""sv, "\x02"sv,
+                               "\x02"
+                               "b\x00\x15\x01"sv,
+                               "\x02"
+                               "a"sv}) {
     Result<Tuple> r = s.unpack(bad);
     EXPECT_FALSE(s.contains(bad));
     ASSERT_FALSE(r.ok()) << hex(bad);
     EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
   }
-  Result<Tuple> garbage = s.unpack("\x02" "a\x00\x03"s);
+  Result<Tuple> garbage = s.unpack(
+      "\x02"
+      "a\x00\x03"s);
   ASSERT_FALSE(garbage.ok());
   EXPECT_EQ(garbage.status().code(), Code::kInvalidArgument);
   Result<Tuple> bare = s.unpack(s.prefix());

@@ -31,7 +31,9 @@ class TypeMonitor {
       : idle_period_(idle_period), error_pause_(error_pause) {}
   virtual ~TypeMonitor() = default;
 
-  void start() { thread_ = std::thread([this] { run(); }); }
+  void start() {
+    thread_ = std::thread([this] { run(); });
+  }
   void stop() KVQ_EXCLUDES(mu_) {
     {
       util::MutexLock lock(mu_);

@@ -82,13 +82,14 @@ nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& sett
 std::optional<double> query_number(const Request& r, const std::string& name, ApiError* error);
 // A query parameter as a decimal integer in [min, max]; nullopt if absent; an ApiError naming
 // the parameter and its range otherwise (never a wrapped or truncated value).
-std::optional<int64_t> query_integer(const Request& r, const std::string& name, int64_t min, int64_t max,
-                                     ApiError* error);
+std::optional<int64_t> query_integer(const Request& r, const std::string& name, int64_t min,
+                                     int64_t max, ApiError* error);
 // A query parameter `true` or `false`; nullopt if absent; an ApiError naming the parameter
 // otherwise.
-std::variant<std::optional<bool>, ApiError> query_boolean(const Request& r, const std::string& name);
+std::variant<std::optional<bool>, ApiError> query_boolean(const Request& r,
+                                                          const std::string& name);
 // Seconds (a JSON number or query value) to milliseconds, checked against [0, max_seconds].
-std::optional<jobs::Millis> seconds_field(std::optional<double> value, double max_seconds, const std::string& name,
-                                          ApiError* error);
+std::optional<jobs::Millis> seconds_field(std::optional<double> value, double max_seconds,
+                                          const std::string& name, ApiError* error);
 
 }  // namespace kvq::server

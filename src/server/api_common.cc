@@ -77,7 +77,9 @@ void Api::end_all_waiting() {
   for (auto& [id, end] : all) end();
 }
 
-std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string dump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 void add_api_routes(Router& router, Api& api) {
   add_meta_routes(router, api);
@@ -87,9 +89,13 @@ void add_api_routes(Router& router, Api& api) {
   add_dashboard_routes(router, api);
 }
 
-void reply_json(Exchange& ex, unsigned status, const nlohmann::json& body) { ex.reply({status, dump(body)}); }
+void reply_json(Exchange& ex, unsigned status, const nlohmann::json& body) {
+  ex.reply({status, dump(body)});
+}
 
-void reply_error(Exchange& ex, const ApiError& error) { ex.reply({error.status, error_body(error)}); }
+void reply_error(Exchange& ex, const ApiError& error) {
+  ex.reply({error.status, error_body(error)});
+}
 
 void reply_status(Exchange& ex, const Status& status) { reply_error(ex, from_status(status)); }
 
@@ -117,8 +123,10 @@ nlohmann::json job_json(const jobs::JobInfo& info) {
 
 nlohmann::json event_json(const jobs::JobEvent& e) {
   if (!e.found) return {{"type", e.type}, {"id", e.id}, {"found", false}};
-  return {{"type", e.type}, {"id", e.id}, {"found", true}, {"state", jobs::state_name(e.state)},
-          {"data", embed(e.data)}, {"seq", e.seq}, {"gave_up", e.gave_up}};
+  return {{"type", e.type},        {"id", e.id},
+          {"found", true},         {"state", jobs::state_name(e.state)},
+          {"data", embed(e.data)}, {"seq", e.seq},
+          {"gave_up", e.gave_up}};
 }
 
 std::optional<double> query_number(const Request& r, const std::string& name, ApiError* error) {
@@ -129,15 +137,16 @@ std::optional<double> query_number(const Request& r, const std::string& name, Ap
   const double bound = static_cast<double>(kMaxJsonInteger);
   // Beyond the bound a caller's cast to an integer could wrap (INT64_MAX reads as 2^63).
   if (end == it->second.c_str() || *end != '\0' || !std::isfinite(v) || v < -bound || v > bound) {
-    *error = invalid_argument("query parameter '" + name + "' must be a number in " + std::to_string(-kMaxJsonInteger) +
-                              ".." + std::to_string(kMaxJsonInteger));
+    *error =
+        invalid_argument("query parameter '" + name + "' must be a number in " +
+                         std::to_string(-kMaxJsonInteger) + ".." + std::to_string(kMaxJsonInteger));
     return std::nullopt;
   }
   return v;
 }
 
-std::optional<int64_t> query_integer(const Request& r, const std::string& name, int64_t min, int64_t max,
-                                     ApiError* error) {
+std::optional<int64_t> query_integer(const Request& r, const std::string& name, int64_t min,
+                                     int64_t max, ApiError* error) {
   auto it = r.query.find(name);
   if (it == r.query.end() || it->second.empty()) return std::nullopt;
   const std::string& text = it->second;
@@ -146,14 +155,15 @@ std::optional<int64_t> query_integer(const Request& r, const std::string& name, 
   const long long v = std::strtoll(text.c_str(), &end, 10);
   const bool digits = text.find_first_not_of("-0123456789") == std::string::npos;
   if (!digits || end == text.c_str() || *end != '\0' || errno == ERANGE || v < min || v > max) {
-    *error = invalid_argument("query parameter '" + name + "' must be an integer in " + std::to_string(min) + ".." +
-                              std::to_string(max));
+    *error = invalid_argument("query parameter '" + name + "' must be an integer in " +
+                              std::to_string(min) + ".." + std::to_string(max));
     return std::nullopt;
   }
   return v;
 }
 
-std::variant<std::optional<bool>, ApiError> query_boolean(const Request& r, const std::string& name) {
+std::variant<std::optional<bool>, ApiError> query_boolean(const Request& r,
+                                                          const std::string& name) {
   auto it = r.query.find(name);
   if (it == r.query.end() || it->second.empty()) return std::nullopt;
   if (it->second == "true") return true;
@@ -173,12 +183,12 @@ nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& sett
           {"max_lost_runs", max_lost_runs}};
 }
 
-std::optional<jobs::Millis> seconds_field(std::optional<double> value, double max_seconds, const std::string& name,
-                                          ApiError* error) {
+std::optional<jobs::Millis> seconds_field(std::optional<double> value, double max_seconds,
+                                          const std::string& name, ApiError* error) {
   if (!value) return std::nullopt;
   if (!(*value >= 0) || *value > max_seconds) {
-    *error = invalid_argument("'" + name + "' must be between 0 and " + std::to_string(static_cast<int>(max_seconds)) +
-                              " seconds");
+    *error = invalid_argument("'" + name + "' must be between 0 and " +
+                              std::to_string(static_cast<int>(max_seconds)) + " seconds");
     return std::nullopt;
   }
   return jobs::Millis(static_cast<int64_t>(std::ceil(*value * 1000)));

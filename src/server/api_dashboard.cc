@@ -48,7 +48,8 @@ Result<nlohmann::json> worker_type_stats(workers::Workers& workers) {
   auto out = nlohmann::json::array();
   for (const auto& type : types) {
     KVQ_ASSIGN_OR_RETURN(workers::Membership membership, workers.workers(type));
-    out.push_back({{"type", type}, {"version", membership.version}, {"workers", membership.workers.size()}});
+    out.push_back(
+        {{"type", type}, {"version", membership.version}, {"workers", membership.workers.size()}});
   }
   return out;
 }
@@ -60,18 +61,22 @@ Result<nlohmann::json> stats(Api& api) {
   const Metrics::Totals totals = api.metrics.totals();
   KVQ_ASSIGN_OR_RETURN(nlohmann::json types, type_stats(api, totals));
   KVQ_ASSIGN_OR_RETURN(nlohmann::json worker_types, worker_type_stats(api.workers));
-  return nlohmann::json{{"time", std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count()},
-                        {"accepts", sum(totals.accepts)},
-                        {"finishes", sum(totals.finishes)},
-                        {"types", std::move(types)},
-                        {"worker_types", std::move(worker_types)}};
+  return nlohmann::json{
+      {"time",
+       std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count()},
+      {"accepts", sum(totals.accepts)},
+      {"finishes", sum(totals.finishes)},
+      {"types", std::move(types)},
+      {"worker_types", std::move(worker_types)}};
 }
 
 }  // namespace
 
 void add_dashboard_routes(Router& router, Api& api) {
   // The page holds no data, so it needs no token; it sends the one its user enters.
-  auto page = [](Request&, Ex ex) { ex->reply({200, std::string(dashboard_page()), "text/html; charset=utf-8"}); };
+  auto page = [](Request&, Ex ex) {
+    ex->reply({200, std::string(dashboard_page()), "text/html; charset=utf-8"});
+  };
   router.add("GET", "/", page, Router::Access::kPublic);
   router.add("GET", "/dashboard", page, Router::Access::kPublic);
   router.add("GET", "/v1/stats", [&api](Request&, Ex ex) {

@@ -23,7 +23,8 @@ std::variant<jobs::NewJob, ApiError> read_new_job(const JsonBody& body) {
   auto priority = body.integer("priority", &error);
   if (error.status) return error;
   if (!id) return invalid_argument("field 'id' is required");
-  jobs::NewJob job{*id, data.value_or("{}"), {.scheduled_time_ms = at, .priority = priority.value_or(0)}};
+  jobs::NewJob job{
+      *id, data.value_or("{}"), {.scheduled_time_ms = at, .priority = priority.value_or(0)}};
   return job;
 }
 
@@ -62,30 +63,38 @@ nlohmann::json handle_json(const jobs::Job& job) {
 }
 
 void add_producer_routes(Router& router, Api& api) {
-  router.add("POST", "/v1/jobs/{type}/batch", [&api](Request& r, Ex ex) {
-    auto parsed = JsonBody::parse(r.body, {"jobs"});
-    const JsonBody* body = body_or_reply(parsed, *ex);
-    if (!body) return;
-    auto batch = read_batch(*body);
-    if (auto* e = std::get_if<ApiError>(&batch)) return reply_error(*ex, *e);
-    const size_t added = std::get<0>(batch).size();
-    api.jobs.add_many_async(r.params["type"], std::move(std::get<0>(batch)), [ex, added](Status s) {
-      if (!s.ok()) return reply_status(*ex, s);
-      reply_json(*ex, 200, {{"added", added}});
-    });
-  }, Router::Access::kToken, Router::Runs::kInline);
-  router.add("POST", "/v1/jobs/{type}", [&api](Request& r, Ex ex) {
-    auto parsed = JsonBody::parse(r.body, {"id", "data", "scheduled_time", "priority"});
-    const JsonBody* body = body_or_reply(parsed, *ex);
-    if (!body) return;
-    auto read = read_new_job(*body);
-    if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
-    const auto& job = std::get<jobs::NewJob>(read);
-    api.jobs.add_async(r.params["type"], job.id, job.data, job.options, [ex, id = job.id](Status s) {
-      if (!s.ok()) return reply_status(*ex, s);
-      reply_json(*ex, 200, {{"id", id}});
-    });
-  }, Router::Access::kToken, Router::Runs::kInline);
+  router.add(
+      "POST", "/v1/jobs/{type}/batch",
+      [&api](Request& r, Ex ex) {
+        auto parsed = JsonBody::parse(r.body, {"jobs"});
+        const JsonBody* body = body_or_reply(parsed, *ex);
+        if (!body) return;
+        auto batch = read_batch(*body);
+        if (auto* e = std::get_if<ApiError>(&batch)) return reply_error(*ex, *e);
+        const size_t added = std::get<0>(batch).size();
+        api.jobs.add_many_async(r.params["type"], std::move(std::get<0>(batch)),
+                                [ex, added](Status s) {
+                                  if (!s.ok()) return reply_status(*ex, s);
+                                  reply_json(*ex, 200, {{"added", added}});
+                                });
+      },
+      Router::Access::kToken, Router::Runs::kInline);
+  router.add(
+      "POST", "/v1/jobs/{type}",
+      [&api](Request& r, Ex ex) {
+        auto parsed = JsonBody::parse(r.body, {"id", "data", "scheduled_time", "priority"});
+        const JsonBody* body = body_or_reply(parsed, *ex);
+        if (!body) return;
+        auto read = read_new_job(*body);
+        if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
+        const auto& job = std::get<jobs::NewJob>(read);
+        api.jobs.add_async(r.params["type"], job.id, job.data, job.options,
+                           [ex, id = job.id](Status s) {
+                             if (!s.ok()) return reply_status(*ex, s);
+                             reply_json(*ex, 200, {{"id", id}});
+                           });
+      },
+      Router::Access::kToken, Router::Runs::kInline);
   router.add("GET", "/v1/jobs/{type}", [&api](Request& r, Ex ex) {
     jobs::ListOptions options;
     ApiError error{0, "", ""};
@@ -95,7 +104,8 @@ void add_producer_routes(Router& router, Api& api) {
       options.state = *state;
     }
     if (auto it = r.query.find("worker"); it != r.query.end()) options.worker = it->second;
-    if (auto it = r.query.find("worker_type"); it != r.query.end()) options.worker_type = it->second;
+    if (auto it = r.query.find("worker_type"); it != r.query.end())
+      options.worker_type = it->second;
     if (auto it = r.query.find("cursor"); it != r.query.end()) options.cursor = it->second;
     auto limit = query_integer(r, "limit", 1, kMaxListLimit, &error);
     if (error.status) return reply_error(*ex, error);
@@ -142,36 +152,45 @@ std::variant<AcceptRequest, ApiError> read_accept(const JsonBody& body) {
 }
 
 void add_accept_route(Router& router, Api& api) {
-  router.add("POST", "/v1/accept/{type}", [&api](Request& r, Ex ex) {
-    auto parsed = JsonBody::parse(r.body, {"timeout", "worker", "worker_type", "max_priority", "max_scheduled_time", "count"});
-    const JsonBody* body = body_or_reply(parsed, *ex);
-    if (!body) return;
-    auto read = read_accept(*body);
-    if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
-    const auto& accept = std::get<AcceptRequest>(read);
-    auto poll = LongPoll::create(api);
-    auto done = [&api, ex, poll, type = r.params["type"], started = kv::Clock::now()](
-                    Result<std::vector<jobs::Job>> taken) {
-      poll->finish([&] {
-        if (!taken.ok()) {
-          const auto code = taken.status().code();
-          if (code == Code::kDeadlineExceeded || code == Code::kCancelled) return ex->reply({204, ""});
-          return reply_status(*ex, taken.status());
-        }
-        // The first job is the one the call may have waited for.
-        auto list = nlohmann::json::array();
-        for (const auto& job : *taken) {
-          const auto waited = list.empty() ? kv::Clock::now() - started : kv::Clock::duration::zero();
-          api.metrics.accepted(type, std::chrono::duration<double>(waited).count());
-          list.push_back(handle_json(job));
-        }
-        reply_json(*ex, 200, {{"jobs", list}});
-      });
-    };
-    const uint64_t ticket = api.jobs.accept_batch_async(r.params["type"], accept.count, accept.options, done);
-    // Giving up cancels the wait, whose kCancelled then answers 204.
-    if (ticket) poll->arm(*ex, std::nullopt, [&api, ticket](LongPoll&) { api.jobs.cancel_accept(ticket); });
-  }, Router::Access::kToken, Router::Runs::kInline);
+  router.add(
+      "POST", "/v1/accept/{type}",
+      [&api](Request& r, Ex ex) {
+        auto parsed = JsonBody::parse(r.body, {"timeout", "worker", "worker_type", "max_priority",
+                                               "max_scheduled_time", "count"});
+        const JsonBody* body = body_or_reply(parsed, *ex);
+        if (!body) return;
+        auto read = read_accept(*body);
+        if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
+        const auto& accept = std::get<AcceptRequest>(read);
+        auto poll = LongPoll::create(api);
+        auto done = [&api, ex, poll, type = r.params["type"],
+                     started = kv::Clock::now()](Result<std::vector<jobs::Job>> taken) {
+          poll->finish([&] {
+            if (!taken.ok()) {
+              const auto code = taken.status().code();
+              if (code == Code::kDeadlineExceeded || code == Code::kCancelled)
+                return ex->reply({204, ""});
+              return reply_status(*ex, taken.status());
+            }
+            // The first job is the one the call may have waited for.
+            auto list = nlohmann::json::array();
+            for (const auto& job : *taken) {
+              const auto waited =
+                  list.empty() ? kv::Clock::now() - started : kv::Clock::duration::zero();
+              api.metrics.accepted(type, std::chrono::duration<double>(waited).count());
+              list.push_back(handle_json(job));
+            }
+            reply_json(*ex, 200, {{"jobs", list}});
+          });
+        };
+        const uint64_t ticket =
+            api.jobs.accept_batch_async(r.params["type"], accept.count, accept.options, done);
+        // Giving up cancels the wait, whose kCancelled then answers 204.
+        if (ticket)
+          poll->arm(*ex, std::nullopt,
+                    [&api, ticket](LongPoll&) { api.jobs.cancel_accept(ticket); });
+      },
+      Router::Access::kToken, Router::Runs::kInline);
 }
 
 void add_worker_call_routes(Router& router, Api& api) {
@@ -190,7 +209,8 @@ void add_worker_call_routes(Router& router, Api& api) {
     auto lock = body->string("lock", &error);
     call.data = body->object_text("data", &error);
     if (resubmit) call.scheduled_time = body->integer("scheduled_time", &error);
-    if (!error.status && (!lock || lock->empty())) error = invalid_argument("field 'lock' is required");
+    if (!error.status && (!lock || lock->empty()))
+      error = invalid_argument("field 'lock' is required");
     if (error.status) {
       reply_error(ex, error);
       return std::nullopt;
@@ -198,34 +218,44 @@ void add_worker_call_routes(Router& router, Api& api) {
     call.lock = *lock;
     return call;
   };
-  router.add("POST", "/v1/jobs/{type}/{id}/update", [&api, read_call](Request& r, Ex ex) {
-    auto call = read_call(r, *ex, false);
-    if (!call) return;
-    jobs::Job job{r.params["type"], r.params["id"], call->lock, "", ""};
-    api.jobs.update_async(job, call->data, [ex](Result<jobs::UpdateResult> result) {
-      if (!result.ok()) return reply_status(*ex, result.status());
-      reply_json(*ex, 200, {{"resubmitted", result->resubmitted}});
-    });
-  }, Router::Access::kToken, Router::Runs::kInline);
-  router.add("POST", "/v1/jobs/{type}/{id}/finish", [&api, read_call](Request& r, Ex ex) {
-    auto call = read_call(r, *ex, false);
-    if (!call) return;
-    jobs::Job job{r.params["type"], r.params["id"], call->lock, "", ""};
-    api.jobs.finish_async(job, call->data, [&api, ex, type = job.type](Status s) {
-      if (!s.ok()) return reply_status(*ex, s);
-      api.metrics.finished(type);
-      reply_json(*ex, 200, nlohmann::json::object());
-    });
-  }, Router::Access::kToken, Router::Runs::kInline);
-  router.add("POST", "/v1/jobs/{type}/{id}/resubmit", [&api, read_call](Request& r, Ex ex) {
-    auto call = read_call(r, *ex, true);
-    if (!call) return;
-    jobs::Job job{r.params["type"], r.params["id"], call->lock, "", ""};
-    api.jobs.resubmit_async(job, {.scheduled_time_ms = call->scheduled_time, .data = call->data}, [ex](Status s) {
-      if (!s.ok()) return reply_status(*ex, s);
-      reply_json(*ex, 200, nlohmann::json::object());
-    });
-  }, Router::Access::kToken, Router::Runs::kInline);
+  router.add(
+      "POST", "/v1/jobs/{type}/{id}/update",
+      [&api, read_call](Request& r, Ex ex) {
+        auto call = read_call(r, *ex, false);
+        if (!call) return;
+        jobs::Job job{r.params["type"], r.params["id"], call->lock, "", ""};
+        api.jobs.update_async(job, call->data, [ex](Result<jobs::UpdateResult> result) {
+          if (!result.ok()) return reply_status(*ex, result.status());
+          reply_json(*ex, 200, {{"resubmitted", result->resubmitted}});
+        });
+      },
+      Router::Access::kToken, Router::Runs::kInline);
+  router.add(
+      "POST", "/v1/jobs/{type}/{id}/finish",
+      [&api, read_call](Request& r, Ex ex) {
+        auto call = read_call(r, *ex, false);
+        if (!call) return;
+        jobs::Job job{r.params["type"], r.params["id"], call->lock, "", ""};
+        api.jobs.finish_async(job, call->data, [&api, ex, type = job.type](Status s) {
+          if (!s.ok()) return reply_status(*ex, s);
+          api.metrics.finished(type);
+          reply_json(*ex, 200, nlohmann::json::object());
+        });
+      },
+      Router::Access::kToken, Router::Runs::kInline);
+  router.add(
+      "POST", "/v1/jobs/{type}/{id}/resubmit",
+      [&api, read_call](Request& r, Ex ex) {
+        auto call = read_call(r, *ex, true);
+        if (!call) return;
+        jobs::Job job{r.params["type"], r.params["id"], call->lock, "", ""};
+        api.jobs.resubmit_async(
+            job, {.scheduled_time_ms = call->scheduled_time, .data = call->data}, [ex](Status s) {
+              if (!s.ok()) return reply_status(*ex, s);
+              reply_json(*ex, 200, nlohmann::json::object());
+            });
+      },
+      Router::Access::kToken, Router::Runs::kInline);
 }
 
 // A wait's query, checked.
@@ -237,7 +267,8 @@ struct WaitRequest {
 std::variant<WaitRequest, ApiError> read_wait(const Request& r) {
   WaitRequest w;
   ApiError error{0, "", ""};
-  auto timeout = seconds_field(query_number(r, "timeout", &error), kMaxWaitSeconds, "timeout", &error);
+  auto timeout =
+      seconds_field(query_number(r, "timeout", &error), kMaxWaitSeconds, "timeout", &error);
   if (error.status) return error;
   if (timeout) w.timeout = *timeout;
   if (auto it = r.query.find("state"); it != r.query.end() && !it->second.empty()) {
@@ -259,7 +290,9 @@ void add_watch_routes(Router& router, Api& api) {
     std::shared_ptr<jobs::Subscription> shared = std::move(*sub);
     auto poll = LongPoll::create(api);
     poll->keep(shared);
-    poll->arm(*ex, kv::Clock::now() + wait.timeout, [ex](LongPoll& p) { p.finish([&] { ex->reply({204, ""}); }); });
+    poll->arm(*ex, kv::Clock::now() + wait.timeout, [ex](LongPoll& p) {
+      p.finish([&] { ex->reply({204, ""}); });
+    });
     shared->wait_async(wait.state, [ex, poll](Result<jobs::JobEvent> e) {
       poll->finish([&] {
         if (!e.ok()) return reply_status(*ex, e.status());

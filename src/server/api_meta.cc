@@ -9,18 +9,23 @@ void add_meta_routes(Router& router, Api& api) {
   // kv::Store::check_health). Anyone may ask; only a caller with the token (or any caller of a
   // server without one) is told which store it is and why it cannot serve, since the store's
   // description names the data directory or the etcd endpoints.
-  router.add("GET", "/healthz", [&api](Request& request, std::shared_ptr<Exchange> ex) {
-    Status health = api.store.check_health();
-    // "cannot_write": the store serves reads but refuses writes (its disk is full); it recovers
-    // by itself once space is freed.
-    const char* status = health.ok() ? "ok" : health.code() == Code::kResourceExhausted ? "cannot_write" : "unavailable";
-    nlohmann::json body = {{"status", status}};
-    if (request.authorized) {
-      body["store"] = api.store.describe();
-      if (!health.ok()) body["message"] = health.to_string();
-    }
-    reply_json(*ex, health.ok() ? 200 : 503, body);
-  }, Router::Access::kPublic);
+  router.add(
+      "GET", "/healthz",
+      [&api](Request& request, std::shared_ptr<Exchange> ex) {
+        Status health = api.store.check_health();
+        // "cannot_write": the store serves reads but refuses writes (its disk is full); it recovers
+        // by itself once space is freed.
+        const char* status = health.ok()                                 ? "ok"
+                             : health.code() == Code::kResourceExhausted ? "cannot_write"
+                                                                         : "unavailable";
+        nlohmann::json body = {{"status", status}};
+        if (request.authorized) {
+          body["store"] = api.store.describe();
+          if (!health.ok()) body["message"] = health.to_string();
+        }
+        reply_json(*ex, health.ok() ? 200 : 503, body);
+      },
+      Router::Access::kPublic);
   router.add("GET", "/metrics", [&api](Request&, std::shared_ptr<Exchange> ex) {
     ex->reply({200, api.metrics.render(api.jobs), "text/plain; version=0.0.4"});
   });
@@ -50,12 +55,13 @@ std::optional<std::optional<jobs::Millis>> retention_field(const JsonBody& body,
 std::optional<std::optional<uint32_t>> max_lost_runs_field(const JsonBody& body, ApiError* error) {
   if (!body.has("max_lost_runs")) return std::nullopt;
   // In place: copying a disengaged inner optional trips GCC 12's -Wmaybe-uninitialized.
-  if (body.json().at("max_lost_runs").is_null()) return std::optional<std::optional<uint32_t>>(std::in_place);
+  if (body.json().at("max_lost_runs").is_null())
+    return std::optional<std::optional<uint32_t>>(std::in_place);
   auto n = body.integer("max_lost_runs", error);
   if (error->status) return std::nullopt;
   if (*n < 1 || *n > jobs::kMaxLostRunsLimit) {
-    *error = invalid_argument("'max_lost_runs' must be an integer from 1 to " + std::to_string(jobs::kMaxLostRunsLimit) +
-                              ", or null");
+    *error = invalid_argument("'max_lost_runs' must be an integer from 1 to " +
+                              std::to_string(jobs::kMaxLostRunsLimit) + ", or null");
     return std::nullopt;
   }
   return std::optional<uint32_t>(static_cast<uint32_t>(*n));
@@ -93,18 +99,24 @@ void add_type_routes(Router& router, Api& api) {
     if (body.has("timeout") || (!retention && !max_lost_runs)) {
       auto seconds = body.number("timeout", &error);
       if (error.status) return reply_error(*ex, error);
-      if (!seconds || *seconds <= 0) return reply_error(*ex, invalid_argument("'timeout' must be a positive number of seconds"));
+      if (!seconds || *seconds <= 0)
+        return reply_error(*ex, invalid_argument("'timeout' must be a positive number of seconds"));
       timeout = seconds_field(seconds, kMaxTimeoutSeconds, "timeout", &error);
       if (error.status) return reply_error(*ex, error);
     }
     const std::string& type = r.params["type"];
     // The answer is what this transaction wrote, read back from its own writes.
-    auto settings = kv::run(api.jobs.store(), [&](kv::Transaction& txn) -> Result<jobs::TypeSettings> {
-      if (timeout) KVQ_RETURN_IF_ERROR(api.jobs.set_type_timeout(txn, type, *timeout));
-      if (retention) KVQ_RETURN_IF_ERROR(api.jobs.set_finished_retention(txn, type, *retention));
-      if (max_lost_runs) KVQ_RETURN_IF_ERROR(api.jobs.set_max_lost_runs(txn, type, *max_lost_runs));
-      return api.jobs.get_type(txn, type);
-    }, api.jobs.options().retry);
+    auto settings = kv::run(
+        api.jobs.store(),
+        [&](kv::Transaction& txn) -> Result<jobs::TypeSettings> {
+          if (timeout) KVQ_RETURN_IF_ERROR(api.jobs.set_type_timeout(txn, type, *timeout));
+          if (retention)
+            KVQ_RETURN_IF_ERROR(api.jobs.set_finished_retention(txn, type, *retention));
+          if (max_lost_runs)
+            KVQ_RETURN_IF_ERROR(api.jobs.set_max_lost_runs(txn, type, *max_lost_runs));
+          return api.jobs.get_type(txn, type);
+        },
+        api.jobs.options().retry);
     if (!settings.ok()) return reply_status(*ex, settings.status());
     reply_json(*ex, 200, type_json(type, *settings));
   });
@@ -112,7 +124,8 @@ void add_type_routes(Router& router, Api& api) {
     const std::string& type = r.params["type"];
     Status s = api.jobs.clear_type_timeout(type);
     // The library names its own call; an HTTP client removes the jobs with the route below.
-    if (s.code() == Code::kTypeHasJobs) s = TypeHasJobs(s.message() + ". Over HTTP: DELETE /v1/types/" + type + "/jobs");
+    if (s.code() == Code::kTypeHasJobs)
+      s = TypeHasJobs(s.message() + ". Over HTTP: DELETE /v1/types/" + type + "/jobs");
     if (!s.ok()) return reply_status(*ex, s);
     reply_json(*ex, 200, nlohmann::json::object());
   });
@@ -129,7 +142,8 @@ void add_type_routes(Router& router, Api& api) {
     jobs::PendingCountOptions options;
     if (max_time) options.max_scheduled_time_ms = static_cast<int64_t>(*max_time);
     if (limit) {
-      if (*limit < 1 || *limit > 1e7) return reply_error(*ex, invalid_argument("'limit' must be in 1..10000000"));
+      if (*limit < 1 || *limit > 1e7)
+        return reply_error(*ex, invalid_argument("'limit' must be in 1..10000000"));
       options.limit = static_cast<size_t>(*limit);
     }
     auto n = api.jobs.pending_count(r.params["type"], options);

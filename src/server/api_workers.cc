@@ -30,7 +30,8 @@ std::optional<std::string> token_from(Request& r, Exchange& ex) {
   }
   ApiError error{0, "", ""};
   auto token = std::get<JsonBody>(parsed).string("token", &error);
-  if (!error.status && (!token || token->empty())) error = invalid_argument("field 'token' is required");
+  if (!error.status && (!token || token->empty()))
+    error = invalid_argument("field 'token' is required");
   if (error.status) {
     reply_error(ex, error);
     return std::nullopt;
@@ -57,7 +58,8 @@ void add_worker_routes(Router& router, Api& api) {
     if (error.status) return reply_error(*ex, error);
     workers::RegisterOptions options;
     if (info) options.info = *info;
-    if (timeout) options.health_timeout = workers::Millis(static_cast<int64_t>(std::ceil(*timeout * 1000)));
+    if (timeout)
+      options.health_timeout = workers::Millis(static_cast<int64_t>(std::ceil(*timeout * 1000)));
     options.take_over = take_over.value_or(false);
     auto token = api.workers.register_remote(r.params["wtype"], *id, options);
     if (!token.ok()) return reply_status(*ex, token.status());
@@ -85,7 +87,8 @@ void add_worker_routes(Router& router, Api& api) {
     reply_json(*ex, 200, membership_json(*m));
   });
   router.add("GET", "/v1/workers/{wtype}/events", [&api](Request& r, Ex ex) {
-    if (auto check = api.workers.workers(r.params["wtype"]); !check.ok()) return reply_status(*ex, check.status());
+    if (auto check = api.workers.workers(r.params["wtype"]); !check.ok())
+      return reply_status(*ex, check.status());
     auto poll = LongPoll::create(api);
     auto end = [ex](LongPoll& p) { p.finish([&] { ex->end_stream(); }); };
     ex->start_stream();

@@ -29,8 +29,8 @@ namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using namespace std::chrono_literals;
 
-constexpr auto kStreamKeepAlive = 15s;   // comment lines on an idle event stream
-constexpr auto kLinger = 2s;             // draining a client after an answer that closes
+constexpr auto kStreamKeepAlive = 15s;  // comment lines on an idle event stream
+constexpr auto kLinger = 2s;            // draining a client after an answer that closes
 constexpr size_t kHeaderLimit = 16 * 1024;
 constexpr size_t kTargetLimit = 8 * 1024;
 // The read buffer: a whole header fits, and no client makes it grow further.
@@ -64,32 +64,34 @@ Response error_response(unsigned status, std::string name, std::string message) 
 // The answer to a request Beast could not parse, or nullopt for a connection simply gone
 // (closed, reset, timed out), which gets none. `raw` is what was read of the header.
 std::optional<Response> parse_failure(beast::error_code ec, std::string_view raw) {
-  if (ec.category() != http::make_error_code(http::error::bad_target).category()) return std::nullopt;
+  if (ec.category() != http::make_error_code(http::error::bad_target).category())
+    return std::nullopt;
   switch (static_cast<http::error>(ec.value())) {
     case http::error::end_of_stream:
     case http::error::partial_message:
     case http::error::need_more:
     case http::error::need_buffer:
     case http::error::unexpected_body:
-    case http::error::buffer_overflow:
-      return std::nullopt;
+    case http::error::buffer_overflow: return std::nullopt;
     case http::error::body_limit:
       return error_response(413, "body_too_large", "the request body exceeds the server's limit");
     case http::error::header_limit:
       // A request line with no end within the limit: the target is what is long.
       if (raw.find('\n') == std::string_view::npos) {
-        return error_response(414, "target_too_long", "the request target exceeds the server's limit");
+        return error_response(414, "target_too_long",
+                              "the request target exceeds the server's limit");
       }
       return error_response(431, "header_too_large", "the request header exceeds 16 KiB");
     case http::error::bad_version:
-      return error_response(505, "http_version_not_supported", "only HTTP/1.0 and HTTP/1.1 are served");
-    default:
-      return error_response(400, "bad_request", "malformed HTTP request: " + ec.message());
+      return error_response(505, "http_version_not_supported",
+                            "only HTTP/1.0 and HTTP/1.1 are served");
+    default: return error_response(400, "bad_request", "malformed HTTP request: " + ec.message());
   }
 }
 
 bool iequals(std::string_view a, std::string_view b) {
-  return beast::iequals(beast::string_view(a.data(), a.size()), beast::string_view(b.data(), b.size()));
+  return beast::iequals(beast::string_view(a.data(), a.size()),
+                        beast::string_view(b.data(), b.size()));
 }
 
 std::string_view trim(std::string_view s) {
@@ -119,8 +121,13 @@ class SessionBase : public std::enable_shared_from_this<SessionBase> {
 
 struct HttpServer::Impl {
   Impl(HttpOptions o, Router r, Observer obs)
-      : options(std::move(o)), router(std::move(r)), observer(std::move(obs)), acceptor(ioc), accept_timer(ioc),
-        workers(std::max(1u, options.worker_threads)), guard(asio::make_work_guard(ioc)),
+      : options(std::move(o)),
+        router(std::move(r)),
+        observer(std::move(obs)),
+        acceptor(ioc),
+        accept_timer(ioc),
+        workers(std::max(1u, options.worker_threads)),
+        guard(asio::make_work_guard(ioc)),
         token_digest(sha256("Bearer " + options.token)) {}
 
   void accept_next();
@@ -178,7 +185,9 @@ class Session : public SessionBase {
 
   template <class... StreamArgs>
   Session(HttpServer::Impl& server, tcp::socket socket, StreamArgs&... args)
-      : stream_(std::move(socket), args...), server_(server), keep_alive_timer_(stream_.get_executor()) {}
+      : stream_(std::move(socket), args...),
+        server_(server),
+        keep_alive_timer_(stream_.get_executor()) {}
   // A session closes itself in every case it knows of; one whose exchange was dropped
   // unanswered (a route's bug) ends here, and must not stay in the server's list of open ones.
   ~Session() override {
@@ -224,7 +233,8 @@ class Session : public SessionBase {
   }
   void send(uint64_t request, std::string chunk) override {
     asio::post(stream_.get_executor(), [self = self(), request, c = std::move(chunk)]() mutable {
-      if (request == self->request_ && self->streaming_ && !self->gone_) self->queue_write(std::move(c));
+      if (request == self->request_ && self->streaming_ && !self->gone_)
+        self->queue_write(std::move(c));
     });
   }
   void end_stream(uint64_t request) override {
@@ -237,19 +247,20 @@ class Session : public SessionBase {
     });
   }
   void on_disconnect(uint64_t request, std::function<void()> callback) override {
-    asio::post(stream_.get_executor(), [self = self(), request, cb = std::move(callback)]() mutable {
-      if (request != self->request_) return;
-      // Gone before the route asked (a stream's client can leave as soon as it starts): the
-      // route must still hear of it, or it keeps its subscription forever.
-      if (self->gone_) {
-        cb();
-        return;
-      }
-      // Answered already (and not a stream): nothing is waiting, so nothing to watch.
-      if (self->done_ && !self->streaming_) return;
-      self->disconnect_ = std::move(cb);
-      if (!self->watching_) self->watch_for_disconnect();
-    });
+    asio::post(stream_.get_executor(),
+               [self = self(), request, cb = std::move(callback)]() mutable {
+                 if (request != self->request_) return;
+                 // Gone before the route asked (a stream's client can leave as soon as it starts):
+                 // the route must still hear of it, or it keeps its subscription forever.
+                 if (self->gone_) {
+                   cb();
+                   return;
+                 }
+                 // Answered already (and not a stream): nothing is waiting, so nothing to watch.
+                 if (self->done_ && !self->streaming_) return;
+                 self->disconnect_ = std::move(cb);
+                 if (!self->watching_) self->watch_for_disconnect();
+               });
   }
 
  private:
@@ -264,9 +275,8 @@ class Session : public SessionBase {
     parser_->body_limit(server_.options.max_body);
     parser_->header_limit(kHeaderLimit);
     tcp().expires_after(server_.options.header_timeout);
-    http::async_read_header(stream_, buffer_, *parser_, [self = self()](beast::error_code ec, size_t) {
-      self->on_header(ec);
-    });
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = self()](beast::error_code ec, size_t) { self->on_header(ec); });
   }
 
   // Everything that can be decided without the body is, before any of it is read.
@@ -277,22 +287,27 @@ class Session : public SessionBase {
     const auto& header = parser_->get();
     keep_alive_ = header.keep_alive();
     if (header.version() != 10 && header.version() != 11) {
-      return refuse(error_response(505, "http_version_not_supported", "only HTTP/1.0 and HTTP/1.1 are served"));
+      return refuse(error_response(505, "http_version_not_supported",
+                                   "only HTTP/1.0 and HTTP/1.1 are served"));
     }
     const std::string_view target(header.target().data(), header.target().size());
     if (target.size() > kTargetLimit) {
       return refuse(error_response(414, "target_too_long", "the request target exceeds 8 KiB"));
     }
     if (target.empty() || target.front() != '/') {
-      return refuse(error_response(400, "bad_request", "the request target must be a path starting with '/'"));
+      return refuse(error_response(400, "bad_request",
+                                   "the request target must be a path starting with '/'"));
     }
     if (header.count(http::field::transfer_encoding)) {
       const auto coding = header[http::field::transfer_encoding];
       if (!iequals(trim(std::string_view(coding.data(), coding.size())), "chunked")) {
-        return refuse(error_response(501, "not_implemented", "the only transfer coding served is 'chunked'"));
+        return refuse(
+            error_response(501, "not_implemented", "the only transfer coding served is 'chunked'"));
       }
       if (header.count(http::field::content_length)) {
-        return refuse(error_response(400, "bad_request", "a request must not carry both Transfer-Encoding and Content-Length"));
+        return refuse(
+            error_response(400, "bad_request",
+                           "a request must not carry both Transfer-Encoding and Content-Length"));
       }
     }
     request_in_ = Request{};
@@ -301,11 +316,14 @@ class Session : public SessionBase {
     auto matched = server_.router.match(request_in_);
     const auto* hit = std::get_if<Router::Match>(&matched);
     const auto authorization = header[http::field::authorization];
-    request_in_.authorized = server_.authorized(std::string_view(authorization.data(), authorization.size()));
+    request_in_.authorized =
+        server_.authorized(std::string_view(authorization.data(), authorization.size()));
     if (!(hit && hit->access == Router::Access::kPublic) && !request_in_.authorized) {
-      return refuse(error_response(401, "unauthorized", "a valid 'Authorization: Bearer' token is required"));
+      return refuse(
+          error_response(401, "unauthorized", "a valid 'Authorization: Bearer' token is required"));
     }
-    if (auto* error = std::get_if<ApiError>(&matched)) return refuse({error->status, error_body(*error)}, false);
+    if (auto* error = std::get_if<ApiError>(&matched))
+      return refuse({error->status, error_body(*error)}, false);
     route_ = request_in_.route;
     match_ = *hit;
     if (parser_->is_done()) return dispatch();
@@ -314,10 +332,12 @@ class Session : public SessionBase {
       return refuse(error_response(413, "body_too_large", "this route takes no request body"));
     }
     // The declared length, or the most a chunked body may reach.
-    const size_t wanted = parser_->content_length() ? static_cast<size_t>(*parser_->content_length())
-                                                     : server_.options.max_body;
+    const size_t wanted = parser_->content_length()
+                              ? static_cast<size_t>(*parser_->content_length())
+                              : server_.options.max_body;
     if (!server_.reserve_body(wanted)) {
-      Response busy = error_response(503, "unavailable", "the server holds as many request bodies as it may; retry");
+      Response busy = error_response(503, "unavailable",
+                                     "the server holds as many request bodies as it may; retry");
       busy.retry_after = kRetryAfterSeconds;
       return refuse(std::move(busy));
     }
@@ -327,7 +347,8 @@ class Session : public SessionBase {
       queue_write("HTTP/1.1 100 Continue\r\n\r\n");
     }
     tcp().expires_after(server_.options.body_timeout);
-    http::async_read(stream_, buffer_, *parser_, [self = self()](beast::error_code ec, size_t) { self->on_body(ec); });
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = self()](beast::error_code ec, size_t) { self->on_body(ec); });
   }
 
   void on_body(beast::error_code ec) {
@@ -353,7 +374,8 @@ class Session : public SessionBase {
   // A read that failed: an answer if the client sent something wrong, else a quiet close.
   void refuse_unparsed(beast::error_code ec) {
     const auto data = buffer_.data();
-    auto answer = parse_failure(ec, std::string_view(static_cast<const char*>(data.data()), data.size()));
+    auto answer =
+        parse_failure(ec, std::string_view(static_cast<const char*>(data.data()), data.size()));
     if (!answer) return close();
     busy_ = true;
     tcp().expires_never();
@@ -381,12 +403,14 @@ class Session : public SessionBase {
     if (server_.observer) server_.observer(route_, response.status);
     if (gone_) return close();
     if (server_.stopping) keep_alive_ = false;
-    std::string head = "HTTP/1.1 " + std::to_string(response.status) + " " + reason(response.status) + "\r\n";
+    std::string head =
+        "HTTP/1.1 " + std::to_string(response.status) + " " + reason(response.status) + "\r\n";
     if (response.status != 204) {
-      head += "Content-Type: " + response.content_type + "\r\nContent-Length: " +
-              std::to_string(response.body.size()) + "\r\n";
+      head += "Content-Type: " + response.content_type +
+              "\r\nContent-Length: " + std::to_string(response.body.size()) + "\r\n";
     }
-    if (response.retry_after) head += "Retry-After: " + std::to_string(response.retry_after) + "\r\n";
+    if (response.retry_after)
+      head += "Retry-After: " + std::to_string(response.retry_after) + "\r\n";
     head += keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
     if (response.status != 204) head += response.body;
     after_write_ = keep_alive_ ? After::kNextRequest : After::kClose;
@@ -438,21 +462,24 @@ class Session : public SessionBase {
       if (after_write_ == After::kNextRequest) {
         after_write_ = After::kNothing;
         // The next request waits for the disconnect watch to end; it may hold pipelined bytes.
-        if (watching_) resume_after_watch_ = true;
-        else read_next_request();
+        if (watching_)
+          resume_after_watch_ = true;
+        else
+          read_next_request();
       }
       return;
     }
     writing_ = true;
-    asio::async_write(stream_, asio::buffer(writes_.front()), [self = self()](beast::error_code ec, size_t) {
-      self->queued_bytes_ -= self->writes_.front().size();
-      self->writes_.pop_front();
-      if (ec) {
-        self->client_gone();
-        return self->close();
-      }
-      self->write_next();
-    });
+    asio::async_write(stream_, asio::buffer(writes_.front()),
+                      [self = self()](beast::error_code ec, size_t) {
+                        self->queued_bytes_ -= self->writes_.front().size();
+                        self->writes_.pop_front();
+                        if (ec) {
+                          self->client_gone();
+                          return self->close();
+                        }
+                        self->write_next();
+                      });
   }
 
   void read_next_request() {
@@ -572,7 +599,8 @@ class Session : public SessionBase {
   After after_write_ = After::kNothing;
   uint64_t request_ = 1;  // which request of this connection is being served
   bool keep_alive_ = false, busy_ = false, done_ = false, streaming_ = false, writing_ = false;
-  bool watching_ = false, resume_after_watch_ = false, close_after_writes_ = false, gone_ = false, closed_ = false;
+  bool watching_ = false, resume_after_watch_ = false, close_after_writes_ = false, gone_ = false,
+       closed_ = false;
   bool linger_ = false;
 };
 
@@ -583,9 +611,12 @@ class SessionExchange : public Exchange {
   void reply(Response response) override { session_->reply(request_, std::move(response)); }
   void start_stream() override { session_->start_stream(request_); }
   void send_event(std::string_view event, std::string_view data) override {
-    session_->send(request_, "event: " + std::string(event) + "\ndata: " + std::string(data) + "\n\n");
+    session_->send(request_,
+                   "event: " + std::string(event) + "\ndata: " + std::string(data) + "\n\n");
   }
-  void send_comment(std::string_view text) override { session_->send(request_, ": " + std::string(text) + "\n\n"); }
+  void send_comment(std::string_view text) override {
+    session_->send(request_, ": " + std::string(text) + "\n\n");
+  }
   void end_stream() override { session_->end_stream(request_); }
   void on_disconnect(std::function<void()> callback) override {
     session_->on_disconnect(request_, std::move(callback));
@@ -630,8 +661,11 @@ void HttpServer::Impl::accept_next() {
     if (ec) return accept_failed(ec);
     accept_pause = 0ms;
     std::shared_ptr<SessionBase> session;
-    if (tls) session = std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(*this, std::move(socket), *tls);
-    else session = std::make_shared<Session<beast::tcp_stream>>(*this, std::move(socket));
+    if (tls)
+      session = std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(
+          *this, std::move(socket), *tls);
+    else
+      session = std::make_shared<Session<beast::tcp_stream>>(*this, std::move(socket));
     track(session);
     session->start();
     accept_next();
@@ -644,13 +678,16 @@ void HttpServer::Impl::accept_failed(beast::error_code ec) {
   const char* why = accept_failure_reason(ec);
   if (options.on_accept_error) options.on_accept_error(why);
   const bool resource = std::string_view(why) != "other";
-  if (resource) accept_pause = accept_pause == 0ms ? kFirstAcceptPause : std::min(accept_pause * 2, kMaxAcceptPause);
+  if (resource)
+    accept_pause =
+        accept_pause == 0ms ? kFirstAcceptPause : std::min(accept_pause * 2, kMaxAcceptPause);
   ++accept_failures_unlogged;
   const auto now = std::chrono::steady_clock::now();
   if (options.log && now - accept_logged >= kAcceptLogInterval) {
-    options.log("cannot accept connections: " + ec.message() + " (" + std::to_string(accept_failures_unlogged) +
-                " failures since the last report); pausing accepts for " + std::to_string(accept_pause.count()) +
-                " ms");
+    options.log("cannot accept connections: " + ec.message() + " (" +
+                std::to_string(accept_failures_unlogged) +
+                " failures since the last report); pausing accepts for " +
+                std::to_string(accept_pause.count()) + " ms");
     accept_failures_unlogged = 0;
     accept_logged = now;
   }
@@ -663,21 +700,24 @@ void HttpServer::Impl::accept_failed(beast::error_code ec) {
 }
 
 std::string HttpServer::Impl::load_tls() {
-  if (options.tls_cert.empty() != options.tls_key.empty()) return "TLS needs both a certificate and a key";
+  if (options.tls_cert.empty() != options.tls_key.empty())
+    return "TLS needs both a certificate and a key";
   if (options.tls_cert.empty()) {
     if (!options.tls_client_ca.empty()) return "a TLS client CA needs a server certificate and key";
     return "";
   }
   tls.emplace(ssl::context::tls_server);
   beast::error_code ec;
-  tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
-                   ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+  tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                   ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
+                   ssl::context::single_dh_use);
   tls->use_certificate_chain_file(options.tls_cert, ec);
   if (ec) return "cannot load the TLS certificate '" + options.tls_cert + "': " + ec.message();
   tls->use_private_key_file(options.tls_key, ssl::context::pem, ec);
   if (ec) return "cannot load the TLS key '" + options.tls_key + "': " + ec.message();
   if (SSL_CTX_check_private_key(tls->native_handle()) != 1) {
-    return "the TLS key '" + options.tls_key + "' does not match the certificate '" + options.tls_cert + "'";
+    return "the TLS key '" + options.tls_key + "' does not match the certificate '" +
+           options.tls_cert + "'";
   }
   if (!options.tls_client_ca.empty()) {
     tls->load_verify_file(options.tls_client_ca, ec);
@@ -706,7 +746,9 @@ std::variant<unsigned short, std::string> HttpServer::listen() {
   if (!ec) impl_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) impl_->acceptor.bind(endpoint, ec);
   if (!ec) impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return "cannot listen on " + impl_->options.host + ":" + std::to_string(impl_->options.port) + ": " + ec.message();
+  if (ec)
+    return "cannot listen on " + impl_->options.host + ":" + std::to_string(impl_->options.port) +
+           ": " + ec.message();
   impl_->accept_next();
   return impl_->acceptor.local_endpoint().port();
 }

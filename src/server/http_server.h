@@ -48,7 +48,7 @@ struct HttpOptions {
   // Request bodies being read or served, all connections together.
   size_t max_body_memory = 64 * 1024 * 1024;
   unsigned io_threads = 2;
-  unsigned worker_threads = 8;  // 0: handlers run on the I/O thread that read the request
+  unsigned worker_threads = 8;     // 0: handlers run on the I/O thread that read the request
   bool nonblocking_store = false;  // Router::Runs::kInline routes run on the I/O threads
   // Waiting for a request's header (an idle keep-alive connection included), then its body.
   std::chrono::milliseconds header_timeout{60'000};

@@ -9,12 +9,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -77,7 +77,8 @@ class HttpServerTest : public ::testing::Test {
     const auto deadline = Clock::now() + wait;
     char buffer[64 * 1024];
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) return false;
       pollfd p{fd, POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
@@ -88,7 +89,8 @@ class HttpServerTest : public ::testing::Test {
 
   static void send_request(int fd, const std::string& path) {
     const std::string request = "GET " + path + " HTTP/1.1\r\nHost: k\r\n\r\n";
-    ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+    ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(request.size()));
   }
 
   Kept kept_;
@@ -165,7 +167,8 @@ std::string read_head(int fd, std::chrono::milliseconds wait) {
   std::string got;
   const auto deadline = Clock::now() + wait;
   while (got.find("\r\n\r\n") == std::string::npos) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return "";
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
@@ -188,7 +191,9 @@ TEST_F(HttpServerTest, AWrongTokenIsRefusedOnTheHeaderBeforeAnyBodyArrives) {
   options.token = "secret";
   start(std::move(router), options);
   int fd = connect_client();
-  const std::string head = "POST /x HTTP/1.1\r\nHost: k\r\nAuthorization: Bearer secreT\r\nContent-Length: 1000000\r\n\r\n";
+  const std::string head =
+      "POST /x HTTP/1.1\r\nHost: k\r\nAuthorization: Bearer secreT\r\nContent-Length: "
+      "1000000\r\n\r\n";
   ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
   // Not a byte of the body is sent: the answer must come from the header alone.
   const std::string answer = read_head(fd, 5s);
@@ -241,13 +246,22 @@ const Certificates& certificates() {
     const std::string d = c.dir.string();
     const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes ";
     const std::string script =
-        "cd " + d + " && printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.ext && "
-        "openssl req -x509" + key + "-keyout ca.key -out ca.pem -days 2 -subj /CN=kvq-test-ca && "
-        "openssl req" + key + "-keyout server.key -out server.csr -subj /CN=localhost && "
-        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 "
+        "cd " + d +
+        " && printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.ext && "
+        "openssl req -x509" +
+        key +
+        "-keyout ca.key -out ca.pem -days 2 -subj /CN=kvq-test-ca && "
+        "openssl req" +
+        key +
+        "-keyout server.key -out server.csr -subj /CN=localhost && "
+        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem "
+        "-days 2 "
         "-extfile san.ext && "
-        "openssl req" + key + "-keyout client.key -out client.csr -subj /CN=kvq-test-client && "
-        "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2";
+        "openssl req" +
+        key +
+        "-keyout client.key -out client.csr -subj /CN=kvq-test-client && "
+        "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem "
+        "-days 2";
     if (std::system(("(" + script + ") >/dev/null 2>&1").c_str()) != 0) c.dir.clear();
     return c;
   }();
@@ -257,12 +271,15 @@ const Certificates& certificates() {
 class TlsTest : public HttpServerTest {
  protected:
   void SetUp() override {
-    if (certificates().dir.empty()) GTEST_SKIP() << "could not make test certificates with the openssl command";
+    if (certificates().dir.empty())
+      GTEST_SKIP() << "could not make test certificates with the openssl command";
   }
   // Serves GET /hello and, with a client CA, asks clients for certificates.
   void start_tls(bool client_ca, std::chrono::milliseconds handshake_timeout = 10s) {
     Router router;
-    router.add("GET", "/hello", [](Request&, std::shared_ptr<Exchange> ex) { ex->reply({200, "{\"hi\":1}"}); });
+    router.add("GET", "/hello", [](Request&, std::shared_ptr<Exchange> ex) {
+      ex->reply({200, "{\"hi\":1}"});
+    });
     router.add("GET", "/stream", [](Request&, std::shared_ptr<Exchange> ex) {
       ex->start_stream();
       ex->send_event("job", "{\"n\":1}");
@@ -301,7 +318,8 @@ class TlsTest : public HttpServerTest {
     stream.set_verify_callback(ssl::host_name_verification("127.0.0.1"));
     Outcome out;
     beast::get_lowest_layer(stream).expires_after(10s);
-    beast::get_lowest_layer(stream).connect(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), port_));
+    beast::get_lowest_layer(stream).connect(
+        asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), port_));
     stream.handshake(ssl::stream_base::client, out.ec);
     if (out.ec) return out;
     http::request<http::empty_body> request(http::verb::get, path, 11);
@@ -341,7 +359,8 @@ TEST_F(TlsTest, PlainHttpOnTheTlsPortGetsNoAnswer) {
   start_tls(false);
   int fd = connect_client();
   send_request(fd, "/hello");
-  EXPECT_TRUE(closed_within(fd, 5s)) << "a plain HTTP request on the TLS port left its connection open";
+  EXPECT_TRUE(closed_within(fd, 5s))
+      << "a plain HTTP request on the TLS port left its connection open";
   ::close(fd);
 }
 
@@ -367,20 +386,24 @@ TEST_F(TlsTest, AClientThatNeverFinishesItsHandshakeIsDropped) {
   const char start_of_hello[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01};
   ASSERT_EQ(::send(partial, start_of_hello, sizeof start_of_hello, MSG_NOSIGNAL), 6);
   const auto started = Clock::now();
-  EXPECT_TRUE(closed_within(silent, 5s)) << "a silent client held its connection past the handshake timeout";
-  EXPECT_TRUE(closed_within(partial, 5s)) << "a half-sent handshake held its connection past the timeout";
+  EXPECT_TRUE(closed_within(silent, 5s))
+      << "a silent client held its connection past the handshake timeout";
+  EXPECT_TRUE(closed_within(partial, 5s))
+      << "a half-sent handshake held its connection past the timeout";
   EXPECT_LT(Clock::now() - started, 3s);
   ::close(silent);
   ::close(partial);
 }
 
 TEST(HttpServerTlsFiles, MissingOrMismatchedFilesAreReportedByListen) {
-  if (certificates().dir.empty()) GTEST_SKIP() << "could not make test certificates with the openssl command";
+  if (certificates().dir.empty())
+    GTEST_SKIP() << "could not make test certificates with the openssl command";
   auto listen_error = [](HttpOptions options) {
     options.port = 0;
     HttpServer server(options, Router(), nullptr);
     auto bound = server.listen();
-    return std::holds_alternative<std::string>(bound) ? std::get<std::string>(bound) : std::string();
+    return std::holds_alternative<std::string>(bound) ? std::get<std::string>(bound)
+                                                      : std::string();
   };
   HttpOptions missing;
   missing.tls_cert = certificates().file("nope.pem");

@@ -22,12 +22,16 @@ std::optional<nlohmann::json> parse_json(std::string_view text) {
   return parsed;
 }
 
-std::variant<JsonBody, ApiError> JsonBody::parse(std::string_view text, std::initializer_list<std::string_view> allowed) {
-  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return JsonBody(nlohmann::json::object());
+std::variant<JsonBody, ApiError> JsonBody::parse(std::string_view text,
+                                                 std::initializer_list<std::string_view> allowed) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    return JsonBody(nlohmann::json::object());
   // The parser stops at a NUL as at the end of input, so "{}\0junk" would pass.
-  if (text.find('\0') != std::string_view::npos) return malformed_json("the request body contains a NUL byte");
+  if (text.find('\0') != std::string_view::npos)
+    return malformed_json("the request body contains a NUL byte");
   auto parsed = parse_json(text);
-  if (!parsed) return malformed_json("the request body is not valid JSON (or nests deeper than 64 levels)");
+  if (!parsed)
+    return malformed_json("the request body is not valid JSON (or nests deeper than 64 levels)");
   if (!parsed->is_object()) return malformed_json("the request body must be a JSON object");
   for (const auto& [key, value] : parsed->items()) {
     bool known = false;
@@ -49,7 +53,8 @@ std::optional<std::string> JsonBody::string(std::string_view field, ApiError* er
   return it->get<std::string>();
 }
 
-std::optional<int64_t> JsonBody::integer(std::string_view field, ApiError* error, int64_t min, int64_t max) const {
+std::optional<int64_t> JsonBody::integer(std::string_view field, ApiError* error, int64_t min,
+                                         int64_t max) const {
   auto it = object_.find(field);
   if (it == object_.end() || it->is_null()) return std::nullopt;
   const std::string range = "an integer in " + std::to_string(min) + ".." + std::to_string(max);
@@ -58,10 +63,11 @@ std::optional<int64_t> JsonBody::integer(std::string_view field, ApiError* error
     return std::nullopt;
   }
   // An unsigned value above INT64_MAX would wrap negative in get<int64_t>().
-  const bool fits = it->is_number_unsigned()
-                        ? it->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) &&
-                              it->get<int64_t>() >= min && it->get<int64_t>() <= max
-                        : it->get<int64_t>() >= min && it->get<int64_t>() <= max;
+  const bool fits =
+      it->is_number_unsigned()
+          ? it->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) &&
+                it->get<int64_t>() >= min && it->get<int64_t>() <= max
+          : it->get<int64_t>() >= min && it->get<int64_t>() <= max;
   if (!fits) {
     *error = wrong_type(field, range);
     return std::nullopt;

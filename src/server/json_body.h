@@ -23,7 +23,8 @@ class JsonBody {
  public:
   // An empty body reads as {}. `allowed` lists the fields the route takes. A NUL byte anywhere
   // (even after the value) makes the body malformed.
-  static std::variant<JsonBody, ApiError> parse(std::string_view text, std::initializer_list<std::string_view> allowed);
+  static std::variant<JsonBody, ApiError> parse(std::string_view text,
+                                                std::initializer_list<std::string_view> allowed);
   explicit JsonBody(nlohmann::json object) : object_(std::move(object)) {}
 
   bool has(std::string_view field) const;
@@ -32,7 +33,8 @@ class JsonBody {
   // An integer within [min, max] (by default the range every JSON implementation holds
   // exactly, ±kMaxJsonInteger); one outside it, however large, is an error naming the field,
   // never a wrapped value.
-  std::optional<int64_t> integer(std::string_view field, ApiError* error, int64_t min = -kMaxJsonInteger,
+  std::optional<int64_t> integer(std::string_view field, ApiError* error,
+                                 int64_t min = -kMaxJsonInteger,
                                  int64_t max = kMaxJsonInteger) const;
   std::optional<double> number(std::string_view field, ApiError* error) const;
   std::optional<bool> boolean(std::string_view field, ApiError* error) const;

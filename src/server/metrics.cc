@@ -67,35 +67,45 @@ Metrics::Totals Metrics::totals() {
 
 std::string Metrics::render(jobs::Jobs& jobs) {
   std::ostringstream out;
-  out << "# HELP kvq_jobs Jobs by type and state, counted up to " << kCountLimit << " each at scrape time.\n"
+  out << "# HELP kvq_jobs Jobs by type and state, counted up to " << kCountLimit
+      << " each at scrape time.\n"
       << "# TYPE kvq_jobs gauge\n";
   if (auto counted = count_jobs(jobs); counted.ok()) {
     for (const auto& [type, counts] : *counted) {
       out << "kvq_jobs{type=\"" << label(type) << "\",state=\"pending\"} " << counts.pending << "\n"
           << "kvq_jobs{type=\"" << label(type) << "\",state=\"running\"} " << counts.running << "\n"
-          << "kvq_jobs{type=\"" << label(type) << "\",state=\"finished\"} " << counts.finished << "\n";
+          << "kvq_jobs{type=\"" << label(type) << "\",state=\"finished\"} " << counts.finished
+          << "\n";
     }
   }
   const auto retries = kv::retry_counts();
   const auto stats = jobs.stats();
   std::lock_guard lock(mu_);
-  out << "# HELP kvq_accepts_total Jobs handed to workers by this server.\n# TYPE kvq_accepts_total counter\n";
-  for (const auto& [type, n] : accepts_) out << "kvq_accepts_total{type=\"" << label(type) << "\"} " << n << "\n";
-  out << "# HELP kvq_finishes_total Jobs finished through this server.\n# TYPE kvq_finishes_total counter\n";
-  for (const auto& [type, n] : finishes_) out << "kvq_finishes_total{type=\"" << label(type) << "\"} " << n << "\n";
-  out << "# HELP kvq_monitor_reenqueues_total Running jobs this process's activity monitor re-enqueued.\n"
+  out << "# HELP kvq_accepts_total Jobs handed to workers by this server.\n# TYPE "
+         "kvq_accepts_total counter\n";
+  for (const auto& [type, n] : accepts_)
+    out << "kvq_accepts_total{type=\"" << label(type) << "\"} " << n << "\n";
+  out << "# HELP kvq_finishes_total Jobs finished through this server.\n# TYPE kvq_finishes_total "
+         "counter\n";
+  for (const auto& [type, n] : finishes_)
+    out << "kvq_finishes_total{type=\"" << label(type) << "\"} " << n << "\n";
+  out << "# HELP kvq_monitor_reenqueues_total Running jobs this process's activity monitor "
+         "re-enqueued.\n"
       << "# TYPE kvq_monitor_reenqueues_total counter\n"
       << "kvq_monitor_reenqueues_total " << stats.reenqueued_by_monitor << "\n";
-  out << "# HELP kvq_retention_removals_total Finished jobs this process's monitor removed once their type's retention passed.\n"
+  out << "# HELP kvq_retention_removals_total Finished jobs this process's monitor removed once "
+         "their type's retention passed.\n"
       << "# TYPE kvq_retention_removals_total counter\n"
       << "kvq_retention_removals_total " << stats.removed_by_retention << "\n";
-  out << "# HELP kvq_monitor_gave_up_total Running jobs this process's activity monitor gave up on (their type's max_lost_runs reached) instead of re-enqueueing.\n"
+  out << "# HELP kvq_monitor_gave_up_total Running jobs this process's activity monitor gave up on "
+         "(their type's max_lost_runs reached) instead of re-enqueueing.\n"
       << "# TYPE kvq_monitor_gave_up_total counter\n"
       << "kvq_monitor_gave_up_total " << stats.gave_up_by_monitor << "\n";
   out << "# HELP kvq_accept_wait_seconds How long an accept waited before it got a job.\n"
       << "# TYPE kvq_accept_wait_seconds histogram\n";
   for (size_t i = 0; i < kBuckets.size(); ++i) {
-    out << "kvq_accept_wait_seconds_bucket{le=\"" << kBuckets[i] << "\"} " << wait_buckets_[i] << "\n";
+    out << "kvq_accept_wait_seconds_bucket{le=\"" << kBuckets[i] << "\"} " << wait_buckets_[i]
+        << "\n";
   }
   out << "kvq_accept_wait_seconds_bucket{le=\"+Inf\"} " << wait_count_ << "\n"
       << "kvq_accept_wait_seconds_sum " << wait_sum_ << "\n"
@@ -105,13 +115,16 @@ std::string Metrics::render(jobs::Jobs& jobs) {
       << "kvq_store_retries_total{reason=\"aborted\"} " << retries.aborted << "\n"
       << "kvq_store_retries_total{reason=\"unavailable\"} " << retries.unavailable << "\n"
       << "kvq_store_retries_total{reason=\"unknown_result\"} " << retries.unknown_result << "\n";
-  out << "# HELP kvq_http_accept_errors_total Connections this server failed to accept, by reason (emfile, enfile: out of descriptors; nomem: out of kernel memory; other).\n"
+  out << "# HELP kvq_http_accept_errors_total Connections this server failed to accept, by reason "
+         "(emfile, enfile: out of descriptors; nomem: out of kernel memory; other).\n"
       << "# TYPE kvq_http_accept_errors_total counter\n";
-  for (const auto& [why, n] : accept_errors_) out << "kvq_http_accept_errors_total{reason=\"" << why << "\"} " << n << "\n";
+  for (const auto& [why, n] : accept_errors_)
+    out << "kvq_http_accept_errors_total{reason=\"" << why << "\"} " << n << "\n";
   out << "# HELP kvq_http_requests_total HTTP requests by route and status.\n"
       << "# TYPE kvq_http_requests_total counter\n";
   for (const auto& [key, n] : requests_) {
-    out << "kvq_http_requests_total{route=\"" << label(key.first) << "\",status=\"" << key.second << "\"} " << n << "\n";
+    out << "kvq_http_requests_total{route=\"" << label(key.first) << "\",status=\"" << key.second
+        << "\"} " << n << "\n";
   }
   return out.str();
 }

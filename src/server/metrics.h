@@ -42,12 +42,14 @@ class Metrics {
   Totals totals();
 
  private:
-  static constexpr std::array<double, 12> kBuckets{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 30};
+  static constexpr std::array<double, 12> kBuckets{0.001, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                   0.25,  0.5,   1,    2.5,   10,   30};
   std::mutex mu_;
   std::map<std::pair<std::string, unsigned>, uint64_t> requests_;
   std::map<std::string, uint64_t> accepts_;
   std::map<std::string, uint64_t> finishes_;
-  std::map<std::string, uint64_t, std::less<>> accept_errors_{{"emfile", 0}, {"enfile", 0}, {"nomem", 0}, {"other", 0}};
+  std::map<std::string, uint64_t, std::less<>> accept_errors_{
+      {"emfile", 0}, {"enfile", 0}, {"nomem", 0}, {"other", 0}};
   std::array<uint64_t, kBuckets.size()> wait_buckets_{};
   uint64_t wait_count_ = 0;
   double wait_sum_ = 0;

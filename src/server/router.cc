@@ -19,7 +19,9 @@ std::vector<std::string> split(const std::string& pattern) {
   return parts;
 }
 
-bool is_placeholder(const std::string& part) { return part.size() > 2 && part.front() == '{' && part.back() == '}'; }
+bool is_placeholder(const std::string& part) {
+  return part.size() > 2 && part.front() == '{' && part.back() == '}';
+}
 
 }  // namespace
 
@@ -71,12 +73,15 @@ void split_target(std::string_view target, Request& request) {
   }
 }
 
-void Router::add(std::string method, std::string pattern, Handler handler, Access access, Runs runs) {
+void Router::add(std::string method, std::string pattern, Handler handler, Access access,
+                 Runs runs) {
   auto parts = split(pattern);
-  routes_.push_back({std::move(method), std::move(pattern), std::move(parts), std::move(handler), access, runs});
+  routes_.push_back(
+      {std::move(method), std::move(pattern), std::move(parts), std::move(handler), access, runs});
 }
 
-bool Router::path_matches(const Route& route, const Request& request, std::map<std::string, std::string>& params) {
+bool Router::path_matches(const Route& route, const Request& request,
+                          std::map<std::string, std::string>& params) {
   if (route.parts.size() != request.segments.size()) return false;
   for (size_t i = 0; i < route.parts.size(); ++i) {
     if (is_placeholder(route.parts[i])) {
@@ -100,7 +105,8 @@ std::variant<Router::Match, ApiError> Router::match(Request& request) const {
     request.route = route.pattern;
     return Match{&route.handler, route.pattern, route.access, route.runs};
   }
-  if (path_matched) return ApiError{405, "method_not_allowed", request.method + " is not allowed on this path"};
+  if (path_matched)
+    return ApiError{405, "method_not_allowed", request.method + " is not allowed on this path"};
   return ApiError{404, "no_route", "no route for this path"};
 }
 

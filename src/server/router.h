@@ -48,7 +48,8 @@ class Router {
     Runs runs;
   };
   // Whether `route`'s pattern matches the request's path, filling `params` if it does.
-  static bool path_matches(const Route& route, const Request& request, std::map<std::string, std::string>& params);
+  static bool path_matches(const Route& route, const Request& request,
+                           std::map<std::string, std::string>& params);
   std::vector<Route> routes_;
 };
 

@@ -57,7 +57,8 @@ TEST(RouterTest, OnlyRoutesAddedAsPublicArePublic) {
   EXPECT_TRUE(is_public(router, request("GET", {"healthz"})));
   EXPECT_FALSE(is_public(router, request("GET", {"v1", "jobs", "t", "j"})));
   EXPECT_FALSE(is_public(router, request("DELETE", {"v1", "jobs", "t", "j"})));
-  EXPECT_FALSE(is_public(router, request("POST", {"healthz"}))) << "public per method, not per path";
+  EXPECT_FALSE(is_public(router, request("POST", {"healthz"})))
+      << "public per method, not per path";
   EXPECT_FALSE(is_public(router, request("GET", {"nope"})));
 }
 

@@ -52,9 +52,11 @@ int run_serve(int argc, char** argv) {
   HttpOptions http;
   const auto colon = options.listen.rfind(':');
   http.host = options.listen.substr(0, colon);
-  if (http.host.size() > 1 && http.host.front() == '[') http.host = http.host.substr(1, http.host.size() - 2);
+  if (http.host.size() > 1 && http.host.front() == '[')
+    http.host = http.host.substr(1, http.host.size() - 2);
   // parse_serve_options has checked the port: digits, at most 65535.
-  http.port = static_cast<unsigned short>(std::strtoul(options.listen.c_str() + colon + 1, nullptr, 10));
+  http.port =
+      static_cast<unsigned short>(std::strtoul(options.listen.c_str() + colon + 1, nullptr, 10));
   http.token = options.token;
   http.max_body = options.max_body;
   http.max_body_memory = options.max_body_memory;
@@ -97,23 +99,26 @@ int run_serve(int argc, char** argv) {
     // unreachable cluster is not; the server starts and retries.
     auto probe = (*store)->begin();
     Status reached = probe.ok() ? (*probe)->read_version().status() : probe.status();
-    if (!reached.ok() && !reached.retryable()) return fail("cannot use etcd: " + reached.to_string());
-    if (!reached.ok()) std::fprintf(stderr, "kvq serve: etcd not reachable yet: %s\n", reached.to_string().c_str());
+    if (!reached.ok() && !reached.retryable())
+      return fail("cannot use etcd: " + reached.to_string());
+    if (!reached.ok())
+      std::fprintf(stderr, "kvq serve: etcd not reachable yet: %s\n", reached.to_string().c_str());
   }
   auto jobs = jobs::Jobs::open(*store);
   if (!jobs.ok()) return fail(jobs.status().to_string());
   jobs::Jobs& jobs_ref = **jobs;
-  auto workers = workers::Workers::open(*store, {.on_departure = [&jobs_ref](kv::Transaction& txn,
-                                                                             const std::string& type,
-                                                                             const std::string& id) {
-                                                   return jobs_ref.release_worker(txn, type, id).status();
-                                                 }});
+  auto workers = workers::Workers::open(
+      *store, {.on_departure = [&jobs_ref](kv::Transaction& txn, const std::string& type,
+                                           const std::string& id) {
+        return jobs_ref.release_worker(txn, type, id).status();
+      }});
   if (!workers.ok()) return fail(workers.status().to_string());
 
   Metrics metrics;
   // Destroyed before the server (below), so that exchanges it still holds (a subscription being
   // dropped on its timer thread) end their sessions while the server's io_context exists.
-  std::unique_ptr<Api> api(new Api{jobs_ref, **workers, **store, metrics});  // an aggregate: no make_unique
+  std::unique_ptr<Api> api(
+      new Api{jobs_ref, **workers, **store, metrics});  // an aggregate: no make_unique
   Router router;
   add_api_routes(router, *api);
   // The hot routes (add, accept, finish) then run where their request was read, and a commit
@@ -122,22 +127,25 @@ int run_serve(int argc, char** argv) {
   const bool debug = options.log_level == "debug";
   http.on_accept_error = [&metrics](std::string_view reason) { metrics.accept_error(reason); };
   http.log = [](const std::string& line) { std::fprintf(stderr, "kvq serve: %s\n", line.c_str()); };
-  HttpServer server(http, std::move(router), [&metrics, debug](const std::string& route, unsigned status) {
-    metrics.request(route, status);
-    if (debug) std::fprintf(stderr, "kvq serve: %u %s\n", status, route.empty() ? "-" : route.c_str());
-  });
+  HttpServer server(
+      http, std::move(router), [&metrics, debug](const std::string& route, unsigned status) {
+        metrics.request(route, status);
+        if (debug)
+          std::fprintf(stderr, "kvq serve: %u %s\n", status, route.empty() ? "-" : route.c_str());
+      });
   auto bound = server.listen();
   if (auto* error = std::get_if<std::string>(&bound)) return fail(*error);
   const bool ipv6 = http.host.find(':') != std::string::npos;
-  std::printf("kvq serve: listening on %s://%s%s%s:%u store %s\n", http.tls_cert.empty() ? "http" : "https",
-              ipv6 ? "[" : "", http.host.c_str(), ipv6 ? "]" : "", std::get<unsigned short>(bound),
-              (*store)->describe().c_str());
+  std::printf("kvq serve: listening on %s://%s%s%s:%u store %s\n",
+              http.tls_cert.empty() ? "http" : "https", ipv6 ? "[" : "", http.host.c_str(),
+              ipv6 ? "]" : "", std::get<unsigned short>(bound), (*store)->describe().c_str());
   std::fflush(stdout);
 
   std::thread stopper([&] {
     int signal_number = 0;
     sigwait(&stop_signals, &signal_number);
-    if (options.log_level != "error") std::fprintf(stderr, "kvq serve: stopping (signal %d)\n", signal_number);
+    if (options.log_level != "error")
+      std::fprintf(stderr, "kvq serve: stopping (signal %d)\n", signal_number);
     api->end_all_waiting();
     server.stop(kStopGrace);
   });

@@ -12,7 +12,8 @@ const char kServeUsage[] =
     "Serves the kvq HTTP/JSON API (docs/http-api.md) over an embedded LMDB data directory.\n"
     "\n"
     "options:\n"
-    "  --listen HOST:PORT   address to listen on (default 127.0.0.1:7411; port 0 picks a free one;\n"
+    "  --listen HOST:PORT   address to listen on (default 127.0.0.1:7411; port 0 picks a free "
+    "one;\n"
     "                       0.0.0.0 listens on all interfaces, only if you ask for it)\n"
     "  --data DIR           data directory, created if missing (default ./kvq-data)\n"
     "  --store URL          etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: keep everything in an etcd\n"
@@ -22,7 +23,8 @@ const char kServeUsage[] =
     "  --etcd-key FILE\n"
     "  --etcd-user NAME     etcd authentication; the password from --etcd-password or\n"
     "  --etcd-password PW   $KVQ_ETCD_PASSWORD\n"
-    "  --durability MODE    durable (default: acknowledged once on disk) or relaxed (on disk within\n"
+    "  --durability MODE    durable (default: acknowledged once on disk) or relaxed (on disk "
+    "within\n"
     "                       about a second); sync and nosync are their former names\n"
     "  --token TOKEN        require 'Authorization: Bearer TOKEN' (default: $KVQ_TOKEN; none)\n"
     "  --max-body BYTES     largest request body accepted (default 1048576)\n"
@@ -62,7 +64,8 @@ std::string apply(ServeOptions& o, const std::string& name, const std::string& v
     if (value.empty()) return "--data wants a directory";
     o.data = value;
   } else if (name == "store") {
-    if (value.rfind("etcd://", 0) != 0) return "--store wants etcd://HOST:PORT[,HOST:PORT...][/PREFIX]";
+    if (value.rfind("etcd://", 0) != 0)
+      return "--store wants etcd://HOST:PORT[,HOST:PORT...][/PREFIX]";
     o.store = value;
   } else if (name == "etcd-ca") {
     o.etcd_ca = value;
@@ -76,15 +79,18 @@ std::string apply(ServeOptions& o, const std::string& name, const std::string& v
     o.etcd_password = value;
   } else if (name == "durability") {
     auto mode = parse_durability(value);
-    if (!mode) return "--durability wants durable or relaxed (or sync, nosync), got '" + value + "'";
+    if (!mode)
+      return "--durability wants durable or relaxed (or sync, nosync), got '" + value + "'";
     o.durability = *mode;
   } else if (name == "token") {
     o.token = value;
   } else if (name == "max-body") {
-    if (!to_number(value, 64ull << 20, n) || n < 1024) return "--max-body wants 1024..67108864 bytes";
+    if (!to_number(value, 64ull << 20, n) || n < 1024)
+      return "--max-body wants 1024..67108864 bytes";
     o.max_body = n;
   } else if (name == "max-body-memory") {
-    if (!to_number(value, 1ull << 40, n) || n < 1024) return "--max-body-memory wants 1024..1099511627776 bytes";
+    if (!to_number(value, 1ull << 40, n) || n < 1024)
+      return "--max-body-memory wants 1024..1099511627776 bytes";
     o.max_body_memory = n;
   } else if (name == "tls-cert") {
     if (value.empty()) return "--tls-cert wants a file";
@@ -125,7 +131,8 @@ std::string read_config(ServeOptions& o, const std::string& path) {
       return s;
     };
     if (trim(line).empty()) continue;
-    if (eq == std::string::npos) return path + ":" + std::to_string(number) + ": expected 'name = value'";
+    if (eq == std::string::npos)
+      return path + ":" + std::to_string(number) + ": expected 'name = value'";
     if (auto e = apply(o, trim(line.substr(0, eq)), trim(line.substr(eq + 1))); !e.empty()) {
       return path + ":" + std::to_string(number) + ": " + e;
     }
@@ -168,7 +175,8 @@ std::variant<ServeOptions, std::string> parse_serve_options(int argc, char** arg
     if (auto e = apply(o, name, value); !e.empty()) return e;
   }
   if (o.tls_cert.empty() != o.tls_key.empty()) return "--tls-cert and --tls-key go together";
-  if (!o.tls_client_ca.empty() && o.tls_cert.empty()) return "--tls-client-ca needs --tls-cert and --tls-key";
+  if (!o.tls_client_ca.empty() && o.tls_cert.empty())
+    return "--tls-client-ca needs --tls-cert and --tls-key";
   return o;
 }
 

@@ -16,13 +16,13 @@ struct ServeOptions {
   std::string data = "./kvq-data";
   std::string store;  // "" = the LMDB directory `data`; "etcd://host:port,...[/prefix]" = etcd
   std::string etcd_ca, etcd_cert, etcd_key;  // TLS to etcd
-  std::string etcd_user, etcd_password;      // etcd authentication (password also $KVQ_ETCD_PASSWORD)
+  std::string etcd_user, etcd_password;  // etcd authentication (password also $KVQ_ETCD_PASSWORD)
   Durability durability = Durability::kSync;
   std::string token;  // also from $KVQ_TOKEN
   size_t max_body = 1024 * 1024;
-  size_t max_body_memory = 64 * 1024 * 1024;  // request bodies held at once, all connections
+  size_t max_body_memory = 64 * 1024 * 1024;     // request bodies held at once, all connections
   std::string tls_cert, tls_key, tls_client_ca;  // PEM files; serve HTTPS when tls_cert is set
-  std::string log_level = "info";  // error, warn, info, debug
+  std::string log_level = "info";                // error, warn, info, debug
   unsigned io_threads = 2;
   // Unset: 0 (store operations run on the I/O threads) for an LMDB store with nosync, whose
   // calls never wait on the disk; 32 otherwise.

@@ -24,8 +24,9 @@ TEST(ServeOptionsTest, DefaultsListenOnLoopbackWithDurableStorage) {
 
 TEST(ServeOptionsTest, FlagsWinOverTheConfigFile) {
   testing::TempDir dir;
-  std::ofstream(dir.sub("kvq.conf")) << "# a comment\nlisten = 127.0.0.1:9000\ndurability = nosync\n"
-                                     << "data = /srv/kvq   # trailing comment\n";
+  std::ofstream(dir.sub("kvq.conf"))
+      << "# a comment\nlisten = 127.0.0.1:9000\ndurability = nosync\n"
+      << "data = /srv/kvq   # trailing comment\n";
   auto parsed = parse({"--config", dir.sub("kvq.conf"), "--listen=127.0.0.1:9100"});
   ASSERT_TRUE(std::holds_alternative<ServeOptions>(parsed)) << std::get<std::string>(parsed);
   auto o = std::get<ServeOptions>(parsed);
@@ -38,21 +39,28 @@ TEST(ServeOptionsTest, WorkerThreadsMayBeZeroAndDefaultToTheStore) {
   EXPECT_FALSE(std::get<ServeOptions>(parse({})).worker_threads.has_value());
   EXPECT_EQ(std::get<ServeOptions>(parse({"--worker-threads", "0"})).worker_threads, 0u);
   EXPECT_EQ(std::get<ServeOptions>(parse({"--worker-threads", "12"})).worker_threads, 12u);
-  EXPECT_NE(std::get<std::string>(parse({"--worker-threads", "257"})).find("worker-threads"), std::string::npos);
-  EXPECT_NE(std::get<std::string>(parse({"--io-threads", "0"})).find("io-threads"), std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--worker-threads", "257"})).find("worker-threads"),
+            std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--io-threads", "0"})).find("io-threads"),
+            std::string::npos);
 }
 
 TEST(ServeOptionsTest, BadValuesAreNamed) {
-  EXPECT_NE(std::get<std::string>(parse({"--durability", "sometimes"})).find("durability"), std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--durability", "sometimes"})).find("durability"),
+            std::string::npos);
   EXPECT_NE(std::get<std::string>(parse({"--max-body", "12"})).find("max-body"), std::string::npos);
-  EXPECT_NE(std::get<std::string>(parse({"--listen", "nowhere"})).find("HOST:PORT"), std::string::npos);
-  EXPECT_NE(std::get<std::string>(parse({"--frobnicate", "1"})).find("frobnicate"), std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--listen", "nowhere"})).find("HOST:PORT"),
+            std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--frobnicate", "1"})).find("frobnicate"),
+            std::string::npos);
   EXPECT_NE(std::get<std::string>(parse({"--data"})).find("needs a value"), std::string::npos);
-  EXPECT_NE(std::get<std::string>(parse({"--config", "/nonexistent/kvq.conf"})).find("cannot read"), std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--config", "/nonexistent/kvq.conf"})).find("cannot read"),
+            std::string::npos);
 }
 
 TEST(ServeOptionsTest, AListenPortMustBeADecimalNumberUpTo65535) {
-  for (const char* bad : {"127.0.0.1:abc", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:0x10", ":7411"}) {
+  for (const char* bad : {"127.0.0.1:abc", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1",
+                          "127.0.0.1:0x10", ":7411"}) {
     auto parsed = parse({"--listen", bad});
     ASSERT_TRUE(std::holds_alternative<std::string>(parsed)) << bad << " was accepted";
     EXPECT_NE(std::get<std::string>(parsed).find("0..65535"), std::string::npos) << bad;
@@ -62,27 +70,36 @@ TEST(ServeOptionsTest, AListenPortMustBeADecimalNumberUpTo65535) {
 }
 
 TEST(ServeOptionsTest, TlsFilesGoTogether) {
-  auto o = std::get<ServeOptions>(parse({"--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem"}));
+  auto o = std::get<ServeOptions>(
+      parse({"--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem"}));
   EXPECT_EQ(o.tls_cert, "c.pem");
   EXPECT_EQ(o.tls_key, "k.pem");
   EXPECT_EQ(o.tls_client_ca, "ca.pem");
-  EXPECT_NE(std::get<std::string>(parse({"--tls-cert", "c.pem"})).find("--tls-key"), std::string::npos);
-  EXPECT_NE(std::get<std::string>(parse({"--tls-key", "k.pem"})).find("--tls-cert"), std::string::npos);
-  EXPECT_NE(std::get<std::string>(parse({"--tls-client-ca", "ca.pem"})).find("--tls-cert"), std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--tls-cert", "c.pem"})).find("--tls-key"),
+            std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--tls-key", "k.pem"})).find("--tls-cert"),
+            std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--tls-client-ca", "ca.pem"})).find("--tls-cert"),
+            std::string::npos);
 }
 
 TEST(ServeOptionsTest, BodyMemoryHasARange) {
   EXPECT_EQ(std::get<ServeOptions>(parse({})).max_body_memory, 64u << 20);
-  EXPECT_EQ(std::get<ServeOptions>(parse({"--max-body-memory", "8388608"})).max_body_memory, 8u << 20);
-  EXPECT_NE(std::get<std::string>(parse({"--max-body-memory", "10"})).find("max-body-memory"), std::string::npos);
-  EXPECT_NE(std::get<std::string>(parse({"--max-body-memory", "99999999999999999999999"})).find("max-body-memory"),
+  EXPECT_EQ(std::get<ServeOptions>(parse({"--max-body-memory", "8388608"})).max_body_memory,
+            8u << 20);
+  EXPECT_NE(std::get<std::string>(parse({"--max-body-memory", "10"})).find("max-body-memory"),
+            std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--max-body-memory", "99999999999999999999999"}))
+                .find("max-body-memory"),
             std::string::npos);
 }
 
 TEST(ServeOptionsTest, AnEtcdStoreIsGivenAsAUrl) {
-  auto o = std::get<ServeOptions>(parse({"--store", "etcd://10.0.0.1:2379,10.0.0.2:2379/kvq-prod"}));
+  auto o =
+      std::get<ServeOptions>(parse({"--store", "etcd://10.0.0.1:2379,10.0.0.2:2379/kvq-prod"}));
   EXPECT_EQ(o.store, "etcd://10.0.0.1:2379,10.0.0.2:2379/kvq-prod");
-  EXPECT_NE(std::get<std::string>(parse({"--store", "redis://x"})).find("etcd://"), std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--store", "redis://x"})).find("etcd://"),
+            std::string::npos);
 }
 
 TEST(ServeOptionsTest, ConfigFileErrorsNameTheLine) {

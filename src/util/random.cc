@@ -17,13 +17,16 @@ std::mt19937_64& generator() {
 
 uint64_t random_u64() { return generator()(); }
 
-uint64_t random_below(uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(generator()); }
+uint64_t random_below(uint64_t n) {
+  return std::uniform_int_distribution<uint64_t>(0, n - 1)(generator());
+}
 
 double random_unit() { return std::uniform_real_distribution<double>(0.0, 1.0)(generator()); }
 
 std::chrono::microseconds jittered(std::chrono::microseconds base, double fraction) {
   const double factor = 1.0 - fraction + 2.0 * fraction * random_unit();
-  return std::chrono::microseconds(static_cast<int64_t>(static_cast<double>(base.count()) * factor));
+  return std::chrono::microseconds(
+      static_cast<int64_t>(static_cast<double>(base.count()) * factor));
 }
 
 std::string random_hex(size_t n) {

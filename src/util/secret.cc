@@ -23,7 +23,8 @@ void fill_from_kernel(uint8_t* out, size_t n) {
     if (r > 0) {
       got += static_cast<size_t>(r);
     } else if (r < 0 && errno != EINTR) {
-      std::fprintf(stderr, "kvq: getrandom failed (%s); refusing to make a guessable token\n", std::strerror(errno));
+      std::fprintf(stderr, "kvq: getrandom failed (%s); refusing to make a guessable token\n",
+                   std::strerror(errno));
       std::abort();
     }
   }

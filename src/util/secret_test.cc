@@ -18,7 +18,8 @@ TEST(SecretTest, TokensAreLowercaseHexOfAtLeast128Bits) {
 
 TEST(SecretTest, HundredThousandTokensAreAllDistinct) {
   std::unordered_set<std::string> seen;
-  for (int i = 0; i < 100'000; ++i) ASSERT_TRUE(seen.insert(secret_hex()).second) << "repeat after " << i;
+  for (int i = 0; i < 100'000; ++i)
+    ASSERT_TRUE(seen.insert(secret_hex()).second) << "repeat after " << i;
 }
 
 // A stuck or biased source would show as some hex digit never (or always) appearing at a

@@ -43,20 +43,24 @@ void HealthMonitor::check(const std::string& type, TypeState& state) {
     Millis timeout;
   };
   // One snapshot: the check's version and every worker's last heartbeat, as of that version.
-  auto observed = kv::run(*core_->store, [&](kv::Transaction& txn) -> Result<std::pair<uint64_t, std::vector<Seen>>> {
-    KVQ_ASSIGN_OR_RETURN(uint64_t version, txn.read_version());
-    auto [begin, end] = core_->keys.workers_of(type);
-    KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end, {.snapshot = true}));
-    std::vector<Seen> seen;
-    for (const auto& kv : rows) {
-      KVQ_ASSIGN_OR_RETURN(std::string id, core_->keys.parse_worker_id(kv.key));
-      KVQ_ASSIGN_OR_RETURN(WorkerRow row, decode_row(kv.value));
-      seen.push_back({std::move(id), row.seq, Millis(row.timeout_ms)});
-    }
-    return std::pair{version, std::move(seen)};
-  }, core_->options.retry);
+  auto observed = kv::run(
+      *core_->store,
+      [&](kv::Transaction& txn) -> Result<std::pair<uint64_t, std::vector<Seen>>> {
+        KVQ_ASSIGN_OR_RETURN(uint64_t version, txn.read_version());
+        auto [begin, end] = core_->keys.workers_of(type);
+        KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end, {.snapshot = true}));
+        std::vector<Seen> seen;
+        for (const auto& kv : rows) {
+          KVQ_ASSIGN_OR_RETURN(std::string id, core_->keys.parse_worker_id(kv.key));
+          KVQ_ASSIGN_OR_RETURN(WorkerRow row, decode_row(kv.value));
+          seen.push_back({std::move(id), row.seq, Millis(row.timeout_ms)});
+        }
+        return std::pair{version, std::move(seen)};
+      },
+      core_->options.retry);
   // Stamped when the store answered, not when it was asked (check_history.h).
-  state.checks.record(kv::Clock::now(), observed.ok() ? std::optional(observed->first) : std::nullopt, state.period);
+  state.checks.record(kv::Clock::now(),
+                      observed.ok() ? std::optional(observed->first) : std::nullopt, state.period);
   if (!observed.ok()) return;  // tried again at the next check
   checks_.fetch_add(1);
   const auto& seen = observed->second;
@@ -67,14 +71,17 @@ void HealthMonitor::check(const std::string& type, TypeState& state) {
     longest = std::max(longest, w.timeout);
     const std::optional<uint64_t> threshold = state.checks.threshold(w.timeout);
     if (!threshold || w.seq >= *threshold) continue;
-    auto removed = kv::run(*core_->store, [&](kv::Transaction& txn) {
-      return core_->registry.declare_dead(txn, type, w.id, w.seq);
-    }, core_->options.retry);
+    auto removed = kv::run(
+        *core_->store,
+        [&](kv::Transaction& txn) { return core_->registry.declare_dead(txn, type, w.id, w.seq); },
+        core_->options.retry);
     if (removed.ok() && *removed) dead_.fetch_add(1);
   }
   state.checks.prune(longest);
   state.period = std::max<kv::Clock::duration>(kMinPeriod, shortest / 4);
-  state.next_check = now + util::jittered(std::chrono::duration_cast<std::chrono::microseconds>(state.period), 0.2);
+  state.next_check =
+      now +
+      util::jittered(std::chrono::duration_cast<std::chrono::microseconds>(state.period), 0.2);
 }
 
 }  // namespace kvq::workers

@@ -9,7 +9,8 @@ namespace {
 constexpr size_t kMaxBatch = 256;
 
 kv::Clock::time_point next_beat(const RegistrationImpl& r, bool after_error) {
-  auto period = std::chrono::duration_cast<std::chrono::microseconds>(r.timeout()) / (after_error ? 10 : 3);
+  auto period =
+      std::chrono::duration_cast<std::chrono::microseconds>(r.timeout()) / (after_error ? 10 : 3);
   return kv::Clock::now() + util::jittered(period, 0.1);
 }
 

@@ -36,8 +36,8 @@ MembershipNotifier::~MembershipNotifier() {
   for (auto& [type, state] : types_) state.watch.cancel();
 }
 
-std::unique_ptr<MembershipSubscription> MembershipNotifier::add(const std::string& type,
-                                                                std::function<void(const Membership&)> callback) {
+std::unique_ptr<MembershipSubscription> MembershipNotifier::add(
+    const std::string& type, std::function<void(const Membership&)> callback) {
   util::MutexLock lock(mu_);
   const uint64_t id = next_id_++;
   auto& state = types_[type];
@@ -67,7 +67,8 @@ void MembershipNotifier::remove(const std::string& type, uint64_t id) {
   if (std::this_thread::get_id() != thread_.get_id()) util::MutexLock wait(delivering_);
 }
 
-void MembershipNotifier::deliver(const std::vector<std::shared_ptr<Subscriber>>& to, const Membership& m) {
+void MembershipNotifier::deliver(const std::vector<std::shared_ptr<Subscriber>>& to,
+                                 const Membership& m) {
   for (const auto& s : to) {
     if (s->removed || (s->delivered && *s->delivered >= m.version)) continue;
     s->delivered = m.version;
@@ -96,8 +97,10 @@ void MembershipNotifier::run() {
     for (const auto& type : stale) {
       // Read and arm in one transaction: every change after this read fires the watch.
       auto txn = core_->store->begin();
-      Result<Membership> m = txn.ok() ? core_->registry.read(**txn, type, true) : Result<Membership>(txn.status());
-      Result<kv::Watch> watch = m.ok() ? (*txn)->watch(core_->keys.version(type)) : Result<kv::Watch>(m.status());
+      Result<Membership> m =
+          txn.ok() ? core_->registry.read(**txn, type, true) : Result<Membership>(txn.status());
+      Result<kv::Watch> watch =
+          m.ok() ? (*txn)->watch(core_->keys.version(type)) : Result<kv::Watch>(m.status());
       if (!watch.ok()) {
         failed = true;
         continue;

@@ -24,7 +24,8 @@ class MembershipNotifier {
   ~MembershipNotifier();
 
   // Returns a handle that unsubscribes when destroyed.
-  std::unique_ptr<MembershipSubscription> add(const std::string& type, std::function<void(const Membership&)> callback)
+  std::unique_ptr<MembershipSubscription> add(const std::string& type,
+                                              std::function<void(const Membership&)> callback)
       KVQ_EXCLUDES(mu_);
 
  private:

@@ -11,7 +11,6 @@ namespace {
 
 constexpr int64_t kRowFormat = 1;
 
-
 }  // namespace
 
 int64_t wall_ms() {
@@ -21,7 +20,8 @@ int64_t wall_ms() {
 
 // A row that took over no one stays byte for byte what it was before replaced_token existed.
 std::string encode_row(const WorkerRow& r) {
-  Tuple t{kRowFormat, r.token, static_cast<int64_t>(r.seq), r.info, r.registered_at, r.last_heartbeat, r.timeout_ms};
+  Tuple t{kRowFormat,       r.token,     static_cast<int64_t>(r.seq), r.info, r.registered_at,
+          r.last_heartbeat, r.timeout_ms};
   if (!r.replaced_token.empty()) t.append(r.replaced_token);
   return t.pack();
 }
@@ -29,11 +29,16 @@ std::string encode_row(const WorkerRow& r) {
 Result<WorkerRow> decode_row(std::string_view bytes) {
   KVQ_ASSIGN_OR_RETURN(Tuple t, Tuple::unpack(bytes));
   const bool shaped = (t.size() == 7 || (t.size() == 8 && t[7].is_string())) && t[0].is_int() &&
-                      t[0].as_int() == kRowFormat && t[1].is_string() && t[2].is_int() && t[3].is_string() &&
-                      t[4].is_int() && t[5].is_int() && t[6].is_int();
+                      t[0].as_int() == kRowFormat && t[1].is_string() && t[2].is_int() &&
+                      t[3].is_string() && t[4].is_int() && t[5].is_int() && t[6].is_int();
   if (!shaped) return Internal("worker row has an unknown format");
-  return WorkerRow{t[1].as_string(), static_cast<uint64_t>(t[2].as_int()), t[3].as_string(), t[4].as_int(),
-                   t[5].as_int(),    t[6].as_int(), t.size() == 8 ? t[7].as_string() : std::string()};
+  return WorkerRow{t[1].as_string(),
+                   static_cast<uint64_t>(t[2].as_int()),
+                   t[3].as_string(),
+                   t[4].as_int(),
+                   t[5].as_int(),
+                   t[6].as_int(),
+                   t.size() == 8 ? t[7].as_string() : std::string()};
 }
 
 namespace {
@@ -49,12 +54,16 @@ Status check_token(const WorkerRow& row, const std::string& id, const std::strin
 
 }  // namespace
 
-std::string Keys::worker(std::string_view type, std::string_view id) const { return space(kWorkers).pack({type, id}); }
+std::string Keys::worker(std::string_view type, std::string_view id) const {
+  return space(kWorkers).pack({type, id});
+}
 std::pair<std::string, std::string> Keys::workers_of(std::string_view type) const {
   return space(kWorkers).range({type});
 }
 std::string Keys::version(std::string_view type) const { return space(kVersion).pack({type}); }
-std::string Keys::known_type(std::string_view type) const { return space(kKnownTypes).pack({type}); }
+std::string Keys::known_type(std::string_view type) const {
+  return space(kKnownTypes).pack({type});
+}
 std::pair<std::string, std::string> Keys::known_types() const { return space(kKnownTypes).range(); }
 std::string Keys::types_token() const { return space(kTypesToken).pack({int64_t{0}}); }
 
@@ -74,7 +83,8 @@ Status validate_worker_type(std::string_view type) {
   if (type.empty()) return InvalidArgument("worker type is empty");
   if (type.size() > 64) return InvalidArgument("worker type is longer than 64 bytes");
   for (char c : type) {
-    if (!util::is_name_char(c)) return InvalidArgument("worker type may only contain A-Z a-z 0-9 _ . : -");
+    if (!util::is_name_char(c))
+      return InvalidArgument("worker type may only contain A-Z a-z 0-9 _ . : -");
   }
   return Status::OK();
 }
@@ -100,8 +110,8 @@ Result<std::string> normalize_info(std::string_view info) {
 
 // ---- Registry ----
 
-Status Registry::join(kv::Transaction& txn, const std::string& type, const std::string& id, const std::string& token,
-                      const RegisterOptions& options) const {
+Status Registry::join(kv::Transaction& txn, const std::string& type, const std::string& id,
+                      const std::string& token, const RegisterOptions& options) const {
   KVQ_ASSIGN_OR_RETURN(auto existing, txn.get(keys.worker(type, id)));
   std::optional<WorkerRow> before;
   if (existing) {
@@ -109,15 +119,16 @@ Status Registry::join(kv::Transaction& txn, const std::string& type, const std::
     // An earlier attempt of this join committed.
     if (util::secret_equal(before->token, token)) return Status::OK();
     if (!options.take_over) {
-      return AlreadyExists("worker '" + id + "' of type '" + type + "' is alive elsewhere; register with take_over");
+      return AlreadyExists("worker '" + id + "' of type '" + type +
+                           "' is alive elsewhere; register with take_over");
     }
     if (on_departure) KVQ_RETURN_IF_ERROR(on_departure(txn, type, id));
   }
   KVQ_ASSIGN_OR_RETURN(uint64_t version, txn.read_version());
   const int64_t now = wall_ms();
   const std::string replaced = before ? before->token : std::string();
-  txn.set(keys.worker(type, id),
-          encode_row({token, version, options.info, now, now, options.health_timeout.count(), replaced}));
+  txn.set(keys.worker(type, id), encode_row({token, version, options.info, now, now,
+                                             options.health_timeout.count(), replaced}));
   KVQ_ASSIGN_OR_RETURN(auto known, txn.get(keys.known_type(type), {.snapshot = true}));
   if (!known) {
     txn.set(keys.known_type(type), "");
@@ -144,13 +155,14 @@ Status Registry::leave(kv::Transaction& txn, const std::string& type, const std:
   if (!existing) return Status::OK();
   KVQ_ASSIGN_OR_RETURN(WorkerRow row, decode_row(*existing));
   Status holds = check_token(row, id, token);
-  if (holds.code() == Code::kFailedPrecondition) return Status::OK();  // already replaced: gone for it
+  if (holds.code() == Code::kFailedPrecondition)
+    return Status::OK();  // already replaced: gone for it
   KVQ_RETURN_IF_ERROR(holds);
   return remove(txn, type, id);
 }
 
-Result<bool> Registry::declare_dead(kv::Transaction& txn, const std::string& type, const std::string& id,
-                                    uint64_t seq) const {
+Result<bool> Registry::declare_dead(kv::Transaction& txn, const std::string& type,
+                                    const std::string& id, uint64_t seq) const {
   KVQ_ASSIGN_OR_RETURN(auto existing, txn.get(keys.worker(type, id)));
   if (!existing) return false;
   KVQ_ASSIGN_OR_RETURN(WorkerRow row, decode_row(*existing));
@@ -159,7 +171,8 @@ Result<bool> Registry::declare_dead(kv::Transaction& txn, const std::string& typ
   return true;
 }
 
-Status Registry::remove(kv::Transaction& txn, const std::string& type, const std::string& id) const {
+Status Registry::remove(kv::Transaction& txn, const std::string& type,
+                        const std::string& id) const {
   if (on_departure) KVQ_RETURN_IF_ERROR(on_departure(txn, type, id));
   txn.clear(keys.worker(type, id));
   return bump_version(txn, type);
@@ -170,19 +183,22 @@ Status Registry::bump_version(kv::Transaction& txn, const std::string& type) con
   int64_t version = 0;
   if (current) {
     auto t = Tuple::unpack(*current);
-    if (!t.ok() || t->size() != 1 || !(*t)[0].is_int()) return Internal("corrupt membership version");
+    if (!t.ok() || t->size() != 1 || !(*t)[0].is_int())
+      return Internal("corrupt membership version");
     version = (*t)[0].as_int();
   }
   txn.set(keys.version(type), Tuple{version + 1}.pack());
   return Status::OK();
 }
 
-Result<Membership> Registry::read(kv::Transaction& txn, std::string_view type, bool snapshot) const {
+Result<Membership> Registry::read(kv::Transaction& txn, std::string_view type,
+                                  bool snapshot) const {
   Membership m;
   KVQ_ASSIGN_OR_RETURN(auto version, txn.get(keys.version(type), {.snapshot = snapshot}));
   if (version) {
     auto t = Tuple::unpack(*version);
-    if (!t.ok() || t->size() != 1 || !(*t)[0].is_int()) return Internal("corrupt membership version");
+    if (!t.ok() || t->size() != 1 || !(*t)[0].is_int())
+      return Internal("corrupt membership version");
     m.version = static_cast<uint64_t>((*t)[0].as_int());
   }
   auto [begin, end] = keys.workers_of(type);
@@ -190,8 +206,8 @@ Result<Membership> Registry::read(kv::Transaction& txn, std::string_view type, b
   for (const auto& kv : rows) {
     KVQ_ASSIGN_OR_RETURN(std::string id, keys.parse_worker_id(kv.key));
     KVQ_ASSIGN_OR_RETURN(WorkerRow row, decode_row(kv.value));
-    m.workers.push_back(WorkerInfo{std::string(type), std::move(id), std::move(row.info), row.registered_at,
-                                   row.last_heartbeat, Millis(row.timeout_ms)});
+    m.workers.push_back(WorkerInfo{std::string(type), std::move(id), std::move(row.info),
+                                   row.registered_at, row.last_heartbeat, Millis(row.timeout_ms)});
   }
   return m;
 }

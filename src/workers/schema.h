@@ -14,9 +14,9 @@
 // `token` is a secret per registration (util/secret.h): only a call carrying it may heartbeat or
 // remove the worker. `replaced_token` is there only on a row written by a take-over: the token
 // of the registration it replaced, so that registration is told "taken over" rather than "wrong
-// token" (kept in clear: it no longer grants anything). `seq` is the read version of the transaction
-// of the worker's last heartbeat (or its registration); the health monitor compares it with the
-// read versions of its own checks.
+// token" (kept in clear: it no longer grants anything). `seq` is the read version of the
+// transaction of the worker's last heartbeat (or its registration); the health monitor compares it
+// with the read versions of its own checks.
 #pragma once
 
 #include <cstdint>
@@ -63,7 +63,8 @@ class Keys {
   Subspace root_;
 };
 
-using DepartureHook = std::function<Status(kv::Transaction&, const std::string&, const std::string&)>;
+using DepartureHook =
+    std::function<Status(kv::Transaction&, const std::string&, const std::string&)>;
 
 // The operations, each inside the caller's transaction (kv::run retries them).
 struct Registry {
@@ -71,16 +72,19 @@ struct Registry {
   const DepartureHook& on_departure;
 
   // Adds (type, id) with `token`; kAlreadyExists if another token holds it, unless take_over.
-  Status join(kv::Transaction& txn, const std::string& type, const std::string& id, const std::string& token,
-              const RegisterOptions& options) const;
+  Status join(kv::Transaction& txn, const std::string& type, const std::string& id,
+              const std::string& token, const RegisterOptions& options) const;
   // Records a heartbeat. kFailedPrecondition if (type, id) is gone or `token` is the one its
   // registration took over; kPermissionDenied for any other token that does not hold it.
-  Status beat(kv::Transaction& txn, const std::string& type, const std::string& id, const std::string& token) const;
+  Status beat(kv::Transaction& txn, const std::string& type, const std::string& id,
+              const std::string& token) const;
   // Removes (type, id) if `token` holds it. OK if it is gone or `token` is the one its
   // registration took over; kPermissionDenied (nothing removed) for any other token.
-  Status leave(kv::Transaction& txn, const std::string& type, const std::string& id, const std::string& token) const;
+  Status leave(kv::Transaction& txn, const std::string& type, const std::string& id,
+               const std::string& token) const;
   // Removes (type, id) if it has not heartbeated since `seq`; returns whether it did.
-  Result<bool> declare_dead(kv::Transaction& txn, const std::string& type, const std::string& id, uint64_t seq) const;
+  Result<bool> declare_dead(kv::Transaction& txn, const std::string& type, const std::string& id,
+                            uint64_t seq) const;
   Result<Membership> read(kv::Transaction& txn, std::string_view type, bool snapshot) const;
   // Every type that has ever had a worker, in name order.
   Result<std::vector<std::string>> types(kv::Transaction& txn, bool snapshot) const;

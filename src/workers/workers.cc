@@ -16,7 +16,8 @@ RegistrationImpl::~RegistrationImpl() { unregister().ignore(); }
 Status RegistrationImpl::unregister() {
   if (unregistered_.exchange(true) || lost_.load()) return Status::OK();
   Status s = kv::run(
-      *core_->store, [&](kv::Transaction& txn) { return core_->registry.leave(txn, type_, id_, token_); },
+      *core_->store,
+      [&](kv::Transaction& txn) { return core_->registry.leave(txn, type_, id_, token_); },
       core_->options.retry);
   return s.code() == Code::kPermissionDenied ? Status::OK() : s;
 }
@@ -24,8 +25,10 @@ Status RegistrationImpl::unregister() {
 Status RegistrationImpl::heartbeat() {
   if (lost_.load()) return FailedPrecondition("worker '" + id_ + "' was lost");
   if (unregistered_.load()) return FailedPrecondition("worker '" + id_ + "' has unregistered");
-  Status s = kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.beat(txn, type_, id_, token_); },
-                     core_->options.retry);
+  Status s = kv::run(
+      *core_->store,
+      [&](kv::Transaction& txn) { return core_->registry.beat(txn, type_, id_, token_); },
+      core_->options.retry);
   if (s.code() == Code::kPermissionDenied) {
     s = FailedPrecondition("worker '" + id_ + "' was taken over by another registration");
   }
@@ -34,22 +37,26 @@ Status RegistrationImpl::heartbeat() {
   return s;
 }
 
-Status RegistrationImpl::heartbeat_all(const std::vector<std::shared_ptr<RegistrationImpl>>& batch) {
+Status RegistrationImpl::heartbeat_all(
+    const std::vector<std::shared_ptr<RegistrationImpl>>& batch) {
   if (batch.empty()) return Status::OK();
   Core& core = *batch.front()->core_;
   std::vector<RegistrationImpl*> lost;
-  Status s = kv::run(*core.store, [&](kv::Transaction& txn) -> Status {
-    lost.clear();
-    for (const auto& r : batch) {
-      Status beat = core.registry.beat(txn, r->type_, r->id_, r->token_);
-      if (beat.code() == Code::kFailedPrecondition || beat.code() == Code::kPermissionDenied) {
-        lost.push_back(r.get());  // it wrote nothing; the others still commit
-      } else if (!beat.ok()) {
-        return beat;
-      }
-    }
-    return Status::OK();
-  }, core.options.retry);
+  Status s = kv::run(
+      *core.store,
+      [&](kv::Transaction& txn) -> Status {
+        lost.clear();
+        for (const auto& r : batch) {
+          Status beat = core.registry.beat(txn, r->type_, r->id_, r->token_);
+          if (beat.code() == Code::kFailedPrecondition || beat.code() == Code::kPermissionDenied) {
+            lost.push_back(r.get());  // it wrote nothing; the others still commit
+          } else if (!beat.ok()) {
+            return beat;
+          }
+        }
+        return Status::OK();
+      },
+      core.options.retry);
   if (!s.ok()) return s;
   for (auto* r : lost) r->lost_ = true;
   core.heartbeats.fetch_add(batch.size() - lost.size());
@@ -78,7 +85,8 @@ class WorkersImpl : public Workers {
       }
     }
     KVQ_ASSIGN_OR_RETURN(std::string token, join(name.first, name.second, checked));
-    auto registration = std::make_shared<RegistrationImpl>(core_, name.first, name.second, token, options.health_timeout);
+    auto registration = std::make_shared<RegistrationImpl>(core_, name.first, name.second, token,
+                                                           options.health_timeout);
     {
       util::MutexLock held(core_->mu);
       core_->held[name] = registration;
@@ -97,8 +105,9 @@ class WorkersImpl : public Workers {
     KVQ_RETURN_IF_ERROR(validate_worker_type(type));
     KVQ_RETURN_IF_ERROR(validate_worker_id(id));
     const std::string t(type), i(id), k(token);
-    Status s = kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.beat(txn, t, i, k); },
-                       core_->options.retry);
+    Status s = kv::run(
+        *core_->store, [&](kv::Transaction& txn) { return core_->registry.beat(txn, t, i, k); },
+        core_->options.retry);
     if (s.ok()) core_->heartbeats.fetch_add(1);
     return s;
   }
@@ -107,33 +116,38 @@ class WorkersImpl : public Workers {
     KVQ_RETURN_IF_ERROR(validate_worker_type(type));
     KVQ_RETURN_IF_ERROR(validate_worker_id(id));
     const std::string t(type), i(id), k(token);
-    return kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.leave(txn, t, i, k); },
-                   core_->options.retry);
+    return kv::run(
+        *core_->store, [&](kv::Transaction& txn) { return core_->registry.leave(txn, t, i, k); },
+        core_->options.retry);
   }
 
   Result<Membership> workers(std::string_view type) override {
     KVQ_RETURN_IF_ERROR(validate_worker_type(type));
-    return kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.read(txn, type, false); },
-                   core_->options.retry);
+    return kv::run(
+        *core_->store, [&](kv::Transaction& txn) { return core_->registry.read(txn, type, false); },
+        core_->options.retry);
   }
 
   Result<std::vector<std::string>> types() override {
-    return kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.types(txn, true); },
-                   core_->options.retry);
+    return kv::run(
+        *core_->store, [&](kv::Transaction& txn) { return core_->registry.types(txn, true); },
+        core_->options.retry);
   }
 
-  Result<std::unique_ptr<MembershipSubscription>> subscribe(std::string_view type,
-                                                            std::function<void(const Membership&)> callback) override {
+  Result<std::unique_ptr<MembershipSubscription>> subscribe(
+      std::string_view type, std::function<void(const Membership&)> callback) override {
     KVQ_RETURN_IF_ERROR(validate_worker_type(type));
     if (!callback) return InvalidArgument("subscribe needs a callback");
     return notifier_->add(std::string(type), std::move(callback));
   }
 
-  Result<RegisterOptions> check(std::string_view type, std::string_view id, const RegisterOptions& options) const {
+  Result<RegisterOptions> check(std::string_view type, std::string_view id,
+                                const RegisterOptions& options) const {
     KVQ_RETURN_IF_ERROR(validate_worker_type(type));
     KVQ_RETURN_IF_ERROR(validate_worker_id(id));
     if (options.health_timeout < kMinHealthTimeout) {
-      return InvalidArgument("health timeout must be at least " + std::to_string(kMinHealthTimeout.count()) + " ms");
+      return InvalidArgument("health timeout must be at least " +
+                             std::to_string(kMinHealthTimeout.count()) + " ms");
     }
     RegisterOptions checked = options;
     KVQ_ASSIGN_OR_RETURN(checked.info, normalize_info(options.info));
@@ -141,10 +155,13 @@ class WorkersImpl : public Workers {
   }
 
   // Joins with a fresh token; the same token on a retry recognises an earlier attempt's commit.
-  Result<std::string> join(const std::string& type, const std::string& id, const RegisterOptions& checked) {
+  Result<std::string> join(const std::string& type, const std::string& id,
+                           const RegisterOptions& checked) {
     const std::string token = util::secret_hex();
-    Status s = kv::run(*core_->store, [&](kv::Transaction& txn) { return core_->registry.join(txn, type, id, token, checked); },
-                       core_->options.retry);
+    Status s = kv::run(
+        *core_->store,
+        [&](kv::Transaction& txn) { return core_->registry.join(txn, type, id, token, checked); },
+        core_->options.retry);
     if (!s.ok()) return s;
     return token;
   }
@@ -169,7 +186,8 @@ class WorkersImpl : public Workers {
 
 }  // namespace
 
-Result<std::unique_ptr<Workers>> Workers::open(std::shared_ptr<kv::Store> store, WorkersOptions options) {
+Result<std::unique_ptr<Workers>> Workers::open(std::shared_ptr<kv::Store> store,
+                                               WorkersOptions options) {
   if (!store) return InvalidArgument("no store");
   auto core = std::make_shared<Core>(std::move(store), std::move(options));
   return std::unique_ptr<Workers>(std::make_unique<WorkersImpl>(std::move(core)));

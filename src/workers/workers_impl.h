@@ -19,7 +19,10 @@ class RegistrationImpl;
 
 struct Core {
   Core(std::shared_ptr<kv::Store> s, WorkersOptions o)
-      : store(std::move(s)), options(std::move(o)), keys(options.key_prefix), registry{keys, options.on_departure} {}
+      : store(std::move(s)),
+        options(std::move(o)),
+        keys(options.key_prefix),
+        registry{keys, options.on_departure} {}
 
   std::shared_ptr<kv::Store> store;
   WorkersOptions options;
@@ -28,13 +31,18 @@ struct Core {
   std::atomic<uint64_t> heartbeats{0};
   util::Mutex mu;
   // The registrations this process holds, so registering one again returns it.
-  std::map<std::pair<std::string, std::string>, std::weak_ptr<RegistrationImpl>> held KVQ_GUARDED_BY(mu);
+  std::map<std::pair<std::string, std::string>, std::weak_ptr<RegistrationImpl>> held
+      KVQ_GUARDED_BY(mu);
 };
 
 class RegistrationImpl : public Registration {
  public:
-  RegistrationImpl(std::shared_ptr<Core> core, std::string type, std::string id, std::string token, Millis timeout)
-      : core_(std::move(core)), type_(std::move(type)), id_(std::move(id)), token_(std::move(token)),
+  RegistrationImpl(std::shared_ptr<Core> core, std::string type, std::string id, std::string token,
+                   Millis timeout)
+      : core_(std::move(core)),
+        type_(std::move(type)),
+        id_(std::move(id)),
+        token_(std::move(token)),
         timeout_(timeout) {}
   ~RegistrationImpl() override;
 

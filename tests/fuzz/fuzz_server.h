@@ -22,24 +22,27 @@
 namespace kvq::server::fuzz {
 
 // Reports a finding: libFuzzer saves the input when the process aborts.
-[[noreturn]] inline void finding(std::string_view fuzzer, const std::string& what, std::string_view input) {
-  std::fprintf(stderr, "%.*s: %s (input '%.*s')\n", static_cast<int>(fuzzer.size()), fuzzer.data(), what.c_str(),
-               static_cast<int>(std::min<size_t>(input.size(), 200)), input.data());
+[[noreturn]] inline void finding(std::string_view fuzzer, const std::string& what,
+                                 std::string_view input) {
+  std::fprintf(stderr, "%.*s: %s (input '%.*s')\n", static_cast<int>(fuzzer.size()), fuzzer.data(),
+               what.c_str(), static_cast<int>(std::min<size_t>(input.size(), 200)), input.data());
   std::abort();
 }
 
 struct Backend {
   explicit Backend(std::string_view fuzzer) : name(fuzzer) {
     using namespace std::chrono_literals;
-    dir = std::filesystem::temp_directory_path() / ("kvq-" + name + "-" + std::to_string(::getpid()));
+    dir =
+        std::filesystem::temp_directory_path() / ("kvq-" + name + "-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     store = check(open_lmdb_store({.path = dir.string(), .durability = Durability::kNoSync}));
     jobs = check(jobs::Jobs::open(store));
-    workers = check(workers::Workers::open(store, {.on_departure = [this](kv::Transaction& txn, const std::string& type,
-                                                                          const std::string& id) {
-                                                    return jobs->release_worker(txn, type, id).status();
-                                                  }}));
+    workers = check(workers::Workers::open(
+        store, {.on_departure = [this](kv::Transaction& txn, const std::string& type,
+                                       const std::string& id) {
+          return jobs->release_worker(txn, type, id).status();
+        }}));
     api.reset(new Api{*jobs, *workers, *store, metrics});  // an aggregate: no make_unique
     // Types the seed inputs use, so that more of them get past "no such type".
     for (const char* type : {"t", "email"}) {

@@ -23,8 +23,8 @@
 #include <boost/beast/http.hpp>
 
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <string>
@@ -43,7 +43,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr auto kCloseDeadline = 10s;
 
-[[noreturn]] void finding(const std::string& what, std::string_view input) { fuzz::finding("http_fuzz", what, input); }
+[[noreturn]] void finding(const std::string& what, std::string_view input) {
+  fuzz::finding("http_fuzz", what, input);
+}
 
 // The HTTP server of `kvq serve`, listening on a free loopback port, with a body limit small
 // enough for inputs to exceed it.
@@ -125,8 +127,10 @@ std::string receive_until_closed(int fd, std::string_view input) {
   const auto deadline = Clock::now() + kCloseDeadline;
   char buffer[16 * 1024];
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) finding("the server had not closed the connection 10 s after the client's end", input);
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0)
+      finding("the server had not closed the connection 10 s after the client's end", input);
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
     ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
@@ -148,7 +152,8 @@ void check_responses(std::string_view bytes, std::string_view input) {
       const size_t used = parser.put(boost::asio::buffer(bytes.data(), bytes.size()), ec);
       bytes.remove_prefix(used);
       if (ec == http::error::need_more) break;
-      if (ec) finding("the server sent bytes that are not an HTTP response: " + ec.message(), input);
+      if (ec)
+        finding("the server sent bytes that are not an HTTP response: " + ec.message(), input);
     }
     if (!parser.is_done()) {
       // Only a response that the connection's end delimits (an event stream) may end here.
@@ -157,7 +162,8 @@ void check_responses(std::string_view bytes, std::string_view input) {
       if (ec) finding("a response was cut short: " + ec.message(), input);
     }
     const unsigned status = parser.get().result_int();
-    if (status >= 500 && status != 501 && status != 505) finding("status " + std::to_string(status), input);
+    if (status >= 500 && status != 501 && status != 505)
+      finding("status " + std::to_string(status), input);
   }
 }
 
@@ -174,7 +180,7 @@ void run_one(Server& server, std::string_view input) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static auto* server = [] {
-    std::signal(SIGPIPE, SIG_IGN);  // as kvq serve does
+    std::signal(SIGPIPE, SIG_IGN);     // as kvq serve does
     return new kvq::server::Server();  // lives for the whole run, as a server does
   }();
   kvq::server::run_one(*server, std::string_view(reinterpret_cast<const char*>(data), size));

@@ -5,8 +5,8 @@
 #pragma once
 
 #include <functional>
-#include <ostream>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -57,7 +57,8 @@ inline std::vector<Backend> all_backends() {
       {"lmdb_sync", lmdb(Durability::kSync)},
       {"lmdb_nosync", lmdb(Durability::kNoSync)},
       // One etcd for the whole run; each test's directory name keeps its keys apart.
-      {"etcd", [](const std::string& dir) {
+      {"etcd",
+       [](const std::string& dir) {
          return open_etcd_store({.endpoints = {test_etcd_endpoint()}, .key_prefix = dir + "/"});
        }},
   };
@@ -65,9 +66,11 @@ inline std::vector<Backend> all_backends() {
 
 inline void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
 
-inline std::string backend_name(const ::testing::TestParamInfo<Backend>& info) { return info.param.name; }
+inline std::string backend_name(const ::testing::TestParamInfo<Backend>& info) {
+  return info.param.name;
+}
 
-#define KVQ_INSTANTIATE_FOR_BACKENDS(suite) \
+#define KVQ_INSTANTIATE_FOR_BACKENDS(suite)                                                      \
   INSTANTIATE_TEST_SUITE_P(Backends, suite, ::testing::ValuesIn(::kvq::testing::all_backends()), \
                            ::kvq::testing::backend_name)
 

@@ -87,12 +87,31 @@ class EtcdCluster {
     const std::string client_url = "http://127.0.0.1:" + std::to_string(m.client);
     const std::string peer_url = "http://127.0.0.1:" + std::to_string(m.peer);
     const std::string data = dir + "/" + m.name;
-    std::vector<std::string> args = {"etcd", "--name", m.name, "--data-dir", data,
-                                     "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
-                                     "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
-                                     "--initial-cluster", initial, "--initial-cluster-state", "new",
-                                     "--initial-cluster-token", "kvq-test-cluster", "--max-txn-ops", "10000",
-                                     "--quota-backend-bytes", "8589934592", "--log-level", "error"};
+    std::vector<std::string> args = {"etcd",
+                                     "--name",
+                                     m.name,
+                                     "--data-dir",
+                                     data,
+                                     "--listen-client-urls",
+                                     client_url,
+                                     "--advertise-client-urls",
+                                     client_url,
+                                     "--listen-peer-urls",
+                                     peer_url,
+                                     "--initial-advertise-peer-urls",
+                                     peer_url,
+                                     "--initial-cluster",
+                                     initial,
+                                     "--initial-cluster-state",
+                                     "new",
+                                     "--initial-cluster-token",
+                                     "kvq-test-cluster",
+                                     "--max-txn-ops",
+                                     "10000",
+                                     "--quota-backend-bytes",
+                                     "8589934592",
+                                     "--log-level",
+                                     "error"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -100,7 +119,8 @@ class EtcdCluster {
     posix_spawn_file_actions_init(&files);
     const std::string log = data + ".log";
     posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
     posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
     if (posix_spawnp(&m.pid, "etcd", &files, nullptr, argv.data(), environ) != 0) m.pid = -1;
     posix_spawn_file_actions_destroy(&files);
@@ -110,7 +130,8 @@ class EtcdCluster {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     for (size_t i = 0; i < members_.size(); ++i) {
       if (members_[i].pid <= 0) return false;
-      auto store = open_etcd_store({.endpoints = {endpoint(i)}, .request_timeout = std::chrono::milliseconds(500)});
+      auto store = open_etcd_store(
+          {.endpoints = {endpoint(i)}, .request_timeout = std::chrono::milliseconds(500)});
       if (!store.ok()) return false;
       for (;;) {
         auto txn = (*store)->begin();

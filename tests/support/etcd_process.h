@@ -47,18 +47,30 @@ class EtcdProcess {
     const std::string client_url = "http://" + endpoint_;
     const std::string peer_url = "http://127.0.0.1:" + std::to_string(peer);
     std::vector<std::string> args = {"etcd",
-                                     "--name", "kvq-test",
-                                     "--data-dir", data_dir,
-                                     "--listen-client-urls", client_url,
-                                     "--advertise-client-urls", client_url,
-                                     "--listen-peer-urls", peer_url,
-                                     "--initial-advertise-peer-urls", peer_url,
-                                     "--initial-cluster", "kvq-test=" + peer_url,
-                                     "--max-txn-ops", "10000",
-                                     "--quota-backend-bytes", "8589934592",
-                                     "--auto-compaction-mode", "revision",
-                                     "--auto-compaction-retention", "100000",
-                                     "--log-level", "error"};
+                                     "--name",
+                                     "kvq-test",
+                                     "--data-dir",
+                                     data_dir,
+                                     "--listen-client-urls",
+                                     client_url,
+                                     "--advertise-client-urls",
+                                     client_url,
+                                     "--listen-peer-urls",
+                                     peer_url,
+                                     "--initial-advertise-peer-urls",
+                                     peer_url,
+                                     "--initial-cluster",
+                                     "kvq-test=" + peer_url,
+                                     "--max-txn-ops",
+                                     "10000",
+                                     "--quota-backend-bytes",
+                                     "8589934592",
+                                     "--auto-compaction-mode",
+                                     "revision",
+                                     "--auto-compaction-retention",
+                                     "100000",
+                                     "--log-level",
+                                     "error"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -69,7 +81,8 @@ class EtcdProcess {
     const std::string log = data_dir + ".log";
     if (detach) posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
     posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
     posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
     if (posix_spawnp(&pid_, "etcd", &files, &attr, argv.data(), environ) != 0) pid_ = -1;
     posix_spawn_file_actions_destroy(&files);
@@ -95,7 +108,8 @@ class EtcdProcess {
 
  private:
   bool wait_ready() {
-    auto store = open_etcd_store({.endpoints = {endpoint_}, .request_timeout = std::chrono::milliseconds(500)});
+    auto store = open_etcd_store(
+        {.endpoints = {endpoint_}, .request_timeout = std::chrono::milliseconds(500)});
     if (!store.ok()) return false;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (std::chrono::steady_clock::now() < deadline) {

@@ -19,8 +19,7 @@ Status from_grpc(const grpc::Status& status, bool commit) {
     case grpc::StatusCode::OUT_OF_RANGE:
       return Aborted(message + " (the read revision was compacted; retry the transaction)");
     case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      return InvalidArgument(message);
+    case grpc::StatusCode::FAILED_PRECONDITION: return InvalidArgument(message);
     case grpc::StatusCode::RESOURCE_EXHAUSTED: return ResourceExhausted(message);
     default: return Unavailable(message);
   }
@@ -107,7 +106,9 @@ Client::Client(EtcdOptions options, std::shared_ptr<grpc::ChannelCredentials> cr
   }
 }
 
-std::shared_ptr<grpc::Channel> Client::channel(size_t endpoint) { return channels_[endpoint % channels_.size()]; }
+std::shared_ptr<grpc::Channel> Client::channel(size_t endpoint) {
+  return channels_[endpoint % channels_.size()];
+}
 
 void Client::fail_over(size_t index) {
   size_t expected = index;
@@ -127,7 +128,8 @@ void Client::set_fail_over_listener(std::function<void(size_t)> listener) {
 
 bool Client::answers(size_t index, std::chrono::system_clock::time_point deadline) {
   grpc::ClientContext context;
-  context.set_deadline(std::min(deadline, std::chrono::system_clock::now() + options_.member_check_timeout));
+  context.set_deadline(
+      std::min(deadline, std::chrono::system_clock::now() + options_.member_check_timeout));
   if (!authorize(context).ok()) return true;  // cannot tell; let the call run its course
   // The read read_version makes: linearizable, so a member cut off from its quorum fails it too.
   etcdserverpb::RangeRequest request;
@@ -148,7 +150,8 @@ Status Client::authenticate(size_t index) {
   grpc::Status status = stub->Authenticate(&context, request, &response);
   if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
       status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
-    return FailedPrecondition("etcd refused user '" + options_.username + "': " + status.error_message());
+    return FailedPrecondition("etcd refused user '" + options_.username +
+                              "': " + status.error_message());
   }
   if (!status.ok()) return from_grpc(status, false);
   util::MutexLock lock(token_mu_);
@@ -208,19 +211,23 @@ Status Client::call(bool commit, Start&& start) {
     given_up = given_up && status.error_code() == grpc::StatusCode::CANCELLED;
     if (!given_up && !unreachable(status.error_code())) return from_grpc(status, commit);
     fail_over(index);
-    result = given_up ? from_grpc(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                               "member " + options_.endpoints[index] + " answered neither the call in " +
-                                                   std::to_string(options_.member_check_after.count()) +
-                                                   " ms nor a check of it in " +
-                                                   std::to_string(options_.member_check_timeout.count()) + " ms"),
-                                  commit)
-                      : from_grpc(status, commit);
+    result = given_up
+                 ? from_grpc(grpc::Status(
+                                 grpc::StatusCode::UNAVAILABLE,
+                                 "member " + options_.endpoints[index] +
+                                     " answered neither the call in " +
+                                     std::to_string(options_.member_check_after.count()) +
+                                     " ms nor a check of it in " +
+                                     std::to_string(options_.member_check_timeout.count()) + " ms"),
+                             commit)
+                 : from_grpc(status, commit);
     if (commit || std::chrono::system_clock::now() >= deadline) break;
   }
   return result;
 }
 
-Status Client::range(const etcdserverpb::RangeRequest& request, etcdserverpb::RangeResponse* response) {
+Status Client::range(const etcdserverpb::RangeRequest& request,
+                     etcdserverpb::RangeResponse* response) {
   return call(false, [&](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context, auto done) {
     stub.async()->Range(&context, &request, response, std::move(done));
   });
@@ -228,7 +235,8 @@ Status Client::range(const etcdserverpb::RangeRequest& request, etcdserverpb::Ra
 
 Status Client::txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response) {
   auto writes = [](const auto& ops) {
-    return std::any_of(ops.begin(), ops.end(), [](const etcdserverpb::RequestOp& op) { return !op.has_request_range(); });
+    return std::any_of(ops.begin(), ops.end(),
+                       [](const etcdserverpb::RequestOp& op) { return !op.has_request_range(); });
   };
   const bool commit = writes(request.success()) || writes(request.failure());
   return call(commit, [&](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context, auto done) {

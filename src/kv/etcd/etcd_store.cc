@@ -1,7 +1,7 @@
+#include "kvq/etcd_store.h"
 #include "kv/etcd/etcd_client.h"
 #include "kv/etcd/etcd_transaction.h"
 #include "kv/etcd/etcd_watch.h"
-#include "kvq/etcd_store.h"
 
 namespace kvq {
 namespace {
@@ -16,7 +16,8 @@ class EtcdStore : public kv::Store {
   }
 
   Result<std::unique_ptr<kv::Transaction>> begin() override {
-    return std::unique_ptr<kv::Transaction>(std::make_unique<kv::etcd::EtcdTransaction>(client_, hub_));
+    return std::unique_ptr<kv::Transaction>(
+        std::make_unique<kv::etcd::EtcdTransaction>(client_, hub_));
   }
 
   std::string describe() const override {
@@ -37,7 +38,8 @@ class EtcdStore : public kv::Store {
 
 Result<EtcdOptions> parse_etcd_url(std::string_view url) {
   constexpr std::string_view kScheme = "etcd://";
-  if (url.substr(0, kScheme.size()) != kScheme) return InvalidArgument("an etcd URL starts with etcd://");
+  if (url.substr(0, kScheme.size()) != kScheme)
+    return InvalidArgument("an etcd URL starts with etcd://");
   url.remove_prefix(kScheme.size());
   EtcdOptions options;
   if (auto slash = url.find('/'); slash != std::string_view::npos) {
@@ -60,7 +62,8 @@ Result<EtcdOptions> parse_etcd_url(std::string_view url) {
 
 Result<std::shared_ptr<kv::Store>> open_etcd_store(const EtcdOptions& options) {
   if (options.endpoints.empty()) return InvalidArgument("no etcd endpoints");
-  if (options.request_timeout.count() <= 0) return InvalidArgument("request_timeout must be positive");
+  if (options.request_timeout.count() <= 0)
+    return InvalidArgument("request_timeout must be positive");
   if (options.member_check_after.count() <= 0 || options.member_check_timeout.count() <= 0) {
     return InvalidArgument("member_check_after and member_check_timeout must be positive");
   }

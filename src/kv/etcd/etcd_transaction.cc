@@ -10,10 +10,15 @@ constexpr int64_t kPage = 500;
 // The stored keys of a range at one revision, fetched a page at a time.
 class EtcdRangeSource : public RangeSource {
  public:
-  EtcdRangeSource(std::function<Status(etcdserverpb::RangeRequest&, etcdserverpb::RangeResponse*)> fetch,
-                  std::string prefix, std::string begin, std::string end, bool reverse, int64_t page)
-      : fetch_(std::move(fetch)), prefix_(std::move(prefix)), begin_(std::move(begin)), end_(std::move(end)),
-        reverse_(reverse), page_(page) {}
+  EtcdRangeSource(
+      std::function<Status(etcdserverpb::RangeRequest&, etcdserverpb::RangeResponse*)> fetch,
+      std::string prefix, std::string begin, std::string end, bool reverse, int64_t page)
+      : fetch_(std::move(fetch)),
+        prefix_(std::move(prefix)),
+        begin_(std::move(begin)),
+        end_(std::move(end)),
+        reverse_(reverse),
+        page_(page) {}
 
   Status start() { return load(); }
   bool valid() const override { return index_ < rows_.kvs_size(); }
@@ -26,8 +31,10 @@ class EtcdRangeSource : public RangeSource {
     if (++index_ < rows_.kvs_size() || !rows_.more()) return Status::OK();
     // Continue after the last key of this page.
     const std::string& last = rows_.kvs(rows_.kvs_size() - 1).key();
-    if (reverse_) end_ = last;
-    else begin_ = last + '\0';
+    if (reverse_)
+      end_ = last;
+    else
+      begin_ = last + '\0';
     return load();
   }
 
@@ -37,7 +44,8 @@ class EtcdRangeSource : public RangeSource {
     request.set_key(begin_);
     request.set_range_end(end_);
     request.set_limit(page_);
-    request.set_sort_order(reverse_ ? etcdserverpb::RangeRequest::DESCEND : etcdserverpb::RangeRequest::ASCEND);
+    request.set_sort_order(reverse_ ? etcdserverpb::RangeRequest::DESCEND
+                                    : etcdserverpb::RangeRequest::ASCEND);
     request.set_sort_target(etcdserverpb::RangeRequest::KEY);
     index_ = 0;
     return fetch_(request, &rows_);
@@ -61,7 +69,8 @@ Status check_key(std::string_view key) {
 
 }  // namespace
 
-Status EtcdTransaction::range(etcdserverpb::RangeRequest& request, etcdserverpb::RangeResponse* response) {
+Status EtcdTransaction::range(etcdserverpb::RangeRequest& request,
+                              etcdserverpb::RangeResponse* response) {
   if (committed_) return FailedPrecondition("the transaction has already committed");
   request.set_revision(revision_);
   KVQ_RETURN_IF_ERROR(client_->range(request, response));
@@ -92,8 +101,8 @@ Result<std::optional<std::string>> EtcdTransaction::get(std::string_view key, Re
   return std::optional<std::string>(std::move(stored->value));
 }
 
-Result<std::vector<std::optional<std::string>>> EtcdTransaction::get_many(const std::vector<std::string>& keys,
-                                                                         ReadOptions options) {
+Result<std::vector<std::optional<std::string>>> EtcdTransaction::get_many(
+    const std::vector<std::string>& keys, ReadOptions options) {
   if (committed_) return FailedPrecondition("the transaction has already committed");
   std::vector<std::optional<std::string>> values(keys.size());
   std::vector<size_t> fetched;  // which of `keys` each range of the request reads
@@ -119,8 +128,8 @@ Result<std::vector<std::optional<std::string>>> EtcdTransaction::get_many(const 
   etcdserverpb::TxnResponse response;
   KVQ_RETURN_IF_ERROR(client_->txn(request, &response));
   if (response.responses_size() != static_cast<int>(fetched.size())) {
-    return Unavailable("etcd: a read Txn answered " + std::to_string(response.responses_size()) + " of " +
-                       std::to_string(fetched.size()) + " ranges");
+    return Unavailable("etcd: a read Txn answered " + std::to_string(response.responses_size()) +
+                       " of " + std::to_string(fetched.size()) + " ranges");
   }
   if (revision_ == 0) revision_ = response.header().revision();
   for (size_t j = 0; j < fetched.size(); ++j) {
@@ -133,10 +142,12 @@ Result<std::vector<std::optional<std::string>>> EtcdTransaction::get_many(const 
   return values;
 }
 
-Result<std::vector<KeyValue>> EtcdTransaction::get_range(std::string_view begin, std::string_view end,
+Result<std::vector<KeyValue>> EtcdTransaction::get_range(std::string_view begin,
+                                                         std::string_view end,
                                                          RangeOptions options) {
   if (begin >= end) return std::vector<KeyValue>();
-  const int64_t page = options.limit ? std::min<int64_t>(kPage, static_cast<int64_t>(options.limit) + 16) : kPage;
+  const int64_t page =
+      options.limit ? std::min<int64_t>(kPage, static_cast<int64_t>(options.limit) + 16) : kPage;
   EtcdRangeSource stored([this](auto& request, auto* response) { return range(request, response); },
                          client_->prefix(), full(begin), full(end), options.reverse, page);
   KVQ_RETURN_IF_ERROR(stored.start());
@@ -172,7 +183,9 @@ void EtcdTransaction::clear(std::string_view key) {
   if (check_key(key).ok()) buffer_.clear(key);
 }
 
-void EtcdTransaction::clear_range(std::string_view begin, std::string_view end) { buffer_.clear_range(begin, end); }
+void EtcdTransaction::clear_range(std::string_view begin, std::string_view end) {
+  buffer_.clear_range(begin, end);
+}
 
 Status EtcdTransaction::add_read_conflict_key(std::string_view key) {
   KVQ_ASSIGN_OR_RETURN(auto stored, read_stored(key));
@@ -227,7 +240,8 @@ void EtcdTransaction::build_writes(etcdserverpb::TxnRequest& txn) const {
   };
   for (const auto& [begin, end] : merged) {
     std::string from = begin;
-    for (auto it = buffer_.writes.lower_bound(begin); it != buffer_.writes.end() && it->first < end; ++it) {
+    for (auto it = buffer_.writes.lower_bound(begin); it != buffer_.writes.end() && it->first < end;
+         ++it) {
       delete_range(from, it->first);
       from = it->first + '\0';
     }
@@ -279,7 +293,8 @@ Status EtcdTransaction::commit() {
   committed_ = true;
   etcdserverpb::TxnResponse response;
   KVQ_RETURN_IF_ERROR(client_->txn(txn, &response));
-  if (!response.succeeded()) return Aborted("a key this transaction read was changed by a later commit");
+  if (!response.succeeded())
+    return Aborted("a key this transaction read was changed by a later commit");
   committed_revision_ = response.header().revision();
   return Status::OK();
 }

@@ -22,7 +22,8 @@ WatchHub::~WatchHub() {
   for (auto& s : ending) s->complete(Unavailable("the store was closed"));
 }
 
-Result<Watch> WatchHub::watch(const std::string& key, std::optional<std::string> expected, int64_t start_revision) {
+Result<Watch> WatchHub::watch(const std::string& key, std::optional<std::string> expected,
+                              int64_t start_revision) {
   auto state = std::make_shared<detail::WatchState>();
   int64_t id;
   {

@@ -27,8 +27,8 @@ class WatchHub : public std::enable_shared_from_this<WatchHub> {
   ~WatchHub();
 
   // `key` is the full etcd key (prefix included).
-  Result<Watch> watch(const std::string& key, std::optional<std::string> expected, int64_t start_revision)
-      KVQ_EXCLUDES(mu_);
+  Result<Watch> watch(const std::string& key, std::optional<std::string> expected,
+                      int64_t start_revision) KVQ_EXCLUDES(mu_);
   // The client left `endpoint` (Client::set_fail_over_listener): a stream on it moves too.
   void left_endpoint(size_t endpoint) KVQ_EXCLUDES(mu_);
 

@@ -35,7 +35,9 @@ Status prepare_destination(const fs::path& destination) {
   std::error_code ec;
   if (!fs::exists(destination, ec)) {
     fs::create_directories(destination, ec);
-    if (ec) return InvalidArgument("cannot create backup directory '" + destination.string() + "': " + ec.message());
+    if (ec)
+      return InvalidArgument("cannot create backup directory '" + destination.string() +
+                             "': " + ec.message());
     return sync_directory(fs::absolute(destination, ec).parent_path());
   }
   if (!fs::is_directory(destination, ec)) {
@@ -49,13 +51,14 @@ Status prepare_destination(const fs::path& destination) {
 }
 
 // Copies into `partial`, syncs it and renames it to `final_file`. Returns the copy's size.
-Result<uint64_t> write_copy(const std::string& data_dir, const fs::path& partial, const fs::path& final_file,
-                            bool compact) {
+Result<uint64_t> write_copy(const std::string& data_dir, const fs::path& partial,
+                            const fs::path& final_file, bool compact) {
   const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return io_error("creating '" + partial.string() + "'");
   Status status = kv::lmdb::Env::copy_directory(data_dir, fd, compact);
   struct stat written {};
-  if (status.ok() && ::fstat(fd, &written) != 0) status = io_error("reading the size of '" + partial.string() + "'");
+  if (status.ok() && ::fstat(fd, &written) != 0)
+    status = io_error("reading the size of '" + partial.string() + "'");
   if (status.ok() && ::fsync(fd) != 0) status = io_error("syncing '" + partial.string() + "'");
   if (::close(fd) != 0 && status.ok()) status = io_error("closing '" + partial.string() + "'");
   if (status.ok() && ::rename(partial.c_str(), final_file.c_str()) != 0) {

@@ -114,7 +114,8 @@ TEST_P(BackupTest, TheCopyIsAStoreOfItsOwn) {
   TempDir dir;
   auto store = open_or_die(dir.sub("data"));
   ASSERT_NE(store, nullptr);
-  for (int i = 0; i < 500; ++i) put(*store, "t/" + std::to_string(i), std::string(100, 'a' + i % 26));
+  for (int i = 0; i < 500; ++i)
+    put(*store, "t/" + std::to_string(i), std::string(100, 'a' + i % 26));
   ASSERT_TRUE(backup_lmdb_store(dir.sub("data"), dir.sub("copy"), options()).ok());
 
   auto copy = open_or_die(dir.sub("copy"));
@@ -139,7 +140,8 @@ TEST(BackupCompactionTest, ACompactCopyLeavesOutTheFreedPages) {
   const std::string big(4000, 'x');
   for (int batch = 0; batch < 20; ++batch) {
     ASSERT_TRUE(kv::run(*store, [&](kv::Transaction& txn) -> Status {
-                  for (int i = 0; i < 100; ++i) txn.set("t/" + std::to_string(batch * 100 + i), big);
+                  for (int i = 0; i < 100; ++i)
+                    txn.set("t/" + std::to_string(batch * 100 + i), big);
                   return Status::OK();
                 }).ok());
   }
@@ -166,7 +168,8 @@ TEST(BackupErrorsTest, AMissingDataDirectoryIsNotFoundAndIsNotCreated) {
   auto size = backup_lmdb_store(dir.sub("nothing"), dir.sub("copy"));
   ASSERT_FALSE(size.ok());
   EXPECT_EQ(size.status().code(), Code::kNotFound);
-  EXPECT_NE(size.status().message().find("no kvq data directory"), std::string::npos) << size.status().to_string();
+  EXPECT_NE(size.status().message().find("no kvq data directory"), std::string::npos)
+      << size.status().to_string();
   EXPECT_FALSE(fs::exists(dir.sub("nothing")));
   EXPECT_FALSE(fs::exists(dir.sub("copy")));
 }
@@ -180,7 +183,8 @@ TEST(BackupErrorsTest, ADestinationThatHoldsAnythingIsRefusedAndLeftAsItWas) {
   auto again = backup_lmdb_store(dir.sub("data"), dir.sub("copy"));
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), Code::kInvalidArgument);
-  EXPECT_NE(again.status().message().find("not empty"), std::string::npos) << again.status().to_string();
+  EXPECT_NE(again.status().message().find("not empty"), std::string::npos)
+      << again.status().to_string();
   EXPECT_EQ(file_bytes(dir.sub("copy") + "/data.mdb"), earlier);
 
   std::ofstream(dir.sub("a-file")) << "x";
@@ -202,7 +206,8 @@ TEST(BackupErrorsTest, AFailedCopyLeavesNoFileBehindAndTheSourceUntouched) {
 
   auto size = backup_lmdb_store(dir.sub("data"), dir.sub("copy"));
   ASSERT_FALSE(size.ok());
-  EXPECT_NE(size.status().message().find("read-only"), std::string::npos) << size.status().to_string();
+  EXPECT_NE(size.status().message().find("read-only"), std::string::npos)
+      << size.status().to_string();
   EXPECT_TRUE(fs::is_empty(dir.sub("copy"))) << "a partial copy was left behind";
   EXPECT_EQ(file_bytes(dir.sub("data") + "/data.mdb"), garbage);
 }

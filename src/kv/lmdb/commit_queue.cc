@@ -23,7 +23,8 @@ uint64_t mix(uint64_t x) {  // splitmix64's finalizer: spreads every input bit.
 Result<Fingerprint> fingerprint_range(MDB_txn* txn, MDB_dbi dbi, std::string_view begin,
                                       std::string_view end) {
   MDB_cursor* cursor = nullptr;
-  if (int rc = mdb_cursor_open(txn, dbi, &cursor); rc) return status_from_lmdb(rc, "mdb_cursor_open");
+  if (int rc = mdb_cursor_open(txn, dbi, &cursor); rc)
+    return status_from_lmdb(rc, "mdb_cursor_open");
   Fingerprint fp;
   MDB_val key = as_val(begin), value;
   int rc = mdb_cursor_get(cursor, &key, &value, MDB_SET_RANGE);
@@ -69,7 +70,8 @@ int clear_range(MDB_txn* txn, MDB_dbi dbi, std::string_view begin, std::string_v
 void wait_while(std::atomic<int>& state, int value, bool sleep_at_once) {
   if (!sleep_at_once) return state.wait(value, std::memory_order_acquire);
   static_assert(sizeof(std::atomic<int>) == sizeof(int));
-  syscall(SYS_futex, reinterpret_cast<int*>(&state), FUTEX_WAIT_PRIVATE, value, nullptr, nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<int*>(&state), FUTEX_WAIT_PRIVATE, value, nullptr, nullptr,
+          0);
 }
 
 void wake(std::atomic<int>& state, bool sleep_at_once) {
@@ -91,8 +93,9 @@ void Fingerprint::add(std::string_view key, uint64_t version) {
 
 CommitOutcome CommitQueue::commit(const CommitRequest& request) {
   if (running_callbacks > 0) {
-    return {FailedPrecondition("a blocking commit inside an asynchronous commit's callback could wait for itself; "
-                               "commit asynchronously there, or hand the work to another thread"),
+    return {FailedPrecondition(
+                "a blocking commit inside an asynchronous commit's callback could wait for itself; "
+                "commit asynchronously there, or hand the work to another thread"),
             0};
   }
   auto self = std::make_shared<Member>(&request, nullptr);
@@ -117,7 +120,8 @@ CommitOutcome CommitQueue::commit(const CommitRequest& request) {
   return self->outcome;
 }
 
-void CommitQueue::commit_async(const CommitRequest& request, std::function<void(CommitOutcome)> done) {
+void CommitQueue::commit_async(const CommitRequest& request,
+                               std::function<void(CommitOutcome)> done) {
   auto self = std::make_shared<Member>(&request, std::move(done));
   if (!join(self)) return;
   // With fsync an LMDB commit syncs its data pages, so the caller's thread must not lead.
@@ -214,9 +218,8 @@ void CommitQueue::settle(Group group, GroupResult result, const Member* leader, 
   if (!durability || result.new_version == 0) return finish(group, result, Status::OK(), leader);
   if (may_block) return finish(group, result, durability->wait(result.new_version), leader);
   const uint64_t version = result.new_version;
-  durability->on_durable(version, [this, group = std::move(group), result = std::move(result)](Status synced) {
-    finish(group, result, synced, nullptr);
-  });
+  durability->on_durable(version, [this, group = std::move(group), result = std::move(result)](
+                                      Status synced) { finish(group, result, synced, nullptr); });
 }
 
 void CommitQueue::finish(const Group& group, const GroupResult& result, const Status& synced,
@@ -236,7 +239,8 @@ void CommitQueue::finish(const Group& group, const GroupResult& result, const St
     if (m.get() != leader) wake(m->state, sleep_at_once);  // the leader is not asleep: it is here
   }
   if (result.new_version != 0) {
-    env_.watches().on_commit(result.changes, result.changes_complete, result.base_version, result.new_version);
+    env_.watches().on_commit(result.changes, result.changes_complete, result.base_version,
+                             result.new_version);
   }
 }
 
@@ -262,7 +266,8 @@ CommitQueue::GroupResult CommitQueue::apply_group(const Group& group) {
   }
 }
 
-std::variant<CommitQueue::GroupResult, CommitQueue::Retry> CommitQueue::try_group(const Group& group) {
+std::variant<CommitQueue::GroupResult, CommitQueue::Retry> CommitQueue::try_group(
+    const Group& group) {
   GroupResult result;
   auto fail_all = [&](const Status& status) {
     for (const auto& m : group) m->outcome = {status, 0};
@@ -329,7 +334,8 @@ std::variant<CommitQueue::GroupResult, CommitQueue::Retry> CommitQueue::try_grou
     if (Status s = env_.grow_map(); !s.ok()) return fail_all(s);
     return Retry::kAgain;
   }
-  const Status committed = rc == MDB_SUCCESS ? Status::OK() : env_.write_error(rc, "committing to LMDB");
+  const Status committed =
+      rc == MDB_SUCCESS ? Status::OK() : env_.write_error(rc, "committing to LMDB");
   if (committed.ok()) env_.write_succeeded();
   if (durability && committed.ok()) durability->commit_done(version);
   if (!committed.ok()) {

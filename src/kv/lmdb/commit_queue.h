@@ -8,9 +8,10 @@
 // first in line, and a leader that finds an asynchronous commit next leads that group too
 // (nobody else waits to). With fsync, where an LMDB commit syncs its data pages, a committer
 // thread (started on first use) leads instead, and leaves the wait for the meta page to the
-// durability tracker, which settles the group from its syncer thread while the next commits. Each member is judged on its own: one that
-// conflicts gets kAborted and the rest still commit; if applying one fails for lack of room in
-// the transaction, the group is retried one member at a time.
+// durability tracker, which settles the group from its syncer thread while the next commits. Each
+// member is judged on its own: one that conflicts gets kAborted and the rest still commit; if
+// applying one fails for lack of room in the transaction, the group is retried one member at a
+// time.
 #pragma once
 
 #include <atomic>
@@ -91,7 +92,8 @@ class CommitQueue {
   // it under the mutex made it sleep a second time, a quarter of all context switches).
   struct Member {
     enum State : int { kWaiting, kDone, kLead };
-    Member(const CommitRequest* r, std::function<void(CommitOutcome)> d) : request(r), done(std::move(d)) {}
+    Member(const CommitRequest* r, std::function<void(CommitOutcome)> d)
+        : request(r), done(std::move(d)) {}
     const CommitRequest* request;
     std::function<void(CommitOutcome)> done;  // set for an asynchronous commit
     CommitOutcome outcome;
@@ -119,7 +121,8 @@ class CommitQueue {
   // Tells a committed group's members their outcome once it is on disk: waiting for it here
   // when `may_block`, else through the durability tracker.
   void settle(Group group, GroupResult result, const Member* leader, bool may_block);
-  void finish(const Group& group, const GroupResult& result, const Status& synced, const Member* leader);
+  void finish(const Group& group, const GroupResult& result, const Status& synced,
+              const Member* leader);
   GroupResult apply_group(const Group& group);
   // Tries the whole group in one LMDB transaction. Returns the group's result when every member
   // has its outcome, else how the group must be retried.

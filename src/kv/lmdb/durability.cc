@@ -8,8 +8,8 @@ namespace kvq::kv::lmdb {
 namespace {
 
 Status unknown_after_failed_sync(int rc) {
-  return UnknownResult(std::string("the commit was applied but syncing it to disk failed (") + std::strerror(rc) +
-                       "): it may not survive a power loss");
+  return UnknownResult(std::string("the commit was applied but syncing it to disk failed (") +
+                       std::strerror(rc) + "): it may not survive a power loss");
 }
 
 }  // namespace
@@ -40,8 +40,9 @@ int DurabilityTracker::State::sync_once() {
   if (rc == 0) {
     durable = std::max(durable, sync_covers);
   } else if (failed.ok()) {
-    failed = Internal(std::string("an fdatasync of the LMDB data file failed (") + std::strerror(rc) +
-                      "); no commit since is acknowledged: check the disk, then reopen the store (restart kvq)");
+    failed = Internal(
+        std::string("an fdatasync of the LMDB data file failed (") + std::strerror(rc) +
+        "); no commit since is acknowledged: check the disk, then reopen the store (restart kvq)");
   }
   cv.notify_all();
   return rc;

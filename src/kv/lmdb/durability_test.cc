@@ -116,7 +116,9 @@ class Settlement : public std::enable_shared_from_this<Settlement> {
   int syncs_begun_ = -1;
 };
 
-std::shared_ptr<Settlement> settlement(const FakeSync& sync) { return std::make_shared<Settlement>(sync); }
+std::shared_ptr<Settlement> settlement(const FakeSync& sync) {
+  return std::make_shared<Settlement>(sync);
+}
 
 // Each test's fdatasync and the tracker that uses it.
 class DurabilityTrackerTest : public ::testing::Test {
@@ -153,7 +155,8 @@ TEST_F(DurabilityTrackerTest, ASyncThatBeganBeforeACommitWasWrittenDoesNotCoverI
   // Commit 2's meta page is written while the sync for commit 1 is already running.
   tracker.commit_done(2);
   auto second = std::async(std::launch::async, [&] { return tracker.wait(2); });
-  EXPECT_EQ(second.wait_for(50ms), std::future_status::timeout) << "commit 2 was called durable too early";
+  EXPECT_EQ(second.wait_for(50ms), std::future_status::timeout)
+      << "commit 2 was called durable too early";
   sync.release();
   ASSERT_TRUE(first.get().ok());
   ASSERT_TRUE(second.get().ok());
@@ -167,7 +170,8 @@ TEST_F(DurabilityTrackerTest, GroupsWaitingTogetherShareOneSync) {
   std::vector<std::future<Status>> waits;
   waits.push_back(std::async(std::launch::async, [&] { return tracker.wait(8); }));
   while (sync.calls < 1) std::this_thread::yield();
-  for (int i = 0; i < 7; ++i) waits.push_back(std::async(std::launch::async, [&] { return tracker.wait(8); }));
+  for (int i = 0; i < 7; ++i)
+    waits.push_back(std::async(std::launch::async, [&] { return tracker.wait(8); }));
   std::this_thread::sleep_for(20ms);
   sync.release();
   for (auto& w : waits) ASSERT_TRUE(w.get().ok());
@@ -196,7 +200,8 @@ TEST_F(DurabilityTrackerTest, OnDurableSettlesAtOnceOnTheCallersThreadWhenAlread
   ASSERT_EQ(tracker.durable(), 1u);
   auto settled = settlement(sync);
   tracker.on_durable(1, settled->callback());
-  ASSERT_TRUE(settled->settled()) << "a commit already on disk is settled before on_durable returns";
+  ASSERT_TRUE(settled->settled())
+      << "a commit already on disk is settled before on_durable returns";
   EXPECT_TRUE(settled->status().ok()) << settled->status().to_string();
   EXPECT_EQ(settled->thread(), std::this_thread::get_id());
   EXPECT_EQ(sync.calls, 0) << "a durable commit needs no sync";
@@ -277,12 +282,14 @@ TEST_F(DurabilityTrackerTest, OnDurableForACommitWrittenAfterARunningSyncBeganWa
   ASSERT_TRUE(blocking.get().ok());
   ASSERT_TRUE(settled->wait());
   EXPECT_TRUE(settled->status().ok()) << settled->status().to_string();
-  EXPECT_EQ(settled->syncs_begun(), 2) << "commit 2 was called durable after a sync that began before it";
+  EXPECT_EQ(settled->syncs_begun(), 2)
+      << "commit 2 was called durable after a sync that began before it";
   EXPECT_EQ(sync.calls, 2);
   EXPECT_EQ(tracker.durable(), 2u);
 }
 
-TEST_F(DurabilityTrackerTest, AFailedSyncGivesTheOnDurablesItCoveredUnknownResultAndLaterOnesFailAtOnce) {
+TEST_F(DurabilityTrackerTest,
+       AFailedSyncGivesTheOnDurablesItCoveredUnknownResultAndLaterOnesFailAtOnce) {
   sync.result = EIO;
   commit(tracker, 1);
   sync.hold();
@@ -303,7 +310,8 @@ TEST_F(DurabilityTrackerTest, AFailedSyncGivesTheOnDurablesItCoveredUnknownResul
   for (uint64_t version : {uint64_t{1}, uint64_t{2}}) {
     auto later = settlement(sync);
     tracker.on_durable(version, later->callback());
-    ASSERT_TRUE(later->settled()) << "version " << version << ": the failure is known, so it is settled at once";
+    ASSERT_TRUE(later->settled()) << "version " << version
+                                  << ": the failure is known, so it is settled at once";
     EXPECT_FALSE(later->status().ok());
     EXPECT_EQ(later->status().code(), tracker.failed().code()) << later->status().to_string();
     EXPECT_EQ(later->thread(), std::this_thread::get_id());

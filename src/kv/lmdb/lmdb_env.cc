@@ -46,7 +46,8 @@ constexpr off_t kSyncCounterOffset = 64;
 std::string errno_text(int e) { return std::strerror(e); }
 
 int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -72,7 +73,6 @@ std::string registry_key(const std::string& path) {
 }
 
 }  // namespace
-
 
 Status status_from_lmdb(int rc, std::string_view what) {
   if (rc == MDB_SUCCESS) return Status::OK();  // the hot path: no message to build
@@ -146,13 +146,15 @@ Status MapGate::exclusive(const std::function<Status()>& fn, std::chrono::millis
 
 // ---- Env ----
 
-Env::Env(LmdbOptions options, std::string path) : options_(std::move(options)), path_(std::move(path)) {}
+Env::Env(LmdbOptions options, std::string path)
+    : options_(std::move(options)), path_(std::move(path)) {}
 
 Result<std::shared_ptr<Env>> Env::open(const LmdbOptions& options) {
   if (options.path.empty()) return InvalidArgument("LMDB data directory path is empty");
   std::error_code ec;
   std::filesystem::create_directories(options.path, ec);
-  if (ec) return Unavailable("cannot create data directory '" + options.path + "': " + ec.message());
+  if (ec)
+    return Unavailable("cannot create data directory '" + options.path + "': " + ec.message());
   const std::string path = registry_key(options.path);
 
   // Declared before the lock, so released after it: if every other reference went meanwhile
@@ -246,7 +248,8 @@ Status Env::init() {
   mdb_reader_check(env_, &dead);
 
   MDB_txn* txn = nullptr;
-  if (int rc = mdb_txn_begin(env_, nullptr, 0, &txn); rc) return status_from_lmdb(rc, "mdb_txn_begin");
+  if (int rc = mdb_txn_begin(env_, nullptr, 0, &txn); rc)
+    return status_from_lmdb(rc, "mdb_txn_begin");
   int rc = mdb_dbi_open(txn, "data", MDB_CREATE, &data_dbi_);
   if (!rc) rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &meta_dbi_);
   if (rc) {
@@ -262,7 +265,8 @@ Status Env::init() {
     mdb_env_stat(env_, &st);  // reads the map: here, where it cannot be resized meanwhile
     page_size_ = static_cast<off_t>(st.ms_psize);
     // The state just synced is the first one the syncer keeps pinned.
-    if (rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &pin_); rc) return status_from_lmdb(rc, "pinning the LMDB state");
+    if (rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &pin_); rc)
+      return status_from_lmdb(rc, "pinning the LMDB state");
     auto version = version_in(pin_);
     if (!version.ok()) return version.status();
     synced_version_ = *version;
@@ -432,13 +436,15 @@ Status Env::lock_mode() {
   // Byte 1 is a door, so that openers decide one at a time. Byte 0 is held shared by every
   // process that has the directory open: one that can lock it exclusively is alone, and names
   // the mode; any other must match it. The holders' locks go with them, however they end.
-  if (int e = lock(F_WRLCK, 1, true)) return fail(Unavailable("locking '" + file + "': " + errno_text(e)));
+  if (int e = lock(F_WRLCK, 1, true))
+    return fail(Unavailable("locking '" + file + "': " + errno_text(e)));
   const std::string mine = durability_name(options_.durability);
   Status status;
   if (lock(F_WRLCK, 0, false) == 0) {
     std::string header = mine + "\n";
     header.resize(kSyncCounterOffset, '\0');
-    if (::pwrite(mode_fd_, header.data(), header.size(), 0) != static_cast<ssize_t>(header.size())) {
+    if (::pwrite(mode_fd_, header.data(), header.size(), 0) !=
+        static_cast<ssize_t>(header.size())) {
       status = Unavailable("writing '" + file + "': " + errno_text(errno));
     }
   } else {
@@ -447,13 +453,15 @@ Status Env::lock_mode() {
     std::string theirs(buf, n > 0 ? static_cast<size_t>(n) : 0);
     theirs = theirs.substr(0, theirs.find_first_of(std::string("\n\0", 2)));
     if (theirs != mine) {
-      status = FailedPrecondition("data directory '" + path_ + "' is open in another process with durability '" +
-                                  theirs + "', and this one asks for '" + mine +
-                                  "': every process sharing a data directory must use the same durability");
+      status = FailedPrecondition(
+          "data directory '" + path_ + "' is open in another process with durability '" + theirs +
+          "', and this one asks for '" + mine +
+          "': every process sharing a data directory must use the same durability");
     }
   }
   if (status.ok()) {
-    if (int e = lock(F_RDLCK, 0, false)) status = Unavailable("locking '" + file + "': " + errno_text(e));
+    if (int e = lock(F_RDLCK, 0, false))
+      status = Unavailable("locking '" + file + "': " + errno_text(e));
   }
   if (!status.ok()) return fail(status);
   lock(F_UNLCK, 1, false);
@@ -471,10 +479,11 @@ Status Env::write_error(int rc, std::string_view what) {
     const int64_t free = free_bytes();
     if (rc != EIO || (free >= 0 && free < kNearlyFullBytes)) {
       disk_full_.store(true, std::memory_order_relaxed);
-      return ResourceExhausted("disk full: the filesystem holding '" + path_ + "' has " +
-                               (free >= 0 ? std::to_string(free) : std::string("no")) + " bytes free, so " +
-                               std::string(what) + " failed (" + mdb_strerror(rc) +
-                               "); reads are still served, and writes succeed again once space is freed");
+      return ResourceExhausted(
+          "disk full: the filesystem holding '" + path_ + "' has " +
+          (free >= 0 ? std::to_string(free) : std::string("no")) + " bytes free, so " +
+          std::string(what) + " failed (" + mdb_strerror(rc) +
+          "); reads are still served, and writes succeed again once space is freed");
     }
   }
   return status_from_lmdb(rc, what);
@@ -482,7 +491,8 @@ Status Env::write_error(int rc, std::string_view what) {
 
 Status Env::write_failure() const {
   if (durability_) return durability_->failed();
-  if (!relaxed_has_failed_.load(std::memory_order_acquire)) return Status::OK();  // every commit asks
+  if (!relaxed_has_failed_.load(std::memory_order_acquire))
+    return Status::OK();  // every commit asks
   util::MutexLock lock(relaxed_mu_);
   return relaxed_failed_;
 }
@@ -523,7 +533,9 @@ Status Env::write_health() {
 Status Env::wait_while_sync_lags() {
   if (durability_ || !syncer_.joinable()) return Status::OK();
   const int64_t max_lag = std::chrono::nanoseconds(2 * options_.relaxed_sync_interval).count();
-  auto keeps_up = [&] { return steady_ns() - synced_through_ns_.load(std::memory_order_acquire) <= max_lag; };
+  auto keeps_up = [&] {
+    return steady_ns() - synced_through_ns_.load(std::memory_order_acquire) <= max_lag;
+  };
   if (keeps_up()) return Status::OK();  // every commit asks: no lock unless behind
   util::MutexLock lock(syncer_mu_);
   sync_wanted_ = true;
@@ -537,7 +549,8 @@ Status Env::wait_while_sync_lags() {
   }
   if (!settled()) {
     return Unavailable("the background sync of the relaxed store in '" + path_ + "' is more than " +
-                       std::to_string(kMaxSyncLagWait.count()) + " s behind (a slow or stalled disk); retry");
+                       std::to_string(kMaxSyncLagWait.count()) +
+                       " s behind (a slow or stalled disk); retry");
   }
   return write_failure();
 }
@@ -557,8 +570,10 @@ void Env::run_relaxed_syncer() {
       if (!s.ok()) {
         util::MutexLock failed(relaxed_mu_);
         relaxed_has_failed_.store(true, std::memory_order_release);
-        relaxed_failed_ = Internal("the background sync of a relaxed store failed, so no later commit is "
-                                   "acknowledged (restart kvq): " + s.to_string());
+        relaxed_failed_ = Internal(
+            "the background sync of a relaxed store failed, so no later commit is "
+            "acknowledged (restart kvq): " +
+            s.to_string());
       }
     }
     lock.lock();
@@ -579,8 +594,10 @@ Status Env::sync_relaxed() {
   };
   // Most of the writing happens here, before taking the lock, so that commits are held up only
   // for what they wrote meanwhile and the two flushes.
-  constexpr unsigned kWriteAndWait = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
-  if (int e = write_back_data(kWriteAndWait); e) return Internal("sync_file_range: " + errno_text(e));
+  constexpr unsigned kWriteAndWait =
+      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+  if (int e = write_back_data(kWriteAndWait); e)
+    return Internal("sync_file_range: " + errno_text(e));
 
   // LMDB's write lock: while it is held no commit of any process writes a page, so the meta
   // pages now in the page cache describe exactly the data pages written back below.
@@ -602,7 +619,8 @@ Status Env::sync_relaxed() {
   if (!version.ok() || *version == synced_version_) {
     mdb_txn_abort(writer);
     gate_.leave();
-    if (version.ok()) synced_through_ns_.store(locked_at, std::memory_order_release);  // nothing new to sync
+    if (version.ok())
+      synced_through_ns_.store(locked_at, std::memory_order_release);  // nothing new to sync
     return version.status();
   }
   // The state being synced, pinned (a reader slot) until the next sync has made a newer one
@@ -622,13 +640,15 @@ Status Env::sync_relaxed() {
   //    committed in order, and the data written in step 1 is durable.
   if (status.ok()) {
     ++sync_counter_;
-    if (::pwrite(mode_fd_, &sync_counter_, sizeof sync_counter_, kSyncCounterOffset) != sizeof sync_counter_ ||
+    if (::pwrite(mode_fd_, &sync_counter_, sizeof sync_counter_, kSyncCounterOffset) !=
+            sizeof sync_counter_ ||
         ::fsync(mode_fd_) != 0) {
       status = Internal("fsync of " + path_ + "/" + kModeFile + ": " + errno_text(errno));
     }
   }
   // 3. Now the meta pages: whichever reaches the disk, it points at durable pages.
-  if (status.ok() && ::fdatasync(fd) != 0) status = Internal("fdatasync of the data file: " + errno_text(errno));
+  if (status.ok() && ::fdatasync(fd) != 0)
+    status = Internal("fdatasync of the data file: " + errno_text(errno));
   mdb_txn_abort(writer);
   gate_.leave();
   if (!status.ok()) {

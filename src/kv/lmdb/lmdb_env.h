@@ -27,8 +27,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,9 +48,7 @@ class WatchRegistry;
 
 Status status_from_lmdb(int rc, std::string_view what);
 
-inline MDB_val as_val(std::string_view s) {
-  return MDB_val{s.size(), const_cast<char*>(s.data())};
-}
+inline MDB_val as_val(std::string_view s) { return MDB_val{s.size(), const_cast<char*>(s.data())}; }
 inline std::string_view as_view(const MDB_val& v) {
   return {static_cast<const char*>(v.mv_data), v.mv_size};
 }
@@ -130,7 +128,8 @@ class Env : public std::enable_shared_from_this<Env> {
   Status write_error(int rc, std::string_view what);
   // Called after a commit reached LMDB: the disk had room.
   void write_succeeded() {
-    if (disk_full_.load(std::memory_order_relaxed)) disk_full_.store(false, std::memory_order_relaxed);
+    if (disk_full_.load(std::memory_order_relaxed))
+      disk_full_.store(false, std::memory_order_relaxed);
   }
   // Whether this store can take writes now: write_failure(), or kResourceExhausted while the
   // disk is full (after a write failed for lack of space, probed at most once a second by
@@ -191,9 +190,9 @@ class Env : public std::enable_shared_from_this<Env> {
   mutable util::Mutex relaxed_mu_;
   Status relaxed_failed_ KVQ_GUARDED_BY(relaxed_mu_);
   std::atomic<bool> relaxed_has_failed_{false};
-  MDB_txn* pin_ = nullptr;      // the last synced state (syncer thread only)
-  uint64_t synced_version_ = 0; // syncer thread only
-  uint64_t sync_counter_ = 0;   // syncer thread only
+  MDB_txn* pin_ = nullptr;       // the last synced state (syncer thread only)
+  uint64_t synced_version_ = 0;  // syncer thread only
+  uint64_t sync_counter_ = 0;    // syncer thread only
   // Steady-clock time (ns) at which the last completed sync took LMDB's write lock: every
   // commit before it is durable. Waited on under syncer_mu_ / synced_cv_.
   std::atomic<int64_t> synced_through_ns_{0};

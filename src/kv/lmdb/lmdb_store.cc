@@ -1,7 +1,7 @@
+#include "kvq/lmdb_store.h"
 #include "kv/lmdb/durability.h"
 #include "kv/lmdb/lmdb_env.h"
 #include "kv/lmdb/lmdb_transaction.h"
-#include "kvq/lmdb_store.h"
 
 namespace kvq {
 namespace {

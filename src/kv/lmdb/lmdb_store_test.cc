@@ -148,7 +148,8 @@ TEST(LmdbStoreTest, TwoProcessesIncrementingOneDirectoryBothCount) {
 // LMDB's rules differ by mode, and each mode makes its own promise: a second process must not
 // join a directory with the other one (it used to start silently).
 TEST(LmdbStoreTest, AnotherProcessWithTheOtherDurabilityIsRefusedNamingBoth) {
-  for (const auto& [held, asked] : {std::pair{"relaxed", Durability::kDurable}, std::pair{"durable", Durability::kRelaxed}}) {
+  for (const auto& [held, asked] :
+       {std::pair{"relaxed", Durability::kDurable}, std::pair{"durable", Durability::kRelaxed}}) {
     TempDir dir;
     ChildProcess holder({KVQ_LMDB_TEST_WRITER, dir.path(), "hold", held});
     ASSERT_TRUE(holder.started());
@@ -160,9 +161,11 @@ TEST(LmdbStoreTest, AnotherProcessWithTheOtherDurabilityIsRefusedNamingBoth) {
     EXPECT_EQ(refused.status().code(), Code::kFailedPrecondition);
     const std::string& message = refused.status().message();
     EXPECT_NE(message.find(std::string("'") + held + "'"), std::string::npos) << message;
-    EXPECT_NE(message.find(std::string("'") + durability_name(asked) + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::string("'") + durability_name(asked) + "'"), std::string::npos)
+        << message;
     // The same mode joins; and once the holder is gone, so does the other one.
-    const Durability same = asked == Durability::kDurable ? Durability::kRelaxed : Durability::kDurable;
+    const Durability same =
+        asked == Durability::kDurable ? Durability::kRelaxed : Durability::kDurable;
     EXPECT_TRUE(open_lmdb_store({.path = dir.path(), .durability = same}).ok());
     holder.kill_hard();
     holder.wait();
@@ -197,7 +200,8 @@ TEST(LmdbStoreTest, DurabilityNamesAndTheirFormerNames) {
 TEST(LmdbStoreTest, ARelaxedStoreGrowsItsMapAndSyncsInTheBackground) {
   TempDir dir;
   {
-    auto store = open_lmdb_store({.path = dir.path(), .durability = Durability::kRelaxed,
+    auto store = open_lmdb_store({.path = dir.path(),
+                                  .durability = Durability::kRelaxed,
                                   .initial_map_size = uint64_t{1} << 20,
                                   .relaxed_sync_interval = std::chrono::milliseconds(5)});
     ASSERT_TRUE(store.ok()) << store.status().to_string();
@@ -319,7 +323,8 @@ TEST(LmdbStoreTest, ACorruptDataFileIsAnErrorNotACrash) {
   }
   auto store = open_lmdb_store({.path = dir.path()});
   EXPECT_FALSE(store.ok());
-  EXPECT_NE(store.status().message().find(dir.path()), std::string::npos) << store.status().to_string();
+  EXPECT_NE(store.status().message().find(dir.path()), std::string::npos)
+      << store.status().to_string();
 }
 
 TEST(LmdbStoreTest, ADataPathThatIsAFileIsAnError) {
@@ -366,7 +371,8 @@ TEST(LmdbStoreTest, AnAsyncSyncCommitIsSettledOnlyOnceItIsOnDisk) {
       outcomes->record(index, s);
     });
   });
-  ASSERT_TRUE(outcomes->wait_all()) << outcomes->received() << " of " << kThreads * kEach << " commits settled";
+  ASSERT_TRUE(outcomes->wait_all())
+      << outcomes->received() << " of " << kThreads * kEach << " commits settled";
   for (const Status& s : outcomes->statuses()) EXPECT_TRUE(s.ok()) << s.to_string();
   for (int calls : outcomes->calls()) EXPECT_EQ(calls, 1);
   EXPECT_EQ(*early, 0) << "async commits were settled before their meta page was synced";
@@ -392,7 +398,8 @@ void blocking_and_async_commits_all_land(Durability durability) {
       txn->commit_async([txn, outcomes, index](Status s) { outcomes->record(index, s); });
     }
   });
-  ASSERT_TRUE(outcomes->wait_all()) << outcomes->received() << " of " << kThreads * kEach << " commits settled";
+  ASSERT_TRUE(outcomes->wait_all())
+      << outcomes->received() << " of " << kThreads * kEach << " commits settled";
   for (const Status& s : outcomes->statuses()) EXPECT_TRUE(s.ok()) << s.to_string();
   for (int calls : outcomes->calls()) EXPECT_EQ(calls, 1);
   EXPECT_EQ(keys_under_t(*store), size_t{kThreads * kEach});
@@ -420,7 +427,8 @@ TEST(LmdbStoreTest, AFailedFsyncMakesAnAsyncCommitReportUnknownResultAndLaterOne
   ASSERT_TRUE(first_outcome->wait_all()) << "the async commit was never settled";
   const Status applied = first_outcome->statuses()[0];
   EXPECT_EQ(applied.code(), Code::kUnknownResult) << applied.to_string();
-  EXPECT_EQ(read(*store, "k"), "first") << "an unknown result here means applied but maybe not durable";
+  EXPECT_EQ(read(*store, "k"), "first")
+      << "an unknown result here means applied but maybe not durable";
   EXPECT_EQ(store->check_health().code(), Code::kInternal);
 
   // Several at once, so that some are grouped and led by another async commit.
@@ -431,7 +439,8 @@ TEST(LmdbStoreTest, AFailedFsyncMakesAnAsyncCommitReportUnknownResultAndLaterOne
     txn->set(key_of(t, i), "refused");
     txn->commit_async([txn, later, index = t * kEach + i](Status s) { later->record(index, s); });
   });
-  ASSERT_TRUE(later->wait_all()) << later->received() << " of " << kThreads * kEach << " commits settled";
+  ASSERT_TRUE(later->wait_all()) << later->received() << " of " << kThreads * kEach
+                                 << " commits settled";
   for (const Status& s : later->statuses()) EXPECT_EQ(s.code(), Code::kInternal) << s.to_string();
   for (int calls : later->calls()) EXPECT_EQ(calls, 1);
   EXPECT_EQ(keys_under_t(*store), 0u) << "a commit refused after a failed fsync was applied";
@@ -453,7 +462,9 @@ class LmdbEachDurabilityTest : public ::testing::TestWithParam<Durability> {
 
 INSTANTIATE_TEST_SUITE_P(ByDurability, LmdbEachDurabilityTest,
                          ::testing::Values(Durability::kSync, Durability::kNoSync),
-                         [](const auto& info) { return info.param == Durability::kSync ? "sync" : "nosync"; });
+                         [](const auto& info) {
+                           return info.param == Durability::kSync ? "sync" : "nosync";
+                         });
 
 // An in-flight transaction keeps the environment open; the last of them may be released on
 // one of the environment's own threads (a committer, or the durability tracker's syncer), which
@@ -481,7 +492,8 @@ TEST_P(LmdbEachDurabilityTest, DroppingTheLastStoreHandleWithAsyncCommitsInFligh
     auto txn = std::move(txns[index]);
     txn->commit_async([txn, outcomes, index](Status s) { outcomes->record(index, s); });
   });
-  ASSERT_TRUE(outcomes->wait_all()) << outcomes->received() << " of " << txns.size() << " commits settled";
+  ASSERT_TRUE(outcomes->wait_all())
+      << outcomes->received() << " of " << txns.size() << " commits settled";
   for (const Status& s : outcomes->statuses()) EXPECT_TRUE(s.ok()) << s.to_string();
   for (int calls : outcomes->calls()) EXPECT_EQ(calls, 1);
 
@@ -496,7 +508,8 @@ TEST_P(LmdbEachDurabilityTest, DroppingTheLastStoreHandleWithAsyncCommitsInFligh
 
 // A callback may hold the queue's leadership or be the syncer that settles groups: a blocking
 // commit from there could wait for itself, so it fails at once instead.
-TEST_P(LmdbEachDurabilityTest, ABlockingCommitInsideAnAsyncCommitsCallbackFailsInsteadOfWaitingForItself) {
+TEST_P(LmdbEachDurabilityTest,
+       ABlockingCommitInsideAnAsyncCommitsCallbackFailsInsteadOfWaitingForItself) {
   std::shared_ptr<kv::Store> store = store_;
   std::shared_ptr<kv::Transaction> outer = begin(*store);
   outer->set("t/outer", "v");
@@ -508,7 +521,8 @@ TEST_P(LmdbEachDurabilityTest, ABlockingCommitInsideAnAsyncCommitsCallbackFailsI
     txn->set("t/inner", "v");
     inner_status->set_value(txn->commit());
   });
-  ASSERT_EQ(inner.wait_for(10s), std::future_status::ready) << "the blocking commit waited for itself";
+  ASSERT_EQ(inner.wait_for(10s), std::future_status::ready)
+      << "the blocking commit waited for itself";
   EXPECT_EQ(inner.get().code(), Code::kFailedPrecondition);
   EXPECT_EQ(read(*store, "t/outer"), "v");
   EXPECT_EQ(read(*store, "t/inner"), std::nullopt);
@@ -531,7 +545,8 @@ TEST(LmdbStoreTest, OpeningWithAnotherDurabilityWhileTheLastHandleGoesElsewhereN
     Result<std::shared_ptr<kv::Store>> other = InvalidArgument("not yet tried");
     while (!other.ok()) {
       other = open_lmdb_store({.path = dir.path(), .durability = Durability::kNoSync});
-      ASSERT_TRUE(other.ok() || other.status().code() == Code::kInvalidArgument) << other.status().to_string();
+      ASSERT_TRUE(other.ok() || other.status().code() == Code::kInvalidArgument)
+          << other.status().to_string();
     }
   }
   auto store = open_or_die(dir.path(), Durability::kSync);

@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
   if (mode == "incr" && argc == 5) {
     const int k = std::atoi(argv[3]);
     for (int i = 0; i < k; ++i) {
-      if (Status s = increment(**store, std::string(argv[4]) + "-" + std::to_string(i)); !s.ok()) return fail(s);
+      if (Status s = increment(**store, std::string(argv[4]) + "-" + std::to_string(i)); !s.ok())
+        return fail(s);
     }
   } else if (mode == "watch" && argc == 4) {
     auto txn = (*store)->begin();
@@ -80,7 +81,8 @@ int main(int argc, char** argv) {
     txn->reset();  // the watch stays armed; the read snapshot need not
     std::printf("armed\n");
     std::fflush(stdout);
-    if (Status s = watch->wait_until(kv::Clock::now() + std::chrono::seconds(30)); !s.ok()) return fail(s);
+    if (Status s = watch->wait_until(kv::Clock::now() + std::chrono::seconds(30)); !s.ok())
+      return fail(s);
     std::printf("fired\n");
     return 0;
   } else if (mode == "set" && argc == 5) {

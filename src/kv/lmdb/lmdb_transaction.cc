@@ -15,7 +15,8 @@ class RangeCursor : public RangeSource {
   }
 
   Status start() {
-    if (int rc = mdb_cursor_open(txn_, dbi_, &cursor_); rc) return status_from_lmdb(rc, "mdb_cursor_open");
+    if (int rc = mdb_cursor_open(txn_, dbi_, &cursor_); rc)
+      return status_from_lmdb(rc, "mdb_cursor_open");
     if (!reverse_) {
       key_ = as_val(begin_);
       return settle(mdb_cursor_get(cursor_, &key_, &value_, MDB_SET_RANGE));
@@ -72,7 +73,8 @@ Status LmdbTransaction::ensure_snapshot() {
   return Status::OK();
 }
 
-Result<std::optional<std::pair<uint64_t, std::string>>> LmdbTransaction::read_stored(std::string_view key) {
+Result<std::optional<std::pair<uint64_t, std::string>>> LmdbTransaction::read_stored(
+    std::string_view key) {
   if (key.size() > kMaxKeySize || key.empty()) {
     return InvalidArgument("key of " + std::to_string(key.size()) + " bytes is outside 1.." +
                            std::to_string(kMaxKeySize));
@@ -90,13 +92,15 @@ Result<std::optional<std::string>> LmdbTransaction::get(std::string_view key, Re
   if (auto buffered = request_.buffer.lookup(key)) return *buffered;
   KVQ_ASSIGN_OR_RETURN(auto stored, read_stored(key));
   if (!options.snapshot) {
-    request_.point_reads.push_back({std::string(key), stored.has_value(), stored ? stored->first : 0});
+    request_.point_reads.push_back(
+        {std::string(key), stored.has_value(), stored ? stored->first : 0});
   }
   if (!stored) return std::optional<std::string>();
   return std::optional<std::string>(std::move(stored->second));
 }
 
-Result<std::vector<KeyValue>> LmdbTransaction::get_range(std::string_view begin, std::string_view end,
+Result<std::vector<KeyValue>> LmdbTransaction::get_range(std::string_view begin,
+                                                         std::string_view end,
                                                          RangeOptions options) {
   if (begin >= end) return std::vector<KeyValue>();
   KVQ_RETURN_IF_ERROR(ensure_snapshot());
@@ -108,7 +112,8 @@ Result<std::vector<KeyValue>> LmdbTransaction::get_range(std::string_view begin,
   KVQ_ASSIGN_OR_RETURN(auto merged, merge_range(db, request_.buffer, begin, end, options,
                                                 [&] { seen.add(db.key(), db.version()); }));
   if (!options.snapshot) {
-    request_.range_reads.push_back({std::move(merged.covered_begin), std::move(merged.covered_end), seen});
+    request_.range_reads.push_back(
+        {std::move(merged.covered_begin), std::move(merged.covered_end), seen});
   }
   return std::move(merged.rows);
 }
@@ -119,12 +124,12 @@ void LmdbTransaction::fail_later(Status status) {
 
 void LmdbTransaction::set(std::string_view key, std::string_view value) {
   if (key.empty() || key.size() > kMaxKeySize) {
-    return fail_later(InvalidArgument("key of " + std::to_string(key.size()) + " bytes is outside 1.." +
-                                      std::to_string(kMaxKeySize)));
+    return fail_later(InvalidArgument("key of " + std::to_string(key.size()) +
+                                      " bytes is outside 1.." + std::to_string(kMaxKeySize)));
   }
   if (value.size() > kMaxValueSize) {
-    return fail_later(InvalidArgument("value of " + std::to_string(value.size()) + " bytes exceeds " +
-                                      std::to_string(kMaxValueSize)));
+    return fail_later(InvalidArgument("value of " + std::to_string(value.size()) +
+                                      " bytes exceeds " + std::to_string(kMaxValueSize)));
   }
   request_.buffer.set(key, value);
 }
@@ -140,7 +145,8 @@ void LmdbTransaction::clear_range(std::string_view begin, std::string_view end) 
 
 Status LmdbTransaction::add_read_conflict_key(std::string_view key) {
   KVQ_ASSIGN_OR_RETURN(auto stored, read_stored(key));
-  request_.point_reads.push_back({std::string(key), stored.has_value(), stored ? stored->first : 0});
+  request_.point_reads.push_back(
+      {std::string(key), stored.has_value(), stored ? stored->first : 0});
   return Status::OK();
 }
 
@@ -187,10 +193,11 @@ void LmdbTransaction::commit_async(std::function<void(Status)> done) {
   Result<bool> to_queue = prepare_commit();
   if (!to_queue.ok()) return done(to_queue.status());
   if (!*to_queue) return done(Status::OK());
-  env_->commit_queue().commit_async(request_, [this, done = std::move(done)](CommitOutcome outcome) {
-    if (outcome.status.ok()) committed_version_ = outcome.version;
-    done(outcome.status);
-  });
+  env_->commit_queue().commit_async(request_,
+                                    [this, done = std::move(done)](CommitOutcome outcome) {
+                                      if (outcome.status.ok()) committed_version_ = outcome.version;
+                                      done(outcome.status);
+                                    });
 }
 
 }  // namespace kvq::kv::lmdb

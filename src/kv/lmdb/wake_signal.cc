@@ -24,7 +24,8 @@ struct WakeSignal::Shared {
 namespace {
 
 constexpr size_t kFileSize = 4096;
-static_assert(std::atomic<uint32_t>::is_always_lock_free, "a futex word must be a plain 32-bit word");
+static_assert(std::atomic<uint32_t>::is_always_lock_free,
+              "a futex word must be a plain 32-bit word");
 
 // Not FUTEX_PRIVATE_FLAG: the word is in a MAP_SHARED file mapping and the waiters are in other
 // processes; the kernel keys a shared futex by the file page, not the address.
@@ -32,7 +33,9 @@ long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* 
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
 }
 
-Status errno_status(const std::string& what) { return Unavailable(what + ": " + std::strerror(errno)); }
+Status errno_status(const std::string& what) {
+  return Unavailable(what + ": " + std::strerror(errno));
+}
 
 }  // namespace
 
@@ -43,7 +46,8 @@ Result<std::unique_ptr<WakeSignal>> WakeSignal::open(const std::string& dir) {
   if (fd < 0) return errno_status("opening '" + path + "'");
   struct stat st {};
   // Extending is all anyone does to the file, so two processes creating it at once agree.
-  if (fstat(fd, &st) != 0 || (st.st_size < static_cast<off_t>(kFileSize) && ftruncate(fd, kFileSize) != 0)) {
+  if (fstat(fd, &st) != 0 ||
+      (st.st_size < static_cast<off_t>(kFileSize) && ftruncate(fd, kFileSize) != 0)) {
     Status s = errno_status("sizing '" + path + "'");
     ::close(fd);
     return s;

@@ -9,8 +9,8 @@
 
 #include <chrono>
 #include <fstream>
-#include <iterator>
 #include <future>
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -94,7 +94,8 @@ TEST(WakeSignalTest, AWaiterKilledInItsSleepLeavesTheSignalWorking) {
     doomed.kill_hard();
     doomed.wait();
   }
-  EXPECT_EQ(signal->waiters(), 1u) << "the killed sleeper's count stays (harmless: a needless wake)";
+  EXPECT_EQ(signal->waiters(), 1u)
+      << "the killed sleeper's count stays (harmless: a needless wake)";
   for (int round = 0; round < 5; ++round) {
     ChildProcess watcher({KVQ_LMDB_TEST_WRITER, dir.path(), "watch", "k"});
     std::string line;
@@ -102,10 +103,12 @@ TEST(WakeSignalTest, AWaiterKilledInItsSleepLeavesTheSignalWorking) {
     ASSERT_EQ(line, "armed");
     put(*store, "k", std::to_string(round));
     const auto committed = kv::Clock::now();
-    auto fired = std::async(std::launch::async, [&] { return watcher.read_line(line) && line == "fired"; });
+    auto fired =
+        std::async(std::launch::async, [&] { return watcher.read_line(line) && line == "fired"; });
     const bool prompt = fired.wait_until(committed + kPrompt) == std::future_status::ready;
     if (!prompt) watcher.kill_hard();  // ends the read the future waits on
-    ASSERT_TRUE(prompt) << "round " << round << ": the other process's watch did not fire within 200 ms";
+    ASSERT_TRUE(prompt) << "round " << round
+                        << ": the other process's watch did not fire within 200 ms";
     EXPECT_TRUE(fired.get());
     EXPECT_EQ(watcher.wait(), 0);
   }

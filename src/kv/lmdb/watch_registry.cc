@@ -75,7 +75,8 @@ void WatchRegistry::remove(const std::string& key, uint64_t id) {
   }
 }
 
-void WatchRegistry::fire_if_changed(const std::string& key, const std::optional<std::string>& value) {
+void WatchRegistry::fire_if_changed(const std::string& key,
+                                    const std::optional<std::string>& value) {
   std::vector<std::shared_ptr<detail::WatchState>> fired;
   {
     util::MutexLock lock(mu_);
@@ -93,8 +94,8 @@ void WatchRegistry::fire_if_changed(const std::string& key, const std::optional<
   for (auto& state : fired) state->complete(Status::OK());
 }
 
-void WatchRegistry::on_commit(const std::vector<KeyChange>& changes, bool complete, uint64_t base_version,
-                              uint64_t new_version) {
+void WatchRegistry::on_commit(const std::vector<KeyChange>& changes, bool complete,
+                              uint64_t base_version, uint64_t new_version) {
   if (wake_) wake_->notify();  // first: other processes' watches wait on it
   bool recheck = false;
   {
@@ -153,8 +154,9 @@ void WatchRegistry::look_then_sleep() {
   // below does not start (or is woken): see wake_signal.h.
   const uint32_t seen = wake_->sequence();
   // A look that failed may have missed a commit whose wake-up came already: look again soon.
-  const auto patience = check_all_keys() ? std::max(env_.options().watch_poll_interval, std::chrono::milliseconds(1))
-                                         : kFallbackPoll;
+  const auto patience =
+      check_all_keys() ? std::max(env_.options().watch_poll_interval, std::chrono::milliseconds(1))
+                       : kFallbackPoll;
   // shutdown() sets closing_ before it bumps the sequence: a `seen` read after that bump finds
   // closing_ set here, one read before it makes the sleep return.
   if (closing_.load()) return;
