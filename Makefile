@@ -20,8 +20,10 @@ run: deps
 	@echo "  ./build/release/src/cli/kvq ls email        (the CLI: ./build/release/src/cli/kvq help)"
 	./build/release/src/cli/kvq serve --listen $(LISTEN) --data $(DATA)
 
-# The whole suite: unit, conformance and end-to-end tests, then the reliability suite.
+# The whole suite: the format check (scripts/check-format.sh), unit, conformance and end-to-end
+# tests, then the reliability suite.
 test: deps-test
+	./scripts/check-format.sh
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
 	ctest --preset release -j $(JOBS) -LE reliability
