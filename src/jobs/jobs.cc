@@ -60,9 +60,10 @@ Jobs::Stats Jobs::stats() const {
 
 namespace {
 
-// What `add` turns `before` into, or nullopt when it would change nothing.
-std::optional<JobRow> added(const std::optional<JobRow>& before, const std::string& data,
-                            const AddOptions& o, int64_t now) {
+// The row a job has after `add` (a new job's, or `before` changed as add changes it), or nullopt
+// when the add would change nothing.
+std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const std::string& data,
+                                    const AddOptions& o, int64_t now) {
   if (!before) {
     JobRow row;
     row.data = data;
@@ -123,7 +124,7 @@ Status add_normalized(kv::Transaction& txn, const Keys& keys, std::string_view t
   if (stored[1]) {
     KVQ_ASSIGN_OR_RETURN(before, decode_row(*stored[1]));
   }
-  auto after = added(before, data, options, now_ms());
+  auto after = row_after_add(before, data, options, now_ms());
   if (!after) return Status::OK();
   KVQ_ASSIGN_OR_RETURN(after->add_seq, txn.read_version());
   return save_job(txn, keys, type, id, before, std::move(after));
