@@ -198,8 +198,13 @@ BenchOutcome run_bench_load(const Invocation& inv, const BenchConfig& config,
   out.failed_call = std::move(shared.failed_call);
   out.latencies_ms = std::move(shared.latencies_ms);
   std::sort(out.latencies_ms.begin(), out.latencies_ms.end());
-  out.seconds =
-      std::max(1e-9, std::chrono::duration<double>(shared.last_finish - shared.first_add).count());
+  // Until a job is both added and finished, the bounds are still their sentinels (max and min),
+  // whose difference overflows: then no span was measured.
+  out.seconds = 1e-9;
+  if (shared.last_finish > shared.first_add) {
+    const std::chrono::duration<double> span = shared.last_finish - shared.first_add;
+    out.seconds = std::max(out.seconds, span.count());
+  }
   return out;
 }
 
