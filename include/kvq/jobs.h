@@ -2,13 +2,26 @@
 //
 // A job has a type (a short name), an id unique within its type, JSON-object data, a scheduled
 // time (wall-clock milliseconds since the Unix epoch; default: now) and a priority (lower runs
-// first; default 0). Its state is pending, running or finished:
+// first; default 0). Its state is pending, running or finished, and a finished job has an
+// outcome — succeeded, dead or cancelled — that says how it ended:
 //
-//   add ──► pending ──accept──► running ──finish──► finished ──add──► pending
-//              ▲                  │  ▲ update (heartbeat)      ▲
-//              │                  │  └─────────────────────────┼─ lost run, once the type's
-//              └─ lost run (activity timeout or worker death),      max_lost_runs is reached
-//                 or finish after resubmit                          (gave_up)
+//   add ──► pending ──accept──► running ──finish──────────────► finished (succeeded)
+//            ▲  ▲                │ │ │ ▲ update (heartbeat,       ▲   │
+//            │  │                │ │ │ └─ progress)              │   └─ rerun / add ─► pending
+//            │  └─ fail, at the  │ │ └── fail, attempts used up, ─┤      (attempts start over)
+//            │     retry policy's│ │     or retry: false          │ (dead)
+//            │     time (retry)  │ └──── lost run (activity timeout or worker death) past
+//            │                   │       max_attempts or max_lost_runs ───────┘ (dead)
+//            └─ snooze, lost run, finish after resubmit
+//   cancel: pending or running ──► finished (cancelled)
+//
+// Every attempt a job makes is one accept; an attempt ends by finish (succeeded), fail (an
+// error the worker reports), a lost run (the worker went silent past the type's timeout, or
+// died), or snooze (handed back for later, not counted). A failed or lost attempt is kept in
+// the job's errors (the last kMaxErrorsKept); the job is retried (fail: at the time the type's
+// RetryPolicy gives; lost run: at once) until it has made max_attempts attempts, then ends dead.
+// The job's data is its input and stays as it was added; finish's result and update's progress
+// are kept beside it (FinishOptions, UpdateOptions).
 //
 // Audiences, as in couch_jobs:
 //   * type timeouts — a type exists while it has an activity timeout; add requires one (else
@@ -16,7 +29,8 @@
 //                     type that does not exist, so a misspelt type is reported, not idle.
 //   * producers     — add, remove, get, list, pending_count.
 //   * workers       — accept a due job (highest priority first, then earliest scheduled time),
-//                     then update (heartbeat) / resubmit / finish it. Every worker call checks the
+//                     then update (heartbeat) / finish / fail / snooze / resubmit it. Every
+//                     worker call checks the
 //                     job's lock in its own transaction and fails with kFailedPrecondition
 //                     ("halt") once the worker has been fenced out — the job was removed,
 //                     re-enqueued by the activity monitor, or accepted by someone else. A worker
@@ -47,6 +61,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,6 +83,25 @@ std::string_view state_name(State state);  // "pending", "running", "finished"
 // kInvalidArgument for anything else.
 Result<State> parse_state(std::string_view name);
 
+// How a finished job ended; kNone while it has not (pending or running). Rows written before
+// outcomes existed read as kSucceeded, or kDead when they had given up (max_lost_runs).
+enum class Outcome { kNone, kSucceeded, kDead, kCancelled };
+std::string_view outcome_name(Outcome outcome);  // "", "succeeded", "dead", "cancelled"
+// "succeeded", "dead" or "cancelled"; kInvalidArgument for anything else.
+Result<Outcome> parse_outcome(std::string_view name);
+
+// Which jobs list() and the front ends' `state` filters select, by one name: a state
+// ("pending", "running", "finished"), part of one — "scheduled" (pending, not yet due), "due"
+// (pending and due) — or an outcome ("succeeded", "dead", "cancelled": finished that way).
+// Front ends take these names as they are, so every one of them filters the same way.
+struct JobFilter {
+  std::optional<State> state;
+  std::optional<Outcome> outcome;  // implies state kFinished
+  std::optional<bool> due;         // implies state kPending: true due by now, false not yet due
+};
+// kInvalidArgument naming the accepted names for anything else.
+Result<JobFilter> parse_job_filter(std::string_view name);
+
 struct JobsOptions {
   // Every key kvq writes starts with this prefix, so several deployments (or the host
   // application's own data) can share one store.
@@ -85,26 +119,75 @@ struct JobsOptions {
   int monitor_checks_per_timeout = 4;
   // The most running jobs one monitor transaction re-enqueues; the batch adapts below it.
   size_t monitor_max_batch = 500;
+  // A job's data, an update's progress and a finish's result are each at most max_data_bytes,
+  // so with kMaxErrorsKept errors a job row stays under kv::kMaxValueSize: open() refuses a
+  // max_data_bytes above kMaxDataBytesLimit.
   kv::RetryOptions retry;
 };
 
-// What a type is: its activity timeout, and how long its finished jobs are kept.
+inline constexpr uint32_t kMaxAttemptsLimit = 1'000'000;
+
+// What a type does with a failed attempt (Jobs::fail, or a lost run): retry it, after a delay
+// for a failure, until the job has made max_attempts attempts in all; then the job is dead.
+//
+// The delay after the n-th failed attempt (n = 1, 2, ...) is
+//     d(n) = min(backoff_cap, backoff_base * backoff_factor^(n-1)),
+// drawn uniformly from [d(n) * (1 - jitter), d(n)]: never later than d(n), and spread so that
+// jobs failing together (a dependency was down) do not all come back at once. With the
+// defaults: about 1, 2, 4, ... seconds, capped at one hour; the 25th failure ends the job,
+// about 14 hours after its first.
+struct RetryPolicy {
+  uint32_t max_attempts = 25;  // 1..kMaxAttemptsLimit; 1: never retried
+  Millis backoff_base{1000};   // > 0
+  double backoff_factor = 2.0;  // 1.0..100.0
+  Millis backoff_cap{3'600'000};  // >= backoff_base
+  double jitter = 0.2;  // 0.0..1.0
+};
+// d(n) of the policy as above before jitter; `n` >= 1.
+Millis backoff_delay(const RetryPolicy& policy, uint32_t n);
+// The delay with jitter applied for `unit_random` in [0, 1): d(n) * (1 - jitter * unit_random).
+Millis jittered_backoff_delay(const RetryPolicy& policy, uint32_t n, double unit_random);
+// kInvalidArgument naming the first field out of range.
+Status validate_retry_policy(const RetryPolicy& policy);
+
+// What a type is: its activity timeout, how long its finished jobs are kept, and its retry
+// policy.
 struct TypeSettings {
   Millis timeout{0};
   // Finished jobs are removed once this long has passed since they finished; nullopt keeps
   // them until someone removes them (the default).
   std::optional<Millis> finished_retention;
   // A job whose runs were lost this many times in a row (its worker went silent past the
-  // timeout, or died) is finished with gave_up set instead of re-enqueued; nullopt re-enqueues
-  // it for ever (the default).
+  // timeout, or died) ends dead even if it has attempts left; nullopt: only max_attempts
+  // limits lost runs (the default).
   std::optional<uint32_t> max_lost_runs;
+  RetryPolicy retry;
 };
 
 inline constexpr uint32_t kMaxLostRunsLimit = 1'000'000;
 
+// What an add does to a job that already exists (in any state).
+enum class IfExists {
+  kUpdate,  // as add() describes: replace a pending job, resubmit a running one, rerun a finished one
+  kKeep,    // leave it exactly as it is: a producer retrying an add never runs a job twice
+};
+// "update" or "keep"; kInvalidArgument for anything else.
+Result<IfExists> parse_if_exists(std::string_view name);
+
 struct AddOptions {
   std::optional<int64_t> scheduled_time_ms;  // default: now
   int64_t priority = 0;
+  IfExists if_exists = IfExists::kUpdate;
+};
+
+struct AddResult {
+  // False only when if_exists was kKeep and the job existed, so nothing was changed.
+  bool added = true;
+};
+
+struct AddManyResult {
+  size_t added = 0;               // jobs of the batch added (or changed)
+  std::vector<std::string> kept;  // ids if_exists kKeep left alone, in batch order
 };
 
 // One job of an add_many.
@@ -116,6 +199,26 @@ struct NewJob {
 
 inline constexpr size_t kMaxAddMany = 1000;
 
+// A failed or lost attempt, as the job keeps it (the last kMaxErrorsKept, oldest first).
+struct JobError {
+  uint32_t attempt = 0;  // the attempt that failed (JobInfo::attempts at the time)
+  int64_t at_ms = 0;     // when (the failing call's wall clock)
+  std::string worker;    // who held it ("" if not named)
+  // What kind of failure: the worker's own word (FailOptions::kind, default "error"), or, for
+  // lost runs, "timeout" (no update within the type's timeout) or "worker_lost" (its
+  // registered worker left or was declared dead).
+  std::string kind;
+  std::string message;
+  std::string details;  // JSON text (any JSON value), "" for none
+};
+
+inline constexpr size_t kMaxErrorsKept = 10;
+inline constexpr size_t kMaxErrorKindBytes = 64;
+// Longer messages are cut at a UTF-8 boundary and end with "…"; details whose compact JSON is
+// longer are replaced by {"truncated": "<their first bytes>"}: a failure is always recorded.
+inline constexpr size_t kMaxErrorMessageBytes = 4096;
+inline constexpr size_t kMaxErrorDetailsBytes = 8192;
+inline constexpr size_t kMaxDataBytesLimit = 300 * 1024;
 struct JobInfo {
   std::string type;
   std::string id;
@@ -126,14 +229,20 @@ struct JobInfo {
   bool resubmitted = false;  // running, and set to run again after this run
   std::string worker;        // who holds it while running ("" if not named)
   std::string worker_type;   // the workers-layer type `worker` is registered under ("" if none)
-  uint32_t attempts = 0;     // how many times it has been accepted
+  // Attempts made since it was last added anew or rerun: accepts, less the runs it snoozed.
+  uint32_t attempts = 0;
   // Runs lost in a row (activity timeout or worker death) since it was last added or finished.
   uint32_t lost_runs = 0;
-  // Finished because its type's max_lost_runs was reached, not by a worker; its data is what
-  // it was when its last run was lost.
+  Outcome outcome = Outcome::kNone;  // how it ended, once finished
+  // Deprecated (kept for readers of the older field): outcome is kDead because of lost runs.
   bool gave_up = false;
+  std::optional<std::string> result;    // JSON text of finish's result, while finished
+  std::optional<std::string> progress;  // JSON text of the latest update's progress, this run
+  std::vector<JobError> errors;         // the last failed or lost attempts, oldest first
   int64_t created_at_ms = 0;
   int64_t updated_at_ms = 0;
+  int64_t started_at_ms = 0;  // when its current or last run was accepted; 0 if never
+  int64_t ended_at_ms = 0;    // when it finished, while finished
 };
 
 // A running job as its worker holds it. Copyable; the lock is what fences.
@@ -144,6 +253,7 @@ struct Job {
   std::string data;
   std::string worker;
   std::string worker_type;
+  uint32_t attempt = 0;  // which attempt this run is (1 for the first); 0 in a rebuilt handle
 };
 
 struct AcceptOptions {
@@ -162,6 +272,46 @@ struct UpdateResult {
   bool resubmitted = false;  // someone asked for another run after this one
 };
 
+// What update writes besides the heartbeat.
+struct UpdateOptions {
+  std::optional<std::string> progress;  // any JSON value: the run's progress (JobInfo::progress)
+  // A JSON object that replaces the job's data: for workers that keep, as couch_jobs does, the
+  // job's state in its data. Default: keep the data.
+  std::optional<std::string> data;
+};
+
+struct FinishOptions {
+  std::optional<std::string> result;  // any JSON value: the job's result (JobInfo::result)
+  std::optional<std::string> data;    // replaces the job's data, as in UpdateOptions
+};
+
+// A worker's report that this attempt failed (Jobs::fail).
+struct FailOptions {
+  std::string message;        // REQUIRES: not empty
+  std::string kind = "error";  // 1..kMaxErrorKindBytes
+  std::optional<std::string> details;  // any JSON value, e.g. {"stack": "..."}
+  // When to retry instead of the type's backoff (>= 0); the attempt limit still applies.
+  std::optional<Millis> retry_in;
+  bool retry = true;  // false: the job ends dead now, whatever attempts it has left
+};
+
+struct FailResult {
+  bool dead = false;       // the job ended dead; otherwise it is pending for a retry
+  int64_t retry_at_ms = 0;  // when it is due again, if not dead
+  uint32_t attempt = 0;    // the attempt that failed
+};
+
+// When a snoozed job is due again: at scheduled_time_ms if given, else after `delay`.
+struct SnoozeOptions {
+  std::optional<int64_t> scheduled_time_ms;
+  Millis delay{0};  // >= 0
+};
+
+struct RerunOptions {
+  std::optional<int64_t> scheduled_time_ms;  // default: now
+  std::optional<int64_t> priority;           // default: the job's
+};
+
 struct ResubmitOptions {
   std::optional<int64_t> scheduled_time_ms;  // default: now
   std::optional<std::string> data;           // default: keep
@@ -169,6 +319,8 @@ struct ResubmitOptions {
 
 struct ListOptions {
   std::optional<State> state;
+  std::optional<Outcome> outcome;  // only finished jobs that ended this way
+  std::optional<bool> due;         // only pending jobs due by now (true) or not yet (false)
   std::optional<std::string> worker;       // only jobs running on this worker
   std::optional<std::string> worker_type;  // only jobs whose worker has this worker type
   size_t limit = 100;
@@ -193,7 +345,10 @@ struct JobEvent {
   State state = State::kPending;
   std::string data;
   uint64_t seq = 0;      // grows with every change of the job
-  bool gave_up = false;  // finished by giving up (TypeSettings::max_lost_runs), not by a worker
+  Outcome outcome = Outcome::kNone;  // once finished
+  std::optional<std::string> result;  // once finished with one
+  uint32_t attempts = 0;
+  bool gave_up = false;  // deprecated: outcome kDead because of lost runs
 };
 
 class Subscription;
@@ -258,33 +413,58 @@ class Jobs {
   Status set_max_lost_runs(std::string_view type, std::optional<uint32_t> max_lost_runs);
   Status set_max_lost_runs(kv::Transaction& txn, std::string_view type,
                            std::optional<uint32_t> max_lost_runs);
+  // Sets what the type does with failed attempts (RetryPolicy); jobs already waiting for a
+  // retry keep the time they were given. kNotFound if the type has no timeout;
+  // kInvalidArgument (validate_retry_policy) for a policy out of range.
+  Status set_retry_policy(std::string_view type, const RetryPolicy& policy);
+  Status set_retry_policy(kv::Transaction& txn, std::string_view type, const RetryPolicy& policy);
 
   // ---- Producers ----
   // new -> pending; pending -> data, time and priority replaced; running -> marked resubmitted
   // (data unchanged; time and priority apply to the next run); finished -> pending with `data`.
-  // An add that would change nothing writes nothing. kNoTimeout if the type has no timeout
-  // (does not exist).
-  Status add(std::string_view type, std::string_view id, std::string_view data,
-             AddOptions options = {});
+  // An add that would change nothing writes nothing. A finished job added again starts over:
+  // its attempts, errors, result and outcome are cleared. With options.if_exists kKeep, an
+  // existing job (in any state) is left as it is and the result says added = false.
+  // kNoTimeout if the type has no timeout (does not exist).
+  Result<AddResult> add(std::string_view type, std::string_view id, std::string_view data,
+                        AddOptions options = {});
   // add() for a caller that must not block, such as an event loop: `done` gets add's outcome,
   // on this thread or later on another. Only on a store that is nonblocking() (LMDB) is this
   // thread never held up by a commit (kv::run_async); elsewhere it blocks like add. `done`
   // must not block (a blocking commit there fails, kv.h). REQUIRES: this Jobs outlives the call
   // to `done`.
   void add_async(std::string_view type, std::string_view id, std::string_view data,
-                 AddOptions options, std::function<void(Status)> done);
-  Status add(kv::Transaction& txn, std::string_view type, std::string_view id,
-             std::string_view data, AddOptions options = {});
+                 AddOptions options, std::function<void(Result<AddResult>)> done);
+  Result<AddResult> add(kv::Transaction& txn, std::string_view type, std::string_view id,
+                        std::string_view data, AddOptions options = {});
   // add() of every job of `jobs` (1..kMaxAddMany, in order; a repeated id is added twice, the
   // later add seeing the earlier) in one transaction: all of them or none. Like add, a retry
   // after an unknown commit result recognises its own earlier commit, so a job accepted since
   // is not marked resubmitted (it runs once). kInvalidArgument, naming the job, if any input is
-  // bad; kFailedPrecondition if the type has no timeout.
-  Status add_many(std::string_view type, const std::vector<NewJob>& jobs);
+  // bad; kNoTimeout if the type has no timeout. Each job's options.if_exists applies to it.
+  Result<AddManyResult> add_many(std::string_view type, const std::vector<NewJob>& jobs);
   // add_many() for a caller that must not block, like add_async.
   void add_many_async(std::string_view type, std::vector<NewJob> jobs,
-                      std::function<void(Status)> done);
-  Status add_many(kv::Transaction& txn, std::string_view type, const std::vector<NewJob>& jobs);
+                      std::function<void(Result<AddManyResult>)> done);
+  Result<AddManyResult> add_many(kv::Transaction& txn, std::string_view type,
+                                 const std::vector<NewJob>& jobs);
+  // A finished job (any outcome) -> pending at options' time and priority, with its attempts
+  // starting over; its data stays, its result and outcome are cleared, its errors are kept (a
+  // rerun dead job shows why it died). kWrongState if the job is not finished; kNotFound if
+  // absent. A retry after an unknown commit result that finds its own rerun applied succeeds.
+  Status rerun(std::string_view type, std::string_view id, const RerunOptions& options = {});
+  Status rerun(kv::Transaction& txn, std::string_view type, std::string_view id,
+               const RerunOptions& options = {});
+  // rerun() of every finished job of `type` that ended with `outcome` (kDead, or kCancelled),
+  // in transactions of at most 256 jobs, until one finds fewer left; returns how many. Not
+  // atomic, like remove_all_jobs. kNotFound if the type does not exist; kInvalidArgument for
+  // kNone or kSucceeded (rerun those one by one: they are not indexed by outcome).
+  Result<uint64_t> rerun_all(std::string_view type, Outcome outcome = Outcome::kDead);
+  // A pending or running job -> finished with outcome kCancelled; a running job's worker is
+  // halted at its next call, and its run counts as neither lost nor failed. kWrongState if it
+  // is already finished; kNotFound if absent.
+  Status cancel(std::string_view type, std::string_view id);
+  Status cancel(kv::Transaction& txn, std::string_view type, std::string_view id);
   // Deletes the job in any state; a running worker is halted at its next call. kNotFound if
   // absent at the first attempt (a retry that finds it gone reports success).
   Status remove(std::string_view type, std::string_view id);
@@ -302,9 +482,12 @@ class Jobs {
   // from the indexes (not counting jobs finished by a build older than the finished index,
   // 2026-11-30). For dashboards and metrics. kNotFound if the type does not exist.
   struct StateCounts {
-    uint64_t pending = 0;
+    uint64_t pending = 0;    // scheduled + due
+    uint64_t scheduled = 0;  // pending, not yet due
     uint64_t running = 0;
-    uint64_t finished = 0;
+    uint64_t finished = 0;   // of which:
+    uint64_t dead = 0;
+    uint64_t cancelled = 0;
   };
   Result<StateCounts> count(std::string_view type, size_t limit = 100'000);
 
@@ -372,19 +555,45 @@ class Jobs {
   // the type does not exist (the message says which).
   Result<Job> accept(kv::Transaction& txn, std::string_view type,
                      const AcceptOptions& options = {});
-  // Heartbeat, optionally replacing the data. kFailedPrecondition ("halt") if fenced out.
-  Result<UpdateResult> update(Job& job, std::optional<std::string_view> data = std::nullopt);
+  // Heartbeat, optionally recording progress or replacing the data. kFailedPrecondition
+  // ("halt") if fenced out.
+  Result<UpdateResult> update(Job& job, const UpdateOptions& options = {});
   // update() for a caller that must not block, like add_async.
-  void update_async(Job job, std::optional<std::string> data,
+  void update_async(Job job, UpdateOptions options,
                     std::function<void(Result<UpdateResult>)> done);
+  Result<UpdateResult> update(kv::Transaction& txn, Job& job, const UpdateOptions& options = {});
+  // update(job, {.data = data}): the couch_jobs form, which replaces the job's data.
+  Result<UpdateResult> update(Job& job, std::optional<std::string_view> data);
   Result<UpdateResult> update(kv::Transaction& txn, Job& job,
-                              std::optional<std::string_view> data = std::nullopt);
-  // running -> finished with `data` (default: the current data), or -> pending if resubmitted.
-  Status finish(Job& job, std::optional<std::string_view> data = std::nullopt);
+                              std::optional<std::string_view> data);
+  // running -> finished (outcome kSucceeded) with options.result, or -> pending if resubmitted
+  // (then its attempts start over: the add that resubmitted it asked for a new run).
+  // Finishing again with the same lock after an unknown commit result succeeds.
+  Status finish(Job& job, const FinishOptions& options = {});
   // finish() for a caller that must not block, like add_async.
-  void finish_async(Job job, std::optional<std::string> data, std::function<void(Status)> done);
-  Status finish(kv::Transaction& txn, Job& job,
-                std::optional<std::string_view> data = std::nullopt);
+  void finish_async(Job job, FinishOptions options, std::function<void(Status)> done);
+  Status finish(kv::Transaction& txn, Job& job, const FinishOptions& options = {});
+  // finish(job, {.data = data}): the couch_jobs form, which replaces the job's data.
+  Status finish(Job& job, std::optional<std::string_view> data);
+  Status finish(kv::Transaction& txn, Job& job, std::optional<std::string_view> data);
+  // This attempt failed: the error is kept (JobInfo::errors), and the job goes back to pending
+  // at now + options.retry_in or its type's backoff delay for this attempt — or, when
+  // options.retry is false or the job has made its type's max_attempts attempts, ends dead
+  // (finished, outcome kDead). A resubmitted job goes back to pending for the run the
+  // resubmit asked for instead, its attempts starting over. Fenced like finish
+  // (kFailedPrecondition); failing again with the same lock after an unknown commit result
+  // returns what the first call decided, and counts the attempt once.
+  Result<FailResult> fail(Job& job, const FailOptions& options);
+  // fail() for a caller that must not block, like add_async.
+  void fail_async(Job job, FailOptions options, std::function<void(Result<FailResult>)> done);
+  Result<FailResult> fail(kv::Transaction& txn, Job& job, const FailOptions& options);
+  // Hands the job back for later: running -> pending at the time options give, with this run
+  // not counted as an attempt and no error recorded (for "not now": a rate limit, a resource
+  // busy). Fenced like finish.
+  Status snooze(Job& job, const SnoozeOptions& options = {});
+  // snooze() for a caller that must not block, like add_async.
+  void snooze_async(Job job, SnoozeOptions options, std::function<void(Status)> done);
+  Status snooze(kv::Transaction& txn, Job& job, const SnoozeOptions& options = {});
   // Asks for another run at options.scheduled_time_ms once this run finishes.
   Status resubmit(Job& job, const ResubmitOptions& options = {});
   // resubmit() for a caller that must not block, like add_async.
@@ -435,6 +644,28 @@ class Jobs {
     uint64_t gave_up_by_monitor = 0;
   };
   Stats stats() const;
+
+  // What this process's calls saw happen to the jobs of each type since open, for metrics:
+  // counted when the call's commit succeeded (a commit whose result was unknown and that did
+  // apply is counted once, by the retry that recognises it). Latencies are wall-clock.
+  struct Histogram {
+    // Upper bounds in seconds of every bucket but the last (+Inf), shared by all histograms.
+    static const std::vector<double>& bounds();
+    std::vector<uint64_t> counts;  // per bucket, not cumulative: bounds().size() + 1 of them
+    uint64_t count = 0;
+    double sum_seconds = 0;
+  };
+  struct TypeStats {
+    uint64_t succeeded = 0;   // finish, not resubmitted
+    uint64_t failed = 0;      // fail calls (each a failed attempt)
+    uint64_t lost = 0;        // lost runs this process re-enqueued or ended (monitor, departures)
+    uint64_t retried = 0;     // failed or lost attempts that went back to pending
+    uint64_t dead = 0;        // jobs that ended dead
+    uint64_t cancelled = 0;
+    Histogram queue_latency;  // due (scheduled time) -> accepted, per accept
+    Histogram run_time;       // accepted -> ended (finish, fail, snooze, lost, cancel), per run
+  };
+  std::map<std::string, TypeStats> type_stats() const;
 
   struct Impl;
 

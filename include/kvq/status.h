@@ -19,6 +19,8 @@
 //                       (Jobs::set_type_timeout).
 //   kTypeHasJobs        jobs: the type still has jobs, so it cannot be deleted (its jobs would be
 //                       orphaned). Retry after removing them (Jobs::remove_all_jobs).
+//   kWrongState         jobs: the job is not in a state the call applies to (rerun of a job
+//                       that has not finished, cancel of one that has)
 //   kPermissionDenied   the caller presented a secret (a worker token) that does not grant
 //                       what it asked; nothing changed. Never retry with the same secret.
 //   kNotFound, kAlreadyExists, kInvalidArgument, kResourceExhausted, kDeadlineExceeded,
@@ -51,6 +53,9 @@ enum class Code {
   kPermissionDenied,
   kNoTimeout,
   kTypeHasJobs,
+  // The job is not in a state the call applies to (rerun of a job that has not finished,
+  // cancel of one that has).
+  kWrongState,
 };
 
 // The stable snake_case name of a code ("aborted", "not_found", ...), used in logs and by the
@@ -107,6 +112,7 @@ inline Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; 
 inline Status PermissionDenied(std::string m) { return {Code::kPermissionDenied, std::move(m)}; }
 inline Status NoTimeout(std::string m) { return {Code::kNoTimeout, std::move(m)}; }
 inline Status TypeHasJobs(std::string m) { return {Code::kTypeHasJobs, std::move(m)}; }
+inline Status WrongState(std::string m) { return {Code::kWrongState, std::move(m)}; }
 
 // A value of type T, or the Status that explains why there is none. Never holds an OK status
 // without a value.

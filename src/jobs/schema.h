@@ -28,6 +28,8 @@
 //                                          type: its id is unique only within that type
 //   (9, type, finished_ms, id)          -> ""  finished jobs, in the order they finished (by the
 //                                          row's `updated`), so expired ones are found at once
+//   (11, type, outcome, id)             -> ""  finished jobs whose outcome is dead or cancelled
+//                                          (Outcome as an integer), for rerun_all and the counts
 //
 // Subspace ids 1–19 belong to the jobs layer; the workers layer uses 20–39 of the same prefix.
 //
@@ -44,12 +46,15 @@
 //       updated (for jobs finished since subspace 9 exists; older ones have none).
 //   I4. running with a worker named       <=> exactly one worker-index entry: at (8, worker, type,
 //       id) when the row's worker_type is "", else at (10, worker_type, worker, type, id).
+//   I5. finished with outcome dead or cancelled <=> exactly one outcome-index entry, at (11,
+//       type, outcome, id) (for jobs finished since subspace 11 exists; older dead ones have none).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kvq/jobs.h"
 #include "kvq/tuple.h"
@@ -67,14 +72,21 @@ struct JobRow {
   int64_t priority = 0;
   int64_t next_scheduled = 0;  // for the run after this one, when resubmit
   int64_t next_priority = 0;
-  std::string finished_lock;  // the lock of the run that finished it: makes finish idempotent
-  uint32_t attempts = 0;
+  // The lock of the last run a worker ended (finish, fail or snooze): a retry of that call
+  // after an unknown commit result recognises its own commit by it.
+  std::string finished_lock;
+  uint32_t attempts = 0;  // JobInfo::attempts
   int64_t created = 0;
   int64_t updated = 0;
   std::string data;
   uint64_t add_seq = 0;    // read version of the add that last changed it: makes add idempotent
   uint32_t lost_runs = 0;  // runs lost in a row since the last add or finish
-  bool gave_up = false;    // finished by reaching the type's max_lost_runs
+  bool gave_up = false;    // finished by reaching the type's max_lost_runs (older rows only)
+  Outcome outcome = Outcome::kNone;     // once finished
+  std::optional<std::string> result;    // finish's result
+  std::optional<std::string> progress;  // the latest update's progress, this run
+  std::vector<JobError> errors;         // at most kMaxErrorsKept, oldest first
+  int64_t started = 0;                  // when the current or last run was accepted
 };
 
 // The one place a job's state is derived from its stored fields.
@@ -123,6 +135,9 @@ class Keys {
   std::string finished(std::string_view type, int64_t finished_ms, std::string_view id) const;
   // Finished entries with finished_ms < `below`.
   std::pair<std::string, std::string> finished_before(std::string_view type, int64_t below) const;
+  // The outcome-index entry of a finished job (I5), and every entry of one outcome.
+  std::string ended(std::string_view type, Outcome outcome, std::string_view id) const;
+  std::pair<std::string, std::string> ended_with(std::string_view type, Outcome outcome) const;
 
   // Decoders for index keys; kInvalidArgument for a key of another shape.
   struct PendingEntry {
@@ -143,6 +158,8 @@ class Keys {
   Result<FinishedEntry> parse_finished(std::string_view key) const;
   Result<std::string> parse_timeout_type(std::string_view key) const;
   Result<std::string> parse_job_id(std::string_view key) const;
+  // The id of an outcome-index key.
+  Result<std::string> parse_ended_id(std::string_view key) const;
   // (type, id) of a worker-index key, of either subspace.
   Result<std::pair<std::string, std::string>> parse_held(std::string_view key) const;
 
@@ -158,6 +175,7 @@ class Keys {
     kHeldBy = 8,
     kFinished = 9,
     kHeldByTyped = 10,
+    kEnded = 11,
   };
   Subspace space(Space s) const { return root_.sub(Tuple{static_cast<int64_t>(s)}); }
 

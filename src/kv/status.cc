@@ -19,6 +19,7 @@ std::string_view code_name(Code code) {
     case Code::kPermissionDenied: return "permission_denied";
     case Code::kNoTimeout: return "no_timeout";
     case Code::kTypeHasJobs: return "type_has_jobs";
+    case Code::kWrongState: return "wrong_state";
   }
   return "internal";
 }

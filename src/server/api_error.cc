@@ -13,6 +13,7 @@ ApiError from_status(const Status& status) {
     case Code::kFailedPrecondition: return {409, "halted", status.message()};
     case Code::kNoTimeout: return {409, "no_timeout", status.message()};
     case Code::kTypeHasJobs: return {409, "type_has_jobs", status.message()};
+    case Code::kWrongState: return {409, "wrong_state", status.message()};
     case Code::kPermissionDenied: return {403, "wrong_token", status.message()};
     case Code::kAborted:
     case Code::kUnavailable:
