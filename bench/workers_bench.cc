@@ -214,7 +214,7 @@ bool run_mode(Durability mode) {
       auto reg = w2->register_worker(kWorkerType, id, ro);
       if (!reg.ok()) return fail("register_worker (dying)", reg.status());
 
-      if (Status s = jobs_layer->add(kJobType, id, "{}"); !s.ok()) return fail("add", s);
+      if (Status s = jobs_layer->add(kJobType, id, "{}").status(); !s.ok()) return fail("add", s);
       jobs::AcceptOptions ao;
       ao.worker = id;
       ao.worker_type = kWorkerType;

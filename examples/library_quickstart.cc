@@ -14,13 +14,14 @@ int main(int argc, char** argv) {
   kvq::jobs::Jobs& jobs = **opened;
 
   kvq::Status s = jobs.set_type_timeout("thumbnail", 30s);
-  if (s.ok()) s = jobs.add("thumbnail", "img-17", R"({"src": "img-17.png"})");
+  if (s.ok()) s = jobs.add("thumbnail", "img-17", R"({"src": "img-17.png"})").status();
   if (!s.ok()) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
 
   auto job = jobs.accept("thumbnail", {.timeout = 30s, .worker = "host-a"});
   if (!job.ok()) return std::fprintf(stderr, "%s\n", job.status().to_string().c_str()), 1;
-  auto progress = jobs.update(*job, R"({"src": "img-17.png", "progress": 50})");  // heartbeat
-  s = progress.ok() ? jobs.finish(*job, R"({"thumb": "img-17-t.png"})") : progress.status();
+  auto progress = jobs.update(*job, {.progress = R"({"percent": 50})"});  // heartbeat
+  s = progress.ok() ? jobs.finish(*job, {.result = R"({"thumb": "img-17-t.png"})"})
+                    : progress.status();
   if (s.code() == kvq::Code::kFailedPrecondition) {
     std::puts("fenced out: another worker has the job now; stop");
     return 0;
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
   // A job added atomically with the application's own data.
   s = kvq::kv::run(**store, [&](kvq::kv::Transaction& txn) -> kvq::Status {
     txn.set("orders/7", R"({"total": 12})");
-    return jobs.add(txn, "thumbnail", "order-7", R"({"src": "order-7.png"})");
+    return jobs.add(txn, "thumbnail", "order-7", R"({"src": "order-7.png"})").status();
   });
   if (!s.ok()) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
   std::printf("finished %s; added order-7 with its order\n", job->id.c_str());

@@ -71,7 +71,7 @@ TEST_F(AcceptWaitersTest, AWaiterWhoseLookPredatesTheLiveWatchIsLookedForAgain) 
   // them and arms a new watch, which has seen both jobs and will not fire for the one left.
   ASSERT_TRUE(kv::run(*store_, [&](kv::Transaction& txn) -> Status {
                 KVQ_RETURN_IF_ERROR(jobs_->add(txn, "work", "j1", "{}"));
-                return jobs_->add(txn, "work", "j2", "{}");
+                return jobs_->add(txn, "work", "j2", "{}").status();
               }).ok());
   ASSERT_TRUE(first->wait_for(1, 5s));
   ASSERT_TRUE(first->values()[0].ok()) << first->values()[0].status().to_string();
@@ -133,7 +133,7 @@ TEST_F(AcceptWaitersTest, OnAStoreWhoseCallsWaitTheBatchesOfTwoTypesRunSideBySid
   const auto added = kv::Clock::now();
   ASSERT_TRUE(kv::run(*store_, [&](kv::Transaction& txn) -> Status {
                 KVQ_RETURN_IF_ERROR(jobs_->add(txn, "work", "w", "{}"));
-                return jobs_->add(txn, "other", "o", "{}");
+                return jobs_->add(txn, "other", "o", "{}").status();
               }).ok());
   ASSERT_TRUE(work->wait_for(1, 10s));
   ASSERT_TRUE(other->wait_for(1, 10s));

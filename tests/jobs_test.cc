@@ -408,10 +408,12 @@ TEST_P(JobsTest, ABatchAddRetriedAfterAnUnknownCommitDoesNotRunAJobAcceptedMeanw
     Status added;
     if (async) {
       std::promise<Status> done;
-      (*producer)->add_many_async(type, batch, [&](Status s) { done.set_value(s); });
+      (*producer)->add_many_async(type, batch, [&](Result<jobs::AddManyResult> s) {
+        done.set_value(s.ok() ? Status::OK() : s.status());
+      });
       added = done.get_future().get();
     } else {
-      added = (*producer)->add_many(type, batch);
+      added = (*producer)->add_many(type, batch).status();
     }
     ASSERT_TRUE(added.ok()) << added.to_string();
     ASSERT_TRUE(taken.has_value()) << "no commit was reported unknown after applying";
@@ -427,7 +429,7 @@ TEST_P(JobsTest, ABatchAddRetriedAfterAnUnknownCommitDoesNotRunAJobAcceptedMeanw
 
 TEST_P(JobsTest, AddManyAddsAllOrNothingAndNamesBadInput) {
   EXPECT_EQ(jobs().add_many("work", {}).code(), Code::kInvalidArgument);
-  Status bad = jobs().add_many("work", {{"ok", "{}", {}}, {"", "{}", {}}});
+  Status bad = jobs().add_many("work", {{"ok", "{}", {}}, {"", "{}", {}}}).status();
   EXPECT_EQ(bad.code(), Code::kInvalidArgument);
   EXPECT_EQ(jobs().get("work", "ok").status().code(), Code::kNotFound)
       << "nothing of a rejected batch is added";
@@ -1398,8 +1400,9 @@ TEST_P(JobsTest, EveryJobIsFinishedExactlyOnceByConcurrentWorkers) {
   std::map<std::string, int> finishes;
   std::thread producer([&] {
     for (int i = 0; i < kJobs; ++i) {
-      Status s =
-          jobs().add("work", "life" + std::to_string(i), "{\"i\":" + std::to_string(i) + "}");
+      Status s = jobs()
+                     .add("work", "life" + std::to_string(i), "{\"i\":" + std::to_string(i) + "}")
+                     .status();
       EXPECT_TRUE(s.ok()) << s.to_string();
     }
   });
@@ -1441,9 +1444,10 @@ std::vector<T> first_delivered(Delivered<T>& delivered, size_t n) {
 }
 
 TEST_P(JobsTest, AsyncAddUpdateAndFinishTakeAJobThroughItsLifeAndAreJudgedLikeTheirBlockingTwins) {
-  auto added = std::make_shared<Delivered<Status>>();
+  auto added = std::make_shared<Delivered<Result<jobs::AddResult>>>();
   jobs().add_async("work", "a1", R"({"in": 1})", {.priority = 3}, deliver_to(added));
-  ASSERT_TRUE(first_delivered(*added, 1)[0].ok()) << first_delivered(*added, 1)[0].to_string();
+  ASSERT_TRUE(first_delivered(*added, 1)[0].ok())
+      << first_delivered(*added, 1)[0].status().to_string();
   auto info = jobs().get("work", "a1");
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->state, State::kPending);
@@ -1453,13 +1457,13 @@ TEST_P(JobsTest, AsyncAddUpdateAndFinishTakeAJobThroughItsLifeAndAreJudgedLikeTh
   Job job = accept_now();
   ASSERT_EQ(job.id, "a1");
   auto updated = std::make_shared<Delivered<Result<jobs::UpdateResult>>>();
-  jobs().update_async(job, std::string(R"({"progress": 50})"), deliver_to(updated));
+  jobs().update_async(job, {.data = R"({"progress": 50})"}, deliver_to(updated));
   auto heartbeat = first_delivered(*updated, 1)[0];
   ASSERT_TRUE(heartbeat.ok()) << heartbeat.status().to_string();
   EXPECT_FALSE(heartbeat->resubmitted);
   EXPECT_EQ(jobs().get("work", "a1")->data, R"({"progress":50})");
   auto finished = std::make_shared<Delivered<Status>>();
-  jobs().finish_async(job, std::string(R"({"out": 2})"), deliver_to(finished));
+  jobs().finish_async(job, {.data = R"({"out": 2})"}, deliver_to(finished));
   ASSERT_TRUE(first_delivered(*finished, 1)[0].ok())
       << first_delivered(*finished, 1)[0].to_string();
   info = jobs().get("work", "a1");
@@ -1469,7 +1473,7 @@ TEST_P(JobsTest, AsyncAddUpdateAndFinishTakeAJobThroughItsLifeAndAreJudgedLikeTh
   ASSERT_TRUE(jobs().add("work", "a2", "{}").ok());
   Job removed = accept_now();
   ASSERT_TRUE(jobs().remove("work", "a2").ok());
-  jobs().finish_async(removed, std::nullopt, deliver_to(finished));
+  jobs().finish_async(removed, {}, deliver_to(finished));
   EXPECT_EQ(first_delivered(*finished, 2)[1].code(), Code::kFailedPrecondition)
       << "the finish of a removed job is halted";
   jobs().add_async("untimed", "b", "{}", {}, deliver_to(added));
@@ -1584,7 +1588,7 @@ TEST_P(JobsTest, AcceptBatchAsyncTakesWhatIsDueOrWaitsForTheFirstThenTakesTheRes
 
 TEST_P(JobsTest, AsyncAddsFromManyThreadsAllLandOnce) {
   constexpr int kThreads = 4, kEach = 40;
-  auto added = std::make_shared<Delivered<Status>>();
+  auto added = std::make_shared<Delivered<Result<jobs::AddResult>>>();
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -1595,8 +1599,8 @@ TEST_P(JobsTest, AsyncAddsFromManyThreadsAllLandOnce) {
     });
   }
   for (auto& t : threads) t.join();
-  for (const Status& s : first_delivered(*added, kThreads * kEach))
-    EXPECT_TRUE(s.ok()) << s.to_string();
+  for (const auto& s : first_delivered(*added, kThreads * kEach))
+    EXPECT_TRUE(s.ok()) << s.status().to_string();
   auto counts = jobs().count("work");
   ASSERT_TRUE(counts.ok());
   EXPECT_EQ(counts->pending, static_cast<uint64_t>(kThreads * kEach));

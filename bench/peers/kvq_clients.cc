@@ -100,7 +100,7 @@ class LibClient final : public QueueClient {
   LibClient(jobs::Jobs& jobs, const std::string& tag) : jobs_(jobs), tag_(tag) {}
 
   void add(int64_t seq, const std::string& payload) override {
-    check(jobs_.add(kType, tag_ + std::to_string(seq), payload), "add");
+    check(jobs_.add(kType, tag_ + std::to_string(seq), payload).status(), "add");
   }
 
   bool reserve(Reserved& out, std::chrono::milliseconds wait) override {

@@ -137,11 +137,11 @@ inline constexpr uint32_t kMaxAttemptsLimit = 1'000'000;
 // defaults: about 1, 2, 4, ... seconds, capped at one hour; the 25th failure ends the job,
 // about 14 hours after its first.
 struct RetryPolicy {
-  uint32_t max_attempts = 25;  // 1..kMaxAttemptsLimit; 1: never retried
-  Millis backoff_base{1000};   // > 0
-  double backoff_factor = 2.0;  // 1.0..100.0
+  uint32_t max_attempts = 25;     // 1..kMaxAttemptsLimit; 1: never retried
+  Millis backoff_base{1000};      // > 0
+  double backoff_factor = 2.0;    // 1.0..100.0
   Millis backoff_cap{3'600'000};  // >= backoff_base
-  double jitter = 0.2;  // 0.0..1.0
+  double jitter = 0.2;            // 0.0..1.0
 };
 // d(n) of the policy as above before jitter; `n` >= 1.
 Millis backoff_delay(const RetryPolicy& policy, uint32_t n);
@@ -168,7 +168,8 @@ inline constexpr uint32_t kMaxLostRunsLimit = 1'000'000;
 
 // What an add does to a job that already exists (in any state).
 enum class IfExists {
-  kUpdate,  // as add() describes: replace a pending job, resubmit a running one, rerun a finished one
+  kUpdate,  // as add() describes: replace a pending job, resubmit a running one, rerun a finished
+            // one
   kKeep,    // leave it exactly as it is: a producer retrying an add never runs a job twice
 };
 // "update" or "keep"; kInvalidArgument for anything else.
@@ -287,8 +288,8 @@ struct FinishOptions {
 
 // A worker's report that this attempt failed (Jobs::fail).
 struct FailOptions {
-  std::string message;        // REQUIRES: not empty
-  std::string kind = "error";  // 1..kMaxErrorKindBytes
+  std::string message;                 // REQUIRES: not empty
+  std::string kind = "error";          // 1..kMaxErrorKindBytes
   std::optional<std::string> details;  // any JSON value, e.g. {"stack": "..."}
   // When to retry instead of the type's backoff (>= 0); the attempt limit still applies.
   std::optional<Millis> retry_in;
@@ -296,9 +297,9 @@ struct FailOptions {
 };
 
 struct FailResult {
-  bool dead = false;       // the job ended dead; otherwise it is pending for a retry
+  bool dead = false;        // the job ended dead; otherwise it is pending for a retry
   int64_t retry_at_ms = 0;  // when it is due again, if not dead
-  uint32_t attempt = 0;    // the attempt that failed
+  uint32_t attempt = 0;     // the attempt that failed
 };
 
 // When a snoozed job is due again: at scheduled_time_ms if given, else after `delay`.
@@ -319,8 +320,8 @@ struct ResubmitOptions {
 
 struct ListOptions {
   std::optional<State> state;
-  std::optional<Outcome> outcome;  // only finished jobs that ended this way
-  std::optional<bool> due;         // only pending jobs due by now (true) or not yet (false)
+  std::optional<Outcome> outcome;          // only finished jobs that ended this way
+  std::optional<bool> due;                 // only pending jobs due by now (true) or not yet (false)
   std::optional<std::string> worker;       // only jobs running on this worker
   std::optional<std::string> worker_type;  // only jobs whose worker has this worker type
   size_t limit = 100;
@@ -344,8 +345,8 @@ struct JobEvent {
   bool found = true;
   State state = State::kPending;
   std::string data;
-  uint64_t seq = 0;      // grows with every change of the job
-  Outcome outcome = Outcome::kNone;  // once finished
+  uint64_t seq = 0;                   // grows with every change of the job
+  Outcome outcome = Outcome::kNone;   // once finished
   std::optional<std::string> result;  // once finished with one
   uint32_t attempts = 0;
   bool gave_up = false;  // deprecated: outcome kDead because of lost runs
@@ -485,7 +486,7 @@ class Jobs {
     uint64_t pending = 0;    // scheduled + due
     uint64_t scheduled = 0;  // pending, not yet due
     uint64_t running = 0;
-    uint64_t finished = 0;   // of which:
+    uint64_t finished = 0;  // of which:
     uint64_t dead = 0;
     uint64_t cancelled = 0;
   };
@@ -559,13 +560,11 @@ class Jobs {
   // ("halt") if fenced out.
   Result<UpdateResult> update(Job& job, const UpdateOptions& options = {});
   // update() for a caller that must not block, like add_async.
-  void update_async(Job job, UpdateOptions options,
-                    std::function<void(Result<UpdateResult>)> done);
+  void update_async(Job job, UpdateOptions options, std::function<void(Result<UpdateResult>)> done);
   Result<UpdateResult> update(kv::Transaction& txn, Job& job, const UpdateOptions& options = {});
   // update(job, {.data = data}): the couch_jobs form, which replaces the job's data.
   Result<UpdateResult> update(Job& job, std::optional<std::string_view> data);
-  Result<UpdateResult> update(kv::Transaction& txn, Job& job,
-                              std::optional<std::string_view> data);
+  Result<UpdateResult> update(kv::Transaction& txn, Job& job, std::optional<std::string_view> data);
   // running -> finished (outcome kSucceeded) with options.result, or -> pending if resubmitted
   // (then its attempts start over: the add that resubmitted it asked for a new run).
   // Finishing again with the same lock after an unknown commit result succeeds.
@@ -656,11 +655,11 @@ class Jobs {
     double sum_seconds = 0;
   };
   struct TypeStats {
-    uint64_t succeeded = 0;   // finish, not resubmitted
-    uint64_t failed = 0;      // fail calls (each a failed attempt)
-    uint64_t lost = 0;        // lost runs this process re-enqueued or ended (monitor, departures)
-    uint64_t retried = 0;     // failed or lost attempts that went back to pending
-    uint64_t dead = 0;        // jobs that ended dead
+    uint64_t succeeded = 0;  // finish, not resubmitted
+    uint64_t failed = 0;     // fail calls (each a failed attempt)
+    uint64_t lost = 0;       // lost runs this process re-enqueued or ended (monitor, departures)
+    uint64_t retried = 0;    // failed or lost attempts that went back to pending
+    uint64_t dead = 0;       // jobs that ended dead
     uint64_t cancelled = 0;
     Histogram queue_latency;  // due (scheduled time) -> accepted, per accept
     Histogram run_time;       // accepted -> ended (finish, fail, snooze, lost, cancel), per run

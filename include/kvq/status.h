@@ -126,6 +126,9 @@ class [[nodiscard]] Result {
 
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
+  Code code() const { return status_.code(); }
+  // For a call made for its effect, whose value and outcome the caller does not need.
+  void ignore() const {}
 
   // REQUIRES: ok()
   T& value() & { return *value_; }
@@ -144,16 +147,25 @@ class [[nodiscard]] Result {
   std::optional<T> value_;
 };
 
+namespace internal {
+inline const Status& status_of(const Status& status) { return status; }
+template <typename T>
+const Status& status_of(const Result<T>& result) {
+  return result.status();
+}
+}  // namespace internal
+
 }  // namespace kvq
 
 #define KVQ_CONCAT_INNER_(a, b) a##b
 #define KVQ_CONCAT_(a, b) KVQ_CONCAT_INNER_(a, b)
 
-// Returns the status of `expr` (a Status) from the enclosing function if it is not OK.
-#define KVQ_RETURN_IF_ERROR(expr)              \
-  do {                                         \
-    ::kvq::Status kvq_status_ = (expr);        \
-    if (!kvq_status_.ok()) return kvq_status_; \
+// Returns the status of `expr` (a Status, or a Result whose value is not needed) from the
+// enclosing function if it is not OK.
+#define KVQ_RETURN_IF_ERROR(expr)                                   \
+  do {                                                              \
+    ::kvq::Status kvq_status_ = ::kvq::internal::status_of((expr)); \
+    if (!kvq_status_.ok()) return kvq_status_;                      \
   } while (0)
 
 // Evaluates `expr` (a Result<T>); on error returns its status, else moves the value into `lhs`.

@@ -96,7 +96,8 @@ int run_demo(int argc, char** argv) {
   if (Status s = (*jobs)->set_type_timeout("demo", std::chrono::seconds(30)); !s.ok())
     return fail("timeout", s);
   const std::string id = "greeting-" + std::to_string(*runs);
-  if (Status s = (*jobs)->add("demo", id, R"({"to": "world"})"); !s.ok()) return fail("add", s);
+  if (Status s = (*jobs)->add("demo", id, R"({"to": "world"})").status(); !s.ok())
+    return fail("add", s);
   auto sub = (*jobs)->subscribe("demo", id);
   if (!sub.ok()) return fail("subscribe", sub.status());
   auto job = (*jobs)->accept("demo", {.timeout = std::chrono::seconds(5), .worker = "demo-worker"});

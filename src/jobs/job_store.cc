@@ -104,4 +104,15 @@ JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row) {
   return info;
 }
 
+JobEvent to_event(std::string_view type, std::string_view id, const JobRow& row) {
+  JobEvent e;
+  e.type = type;
+  e.id = id;
+  e.state = state_of(row);
+  e.data = row.data;
+  e.seq = row.seq;
+  e.gave_up = row.gave_up;
+  return e;
+}
+
 }  // namespace kvq::jobs

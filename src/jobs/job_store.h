@@ -35,5 +35,7 @@ Result<std::optional<uint32_t>> max_lost_runs_of(kv::Transaction& txn, const Key
                                                  std::string_view type);
 
 JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row);
+// The event a subscriber of the job sees for this row.
+JobEvent to_event(std::string_view type, std::string_view id, const JobRow& row);
 
 }  // namespace kvq::jobs

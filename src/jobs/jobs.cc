@@ -159,21 +159,22 @@ Status add_attempt(kv::Transaction& txn, const Keys& keys, std::string_view type
 
 }  // namespace
 
-Status Jobs::add(std::string_view type, std::string_view id, std::string_view data,
-                 AddOptions options) {
+Result<AddResult> Jobs::add(std::string_view type, std::string_view id, std::string_view data,
+                            AddOptions options) {
   KVQ_ASSIGN_OR_RETURN(std::string normalized,
                        validate_add(type, id, data, options_.max_data_bytes));
   std::optional<uint64_t> attempt_version;
-  return kv::run(
+  KVQ_RETURN_IF_ERROR(kv::run(
       *store_,
       [&](kv::Transaction& txn) -> Status {
         return add_attempt(txn, impl_->keys, type, id, normalized, options, attempt_version);
       },
-      options_.retry);
+      options_.retry));
+  return AddResult{};
 }
 
 void Jobs::add_async(std::string_view type, std::string_view id, std::string_view data,
-                     AddOptions options, std::function<void(Status)> done) {
+                     AddOptions options, std::function<void(Result<AddResult>)> done) {
   auto normalized = validate_add(type, id, data, options_.max_data_bytes);
   if (!normalized.ok()) return done(normalized.status());
   struct Add {
@@ -189,14 +190,19 @@ void Jobs::add_async(std::string_view type, std::string_view id, std::string_vie
         return add_attempt(txn, keys, add->type, add->id, add->data, add->options,
                            add->attempt_version);
       },
-      std::move(done), options_.retry);
+      [done = std::move(done)](Status s) {
+        if (!s.ok()) return done(s);
+        done(AddResult{});
+      },
+      options_.retry);
 }
 
-Status Jobs::add(kv::Transaction& txn, std::string_view type, std::string_view id,
-                 std::string_view data, AddOptions options) {
+Result<AddResult> Jobs::add(kv::Transaction& txn, std::string_view type, std::string_view id,
+                            std::string_view data, AddOptions options) {
   KVQ_ASSIGN_OR_RETURN(std::string normalized,
                        validate_add(type, id, data, options_.max_data_bytes));
-  return add_normalized(txn, impl_->keys, type, id, normalized, options);
+  KVQ_RETURN_IF_ERROR(add_normalized(txn, impl_->keys, type, id, normalized, options));
+  return AddResult{};
 }
 
 namespace {
@@ -241,19 +247,20 @@ Status add_many_attempt(kv::Transaction& txn, const Keys& keys, std::string_view
 
 }  // namespace
 
-Status Jobs::add_many(std::string_view type, const std::vector<NewJob>& jobs) {
+Result<AddManyResult> Jobs::add_many(std::string_view type, const std::vector<NewJob>& jobs) {
   KVQ_ASSIGN_OR_RETURN(auto normalized, validate_add_many(type, jobs, options_.max_data_bytes));
   std::optional<uint64_t> attempt_version;
-  return kv::run(
+  KVQ_RETURN_IF_ERROR(kv::run(
       *store_,
       [&](kv::Transaction& txn) {
         return add_many_attempt(txn, impl_->keys, type, normalized, attempt_version);
       },
-      options_.retry);
+      options_.retry));
+  return AddManyResult{.added = jobs.size(), .kept = {}};
 }
 
 void Jobs::add_many_async(std::string_view type, std::vector<NewJob> jobs,
-                          std::function<void(Status)> done) {
+                          std::function<void(Result<AddManyResult>)> done) {
   auto normalized = validate_add_many(type, jobs, options_.max_data_bytes);
   if (!normalized.ok()) return done(normalized.status());
   // Shared by the tries of one transaction (a retry may run on another thread).
@@ -268,16 +275,20 @@ void Jobs::add_many_async(std::string_view type, std::vector<NewJob> jobs,
       [add, &keys = impl_->keys](kv::Transaction& txn) {
         return add_many_attempt(txn, keys, add->type, add->jobs, add->attempt_version);
       },
-      std::move(done), options_.retry);
+      [done = std::move(done), n = add->jobs.size()](Status s) {
+        if (!s.ok()) return done(s);
+        done(AddManyResult{.added = n, .kept = {}});
+      },
+      options_.retry);
 }
 
-Status Jobs::add_many(kv::Transaction& txn, std::string_view type,
-                      const std::vector<NewJob>& jobs) {
+Result<AddManyResult> Jobs::add_many(kv::Transaction& txn, std::string_view type,
+                                     const std::vector<NewJob>& jobs) {
   KVQ_ASSIGN_OR_RETURN(auto normalized, validate_add_many(type, jobs, options_.max_data_bytes));
   for (const auto& job : normalized) {
     KVQ_RETURN_IF_ERROR(add_normalized(txn, impl_->keys, type, job.id, job.data, job.options));
   }
-  return Status::OK();
+  return AddManyResult{.added = normalized.size(), .kept = {}};
 }
 
 Status Jobs::remove(std::string_view type, std::string_view id) {

@@ -148,7 +148,9 @@ Status Notifier::rearm(std::vector<Plan>& plans) {
 }
 
 JobEvent Notifier::observe(kv::Transaction& txn, const Subscription::State_& sub, Status* error) {
-  JobEvent e{sub.type, sub.id, true, State::kPending, "", 0, false};
+  JobEvent e;
+  e.type = sub.type;
+  e.id = sub.id;
   auto row = load_job(txn, keys_, sub.type, sub.id);
   if (!row.ok()) {
     *error = row.status();
@@ -159,11 +161,7 @@ JobEvent Notifier::observe(kv::Transaction& txn, const Subscription::State_& sub
     e.seq = UINT64_MAX;  // after everything: the job is gone
     return e;
   }
-  e.state = state_of(**row);
-  e.data = (*row)->data;
-  e.seq = (*row)->seq;
-  e.gave_up = (*row)->gave_up;
-  return e;
+  return to_event(sub.type, sub.id, **row);
 }
 
 }  // namespace kvq::jobs

@@ -33,8 +33,7 @@ Result<std::unique_ptr<Subscription>> Jobs::subscribe(std::string_view type, std
     return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) +
                     "' does not exist");
   }
-  state->initial = JobEvent{state->type,  state->id,   true,           state_of(**row),
-                            (*row)->data, (*row)->seq, (*row)->gave_up};
+  state->initial = to_event(state->type, state->id, **row);
   state->latest = state->initial;
   {
     // Events the notifier queued from older reads are superseded by the initial state.

@@ -120,17 +120,40 @@ void run_call_async(kv::Store& store, const Keys& keys, const JobsOptions& optio
 
 }  // namespace
 
+Result<UpdateResult> Jobs::update(Job& job, const UpdateOptions& options) {
+  return update(job, options.data ? std::optional<std::string_view>(*options.data) : std::nullopt);
+}
+
+Result<UpdateResult> Jobs::update(kv::Transaction& txn, Job& job, const UpdateOptions& options) {
+  return update(txn, job,
+                options.data ? std::optional<std::string_view>(*options.data) : std::nullopt);
+}
+
+void Jobs::update_async(Job job, UpdateOptions options,
+                        std::function<void(Result<UpdateResult>)> done) {
+  run_call_async(*store_, impl_->keys, options_, std::move(job), options.data, update_checked,
+                 std::move(done));
+}
+
+Status Jobs::finish(Job& job, const FinishOptions& options) {
+  return finish(job, options.data ? std::optional<std::string_view>(*options.data) : std::nullopt);
+}
+
+Status Jobs::finish(kv::Transaction& txn, Job& job, const FinishOptions& options) {
+  return finish(txn, job,
+                options.data ? std::optional<std::string_view>(*options.data) : std::nullopt);
+}
+
+void Jobs::finish_async(Job job, FinishOptions options, std::function<void(Status)> done) {
+  run_call_async(*store_, impl_->keys, options_, std::move(job), options.data, finish_checked,
+                 std::move(done));
+}
+
 Result<UpdateResult> Jobs::update(Job& job, std::optional<std::string_view> data) {
   KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, data, options_.max_data_bytes));
   return kv::run(
       *store_, [&](kv::Transaction& txn) { return update_checked(txn, impl_->keys, job, checked); },
       options_.retry);
-}
-
-void Jobs::update_async(Job job, std::optional<std::string> data,
-                        std::function<void(Result<UpdateResult>)> done) {
-  run_call_async(*store_, impl_->keys, options_, std::move(job), data, update_checked,
-                 std::move(done));
 }
 
 Result<UpdateResult> Jobs::update(kv::Transaction& txn, Job& job,
@@ -144,12 +167,6 @@ Status Jobs::finish(Job& job, std::optional<std::string_view> data) {
   return kv::run(
       *store_, [&](kv::Transaction& txn) { return finish_checked(txn, impl_->keys, job, checked); },
       options_.retry);
-}
-
-void Jobs::finish_async(Job job, std::optional<std::string> data,
-                        std::function<void(Status)> done) {
-  run_call_async(*store_, impl_->keys, options_, std::move(job), data, finish_checked,
-                 std::move(done));
 }
 
 Status Jobs::finish(kv::Transaction& txn, Job& job, std::optional<std::string_view> data) {

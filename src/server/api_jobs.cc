@@ -73,8 +73,8 @@ void add_producer_routes(Router& router, Api& api) {
         if (auto* e = std::get_if<ApiError>(&batch)) return reply_error(*ex, *e);
         const size_t added = std::get<0>(batch).size();
         api.jobs.add_many_async(r.params["type"], std::move(std::get<0>(batch)),
-                                [ex, added](Status s) {
-                                  if (!s.ok()) return reply_status(*ex, s);
+                                [ex, added](Result<jobs::AddManyResult> s) {
+                                  if (!s.ok()) return reply_status(*ex, s.status());
                                   reply_json(*ex, 200, {{"added", added}});
                                 });
       },
@@ -89,8 +89,8 @@ void add_producer_routes(Router& router, Api& api) {
         if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
         const auto& job = std::get<jobs::NewJob>(read);
         api.jobs.add_async(r.params["type"], job.id, job.data, job.options,
-                           [ex, id = job.id](Status s) {
-                             if (!s.ok()) return reply_status(*ex, s);
+                           [ex, id = job.id](Result<jobs::AddResult> s) {
+                             if (!s.ok()) return reply_status(*ex, s.status());
                              reply_json(*ex, 200, {{"id", id}});
                            });
       },
@@ -224,10 +224,11 @@ void add_worker_call_routes(Router& router, Api& api) {
         auto call = read_call(r, *ex, false);
         if (!call) return;
         jobs::Job job{r.params["type"], r.params["id"], call->lock, "", ""};
-        api.jobs.update_async(job, call->data, [ex](Result<jobs::UpdateResult> result) {
-          if (!result.ok()) return reply_status(*ex, result.status());
-          reply_json(*ex, 200, {{"resubmitted", result->resubmitted}});
-        });
+        api.jobs.update_async(job, {.progress = std::nullopt, .data = call->data},
+                              [ex](Result<jobs::UpdateResult> result) {
+                                if (!result.ok()) return reply_status(*ex, result.status());
+                                reply_json(*ex, 200, {{"resubmitted", result->resubmitted}});
+                              });
       },
       Router::Access::kToken, Router::Runs::kInline);
   router.add(
@@ -236,11 +237,12 @@ void add_worker_call_routes(Router& router, Api& api) {
         auto call = read_call(r, *ex, false);
         if (!call) return;
         jobs::Job job{r.params["type"], r.params["id"], call->lock, "", ""};
-        api.jobs.finish_async(job, call->data, [&api, ex, type = job.type](Status s) {
-          if (!s.ok()) return reply_status(*ex, s);
-          api.metrics.finished(type);
-          reply_json(*ex, 200, nlohmann::json::object());
-        });
+        api.jobs.finish_async(job, {.result = std::nullopt, .data = call->data},
+                              [&api, ex, type = job.type](Status s) {
+                                if (!s.ok()) return reply_status(*ex, s);
+                                api.metrics.finished(type);
+                                reply_json(*ex, 200, nlohmann::json::object());
+                              });
       },
       Router::Access::kToken, Router::Runs::kInline);
   router.add(
