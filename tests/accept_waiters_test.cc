@@ -6,7 +6,9 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "jobs/pending_picks.h"
 #include "jobs/schema.h"
@@ -141,6 +143,40 @@ TEST_F(AcceptWaitersTest, OnAStoreWhoseCallsWaitTheBatchesOfTwoTypesRunSideBySid
   ASSERT_TRUE(work->values()[0].ok()) << work->values()[0].status().to_string();
   ASSERT_TRUE(other->values()[0].ok()) << other->values()[0].status().to_string();
   EXPECT_LT(both_served, kLatency * 18 / 10) << "the two types' rounds ran one after the other";
+}
+
+// The "Order" guarantee of Jobs::accept, for one process's waiting accepts: served in arrival
+// order, one transaction at a time per type, they get the due jobs of a priority in order.
+// Through a store that is not nonblocking() (a FaultInjectingStore injecting nothing), where
+// accept_async makes its own look on the caller's thread and queues before it returns, so the
+// arrival order is the call order.
+TEST_F(AcceptWaitersTest, OneProcesssWaitingAcceptsGetJobsAddedOneAtATimeInArrivalOrder) {
+  auto direct = std::make_shared<kv::FaultInjectingStore>(store_, kv::FaultOptions{});
+  ASSERT_FALSE(direct->nonblocking());
+  auto opened = jobs::Jobs::open(direct, options_);
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  std::unique_ptr<jobs::Jobs> process = std::move(*opened);
+  constexpr int kWaiters = 6;
+  std::vector<std::shared_ptr<Delivered<Result<Job>>>> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.push_back(std::make_shared<Delivered<Result<Job>>>());
+    const uint64_t ticket = process->accept_async(
+        "work", {.timeout = 30s, .worker = "w" + std::to_string(i)}, deliver_to(waiters.back()));
+    ASSERT_NE(ticket, 0u) << "waiter " << i << " completed at once: nothing was due";
+  }
+  for (int i = 0; i < kWaiters; ++i) {
+    const std::string id = "job-" + std::to_string(i);
+    ASSERT_TRUE(jobs_->add("work", id, "{}").ok());
+    ASSERT_TRUE(waiters[i]->wait_for(1, 10s)) << id << " never reached waiter " << i;
+    const Result<Job> got = waiters[i]->values()[0];
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_EQ(got->id, id) << "waiter " << i;
+    EXPECT_EQ(got->worker, "w" + std::to_string(i));
+    // The waiters behind it are still waiting: the job went to the first in line alone.
+    for (int later = i + 1; later < kWaiters; ++later)
+      EXPECT_EQ(waiters[later]->size(), 0u) << id << " reached waiter " << later << " too";
+  }
+  for (int i = 0; i < kWaiters; ++i) EXPECT_EQ(waiters[i]->size(), 1u) << "waiter " << i;
 }
 
 }  // namespace

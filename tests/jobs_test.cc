@@ -760,7 +760,8 @@ TEST_P(JobsTest, WaitingAcceptsAreServedTogetherWithTheirOwnWorkerNames) {
 // Keys of the finished index (docs/design/data-model.md, subspace 9), read raw.
 size_t finished_index_entries(kv::Store& store, const std::string& type) {
   auto [begin, end] = Subspace("t").sub(Tuple{int64_t{9}}).range(Tuple{type});
-  auto rows = kv::run(store, [&](kv::Transaction& txn) { return txn.get_range(begin, end); });
+  auto rows =
+      kv::run(store, [&b = begin, &e = end](kv::Transaction& txn) { return txn.get_range(b, e); });
   EXPECT_TRUE(rows.ok()) << rows.status().to_string();
   return rows.ok() ? rows->size() : 0;
 }

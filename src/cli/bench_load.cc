@@ -4,10 +4,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <mutex>
 #include <thread>
 
 #include "output.h"
+#include "util/mutex.h"
+#include "util/thread_annotations.h"
 
 namespace kvq::cli {
 namespace {
@@ -27,17 +28,17 @@ struct Shared {
   std::atomic<int64_t> retries{0};
   std::atomic<bool> stop{false};
   std::vector<std::atomic<bool>> done;  // per job index
-  std::mutex mu;
-  std::optional<Response> failure;  // the first failed answer
-  std::string failed_call;          // "add", "accept" or "finish"
-  std::vector<double> latencies_ms;
-  Clock::time_point first_add{Clock::time_point::max()};
-  Clock::time_point last_finish{Clock::time_point::min()};
+  util::Mutex mu;
+  std::optional<Response> failure KVQ_GUARDED_BY(mu);  // the first failed answer
+  std::string failed_call KVQ_GUARDED_BY(mu);          // "add", "accept" or "finish"
+  std::vector<double> latencies_ms KVQ_GUARDED_BY(mu);
+  Clock::time_point first_add KVQ_GUARDED_BY(mu) = Clock::time_point::max();
+  Clock::time_point last_finish KVQ_GUARDED_BY(mu) = Clock::time_point::min();
 
   explicit Shared(const BenchConfig& c) : config(c), done(static_cast<size_t>(c.jobs)) {}
 
-  void fail(const char* call, Response response) {
-    std::lock_guard lock(mu);
+  void fail(const char* call, Response response) KVQ_EXCLUDES(mu) {
+    util::MutexLock lock(mu);
     if (!failure) {
       failure = std::move(response);
       failed_call = call;
@@ -71,7 +72,7 @@ void producer(const Invocation& inv, Shared& shared, int64_t begin, int64_t end)
   for (int64_t i = begin; i < end && !shared.stop;) {
     const auto started = Clock::now();
     {
-      std::lock_guard lock(shared.mu);
+      util::MutexLock lock(shared.mu);
       shared.first_add = std::min(shared.first_add, started);
     }
     Json list = Json::array();
@@ -135,7 +136,7 @@ void worker(const Invocation& inv, Shared& shared) {
       ++shared.finished;
     }
   }
-  std::lock_guard lock(shared.mu);
+  util::MutexLock lock(shared.mu);
   shared.latencies_ms.insert(shared.latencies_ms.end(), latencies.begin(), latencies.end());
   shared.last_finish = std::max(shared.last_finish, last);
 }
@@ -194,6 +195,8 @@ BenchOutcome run_bench_load(const Invocation& inv, const BenchConfig& config,
   out.finished = shared.finished;
   out.halted = shared.halted;
   out.retries = shared.retries;
+  // Every thread has been joined: the lock only lets the analysis check these reads.
+  util::MutexLock lock(shared.mu);
   out.failure = std::move(shared.failure);
   out.failed_call = std::move(shared.failed_call);
   out.latencies_ms = std::move(shared.latencies_ms);

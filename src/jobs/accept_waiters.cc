@@ -33,14 +33,18 @@ AcceptWaiters::AcceptWaiters(kv::Store& store, const Keys& keys, const JobsOptio
     : store_(store), keys_(keys), options_(options) {
   if (!store_.nonblocking())
     batch_pool_ = std::make_unique<util::ThreadPool>(kBlockingBatchThreads);
-  sink_->acceptor = this;
+  {
+    FireSink& sink = *sink_;
+    util::MutexLock lock(sink.mu);
+    sink.acceptor = this;
+  }
   thread_ = std::thread([this] { run(); });
 }
 
 AcceptWaiters::~AcceptWaiters() {
   Done done;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     stopping_ = true;
     for (auto& [type, queue] : queues_) {
       for (auto& w : queue.waiters)
@@ -53,26 +57,27 @@ AcceptWaiters::~AcceptWaiters() {
   std::map<std::string, PendingWatch> watches;
   {
     // An attempt in flight reads keys_ and options_, and finishes here.
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return in_flight_ == 0; });
+    util::MutexLock lock(mu_);
+    while (in_flight_ != 0) cv_.wait(mu_);
     watches.swap(watches_);
   }
   {
-    std::lock_guard detach(sink_->mu);
-    sink_->acceptor = nullptr;
+    FireSink& sink = *sink_;
+    util::MutexLock detach(sink.mu);
+    sink.acceptor = nullptr;
   }
   watches.clear();  // cancels them, outside mu_: a cancelled watch runs its callback at once
   for (auto& [callback, result] : done) callback(std::move(result));
 }
 
 uint64_t AcceptWaiters::watch_generation(const std::string& type) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = watches_.find(type);
   return it != watches_.end() && it->second.live() ? it->second.generation : 0;
 }
 
 void AcceptWaiters::on_fire(const std::string& type, uint64_t generation) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = watches_.find(type);
   // A watch replaced since: the look that armed its successor saw everything before that.
   if (it == watches_.end() || it->second.generation != generation) return;
@@ -86,7 +91,7 @@ uint64_t AcceptWaiters::submit(const std::string& type, const AcceptOptions& opt
                                const std::string& lock, kv::Clock::time_point deadline,
                                std::optional<uint64_t> generation, Callback callback, Commit commit,
                                uint64_t reserved) {
-  std::unique_lock guard(mu_);
+  util::MutexLock guard(mu_);
   const uint64_t ticket = reserved ? reserved : next_ticket_++;
   if (reserved) {
     auto it = reserved_.find(reserved);
@@ -124,27 +129,27 @@ std::deque<AcceptWaiters::Waiter>::iterator AcceptWaiters::erase_waiter(
 }
 
 bool AcceptWaiters::has_waiters(const std::string& type) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = queues_.find(type);
   return it != queues_.end() && !it->second.waiters.empty();
 }
 
 uint64_t AcceptWaiters::reserve() {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   const uint64_t ticket = next_ticket_++;
   reserved_.emplace(ticket, false);
   return ticket;
 }
 
 void AcceptWaiters::forget(uint64_t reserved) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   reserved_.erase(reserved);
 }
 
 bool AcceptWaiters::cancel(uint64_t ticket) {
   Callback callback;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     // Still looking elsewhere: the submit that may follow ends it (a job the look took is
     // handed out all the same).
     if (auto it = reserved_.find(ticket); it != reserved_.end()) {
@@ -196,7 +201,7 @@ kv::Clock::time_point AcceptWaiters::next_wake(kv::Clock::time_point now) const 
 }
 
 void AcceptWaiters::run() {
-  std::unique_lock lock(mu_);
+  util::MutexLock lock(mu_);
   while (!stopping_) {
     const auto now = kv::Clock::now();
     Done done;
@@ -242,7 +247,7 @@ void AcceptWaiters::run() {
       const Queue& queue = q.second;
       return !queue.in_flight && !queue.waiters.empty() && (queue.attempt || queue.round_open);
     });
-    if (!more && !stopping_) cv_.wait_until(lock, next_wake(kv::Clock::now()));
+    if (!more && !stopping_) cv_.wait_until(mu_, next_wake(kv::Clock::now()));
   }
 }
 
@@ -299,13 +304,14 @@ void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
     // caught there (ready()).
     outcome.watch.on_ready([sink = sink_, type, generation = batch.arm](const Status& s) {
       if (s.code() == Code::kCancelled) return;
-      std::lock_guard lock(sink->mu);
-      if (sink->acceptor) sink->acceptor->on_fire(type, generation);
+      FireSink& to = *sink;  // named, so that the analysis sees one mutex guard `acceptor`
+      util::MutexLock lock(to.mu);
+      if (to.acceptor) to.acceptor->on_fire(type, generation);
     });
   }
   Done done;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     --in_flight_;
     auto qit = queues_.find(type);
     if (qit != queues_.end()) {

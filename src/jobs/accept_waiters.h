@@ -25,13 +25,11 @@
 // their own.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -39,6 +37,8 @@
 #include "jobs/pending_picks.h"
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
+#include "util/mutex.h"
+#include "util/thread_annotations.h"
 
 namespace kvq::util {
 class ThreadPool;
@@ -58,23 +58,23 @@ class AcceptWaiters {
   enum class Commit { kBlocking, kAsync };
   // The generation of `type`'s live pending watch, 0 when it has none. Read before a look of
   // the caller's own, and passed to submit.
-  uint64_t watch_generation(const std::string& type);
+  uint64_t watch_generation(const std::string& type) KVQ_EXCLUDES(mu_);
   // Queues a waiter. `generation` is watch_generation() read before the caller's own last look;
   // nullopt when the caller made none (it queued behind waiters). Unless that watch is still
   // live, the acceptor looks for the waiter in its next round. Returns a ticket for cancel().
   uint64_t submit(const std::string& type, const AcceptOptions& options, const std::string& lock,
                   kv::Clock::time_point deadline, std::optional<uint64_t> generation,
-                  Callback callback, Commit commit, uint64_t reserved = 0);
+                  Callback callback, Commit commit, uint64_t reserved = 0) KVQ_EXCLUDES(mu_);
   // A ticket for an accept still making its own look elsewhere, before it may wait here:
   // cancel() of it then ends the submit that follows at once with kCancelled. The ticket goes
   // to that submit (`reserved`), or to forget() when the look ended the accept.
-  uint64_t reserve();
-  void forget(uint64_t reserved);
+  uint64_t reserve() KVQ_EXCLUDES(mu_);
+  void forget(uint64_t reserved) KVQ_EXCLUDES(mu_);
   // Whether accepts wait on `type` here now. A new accept then queues behind them without a
   // look of its own: it is served in arrival order, and its look cannot collide with theirs.
-  bool has_waiters(const std::string& type);
+  bool has_waiters(const std::string& type) KVQ_EXCLUDES(mu_);
   // Ends the waiter with kCancelled if it has not completed; returns whether it did.
-  bool cancel(uint64_t ticket);
+  bool cancel(uint64_t ticket) KVQ_EXCLUDES(mu_);
 
  private:
   struct Waiter {
@@ -116,42 +116,46 @@ class AcceptWaiters {
   // Where fired watches report: outlives the AcceptWaiters, whose destructor detaches it (under
   // `mu`, so a fire in progress finishes first).
   struct FireSink {
-    std::mutex mu;
-    AcceptWaiters* acceptor = nullptr;
+    util::Mutex mu;
+    AcceptWaiters* acceptor KVQ_GUARDED_BY(mu) = nullptr;
   };
   using Done = std::vector<std::pair<Callback, Result<Job>>>;
 
-  void run();
+  void run() KVQ_EXCLUDES(mu_);
   // The open round's next batch of `queue`, or nullopt when every kind waiting there found
-  // nothing due. REQUIRES: mu_ held.
-  std::optional<Batch> next_batch(const std::string& type, Queue& queue);
-  // Attempts `batch`, with a blocking or an asynchronous commit. REQUIRES: mu_ not held (the
-  // attempt may finish on this thread).
-  void start_batch(const std::string& type, Batch batch);
+  // nothing due.
+  std::optional<Batch> next_batch(const std::string& type, Queue& queue) KVQ_REQUIRES(mu_);
+  // Attempts `batch`, with a blocking or an asynchronous commit. Unlocked: the attempt may
+  // finish on this thread, in finish_batch.
+  void start_batch(const std::string& type, Batch batch) KVQ_EXCLUDES(mu_);
   // Hands out what the batch took and moves the round on. Any thread; takes mu_.
-  void finish_batch(const std::string& type, const Batch& batch, AcceptOutcome outcome);
+  void finish_batch(const std::string& type, const Batch& batch, AcceptOutcome outcome)
+      KVQ_EXCLUDES(mu_);
   // A watch armed by a batch fired: the next round of its type starts.
-  void on_fire(const std::string& type, uint64_t generation);
-  void expire(const std::string& type, Queue& queue, kv::Clock::time_point now, Done& done);
-  kv::Clock::time_point next_wake(kv::Clock::time_point now) const;
+  void on_fire(const std::string& type, uint64_t generation) KVQ_EXCLUDES(mu_);
+  // `queue` is one of queues_, hence the lock.
+  void expire(const std::string& type, Queue& queue, kv::Clock::time_point now, Done& done)
+      KVQ_REQUIRES(mu_);
+  kv::Clock::time_point next_wake(kv::Clock::time_point now) const KVQ_REQUIRES(mu_);
   static void push_waiter(Queue& queue, Waiter waiter);
   static std::deque<Waiter>::iterator erase_waiter(Queue& queue, std::deque<Waiter>::iterator it);
-  // Erases an empty queue with no attempt in flight. REQUIRES: mu_ held.
-  void drop_if_empty(std::map<std::string, Queue>::iterator it);
+  // Erases an empty queue with no attempt in flight.
+  void drop_if_empty(std::map<std::string, Queue>::iterator it) KVQ_REQUIRES(mu_);
 
   kv::Store& store_;
   const Keys& keys_;
   const JobsOptions& options_;
   std::shared_ptr<FireSink> sink_ = std::make_shared<FireSink>();
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, Queue> queues_;
-  std::map<std::string, PendingWatch> watches_;
-  uint64_t next_watch_generation_ = 1;
-  uint64_t next_ticket_ = 1;
-  std::map<uint64_t, bool> reserved_;  // reserved tickets not yet submitted: cancelled?
-  int in_flight_ = 0;                  // batches attempted and not yet finished
-  bool stopping_ = false;
+  util::Mutex mu_;
+  util::CondVar cv_;  // signalled under mu_: new work for run(), or in_flight_ dropped
+  std::map<std::string, Queue> queues_ KVQ_GUARDED_BY(mu_);
+  std::map<std::string, PendingWatch> watches_ KVQ_GUARDED_BY(mu_);
+  uint64_t next_watch_generation_ KVQ_GUARDED_BY(mu_) = 1;
+  uint64_t next_ticket_ KVQ_GUARDED_BY(mu_) = 1;
+  // Reserved tickets not yet submitted: cancelled?
+  std::map<uint64_t, bool> reserved_ KVQ_GUARDED_BY(mu_);
+  int in_flight_ KVQ_GUARDED_BY(mu_) = 0;  // batches attempted and not yet finished
+  bool stopping_ KVQ_GUARDED_BY(mu_) = false;
   std::thread thread_;
   // Where batches run when the store is not nonblocking(): there each lasts round trips, and on
   // thread_ the batches of different types would wait for one another. Null elsewhere.

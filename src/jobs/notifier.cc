@@ -17,7 +17,7 @@ Notifier::Notifier(kv::Store& store, const Keys& keys, const kv::RetryOptions& r
 
 Notifier::~Notifier() {
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     stopping_ = true;
   }
   work_cv_.notify_all();
@@ -28,7 +28,7 @@ Notifier::~Notifier() {
 }
 
 void Notifier::add_subscription(const std::shared_ptr<Subscription::State_>& sub) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   auto& tw = types_[sub->type];
   tw.subs.push_back(sub);
   tw.refresh_subscribers = true;
@@ -38,12 +38,12 @@ void Notifier::add_subscription(const std::shared_ptr<Subscription::State_>& sub
 
 void Notifier::remove_subscription(Subscription::State_* sub) {
   {
-    std::lock_guard hub(hub_mu_);
+    util::MutexLock hub(hub_mu_);
     sub->closed = true;
     sub->queue.clear();
     sub->listener = nullptr;
   }
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = types_.find(sub->type);
   if (it == types_.end()) return;
   auto& subs = it->second.subs;
@@ -53,7 +53,7 @@ void Notifier::remove_subscription(Subscription::State_* sub) {
 void Notifier::deliver(Subscription::State_& sub, const JobEvent& event) {
   std::function<void()> listener;
   {
-    std::lock_guard hub(hub_mu_);
+    util::MutexLock hub(hub_mu_);
     if (sub.closed || sub.final_queued || event.seq <= sub.last_seq) return;
     sub.last_seq = event.seq;
     sub.final_queued = sub.is_final(event);
@@ -65,7 +65,7 @@ void Notifier::deliver(Subscription::State_& sub, const JobEvent& event) {
 }
 
 void Notifier::on_watch_fired(const std::string& type) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   if (stopping_) return;
   auto it = types_.find(type);
   if (it == types_.end()) return;
@@ -79,7 +79,7 @@ std::vector<Notifier::Plan> Notifier::take_plans() {
   for (auto& [type, tw] : types_) {
     // Subscriptions that have ended are dropped here, on the notifier's own thread.
     std::erase_if(tw.subs, [&](const auto& s) {
-      std::lock_guard hub(hub_mu_);
+      util::MutexLock hub(hub_mu_);
       return s->closed || s->final_queued;
     });
     if (tw.subs.empty() || (tw.activity_live && !tw.refresh_subscribers)) continue;
@@ -90,9 +90,9 @@ std::vector<Notifier::Plan> Notifier::take_plans() {
 }
 
 void Notifier::run() {
-  std::unique_lock lock(mu_);
+  util::MutexLock lock(mu_);
   while (!stopping_) {
-    work_cv_.wait(lock, [&] { return stopping_ || dirty_; });
+    while (!stopping_ && !dirty_) work_cv_.wait(mu_);
     if (stopping_) break;
     dirty_ = false;
     std::vector<Plan> plans = take_plans();
@@ -103,7 +103,10 @@ void Notifier::run() {
       // Put the work back and try again shortly; the store may be briefly unavailable.
       for (auto& plan : plans) types_[plan.type].refresh_subscribers = true;
       dirty_ = true;
-      work_cv_.wait_for(lock, kRetryPause, [&] { return stopping_; });
+      const auto until = kv::Clock::now() + kRetryPause;
+      while (!stopping_) {
+        if (!work_cv_.wait_until(mu_, until)) break;  // the pause is over
+      }
     }
   }
 }
@@ -126,7 +129,7 @@ Status Notifier::rearm(std::vector<Plan>& plans) {
   std::vector<kv::Watch> replaced;
   std::vector<kv::Watch*> installed;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     for (auto& [type, watch] : armed) {
       auto& tw = types_[type];
       replaced.push_back(std::move(tw.activity));

@@ -16,7 +16,6 @@
 #include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -24,6 +23,8 @@
 
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
+#include "util/mutex.h"
+#include "util/thread_annotations.h"
 
 namespace kvq::jobs {
 
@@ -34,7 +35,8 @@ struct Subscription::State_ {
   JobEvent initial;
   bool follow = false;  // SubscribeOptions::follow: only not-found is final
   JobEvent latest;      // the last event handed to the caller (initially `initial`)
-  // Guarded by the notifier's hub mutex:
+  // Guarded by the notifier's hub mutex (Notifier::hub_mutex(); not annotated: the analysis
+  // cannot name another object's mutex through `notifier`):
   uint64_t last_seq = 0;
   bool final_queued = false;  // the final event (is_final) has been queued
   bool closed = false;        // unsubscribed
@@ -55,14 +57,16 @@ class Notifier {
   ~Notifier();
 
   // Registers `sub` and makes the notifier re-read its job soon.
-  void add_subscription(const std::shared_ptr<Subscription::State_>& sub);
-  void remove_subscription(Subscription::State_* sub);
+  void add_subscription(const std::shared_ptr<Subscription::State_>& sub) KVQ_EXCLUDES(mu_);
+  void remove_subscription(Subscription::State_* sub) KVQ_EXCLUDES(mu_, hub_mu_);
   // Queues `event` on `sub` unless it is older than what was already delivered.
-  void deliver(Subscription::State_& sub, const JobEvent& event);
+  void deliver(Subscription::State_& sub, const JobEvent& event) KVQ_EXCLUDES(hub_mu_);
 
-  // The mutex and condition variable every subscription wait uses.
-  std::mutex& hub_mutex() { return hub_mu_; }
-  std::condition_variable& hub_cv() { return hub_cv_; }
+  // The mutex and condition variable every subscription wait uses. The analysis knows a lock
+  // of hub_mutex() is a lock of hub_mu_. The condition variable is a condition_variable_any
+  // because subscription.cc waits on it with a std::unique_lock of the util::Mutex.
+  util::Mutex& hub_mutex() KVQ_RETURN_CAPABILITY(hub_mu_) { return hub_mu_; }
+  std::condition_variable_any& hub_cv() { return hub_cv_; }
 
  private:
   struct TypeWatch {
@@ -76,22 +80,23 @@ class Notifier {
     std::vector<std::shared_ptr<Subscription::State_>> subs;
   };
 
-  void run();
-  std::vector<Plan> take_plans();
-  Status rearm(std::vector<Plan>& plans);
+  void run() KVQ_EXCLUDES(mu_);
+  std::vector<Plan> take_plans() KVQ_REQUIRES(mu_) KVQ_EXCLUDES(hub_mu_);
+  Status rearm(std::vector<Plan>& plans) KVQ_EXCLUDES(mu_, hub_mu_);
   JobEvent observe(kv::Transaction& txn, const Subscription::State_& sub, Status* error);
-  void on_watch_fired(const std::string& type);
+  void on_watch_fired(const std::string& type) KVQ_EXCLUDES(mu_);
 
   kv::Store& store_;
   const Keys& keys_;
   kv::RetryOptions retry_;
-  std::mutex mu_;
-  std::condition_variable work_cv_;  // the notifier thread waits on this
-  std::map<std::string, TypeWatch> types_;
-  bool dirty_ = false;
-  bool stopping_ = false;
-  std::mutex hub_mu_;
-  std::condition_variable hub_cv_;
+  util::Mutex mu_;
+  util::CondVar work_cv_;  // the notifier thread waits on this
+  std::map<std::string, TypeWatch> types_ KVQ_GUARDED_BY(mu_);
+  bool dirty_ KVQ_GUARDED_BY(mu_) = false;
+  bool stopping_ KVQ_GUARDED_BY(mu_) = false;
+  // Taken after mu_ when both are held (take_plans).
+  util::Mutex hub_mu_ KVQ_ACQUIRED_AFTER(mu_);
+  std::condition_variable_any hub_cv_;
   std::thread thread_;
 };
 

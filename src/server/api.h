@@ -3,10 +3,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <set>
 #include <thread>
 #include <variant>
@@ -18,6 +16,8 @@
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/router.h"
+#include "util/mutex.h"
+#include "util/thread_annotations.h"
 
 namespace kvq::server {
 
@@ -26,16 +26,17 @@ class Timers {
  public:
   Timers();
   ~Timers();
-  uint64_t at(kv::Clock::time_point when, std::function<void()> fn);
-  void cancel(uint64_t id);
+  uint64_t at(kv::Clock::time_point when, std::function<void()> fn) KVQ_EXCLUDES(mu_);
+  void cancel(uint64_t id) KVQ_EXCLUDES(mu_);
 
  private:
-  void run();
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::multimap<kv::Clock::time_point, std::pair<uint64_t, std::function<void()>>> due_;
-  uint64_t next_ = 1;
-  bool stopping_ = false;
+  void run() KVQ_EXCLUDES(mu_);
+  util::Mutex mu_;
+  util::CondVar cv_;
+  std::multimap<kv::Clock::time_point, std::pair<uint64_t, std::function<void()>>> due_
+      KVQ_GUARDED_BY(mu_);
+  uint64_t next_ KVQ_GUARDED_BY(mu_) = 1;
+  bool stopping_ KVQ_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 
@@ -48,13 +49,13 @@ struct Api {
 
   // Everything still waiting (long-polls, streams), so shutdown can end it; each entry ends
   // its exchange when called.
-  std::mutex waiting_mu;
-  std::map<uint64_t, std::function<void()>> waiting;
-  uint64_t next_waiting = 1;
-  uint64_t hold(std::function<void()> end);
-  void release(uint64_t id);
+  util::Mutex waiting_mu;
+  std::map<uint64_t, std::function<void()>> waiting KVQ_GUARDED_BY(waiting_mu);
+  uint64_t next_waiting KVQ_GUARDED_BY(waiting_mu) = 1;
+  uint64_t hold(std::function<void()> end) KVQ_EXCLUDES(waiting_mu);
+  void release(uint64_t id) KVQ_EXCLUDES(waiting_mu);
   // Ends every waiting exchange (long-polls answer 204, streams close).
-  void end_all_waiting();
+  void end_all_waiting() KVQ_EXCLUDES(waiting_mu);
 };
 
 void add_meta_routes(Router& router, Api& api);

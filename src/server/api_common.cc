@@ -11,7 +11,7 @@ Timers::Timers() : thread_([this] { run(); }) {}
 
 Timers::~Timers() {
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -19,7 +19,7 @@ Timers::~Timers() {
 }
 
 uint64_t Timers::at(kv::Clock::time_point when, std::function<void()> fn) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   const uint64_t id = next_++;
   due_.emplace(when, std::pair{id, std::move(fn)});
   cv_.notify_all();
@@ -27,7 +27,7 @@ uint64_t Timers::at(kv::Clock::time_point when, std::function<void()> fn) {
 }
 
 void Timers::cancel(uint64_t id) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   for (auto it = due_.begin(); it != due_.end(); ++it) {
     if (it->second.first == id) {
       due_.erase(it);
@@ -37,15 +37,15 @@ void Timers::cancel(uint64_t id) {
 }
 
 void Timers::run() {
-  std::unique_lock lock(mu_);
+  util::MutexLock lock(mu_);
   while (!stopping_) {
     if (due_.empty()) {
-      cv_.wait(lock);
+      cv_.wait(mu_);
       continue;
     }
     if (kv::Clock::now() < due_.begin()->first) {
       const auto when = due_.begin()->first;  // a copy: the entry may be erased while we wait
-      cv_.wait_until(lock, when);
+      cv_.wait_until(mu_, when);
       continue;
     }
     auto fn = std::move(due_.begin()->second.second);
@@ -57,21 +57,21 @@ void Timers::run() {
 }
 
 uint64_t Api::hold(std::function<void()> end) {
-  std::lock_guard lock(waiting_mu);
+  util::MutexLock lock(waiting_mu);
   const uint64_t id = next_waiting++;
   waiting.emplace(id, std::move(end));
   return id;
 }
 
 void Api::release(uint64_t id) {
-  std::lock_guard lock(waiting_mu);
+  util::MutexLock lock(waiting_mu);
   waiting.erase(id);
 }
 
 void Api::end_all_waiting() {
   std::map<uint64_t, std::function<void()>> all;
   {
-    std::lock_guard lock(waiting_mu);
+    util::MutexLock lock(waiting_mu);
     all.swap(waiting);
   }
   for (auto& [id, end] : all) end();

@@ -11,13 +11,14 @@
 #include <boost/beast/ssl.hpp>
 
 #include <array>
-#include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
+
+#include "util/mutex.h"
+#include "util/thread_annotations.h"
 
 namespace kvq::server {
 namespace {
@@ -133,8 +134,8 @@ struct HttpServer::Impl {
   void accept_next();
   void accept_failed(beast::error_code ec);
   std::string load_tls();
-  void track(const std::shared_ptr<SessionBase>& s);
-  void untrack(SessionBase* s);
+  void track(const std::shared_ptr<SessionBase>& s) KVQ_EXCLUDES(sessions_mu);
+  void untrack(SessionBase* s) KVQ_EXCLUDES(sessions_mu);
 
   // Takes `bytes` from the shared body budget; false (nothing taken) if it would go over.
   bool reserve_body(size_t bytes) {
@@ -157,10 +158,10 @@ struct HttpServer::Impl {
   Observer observer;
   // Before the io_context: destroying it destroys the sessions its pending handlers hold, and
   // each untracks itself.
-  std::mutex sessions_mu;
-  std::set<SessionBase*> sessions;
-  std::map<SessionBase*, std::weak_ptr<SessionBase>> session_refs;
-  std::condition_variable sessions_cv;
+  util::Mutex sessions_mu;
+  std::set<SessionBase*> sessions KVQ_GUARDED_BY(sessions_mu);
+  std::map<SessionBase*, std::weak_ptr<SessionBase>> session_refs KVQ_GUARDED_BY(sessions_mu);
+  util::CondVar sessions_cv;  // signalled when a session untracks itself
   asio::io_context ioc;
   tcp::acceptor acceptor;
   asio::steady_timer accept_timer;
@@ -643,13 +644,13 @@ const char* accept_failure_reason(beast::error_code ec) {
 }  // namespace
 
 void HttpServer::Impl::track(const std::shared_ptr<SessionBase>& s) {
-  std::lock_guard lock(sessions_mu);
+  util::MutexLock lock(sessions_mu);
   sessions.insert(s.get());
   session_refs[s.get()] = s;
 }
 
 void HttpServer::Impl::untrack(SessionBase* s) {
-  std::lock_guard lock(sessions_mu);
+  util::MutexLock lock(sessions_mu);
   sessions.erase(s);
   session_refs.erase(s);
   sessions_cv.notify_all();
@@ -770,18 +771,22 @@ void HttpServer::stop(std::chrono::milliseconds grace) {
     impl_->acceptor.close(ec);
     impl_->accept_timer.cancel();
   });
+  Impl& impl = *impl_;  // named, so that the analysis sees one sessions_mu throughout
   std::vector<std::shared_ptr<SessionBase>> open;
   {
-    std::lock_guard lock(impl_->sessions_mu);
-    for (auto& [ptr, weak] : impl_->session_refs) {
+    util::MutexLock lock(impl.sessions_mu);
+    for (auto& [ptr, weak] : impl.session_refs) {
       if (auto s = weak.lock()) open.push_back(s);
     }
   }
   for (auto& s : open) s->close_if_idle();
   open.clear();
   {
-    std::unique_lock lock(impl_->sessions_mu);
-    impl_->sessions_cv.wait_for(lock, grace, [&] { return impl_->sessions.empty(); });
+    const auto until = std::chrono::steady_clock::now() + grace;
+    util::MutexLock lock(impl.sessions_mu);
+    while (!impl.sessions.empty()) {
+      if (!impl.sessions_cv.wait_until(impl.sessions_mu, until)) break;  // the grace is over
+    }
   }
   impl_->guard.reset();
   impl_->ioc.stop();

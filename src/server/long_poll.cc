@@ -7,7 +7,7 @@ std::shared_ptr<LongPoll> LongPoll::create(Api& api) { return std::make_shared<L
 void LongPoll::arm(Exchange& ex, std::optional<kv::Clock::time_point> deadline, GiveUp give_up) {
   auto self = shared_from_this();
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     if (finished_) return;
     give_up_ = std::move(give_up);
     if (deadline) timer_ = api_.timers.at(*deadline, [self] { self->give_up(); });
@@ -20,7 +20,7 @@ void LongPoll::arm(Exchange& ex, std::optional<kv::Clock::time_point> deadline, 
 void LongPoll::give_up() {
   GiveUp call;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     if (finished_ || gave_up_) return;
     gave_up_ = true;
     call = give_up_;
@@ -31,7 +31,7 @@ void LongPoll::give_up() {
 bool LongPoll::finish(const std::function<void()>& answer) {
   std::vector<std::shared_ptr<void>> drop;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     if (finished_) return false;
     finished_ = true;
     if (timer_) api_.timers.cancel(timer_);
@@ -45,7 +45,7 @@ bool LongPoll::finish(const std::function<void()>& answer) {
 }
 
 bool LongPoll::while_open(const std::function<void()>& part) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   if (finished_) return false;
   part();
   return true;
@@ -53,7 +53,7 @@ bool LongPoll::while_open(const std::function<void()>& part) {
 
 void LongPoll::keep(std::shared_ptr<void> resource) {
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     if (!finished_) {
       kept_.push_back(std::move(resource));
       return;
