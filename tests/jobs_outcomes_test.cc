@@ -536,6 +536,56 @@ TEST_P(JobsOutcomesTest, CancelEndsARunningJobAndHaltsItsWorker) {
   EXPECT_EQ(stats.lost, 0u);
 }
 
+// The commits of a rerun and of a cancel are reported unknown although they applied. The rerun
+// job is run to the end before the retry: the retry recognises its own rerun (no kWrongState,
+// and the job is not rerun again); the cancel's retry finds the job cancelled by itself and
+// succeeds instead of answering kWrongState.
+TEST_P(JobsOutcomesTest, RerunAndCancelRetriedAfterAnUnknownCommitRecogniseTheirOwnCommit) {
+  if (GetParam().faults) GTEST_SKIP() << "places its own faults";
+  make_succeeded("s");
+  ASSERT_TRUE(jobs().add("work", "c", "{}", {.scheduled_time_ms = wall_ms() + 3'600'000}).ok());
+  auto faulty = std::make_shared<kv::FaultInjectingStore>(
+      raw_ptr(), kv::FaultOptions{.unknown_result_rate = 1, .seed = 7});
+  std::mutex mu;
+  bool run_it = false;
+  bool hidden = false;
+  uint64_t hidden_before = 0;  // commits hidden by the earlier part of the test
+  auto hooked = std::make_shared<HookedStore>(faulty, [&] {
+    std::lock_guard lock(mu);
+    if (hidden || faulty->counts().unknown_applied == hidden_before) return;
+    hidden = true;
+    faulty->set_options({});
+    if (!run_it) return;
+    auto job = jobs().accept("work");
+    ASSERT_TRUE(job.ok()) << job.status().to_string();
+    ASSERT_EQ(job->id, "s");
+    ASSERT_TRUE(jobs().finish(*job).ok());
+  });
+  auto producer = Jobs::open(hooked, {.key_prefix = "t", .run_activity_monitor = false});
+  ASSERT_TRUE(producer.ok());
+
+  run_it = true;
+  Status rerun = (*producer)->rerun("work", "s");
+  EXPECT_TRUE(rerun.ok()) << rerun.to_string();
+  ASSERT_TRUE(hidden) << "no commit was reported unknown after applying";
+  JobInfo s = info_of("s");
+  EXPECT_EQ(s.state, State::kFinished) << "the retry reran the job again";
+  EXPECT_EQ(s.attempts, 1u);
+
+  {
+    std::lock_guard lock(mu);
+    hidden = false;
+    run_it = false;
+    hidden_before = faulty->counts().unknown_applied;
+  }
+  faulty->set_options({.unknown_result_rate = 1, .seed = 8});
+  Status cancelled = (*producer)->cancel("work", "c");
+  EXPECT_TRUE(cancelled.ok()) << cancelled.to_string();
+  ASSERT_TRUE(hidden) << "no commit was reported unknown after applying";
+  EXPECT_EQ(info_of("c").outcome, Outcome::kCancelled);
+  EXPECT_EQ((*producer)->type_stats()["work"].cancelled, 1u) << "counted once";
+}
+
 // ---- list filters and counts ----
 
 TEST_P(JobsOutcomesTest, ListFiltersByOutcomeAndDueAndCountFillsTheNewFields) {
