@@ -104,6 +104,40 @@ nlohmann::json embed(const std::string& json_text) {
   return parsed.is_discarded() ? nlohmann::json::object() : parsed;
 }
 
+namespace {
+
+// JSON text the library keeps (a result, progress, an error's details), or null for none.
+nlohmann::json embed_or_null(const std::optional<std::string>& json_text) {
+  if (!json_text || json_text->empty()) return nullptr;
+  auto parsed = nlohmann::json::parse(*json_text, nullptr, false);
+  return parsed.is_discarded() ? nlohmann::json(nullptr) : parsed;
+}
+
+// A wall-clock time the library gives as 0 for "never", as null then.
+nlohmann::json time_or_null(int64_t ms) {
+  return ms ? nlohmann::json(ms) : nlohmann::json(nullptr);
+}
+
+nlohmann::json outcome_json(jobs::Outcome outcome) {
+  if (outcome == jobs::Outcome::kNone) return nullptr;
+  return std::string(jobs::outcome_name(outcome));
+}
+
+nlohmann::json errors_json(const std::vector<jobs::JobError>& errors) {
+  auto list = nlohmann::json::array();
+  for (const auto& e : errors) {
+    list.push_back({{"attempt", e.attempt},
+                    {"at", e.at_ms},
+                    {"worker", e.worker},
+                    {"kind", e.kind},
+                    {"message", e.message},
+                    {"details", embed_or_null(e.details)}});
+  }
+  return list;
+}
+
+}  // namespace
+
 nlohmann::json job_json(const jobs::JobInfo& info) {
   return {{"type", info.type},
           {"id", info.id},
@@ -116,20 +150,32 @@ nlohmann::json job_json(const jobs::JobInfo& info) {
           {"worker_type", info.worker_type},
           {"attempts", info.attempts},
           {"lost_runs", info.lost_runs},
-          {"gave_up", info.gave_up},
+          {"outcome", outcome_json(info.outcome)},
+          {"result", embed_or_null(info.result)},
+          {"progress", embed_or_null(info.progress)},
+          {"errors", errors_json(info.errors)},
+          {"gave_up", info.gave_up},  // deprecated: "outcome" is "dead"
           {"created_at", info.created_at_ms},
-          {"updated_at", info.updated_at_ms}};
+          {"updated_at", info.updated_at_ms},
+          {"started_at", time_or_null(info.started_at_ms)},
+          {"ended_at", time_or_null(info.ended_at_ms)}};
 }
 
 nlohmann::json event_json(const jobs::JobEvent& e) {
   if (!e.found) return {{"type", e.type}, {"id", e.id}, {"found", false}};
-  return {{"type", e.type},        {"id", e.id},
-          {"found", true},         {"state", jobs::state_name(e.state)},
-          {"data", embed(e.data)}, {"seq", e.seq},
+  return {{"type", e.type},
+          {"id", e.id},
+          {"found", true},
+          {"state", jobs::state_name(e.state)},
+          {"outcome", outcome_json(e.outcome)},
+          {"data", embed(e.data)},
+          {"result", embed_or_null(e.result)},
+          {"attempts", e.attempts},
+          {"seq", e.seq},
           {"gave_up", e.gave_up}};
 }
 
-std::optional<double> query_number(const Request& r, const std::string& name, ApiError* error) {
+Field<double> query_number(const Request& r, const std::string& name) {
   auto it = r.query.find(name);
   if (it == r.query.end() || it->second.empty()) return std::nullopt;
   char* end = nullptr;
@@ -137,16 +183,14 @@ std::optional<double> query_number(const Request& r, const std::string& name, Ap
   const double bound = static_cast<double>(kMaxJsonInteger);
   // Beyond the bound a caller's cast to an integer could wrap (INT64_MAX reads as 2^63).
   if (end == it->second.c_str() || *end != '\0' || !std::isfinite(v) || v < -bound || v > bound) {
-    *error =
-        invalid_argument("query parameter '" + name + "' must be a number in " +
-                         std::to_string(-kMaxJsonInteger) + ".." + std::to_string(kMaxJsonInteger));
-    return std::nullopt;
+    return invalid_argument("query parameter '" + name + "' must be a number in " +
+                            std::to_string(-kMaxJsonInteger) + ".." +
+                            std::to_string(kMaxJsonInteger));
   }
   return v;
 }
 
-std::optional<int64_t> query_integer(const Request& r, const std::string& name, int64_t min,
-                                     int64_t max, ApiError* error) {
+Field<int64_t> query_integer(const Request& r, const std::string& name, int64_t min, int64_t max) {
   auto it = r.query.find(name);
   if (it == r.query.end() || it->second.empty()) return std::nullopt;
   const std::string& text = it->second;
@@ -155,15 +199,13 @@ std::optional<int64_t> query_integer(const Request& r, const std::string& name, 
   const long long v = std::strtoll(text.c_str(), &end, 10);
   const bool digits = text.find_first_not_of("-0123456789") == std::string::npos;
   if (!digits || end == text.c_str() || *end != '\0' || errno == ERANGE || v < min || v > max) {
-    *error = invalid_argument("query parameter '" + name + "' must be an integer in " +
-                              std::to_string(min) + ".." + std::to_string(max));
-    return std::nullopt;
+    return invalid_argument("query parameter '" + name + "' must be an integer in " +
+                            std::to_string(min) + ".." + std::to_string(max));
   }
-  return v;
+  return static_cast<int64_t>(v);
 }
 
-std::variant<std::optional<bool>, ApiError> query_boolean(const Request& r,
-                                                          const std::string& name) {
+Field<bool> query_boolean(const Request& r, const std::string& name) {
   auto it = r.query.find(name);
   if (it == r.query.end() || it->second.empty()) return std::nullopt;
   if (it->second == "true") return true;
@@ -180,18 +222,25 @@ nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& sett
   return {{"type", type},
           {"timeout", seconds(settings.timeout)},
           {"finished_retention", retention},
-          {"max_lost_runs", max_lost_runs}};
+          {"max_lost_runs", max_lost_runs},
+          {"max_attempts", settings.retry.max_attempts},
+          {"backoff",
+           {{"base", seconds(settings.retry.backoff_base)},
+            {"factor", settings.retry.backoff_factor},
+            {"cap", seconds(settings.retry.backoff_cap)},
+            {"jitter", settings.retry.jitter}}}};
 }
 
-std::optional<jobs::Millis> seconds_field(std::optional<double> value, double max_seconds,
-                                          const std::string& name, ApiError* error) {
-  if (!value) return std::nullopt;
-  if (!(*value >= 0) || *value > max_seconds) {
-    *error = invalid_argument("'" + name + "' must be between 0 and " +
-                              std::to_string(static_cast<int>(max_seconds)) + " seconds");
-    return std::nullopt;
+Field<jobs::Millis> seconds_field(const Field<double>& value, double max_seconds,
+                                  const std::string& name) {
+  if (!value.ok()) return *value.error();
+  if (!value.value()) return std::nullopt;
+  const double seconds = *value.value();
+  if (!(seconds >= 0) || seconds > max_seconds) {
+    return invalid_argument("'" + name + "' must be between 0 and " +
+                            std::to_string(static_cast<int>(max_seconds)) + " seconds");
   }
-  return jobs::Millis(static_cast<int64_t>(std::ceil(*value * 1000)));
+  return jobs::Millis(static_cast<int64_t>(std::ceil(seconds * 1000)));
 }
 
 }  // namespace kvq::server

@@ -37,34 +37,78 @@ constexpr double kMaxTimeoutSeconds = 365.0 * 24 * 3600;
 constexpr double kMaxRetentionSeconds = 10 * kMaxTimeoutSeconds;
 
 // PUT's "finished_retention": absent (nullopt: unchanged), null (keep finished jobs), or seconds.
-std::optional<std::optional<jobs::Millis>> retention_field(const JsonBody& body, ApiError* error) {
+Field<std::optional<jobs::Millis>> retention_field(const JsonBody& body) {
   if (!body.has("finished_retention")) return std::nullopt;
   if (body.json().at("finished_retention").is_null()) return std::optional<jobs::Millis>();
-  auto seconds = body.number("finished_retention", error);
-  if (error->status) return std::nullopt;
-  if (!(*seconds > 0)) {
-    *error = invalid_argument("'finished_retention' must be a positive number of seconds, or null");
-    return std::nullopt;
-  }
-  auto retention = seconds_field(seconds, kMaxRetentionSeconds, "finished_retention", error);
-  if (error->status) return std::nullopt;
-  return std::optional<jobs::Millis>(*retention);
+  auto seconds = body.number("finished_retention");
+  if (!seconds.ok()) return *seconds.error();
+  if (!(*seconds.value() > 0))
+    return invalid_argument("'finished_retention' must be a positive number of seconds, or null");
+  auto retention = seconds_field(seconds, kMaxRetentionSeconds, "finished_retention");
+  if (!retention.ok()) return *retention.error();
+  return std::optional<jobs::Millis>(*retention.value());
 }
 
 // PUT's "max_lost_runs": absent (nullopt: unchanged), null (re-enqueue for ever), or a count.
-std::optional<std::optional<uint32_t>> max_lost_runs_field(const JsonBody& body, ApiError* error) {
+Field<std::optional<uint32_t>> max_lost_runs_field(const JsonBody& body) {
   if (!body.has("max_lost_runs")) return std::nullopt;
   // In place: copying a disengaged inner optional trips GCC 12's -Wmaybe-uninitialized.
   if (body.json().at("max_lost_runs").is_null())
     return std::optional<std::optional<uint32_t>>(std::in_place);
-  auto n = body.integer("max_lost_runs", error);
-  if (error->status) return std::nullopt;
-  if (*n < 1 || *n > jobs::kMaxLostRunsLimit) {
-    *error = invalid_argument("'max_lost_runs' must be an integer from 1 to " +
-                              std::to_string(jobs::kMaxLostRunsLimit) + ", or null");
-    return std::nullopt;
+  auto n = body.integer("max_lost_runs");
+  if (!n.ok()) return *n.error();
+  if (*n.value() < 1 || *n.value() > jobs::kMaxLostRunsLimit) {
+    return invalid_argument("'max_lost_runs' must be an integer from 1 to " +
+                            std::to_string(jobs::kMaxLostRunsLimit) + ", or null");
   }
-  return std::optional<uint32_t>(static_cast<uint32_t>(*n));
+  return std::optional<uint32_t>(static_cast<uint32_t>(*n.value()));
+}
+
+// PUT's retry policy fields, each absent = unchanged: "max_attempts" and "backoff": {"base",
+// "factor", "cap", "jitter"} (times in seconds). Only the form is checked here; the ranges are
+// the library's (validate_retry_policy), applied to the merged policy.
+struct RetryChange {
+  std::optional<uint32_t> max_attempts;
+  std::optional<jobs::Millis> base;
+  std::optional<double> factor;
+  std::optional<jobs::Millis> cap;
+  std::optional<double> jitter;
+  bool any() const { return max_attempts || base || factor || cap || jitter; }
+  jobs::RetryPolicy applied_to(jobs::RetryPolicy policy) const {
+    if (max_attempts) policy.max_attempts = *max_attempts;
+    if (base) policy.backoff_base = *base;
+    if (factor) policy.backoff_factor = *factor;
+    if (cap) policy.backoff_cap = *cap;
+    if (jitter) policy.jitter = *jitter;
+    return policy;
+  }
+};
+
+std::variant<RetryChange, ApiError> read_retry_change(const JsonBody& body) {
+  RetryChange change;
+  auto max_attempts = body.integer("max_attempts", 1, jobs::kMaxAttemptsLimit);
+  if (!max_attempts.ok()) return *max_attempts.error();
+  if (max_attempts.value()) change.max_attempts = static_cast<uint32_t>(*max_attempts.value());
+  if (!body.has("backoff")) return change;
+  const auto& backoff = body.json().at("backoff");
+  if (!backoff.is_object())
+    return invalid_argument(
+        "field 'backoff' must be an object {\"base\"?, \"factor\"?, \"cap\"?, \"jitter\"?}");
+  for (const auto& [key, value] : backoff.items()) {
+    if (key != "base" && key != "factor" && key != "cap" && key != "jitter")
+      return unknown_field("'backoff' does not take a field '" + key + "'");
+  }
+  const JsonBody fields(backoff);
+  auto base = seconds_field(fields.number("base"), kMaxTimeoutSeconds, "backoff.base");
+  auto factor = fields.number("factor");
+  auto cap = seconds_field(fields.number("cap"), kMaxTimeoutSeconds, "backoff.cap");
+  auto jitter = fields.number("jitter");
+  if (auto e = first_error(base, factor, cap, jitter)) return *e;
+  change.base = base.value();
+  change.factor = factor.value();
+  change.cap = cap.value();
+  change.jitter = jitter.value();
+  return change;
 }
 
 }  // namespace
@@ -86,23 +130,29 @@ void add_type_routes(Router& router, Api& api) {
     reply_json(*ex, 200, type_json(r.params["type"], *settings));
   });
   router.add("PUT", "/v1/types/{type}", [&api](Request& r, std::shared_ptr<Exchange> ex) {
-    auto parsed = JsonBody::parse(r.body, {"timeout", "finished_retention", "max_lost_runs"});
+    auto parsed = JsonBody::parse(
+        r.body, {"timeout", "finished_retention", "max_lost_runs", "max_attempts", "backoff"});
     if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*ex, *e);
     const auto& body = std::get<JsonBody>(parsed);
-    ApiError error{0, "", ""};
-    auto retention = retention_field(body, &error);
-    if (error.status) return reply_error(*ex, error);
-    auto max_lost_runs = max_lost_runs_field(body, &error);
-    if (error.status) return reply_error(*ex, error);
+    auto retention_read = retention_field(body);
+    if (!retention_read.ok()) return reply_error(*ex, *retention_read.error());
+    const auto& retention = retention_read.value();
+    auto max_lost_runs_read = max_lost_runs_field(body);
+    if (!max_lost_runs_read.ok()) return reply_error(*ex, *max_lost_runs_read.error());
+    const auto& max_lost_runs = max_lost_runs_read.value();
+    auto retry_read = read_retry_change(body);
+    if (auto* e = std::get_if<ApiError>(&retry_read)) return reply_error(*ex, *e);
+    const auto& retry = std::get<RetryChange>(retry_read);
     // The timeout may be left out only to change the other settings of a type that exists.
     std::optional<jobs::Millis> timeout;
-    if (body.has("timeout") || (!retention && !max_lost_runs)) {
-      auto seconds = body.number("timeout", &error);
-      if (error.status) return reply_error(*ex, error);
-      if (!seconds || *seconds <= 0)
+    if (body.has("timeout") || (!retention && !max_lost_runs && !retry.any())) {
+      auto seconds = body.number("timeout");
+      if (!seconds.ok()) return reply_error(*ex, *seconds.error());
+      if (!seconds.value() || *seconds.value() <= 0)
         return reply_error(*ex, invalid_argument("'timeout' must be a positive number of seconds"));
-      timeout = seconds_field(seconds, kMaxTimeoutSeconds, "timeout", &error);
-      if (error.status) return reply_error(*ex, error);
+      auto millis = seconds_field(seconds, kMaxTimeoutSeconds, "timeout");
+      if (!millis.ok()) return reply_error(*ex, *millis.error());
+      timeout = millis.value();
     }
     const std::string& type = r.params["type"];
     // The answer is what this transaction wrote, read back from its own writes.
@@ -114,6 +164,14 @@ void add_type_routes(Router& router, Api& api) {
             KVQ_RETURN_IF_ERROR(api.jobs.set_finished_retention(txn, type, *retention));
           if (max_lost_runs)
             KVQ_RETURN_IF_ERROR(api.jobs.set_max_lost_runs(txn, type, *max_lost_runs));
+          if (retry.any()) {
+            // Fields left out keep the type's current values (the library's defaults for a
+            // type that never set them).
+            auto current = api.jobs.get_type(txn, type);
+            if (!current.ok()) return current.status();
+            KVQ_RETURN_IF_ERROR(
+                api.jobs.set_retry_policy(txn, type, retry.applied_to(current->retry)));
+          }
           return api.jobs.get_type(txn, type);
         },
         api.jobs.options().retry);
@@ -134,17 +192,34 @@ void add_type_routes(Router& router, Api& api) {
     if (!removed.ok()) return reply_status(*ex, removed.status());
     reply_json(*ex, 200, {{"removed", *removed}});
   });
+  // Reruns every job of the type that ended dead (default) or cancelled.
+  router.add("POST", "/v1/types/{type}/rerun", [&api](Request& r, std::shared_ptr<Exchange> ex) {
+    auto parsed = JsonBody::parse(r.body, {"outcome"});
+    if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*ex, *e);
+    auto name = std::get<JsonBody>(parsed).string("outcome");
+    if (!name.ok()) return reply_error(*ex, *name.error());
+    jobs::Outcome outcome = jobs::Outcome::kDead;
+    if (name.value()) {
+      auto parsed_outcome = jobs::parse_outcome(*name.value());
+      if (!parsed_outcome.ok())
+        return reply_error(
+            *ex, invalid_argument("field 'outcome': " + parsed_outcome.status().message()));
+      outcome = *parsed_outcome;
+    }
+    auto n = api.jobs.rerun_all(r.params["type"], outcome);
+    if (!n.ok()) return reply_status(*ex, n.status());
+    reply_json(*ex, 200, {{"rerun", *n}});
+  });
   router.add("GET", "/v1/types/{type}/pending", [&api](Request& r, std::shared_ptr<Exchange> ex) {
-    ApiError error{0, "", ""};
-    auto max_time = query_number(r, "max_scheduled_time", &error);
-    auto limit = query_number(r, "limit", &error);
-    if (error.status) return reply_error(*ex, error);
+    auto max_time = query_number(r, "max_scheduled_time");
+    auto limit = query_number(r, "limit");
+    if (auto error = first_error(max_time, limit)) return reply_error(*ex, *error);
     jobs::PendingCountOptions options;
-    if (max_time) options.max_scheduled_time_ms = static_cast<int64_t>(*max_time);
-    if (limit) {
-      if (*limit < 1 || *limit > 1e7)
+    if (max_time.value()) options.max_scheduled_time_ms = static_cast<int64_t>(*max_time.value());
+    if (const auto& n = limit.value()) {
+      if (*n < 1 || *n > 1e7)
         return reply_error(*ex, invalid_argument("'limit' must be in 1..10000000"));
-      options.limit = static_cast<size_t>(*limit);
+      options.limit = static_cast<size_t>(*n);
     }
     auto n = api.jobs.pending_count(r.params["type"], options);
     if (!n.ok()) return reply_status(*ex, n.status());
