@@ -202,9 +202,13 @@ class Browser:
         self.wait_for("!loop.busy", "the page between two polls")
         box = self.js("""(() => { const e = document.querySelector(%s); if (!e) return null;
                                   e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();
-                                  return [r.x + r.width / 2, r.y + r.height / 2]; })()""" % json.dumps(selector))
+                                  const x = r.x + r.width / 2, y = r.y + r.height / 2;
+                                  return [x, y, e.contains(document.elementFromPoint(x, y))]; })()"""
+                      % json.dumps(selector))
         if box is None:
             raise AssertionError("nothing to click at %s" % selector)
+        if not box[2]:
+            raise AssertionError("%s is covered by another element: a user could not click it" % selector)
         for kind in ("mousePressed", "mouseReleased"):
             self.send("Input.dispatchMouseEvent", {"type": kind, "x": box[0], "y": box[1], "button": "left",
                                                    "clickCount": 1})
