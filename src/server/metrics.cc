@@ -34,7 +34,7 @@ std::string number(double v) {
 struct TypeCounter {
   const char* name;
   const char* help;
-  uint64_t jobs::Jobs::TypeStats::* field;
+  uint64_t jobs::Jobs::TypeStats::*field;
 };
 
 constexpr TypeCounter kTypeCounters[] = {
@@ -58,7 +58,7 @@ constexpr TypeCounter kTypeCounters[] = {
 struct TypeHistogram {
   const char* name;
   const char* help;
-  jobs::Jobs::Histogram jobs::Jobs::TypeStats::* field;
+  jobs::Jobs::Histogram jobs::Jobs::TypeStats::*field;
 };
 
 constexpr TypeHistogram kTypeHistograms[] = {
@@ -89,13 +89,15 @@ void write_histogram(std::ostream& out, const char* name, const std::string& typ
 
 void write_type_stats(std::ostream& out, const std::map<std::string, jobs::Jobs::TypeStats>& all) {
   for (const auto& counter : kTypeCounters) {
-    out << "# HELP " << counter.name << " " << counter.help << " Counted by this process since it started.\n"
+    out << "# HELP " << counter.name << " " << counter.help
+        << " Counted by this process since it started.\n"
         << "# TYPE " << counter.name << " counter\n";
     for (const auto& [type, stats] : all)
       out << counter.name << "{type=\"" << label(type) << "\"} " << stats.*counter.field << "\n";
   }
   for (const auto& histogram : kTypeHistograms) {
-    out << "# HELP " << histogram.name << " " << histogram.help << " Counted by this process since it started.\n"
+    out << "# HELP " << histogram.name << " " << histogram.help
+        << " Counted by this process since it started.\n"
         << "# TYPE " << histogram.name << " histogram\n";
     for (const auto& [type, stats] : all)
       write_histogram(out, histogram.name, label(type), stats.*histogram.field);
@@ -155,9 +157,9 @@ std::string Metrics::render(jobs::Jobs& jobs) {
   if (auto counted = count_jobs(jobs); counted.ok()) {
     for (const auto& [type, counts] : *counted) {
       const std::pair<const char*, uint64_t> states[] = {
-          {"pending", counts.pending},   {"scheduled", counts.scheduled},
-          {"running", counts.running},   {"finished", counts.finished},
-          {"dead", counts.dead},         {"cancelled", counts.cancelled}};
+          {"pending", counts.pending}, {"scheduled", counts.scheduled},
+          {"running", counts.running}, {"finished", counts.finished},
+          {"dead", counts.dead},       {"cancelled", counts.cancelled}};
       for (const auto& [state, n] : states)
         out << "kvq_jobs{type=\"" << label(type) << "\",state=\"" << state << "\"} " << n << "\n";
     }
