@@ -102,9 +102,9 @@ struct Finished {
 Result<Finished> finish_checked(kv::Transaction& txn, const Keys& keys, const Job& job,
                                 const Checked& checked) {
   KVQ_ASSIGN_OR_RETURN(auto current, load_job(txn, keys, job.type, job.id));
-  // A retry after an unknown commit result finds its own finish already applied (locks are
-  // unique, so the finished lock is this run's whatever the job did since).
-  if (current && util::secret_equal(current->finished_lock, job.lock)) {
+  // A retry after an unknown commit result finds its own finish already applied. Only while no
+  // other run holds the job: a finish with the lock of a run since re-accepted halts.
+  if (current && current->lock.empty() && util::secret_equal(current->finished_lock, job.lock)) {
     return Finished{current->finished && current->outcome == Outcome::kSucceeded, current->started};
   }
   KVQ_ASSIGN_OR_RETURN(JobRow before, held(job, std::move(current)));
