@@ -453,7 +453,10 @@ class Rendered(ServerTestCase):
                 rows = dom.one("tbody", id="jobs-body").find_all("tr")
                 self.assertEqual([r.attrs["data-job"] for r in rows], ids, "id order")
                 if state:
-                    self.assertEqual({r.field("state") for r in rows}, {state})
+                    # A finished job also says how it ended: "finished (succeeded)".
+                    self.assertEqual({r.field("state").split(" ")[0] for r in rows}, {state})
+        finished = self.page(type=s["main"], state="finished").one("tr", data_job=s["finished"])
+        self.assertEqual(finished.field("state"), "finished (succeeded)")
         running = self.page(type=s["main"], state="running").one("tr", data_job=s["running"])
         self.assertEqual((running.field("worker"), running.field("attempts")), (s["worker"], "1"))
 
