@@ -34,8 +34,11 @@ Result<nlohmann::json> type_stats(Api& api, const Metrics::Totals& totals) {
     if (!settings.ok()) return settings.status();
     nlohmann::json entry = type_json(type, *settings);
     entry.update({{"pending", counts.pending},
+                  {"scheduled", counts.scheduled},
                   {"running", counts.running},
                   {"finished", counts.finished},
+                  {"dead", counts.dead},
+                  {"cancelled", counts.cancelled},
                   {"accepts", total_of(totals.accepts, type)},
                   {"finishes", total_of(totals.finishes, type)}});
     out.push_back(std::move(entry));

@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <charconv>
 #include <sstream>
 
 #include "kvq/kv.h"
@@ -21,6 +22,88 @@ std::string label(std::string_view v) {
   return out;
 }
 
+// The shortest text that reads back as `v`: bounds stay "0.005", and sums keep every digit
+// (a stream's default six would round a long run's seconds).
+std::string number(double v) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : "NaN";
+}
+
+// One per-type counter of Jobs::TypeStats.
+struct TypeCounter {
+  const char* name;
+  const char* help;
+  uint64_t jobs::Jobs::TypeStats::*field;
+};
+
+constexpr TypeCounter kTypeCounters[] = {
+    {"kvq_jobs_succeeded_total", "Jobs that ended succeeded (finish, not resubmitted).",
+     &jobs::Jobs::TypeStats::succeeded},
+    {"kvq_jobs_failed_total", "Attempts a worker reported failed (fail).",
+     &jobs::Jobs::TypeStats::failed},
+    {"kvq_jobs_lost_total",
+     "Runs lost (no update within the type's timeout, or the worker left) that this process "
+     "ended.",
+     &jobs::Jobs::TypeStats::lost},
+    {"kvq_jobs_retried_total", "Failed or lost attempts that went back to pending for a retry.",
+     &jobs::Jobs::TypeStats::retried},
+    {"kvq_jobs_dead_total",
+     "Jobs that ended dead (attempts used up, retry refused, or max_lost_runs reached).",
+     &jobs::Jobs::TypeStats::dead},
+    {"kvq_jobs_cancelled_total", "Jobs cancelled.", &jobs::Jobs::TypeStats::cancelled},
+};
+
+// One per-type histogram of Jobs::TypeStats.
+struct TypeHistogram {
+  const char* name;
+  const char* help;
+  jobs::Jobs::Histogram jobs::Jobs::TypeStats::*field;
+};
+
+constexpr TypeHistogram kTypeHistograms[] = {
+    {"kvq_job_queue_latency_seconds",
+     "How long a job waited from its scheduled time (when it became due) until a worker "
+     "accepted it.",
+     &jobs::Jobs::TypeStats::queue_latency},
+    {"kvq_job_run_time_seconds",
+     "How long a run took from accept to its end (finish, fail, snooze, lost run or cancel).",
+     &jobs::Jobs::TypeStats::run_time},
+};
+
+// The histogram's lines in the text format: the buckets cumulative (Jobs keeps them per
+// bucket), the last one +Inf, then _sum and _count.
+void write_histogram(std::ostream& out, const char* name, const std::string& type_label,
+                     const jobs::Jobs::Histogram& histogram) {
+  const auto& bounds = jobs::Jobs::Histogram::bounds();
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    if (i < histogram.counts.size()) cumulative += histogram.counts[i];
+    out << name << "_bucket{type=\"" << type_label << "\",le=\"" << number(bounds[i]) << "\"} "
+        << cumulative << "\n";
+  }
+  out << name << "_bucket{type=\"" << type_label << "\",le=\"+Inf\"} " << histogram.count << "\n"
+      << name << "_sum{type=\"" << type_label << "\"} " << number(histogram.sum_seconds) << "\n"
+      << name << "_count{type=\"" << type_label << "\"} " << histogram.count << "\n";
+}
+
+void write_type_stats(std::ostream& out, const std::map<std::string, jobs::Jobs::TypeStats>& all) {
+  for (const auto& counter : kTypeCounters) {
+    out << "# HELP " << counter.name << " " << counter.help
+        << " Counted by this process since it started.\n"
+        << "# TYPE " << counter.name << " counter\n";
+    for (const auto& [type, stats] : all)
+      out << counter.name << "{type=\"" << label(type) << "\"} " << stats.*counter.field << "\n";
+  }
+  for (const auto& histogram : kTypeHistograms) {
+    out << "# HELP " << histogram.name << " " << histogram.help
+        << " Counted by this process since it started.\n"
+        << "# TYPE " << histogram.name << " histogram\n";
+    for (const auto& [type, stats] : all)
+      write_histogram(out, histogram.name, label(type), stats.*histogram.field);
+  }
+}
+
 }  // namespace
 
 Result<std::vector<TypeCounts>> count_jobs(jobs::Jobs& jobs) {
@@ -34,12 +117,12 @@ Result<std::vector<TypeCounts>> count_jobs(jobs::Jobs& jobs) {
 }
 
 void Metrics::request(const std::string& route, unsigned status) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   ++requests_[{route.empty() ? "none" : route, status}];
 }
 
 void Metrics::accepted(const std::string& type, double waited_seconds) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   ++accepts_[type];
   ++wait_count_;
   wait_sum_ += waited_seconds;
@@ -49,38 +132,42 @@ void Metrics::accepted(const std::string& type, double waited_seconds) {
 }
 
 void Metrics::finished(const std::string& type) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   ++finishes_[type];
 }
 
 void Metrics::accept_error(std::string_view reason) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = accept_errors_.find(reason);
   if (it == accept_errors_.end()) it = accept_errors_.find("other");
   ++it->second;
 }
 
 Metrics::Totals Metrics::totals() {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   return {accepts_, finishes_};
 }
 
 std::string Metrics::render(jobs::Jobs& jobs) {
   std::ostringstream out;
   out << "# HELP kvq_jobs Jobs by type and state, counted up to " << kCountLimit
-      << " each at scrape time.\n"
+      << " each at scrape time (scheduled is the part of pending not yet due; dead and cancelled "
+         "are parts of finished).\n"
       << "# TYPE kvq_jobs gauge\n";
   if (auto counted = count_jobs(jobs); counted.ok()) {
     for (const auto& [type, counts] : *counted) {
-      out << "kvq_jobs{type=\"" << label(type) << "\",state=\"pending\"} " << counts.pending << "\n"
-          << "kvq_jobs{type=\"" << label(type) << "\",state=\"running\"} " << counts.running << "\n"
-          << "kvq_jobs{type=\"" << label(type) << "\",state=\"finished\"} " << counts.finished
-          << "\n";
+      const std::pair<const char*, uint64_t> states[] = {
+          {"pending", counts.pending}, {"scheduled", counts.scheduled},
+          {"running", counts.running}, {"finished", counts.finished},
+          {"dead", counts.dead},       {"cancelled", counts.cancelled}};
+      for (const auto& [state, n] : states)
+        out << "kvq_jobs{type=\"" << label(type) << "\",state=\"" << state << "\"} " << n << "\n";
     }
   }
   const auto retries = kv::retry_counts();
   const auto stats = jobs.stats();
-  std::lock_guard lock(mu_);
+  write_type_stats(out, jobs.type_stats());
+  util::MutexLock lock(mu_);
   out << "# HELP kvq_accepts_total Jobs handed to workers by this server.\n# TYPE "
          "kvq_accepts_total counter\n";
   for (const auto& [type, n] : accepts_)

@@ -1,26 +1,28 @@
 // server/metrics.h — the server's Prometheus metrics (docs/http-api.md lists them). Counters
-// are this process's own; job counts are read from the store at scrape time.
+// are this process's own (the HTTP ones here, the jobs' from Jobs::type_stats()); job counts
+// are read from the store at scrape time.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "kvq/jobs.h"
+#include "util/mutex.h"
 
 namespace kvq::server {
 
-// Pending and running jobs of one type.
+// The jobs of one type by state (Jobs::count: pending and its scheduled part, running,
+// finished and its dead and cancelled parts).
 struct TypeCounts {
   std::string type;
   jobs::Jobs::StateCounts counts;
 };
 inline constexpr size_t kCountLimit = 100'000;
-// Every type's pending and running jobs, each counted from the indexes up to kCountLimit, in
+// Every type's jobs by state, each counted from the indexes up to kCountLimit, in
 // type order. A type whose count fails is left out, so one failed read does not blank the rest.
 Result<std::vector<TypeCounts>> count_jobs(jobs::Jobs& jobs);
 
@@ -44,15 +46,15 @@ class Metrics {
  private:
   static constexpr std::array<double, 12> kBuckets{0.001, 0.005, 0.01, 0.025, 0.05, 0.1,
                                                    0.25,  0.5,   1,    2.5,   10,   30};
-  std::mutex mu_;
-  std::map<std::pair<std::string, unsigned>, uint64_t> requests_;
-  std::map<std::string, uint64_t> accepts_;
-  std::map<std::string, uint64_t> finishes_;
-  std::map<std::string, uint64_t, std::less<>> accept_errors_{
+  util::Mutex mu_;
+  std::map<std::pair<std::string, unsigned>, uint64_t> requests_ KVQ_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> accepts_ KVQ_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> finishes_ KVQ_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t, std::less<>> accept_errors_ KVQ_GUARDED_BY(mu_){
       {"emfile", 0}, {"enfile", 0}, {"nomem", 0}, {"other", 0}};
-  std::array<uint64_t, kBuckets.size()> wait_buckets_{};
-  uint64_t wait_count_ = 0;
-  double wait_sum_ = 0;
+  std::array<uint64_t, kBuckets.size()> wait_buckets_ KVQ_GUARDED_BY(mu_){};
+  uint64_t wait_count_ KVQ_GUARDED_BY(mu_) = 0;
+  double wait_sum_ KVQ_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvq::server

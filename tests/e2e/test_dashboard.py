@@ -3,12 +3,17 @@ Chromium renders it against a server holding known types, jobs and workers.
 
 Chromium (Debian package `chromium`, installed by scripts/install-deps.sh) loads the page with a
 virtual time budget, so the page's own polling runs several times before the DOM is dumped; the
-tests read that DOM. A missing Chromium fails the tests: the dashboard is not tested otherwise.
+tests read that DOM. The actions (rerun, rerun all dead, cancel, delete) are tested by driving a
+headless Chromium through the DevTools protocol over --remote-debugging-pipe (JSON messages on
+file descriptors 3 and 4, so only the standard library is needed): the test types the token
+into the page and clicks its buttons with real mouse events, then checks the jobs through the
+API. A missing Chromium fails the tests: the dashboard is not tested otherwise.
 """
 
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import tempfile
@@ -114,6 +119,119 @@ def render(url, budget_ms=VIRTUAL_TIME_MS, timeout=120):
         return parse_dom(out.decode())
 
 
+class Browser:
+    """A headless Chromium driven through the DevTools protocol over a pipe: one page, whose
+    script the test can evaluate, and which it clicks and types into with input events, as a
+    user would."""
+
+    def __init__(self, timeout=30):
+        if not os.access(CHROMIUM, os.X_OK):
+            raise AssertionError("Chromium is not installed at %s" % CHROMIUM)
+        self.timeout = timeout
+        self.profile = tempfile.TemporaryDirectory(prefix="kvq-chromium-")
+        to_browser_r, self.to_browser = os.pipe()
+        self.from_browser, from_browser_w = os.pipe()
+
+        def on_fds_3_and_4():  # --remote-debugging-pipe reads 3 and writes 4
+            os.dup2(to_browser_r, 3)
+            os.dup2(from_browser_w, 4)
+
+        self.proc = subprocess.Popen(
+            [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+             "--no-first-run", "--no-default-browser-check", "--disable-extensions",
+             "--user-data-dir=" + self.profile.name, "--window-size=1400,1000",
+             "--remote-debugging-pipe", "about:blank"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            preexec_fn=on_fds_3_and_4, pass_fds=(3, 4), start_new_session=True)
+        os.close(to_browser_r)
+        os.close(from_browser_w)
+        self.buffer, self.last_id, self.session = b"", 0, None
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+
+    def send(self, method, params=None):
+        self.last_id += 1
+        message = {"id": self.last_id, "method": method, "params": params or {}}
+        if self.session and not method.startswith(("Target.", "Browser.")):
+            message["sessionId"] = self.session
+        os.write(self.to_browser, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + self.timeout
+        while True:
+            while b"\0" in self.buffer:
+                raw, self.buffer = self.buffer.split(b"\0", 1)
+                answer = json.loads(raw)
+                if answer.get("id") == self.last_id:
+                    if "error" in answer:
+                        raise AssertionError("%s: %s" % (method, answer["error"]))
+                    return answer["result"]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("Chromium did not answer %s in %d s" % (method, self.timeout))
+            if select.select([self.from_browser], [], [], left)[0]:
+                chunk = os.read(self.from_browser, 1 << 16)
+                if not chunk:
+                    raise AssertionError("Chromium closed its pipe:\n" + self.proc.stderr.read().decode()[-3000:])
+                self.buffer += chunk
+
+    def js(self, expression):
+        """The value of a JavaScript expression in the page (promises awaited)."""
+        answer = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                                "awaitPromise": True})
+        if "exceptionDetails" in answer:
+            raise AssertionError("%s: %s" % (expression, answer["exceptionDetails"]))
+        return answer["result"].get("value")
+
+    def open(self, url):
+        self.send("Page.navigate", {"url": url})
+        # `loop` is the dashboard's own: about:blank, or the page before, has none.
+        self.wait_for("document.readyState === 'complete' && typeof loop === 'object'", "the page to load")
+
+    def wait_for(self, expression, what, timeout=15):
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.js(expression):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError("timed out waiting for %s (%s)" % (what, expression))
+            time.sleep(0.05)
+
+    def click(self, selector):
+        """A left click in the middle of the element `selector` names, as mouse events. Between two
+        polls of the page (it draws its lists anew on each), so the button pressed is the one
+        released."""
+        self.wait_for("!loop.busy", "the page between two polls")
+        box = self.js("""(() => { const e = document.querySelector(%s); if (!e) return null;
+                                  e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();
+                                  const x = r.x + r.width / 2, y = r.y + r.height / 2;
+                                  return [x, y, e.contains(document.elementFromPoint(x, y))]; })()"""
+                      % json.dumps(selector))
+        if box is None:
+            raise AssertionError("nothing to click at %s" % selector)
+        if not box[2]:
+            raise AssertionError("%s is covered by another element: a user could not click it" % selector)
+        for kind in ("mousePressed", "mouseReleased"):
+            self.send("Input.dispatchMouseEvent", {"type": kind, "x": box[0], "y": box[1], "button": "left",
+                                                   "clickCount": 1})
+
+    def type_into(self, selector, text):
+        self.click(selector)
+        self.send("Input.insertText", {"text": text})
+
+    def close(self):
+        try:
+            self.send("Browser.close")
+            self.proc.wait(10)
+        except (AssertionError, OSError, subprocess.TimeoutExpired):
+            pass
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        os.close(self.to_browser)
+        os.close(self.from_browser)
+        self.proc.stderr.close()
+        self.profile.cleanup()
+
+
 # ---- a server holding known jobs and workers -------------------------------------------------
 
 def ok(r):
@@ -185,14 +303,16 @@ class Stats(ServerTestCase):
         s = populate(self.c)
         stats = self.stats()
         types = {t["type"]: t for t in stats["types"]}
-        self.assertEqual(types[s["main"]], {"type": s["main"], "timeout": 30.0,
-                                            "finished_retention": None, "max_lost_runs": None, "pending": 3, "running": 1,
-                                            "finished": 1, "accepts": 2,
-                                            "finishes": 1})
-        self.assertEqual(types[s["other"]], {"type": s["other"], "timeout": 2.5,
-                                             "finished_retention": 86400.0, "max_lost_runs": 1, "pending": 2, "running": 0,
-                                             "finished": 1, "accepts": 1,
-                                             "finishes": 0})
+        # Each entry is the type as GET /v1/types/{type} shows it, with its counts.
+        settings = {t: self.assertStatus(self.c.get("/v1/types/%s" % q(t)), 200) for t in (s["main"], s["other"])}
+        self.assertEqual(types[s["main"]], dict(settings[s["main"]], pending=3, scheduled=0, running=1,
+                                                finished=1, dead=0, cancelled=0, accepts=2, finishes=1))
+        self.assertEqual(settings[s["main"]]["timeout"], 30.0)
+        self.assertEqual(types[s["other"]], dict(settings[s["other"]], pending=2, scheduled=0, running=0,
+                                                 finished=1, dead=1, cancelled=0, accepts=1, finishes=0),
+                         "the job given up is dead")
+        self.assertEqual((settings[s["other"]]["timeout"], settings[s["other"]]["finished_retention"],
+                          settings[s["other"]]["max_lost_runs"]), (2.5, 86400.0, 1))
         names = [t["type"] for t in stats["types"]]
         self.assertEqual(names, sorted(names))
         self.assertEqual(stats["accepts"], sum(t["accepts"] for t in stats["types"]))
@@ -216,6 +336,24 @@ class Stats(ServerTestCase):
         self.assertStatus(c.delete("/v1/types/%s/jobs" % t), 200)
         self.assertStatus(c.delete("/v1/types/%s" % t), 200)
         self.assertNotIn(t, [x["type"] for x in self.stats()["types"]], "a type without a timeout is gone")
+
+    def test_counts_scheduled_dead_and_cancelled(self):
+        t, c = uniq("outcomes"), self.c
+        c.set_timeout(t, 30)
+        entry = lambda: next(x for x in self.stats()["types"] if x["type"] == t)
+        later = int(time.time() * 1000) + 3_600_000
+        self.assertStatus(c.add(t, "later", scheduled_time=later), 200)
+        self.assertStatus(c.add(t, "now"), 200)
+        counted = lambda: tuple(entry()[k] for k in ("pending", "scheduled", "running", "finished", "dead", "cancelled"))
+        self.assertEqual(counted(), (2, 1, 0, 0, 0, 0))
+        jid, lock = accept_one(c, t)
+        self.assertEqual(jid, "now")
+        ok(c.post("/v1/jobs/%s/now/fail" % q(t), {"lock": lock, "error": {"message": "no"}, "retry": False}))
+        self.assertEqual(counted(), (1, 1, 0, 1, 1, 0))
+        ok(c.post("/v1/jobs/%s/later/cancel" % q(t)))
+        self.assertEqual(counted(), (0, 0, 0, 2, 1, 1))
+        ok(c.post("/v1/jobs/%s/now/rerun" % q(t)))
+        self.assertEqual(counted(), (1, 0, 0, 1, 0, 1))
 
     def test_counts_finished_jobs_from_their_index_and_not_removed_ones(self):
         t, c = uniq("many"), self.c
@@ -281,11 +419,13 @@ class Rendered(ServerTestCase):
         body = dom.one("tbody", id="types-body")
         self.assertEqual([r.attrs["data-type"] for r in body.find_all("tr")], sorted([self.s["main"], self.s["other"]]))
         main = body.one("tr", data_type=self.s["main"])
-        fields = ("type", "timeout", "gives-up", "retention", "pending", "running", "finished")
-        self.assertEqual([main.field(f) for f in fields], [self.s["main"], "30 s", "never", "kept", "3", "1", "1"])
+        fields = ("type", "timeout", "gives-up", "retention", "pending", "scheduled", "running", "finished", "dead",
+                  "cancelled")
+        self.assertEqual([main.field(f) for f in fields],
+                         [self.s["main"], "30 s", "never", "kept", "3", "0", "1", "1", "0", "0"])
         other = body.one("tr", data_type=self.s["other"])
         self.assertEqual([other.field(f) for f in fields],
-                         [self.s["other"], "2.5 s", "after 1", "1 d", "2", "0", "1"])
+                         [self.s["other"], "2.5 s", "after 1", "1 d", "2", "0", "0", "1", "1", "0"])
 
     def test_it_refreshes_by_itself_and_charts_throughput(self):
         dom = self.page("/dashboard")
@@ -313,7 +453,10 @@ class Rendered(ServerTestCase):
                 rows = dom.one("tbody", id="jobs-body").find_all("tr")
                 self.assertEqual([r.attrs["data-job"] for r in rows], ids, "id order")
                 if state:
-                    self.assertEqual({r.field("state") for r in rows}, {state})
+                    # A finished job also says how it ended: "finished (succeeded)".
+                    self.assertEqual({r.field("state").split(" ")[0] for r in rows}, {state})
+        finished = self.page(type=s["main"], state="finished").one("tr", data_job=s["finished"])
+        self.assertEqual(finished.field("state"), "finished (succeeded)")
         running = self.page(type=s["main"], state="running").one("tr", data_job=s["running"])
         self.assertEqual((running.field("worker"), running.field("attempts")), (s["worker"], "1"))
 
@@ -324,7 +467,8 @@ class Rendered(ServerTestCase):
         self.assertEqual(box.field("id"), jid)
         self.assertEqual(box.one(data_field="id").elements(), [], "an id is text, never markup")
         self.assertEqual(box.find_all("b"), [])
-        self.assertEqual([box.field(f) for f in ("type", "state", "attempts", "worker")],
+        fields = box.one("dl", id="job-fields")
+        self.assertEqual([fields.field(f) for f in ("type", "state", "attempts", "worker")],
                          [s["main"], "pending", "0", "-"])
         self.assertEqual(json.loads(box.one("pre", id="job-data").text()), {"n": 2, "html": "<i>not markup</i>"})
         self.assertEqual(box.find_all("i"), [])
@@ -335,13 +479,39 @@ class Rendered(ServerTestCase):
         dom = self.page(type=s["other"], state="finished")
         rows = dom.one("tbody", id="jobs-body").find_all("tr")
         self.assertEqual([r.attrs["data-job"] for r in rows], [s["gave_up"]])
-        self.assertEqual(rows[0].field("state"), "finished (gave up)")
+        self.assertEqual(rows[0].field("state"), "finished (dead, gave up)")
+        self.assertEqual(rows[0].one("span", data_outcome="dead").attrs["class"], "state state-dead gave-up")
+        self.assertEqual(rows[0].field("error"), "worker_lost: " + self.job(s["other"], s["gave_up"])["errors"][-1]["message"])
         box = self.page(type=s["other"], job=s["gave_up"]).one(id="job")
-        self.assertEqual([box.field(f) for f in ("state", "attempts", "lost_runs", "worker")],
-                         ["finished (gave up)", "1", "1", "-"])
+        fields = box.one("dl", id="job-fields")
+        self.assertEqual([fields.field(f) for f in ("state", "attempts", "lost_runs", "worker")],
+                         ["finished (dead, gave up)", "1", "1", "-"])
+        error = box.one("table", id="job-errors").one("tr", data_attempt="1")
+        self.assertEqual((error.field("kind"), error.field("worker")), ("worker_lost", "left"))
         self.assertEqual(json.loads(box.one("pre", id="job-data").text()), {"why": "kills its worker"})
         pending = self.page(type=s["other"], state="pending").one("tr", data_job=s["other_pending"][0])
         self.assertEqual(pending.field("state"), "pending")
+
+    def job(self, jtype, jid):
+        return ok(self.c.job(jtype, jid))
+
+    def test_the_outcome_tabs_list_the_finished_jobs_that_ended_that_way(self):
+        s = self.s
+        for state, jtype, ids in (("succeeded", s["main"], [s["finished"]]), ("dead", s["main"], []),
+                                  ("dead", s["other"], [s["gave_up"]]), ("cancelled", s["main"], []),
+                                  ("scheduled", s["main"], [])):
+            with self.subTest(state=state, type=jtype):
+                dom = self.page(type=jtype, state=state)
+                self.assertEqual(dom.one("a", data_filter=state).attrs.get("class"), "on")
+                if ids:
+                    rows = dom.one("tbody", id="jobs-body").find_all("tr")
+                    self.assertEqual([r.attrs["data-job"] for r in rows], ids)
+                else:
+                    self.assertEqual(dom.find_all(id="jobs-body"), [])
+                    self.assertIn("No jobs here.", dom.one(id="jobs-empty").text())
+        succeeded = self.page(type=s["main"], state="succeeded").one("tr", data_job=s["finished"])
+        self.assertEqual(succeeded.field("state"), "finished (succeeded)")
+        self.assertEqual(succeeded.one("span", data_outcome="succeeded").attrs["class"], "state state-succeeded")
 
     def test_a_job_that_does_not_exist_says_so(self):
         dom = self.page(type=self.s["main"], job="no-such-job")
@@ -395,6 +565,154 @@ class WithToken(ServerTestCase):
         self.assertEqual(dom.one("tr", data_type=self.t).field("pending"), "1")
         self.assertEqual([r.attrs["data-job"] for r in dom.one("tbody", id="jobs-body").find_all("tr")], ["hidden"])
 
+
+
+# ---- actions, clicked in a browser -----------------------------------------------------------
+
+RED, GREEN, GREY = "rgb(197, 48, 48)", "rgb(47, 133, 90)", "rgb(113, 128, 150)"  # --bad, --finished, --cancelled
+
+
+def make_dead(c, jtype, jid, message):
+    """A job that failed once with `message` and is not to be retried: dead, attempts 1."""
+    ok(c.add(jtype, jid, {"input": jid}))
+    job = ok(c.accept(jtype, worker="w-" + jid))["jobs"][0]
+    if job["id"] != jid:
+        raise AssertionError("accepted %r, not %r" % (job["id"], jid))
+    answer = ok(c.post("/v1/jobs/%s/%s/fail" % (q(jtype), q(jid)),
+                       {"lock": job["lock"], "error": {"message": message, "kind": "crash"}, "retry": False}))
+    if not answer["dead"]:
+        raise AssertionError("fail with retry false left %s alive: %r" % (jid, answer))
+
+
+class Actions(ServerTestCase):
+    """The page's buttons, clicked with real mouse events in headless Chromium on a server with a
+    token, which the test types into the page; every outcome is checked through the API."""
+
+    server_kwargs = {"token": "act-s3cret"}
+
+    def setUp(self):
+        super().setUp()
+        self.t = uniq("act")
+        self.c.set_timeout(self.t, 30)
+        self.browser = Browser()
+        self.addCleanup(self.browser.close)
+
+    def open(self, **view):
+        b = self.browser
+        b.open(self.server.url + "/#" + "&".join("%s=%s" % (k, q(v)) for k, v in view.items()))
+        b.wait_for("document.getElementById('status').dataset.state === 'unauthorized'", "the page to ask for a token")
+        b.type_into("#token", "act-s3cret")
+        b.click("#token-form button[type=submit]")
+        b.wait_for("document.getElementById('status').dataset.state === 'ok'", "the page to read with the token")
+
+    def row_selector(self, jid):
+        return "#jobs-body tr[data-job=%s]" % json.dumps(jid)
+
+    def wait_for_rows(self, ids):
+        self.browser.wait_for(
+            "JSON.stringify([...document.querySelectorAll('#jobs-body tr')].map(r => r.dataset.job)) === %s"
+            % json.dumps(json.dumps(ids, separators=(",", ":"))), "the list to show %r" % ids)
+
+    def job(self, jid):
+        return ok(self.c.job(self.t, jid))
+
+    def assertRerun(self, jid, errors):
+        job = self.job(jid)
+        self.assertEqual((job["state"], job["outcome"], job["attempts"], job["result"]), ("pending", None, 0, None), job)
+        self.assertEqual([e["message"] for e in job["errors"]], errors, "a rerun keeps the errors")
+
+    def test_a_dead_job_is_red_with_its_error_and_rerun_retries_it(self):
+        b, t = self.browser, self.t
+        make_dead(self.c, t, "d-1", "disk <b>on fire</b>")
+        make_dead(self.c, t, "d-2", "out of paper")
+        self.open(type=t, state="dead")
+        self.wait_for_rows(["d-1", "d-2"])
+        row = self.row_selector("d-1")
+        self.assertEqual(b.js("document.querySelector('%s [data-field=state]').textContent" % row), "finished (dead)")
+        self.assertEqual(b.js("getComputedStyle(document.querySelector('%s [data-outcome=dead]')).color" % row), RED)
+        self.assertEqual(b.js("document.querySelector('%s [data-field=error]').textContent" % row),
+                         "crash: disk <b>on fire</b>")
+        self.assertEqual(b.js("document.querySelectorAll('%s b').length" % row), 0, "an error message is text")
+        self.assertEqual(b.js("getComputedStyle(document.querySelector('%s [data-field=error]')).color" % row), RED)
+
+        b.click(row + " button[data-action=rerun]")
+        b.wait_for("document.getElementById('action-status').dataset.state !== 'busy' && "
+                   "document.getElementById('action-status').textContent.length > 0", "the rerun's answer")
+        self.assertEqual(b.js("document.getElementById('action-status').dataset.state"), "ok",
+                         b.js("document.getElementById('action-status').textContent"))
+        self.assertRerun("d-1", ["disk <b>on fire</b>"])
+        self.wait_for_rows(["d-2"])  # gone from the dead tab
+        self.assertEqual(self.job("d-2")["outcome"], "dead", "only the job clicked was rerun")
+
+    def test_rerun_all_dead_asks_once_more_then_reruns_every_dead_job_of_the_type(self):
+        b, t = self.browser, self.t
+        for i in range(3):
+            make_dead(self.c, t, "d-%d" % i, "failure %d" % i)
+        ok(self.c.add(t, "s-1"))
+        job = ok(self.c.accept(t))["jobs"][0]
+        ok(self.c.post("/v1/jobs/%s/s-1/finish" % q(t), {"lock": job["lock"], "result": {"sent": True}}))
+        self.open(type=t, state="dead")
+        self.wait_for_rows(["d-0", "d-1", "d-2"])
+        button = "button[data-action=rerun-all-dead]"
+        b.click(button)
+        b.wait_for("document.querySelector('%s').dataset.armed === 'yes'" % button, "the button to ask for confirmation")
+        self.assertEqual(b.js("document.querySelector('%s').textContent" % button), "Confirm rerun all dead")
+        polls = int(b.js("document.getElementById('status').dataset.polls"))
+        b.wait_for("+document.getElementById('status').dataset.polls > %d" % polls, "another poll")
+        # The poll drew the button anew: it still waits for the second click.
+        self.assertEqual(b.js("document.querySelector('%s').dataset.armed" % button), "yes")
+        for i in range(3):
+            self.assertEqual(self.job("d-%d" % i)["outcome"], "dead", "one click does nothing yet")
+        b.click(button)
+        b.wait_for("document.getElementById('action-status').textContent.endsWith('3 rerun')", "the answer: 3 rerun")
+        for i in range(3):
+            self.assertRerun("d-%d" % i, ["failure %d" % i])
+        succeeded = self.job("s-1")
+        self.assertEqual((succeeded["state"], succeeded["outcome"], succeeded["result"]),
+                         ("finished", "succeeded", {"sent": True}), "a succeeded job is not rerun")
+        self.wait_for_rows([])
+
+    def test_delete_asks_once_more_then_the_job_is_gone(self):
+        b, t = self.browser, self.t
+        make_dead(self.c, t, "keep", "stays")
+        make_dead(self.c, t, "drop", "goes")
+        self.open(type=t, job="drop")
+        b.wait_for("document.querySelector('#job-actions button[data-action=delete]') !== null", "the job's buttons")
+        self.assertEqual(b.js("document.querySelector('#job-errors [data-field=message]').textContent"), "goes")
+        self.assertEqual(b.js("document.querySelector('#job-errors [data-field=worker]').textContent"), "w-drop")
+        self.assertEqual(b.js("document.querySelector('#job-errors [data-field=kind]').textContent"), "crash")
+        b.click("#job-actions button[data-action=delete]")
+        b.wait_for("document.querySelector('#job-actions button[data-action=delete]').dataset.armed === 'yes'",
+                   "the button to ask for confirmation")
+        self.assertStatus(self.c.job(t, "drop"), 200)
+        b.click("#job-actions button[data-action=delete]")
+        b.wait_for("document.getElementById('job-missing') !== null", "the page to say the job is gone")
+        self.assertStatus(self.c.job(t, "drop"), 404, "not_found")
+        self.assertEqual(self.job("keep")["outcome"], "dead", "only the job clicked was deleted")
+
+    def test_cancel_ends_a_pending_job_cancelled_shown_grey_and_a_succeeded_one_green(self):
+        b, t = self.browser, self.t
+        ok(self.c.add(t, "done"))
+        job = ok(self.c.accept(t))["jobs"][0]
+        ok(self.c.post("/v1/jobs/%s/done/finish" % q(t), {"lock": job["lock"], "result": [1, 2]}))
+        ok(self.c.add(t, "wait"))
+        self.open(type=t, state="pending")
+        self.wait_for_rows(["wait"])
+        self.assertEqual(b.js("document.querySelectorAll('%s button[data-action=rerun]').length"
+                              % self.row_selector("wait")), 0, "a pending job cannot be rerun")
+        b.click(self.row_selector("wait") + " button[data-action=cancel]")
+        self.wait_for_rows([])
+        job = self.job("wait")
+        self.assertEqual((job["state"], job["outcome"]), ("finished", "cancelled"), job)
+        b.click("a[data-filter=cancelled]")
+        self.wait_for_rows(["wait"])
+        self.assertEqual(b.js("getComputedStyle(document.querySelector('[data-outcome=cancelled]')).color"), GREY)
+        b.click("a[data-filter=succeeded]")
+        self.wait_for_rows(["done"])
+        self.assertEqual(b.js("getComputedStyle(document.querySelector('[data-outcome=succeeded]')).color"), GREEN)
+        b.click(self.row_selector("done") + " [data-field=id] a")  # opens the job: its result
+        b.wait_for("document.getElementById('job-result') !== null", "the job's details")
+        self.assertEqual(json.loads(b.js("document.getElementById('job-result').textContent")), [1, 2])
 
 if __name__ == "__main__":
     unittest.main()
