@@ -106,26 +106,26 @@ TEST(ParseArgs, TlsFlagsWinOverTheEnvironment) {
 }
 
 TEST(Url, Parse) {
-  std::string error;
-  auto u = parse_url("http://127.0.0.1:7411", &error);
-  ASSERT_TRUE(u) << error;
+  auto u = parse_url("http://127.0.0.1:7411");
+  ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_EQ(u->host, "127.0.0.1");
   EXPECT_EQ(u->port, "7411");
   EXPECT_EQ(u->prefix, "");
   EXPECT_EQ(u->base, "http://127.0.0.1:7411");
-  u = parse_url("http://example.com/", &error);
-  ASSERT_TRUE(u);
+  u = parse_url("http://example.com/");
+  ASSERT_TRUE(u.ok());
   EXPECT_EQ(u->port, "80");
   EXPECT_EQ(u->base, "http://example.com:80");
-  u = parse_url("http://[::1]:9000/api/", &error);
-  ASSERT_TRUE(u) << error;
+  u = parse_url("http://[::1]:9000/api/");
+  ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_EQ(u->host, "::1");
   EXPECT_EQ(u->prefix, "/api");
   EXPECT_EQ(u->base, "http://[::1]:9000/api");
-  EXPECT_FALSE(parse_url("ftp://h:1", &error));
-  EXPECT_NE(error.find("only http:// and https://"), std::string::npos);
-  EXPECT_FALSE(parse_url("http://h:port", &error));
-  EXPECT_FALSE(parse_url("http://:80", &error));
+  u = parse_url("ftp://h:1");
+  EXPECT_EQ(u.code(), Code::kInvalidArgument);
+  EXPECT_NE(u.status().message().find("only http:// and https://"), std::string::npos);
+  EXPECT_EQ(parse_url("http://h:port").code(), Code::kInvalidArgument);
+  EXPECT_EQ(parse_url("http://:80").code(), Code::kInvalidArgument);
 }
 
 TEST(Encoding, PercentAndQuery) {

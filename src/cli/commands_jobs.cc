@@ -18,11 +18,13 @@ constexpr char kAddUsage[] =
     "  --priority N    lower runs first (default 0)\n";
 constexpr char kGetUsage[] = "usage: kvq get TYPE ID\n\nPrints job ID of TYPE.\n";
 constexpr char kLsUsage[] =
-    "usage: kvq ls TYPE [--state S] [--worker W] [--limit N] [--cursor C]\n"
+    "usage: kvq ls TYPE [--state S] [--worker W] [--worker-type WT] [--limit N] [--cursor C]\n"
     "\n"
     "Lists the jobs of TYPE in id order.\n"
     "  --state S     only pending, running or finished jobs\n"
     "  --worker W    only jobs accepted by worker W\n"
+    "  --worker-type WT\n"
+    "                only jobs accepted by a worker of worker type WT\n"
     "  --limit N     at most N jobs (1-10000, default 100)\n"
     "  --cursor C    continue from a previous listing's next cursor\n";
 constexpr char kRmUsage[] =
@@ -74,9 +76,10 @@ int run_get(int argc, char** argv) {
 }
 
 int run_ls(int argc, char** argv) {
-  auto begun =
-      begin_command(argc, argv, "ls", kLsUsage,
-                    {{"state", true}, {"worker", true}, {"limit", true}, {"cursor", true}}, 1, 1);
+  auto begun = begin_command(
+      argc, argv, "ls", kLsUsage,
+      {{"state", true}, {"worker", true}, {"worker-type", true}, {"limit", true}, {"cursor", true}},
+      1, 1);
   if (!begun.invocation) return begun.exit_code;
   const Invocation& inv = *begun.invocation;
   auto limit = int_option(inv, "limit");
@@ -84,6 +87,7 @@ int run_ls(int argc, char** argv) {
   const std::string target = path("/v1/jobs", {inv.args.positional[0]}) +
                              query_string({{"state", inv.args.value("state")},
                                            {"worker", inv.args.value("worker")},
+                                           {"worker_type", inv.args.value("worker-type")},
                                            {"limit", *limit ? std::to_string(**limit) : ""},
                                            {"cursor", inv.args.value("cursor")}});
   Response r = inv.client->get(target);

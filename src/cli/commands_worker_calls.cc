@@ -12,11 +12,13 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr char kAcceptUsage[] =
-    "usage: kvq accept TYPE [--timeout SECONDS] [--worker W] [--count N]\n"
+    "usage: kvq accept TYPE [--timeout SECONDS] [--worker W [--worker-type WT]] [--count N]\n"
     "\n"
     "Takes due jobs of TYPE to work on; prints each job's type, id, lock and data.\n"
     "  --timeout SECONDS   wait up to SECONDS for a job (default 0, at most 300); exit 3 if none\n"
     "  --worker W          accept as registered worker W\n"
+    "  --worker-type WT    W's worker type (kvq workers WT): a worker id is unique only within\n"
+    "                      its worker type; needs --worker\n"
     "  --count N           take up to N jobs (default 1, at most 100)\n";
 constexpr char kUpdateUsage[] =
     "usage: kvq update TYPE ID --lock L [DATA_JSON]\n"
@@ -71,8 +73,9 @@ int worker_call(int argc, char** argv, const char* name, const char* usage, cons
 }  // namespace
 
 int run_accept(int argc, char** argv) {
-  auto begun = begin_command(argc, argv, "accept", kAcceptUsage,
-                             {{"timeout", true}, {"worker", true}, {"count", true}}, 1, 1);
+  auto begun = begin_command(
+      argc, argv, "accept", kAcceptUsage,
+      {{"timeout", true}, {"worker", true}, {"worker-type", true}, {"count", true}}, 1, 1);
   if (!begun.invocation) return begun.exit_code;
   const Invocation& inv = *begun.invocation;
   auto timeout = seconds_option(inv, "timeout", 0);
@@ -81,7 +84,11 @@ int run_accept(int argc, char** argv) {
   if (!count.ok()) return inv.usage_error(count.status().message());
   Json body = Json::object();
   if (inv.args.has("timeout")) body["timeout"] = *timeout;
+  if (inv.args.has("worker-type") && !inv.args.has("worker")) {
+    return inv.usage_error("--worker-type needs --worker");
+  }
   if (inv.args.has("worker")) body["worker"] = inv.args.value("worker");
+  if (inv.args.has("worker-type")) body["worker_type"] = inv.args.value("worker-type");
   if (*count) body["count"] = **count;
   Response r =
       inv.client->post(path("/v1/accept", {inv.args.positional[0]}), body, poll_timeout(*timeout));

@@ -422,6 +422,22 @@ class WorkerFlow(CliTestCase):
         self.assertEqual(self.ok_json("finish", t, "w2", "--lock", lock), {})
         self.assertEqual(self.assertJobState(t, "w2", "finished"), before)
 
+    def test_accept_and_ls_with_a_worker_type(self):
+        t, wt = self.t, uniq("wt")
+        self.ok("add", t, "a", '{"n": 1}')
+        self.ok("add", t, "b", '{"n": 2}')
+        body = self.ok_json("accept", t, "--timeout", "5", "--worker", "shared", "--worker-type", wt)
+        self.assertEqual(body["jobs"][0]["id"], "a", body)
+        self.assertEqual(self.assertJobState(t, "a", "running")["worker_type"], wt)
+        self.ok_json("accept", t, "--timeout", "5", "--worker", "shared")  # b: no worker type
+        mine = self.ok_json("ls", t, "--worker", "shared", "--worker-type", wt)["jobs"]
+        self.assertEqual([j["id"] for j in mine], ["a"])
+        _, rows = table(self.ok("ls", t, "--worker-type", wt).stdout)
+        self.assertEqual([row[0] for row in rows], ["a"])
+        self.assertEqual(self.ok_json("ls", t, "--worker-type", uniq("other"))["jobs"], [])
+        r = self.assertExit(self.kvq("accept", t, "--worker-type", wt), 2)
+        self.assertIn("--worker-type needs --worker", r.stderr)
+
     def test_worker_calls_with_a_stale_lock_exit_4_halted(self):
         t = self.t
         self.ok("add", t, "s1", '{"v": 1}')
