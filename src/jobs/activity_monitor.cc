@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
+#include <vector>
 
 #include "jobs/job_store.h"
 #include "jobs/retention.h"
@@ -43,8 +45,13 @@ Drained drain(size_t& batch, size_t max_batch, std::atomic<uint64_t>& counter,
 
 }  // namespace
 
-ActivityMonitor::ActivityMonitor(kv::Store& store, const Keys& keys, const JobsOptions& options)
-    : TypeMonitor(kIdlePeriod, kErrorPause), store_(store), keys_(keys), options_(options) {
+ActivityMonitor::ActivityMonitor(kv::Store& store, const Keys& keys, const JobsOptions& options,
+                                 TypeStatsRecorder& type_stats)
+    : TypeMonitor(kIdlePeriod, kErrorPause),
+      store_(store),
+      keys_(keys),
+      options_(options),
+      type_stats_(type_stats) {
   start();
 }
 
@@ -129,22 +136,32 @@ void ActivityMonitor::check_activity(const std::string& type, TypeState& state,
 Result<size_t> ActivityMonitor::reenqueue_batch(const std::string& type, uint64_t below,
                                                 size_t batch) {
   size_t gave_up = 0;  // of the attempt that committed
+  // The lost runs of the attempt that committed: (dead, when the run started).
+  std::vector<std::pair<bool, int64_t>> lost_runs;
   auto handled = kv::run(
       store_,
       [&](kv::Transaction& txn) -> Result<size_t> {
         gave_up = 0;
+        lost_runs.clear();
         auto [begin, end] = keys_.activity_before(type, below);
         KVQ_ASSIGN_OR_RETURN(auto stale,
                              txn.get_range(begin, end, {.limit = batch, .snapshot = true}));
         if (stale.empty()) return size_t{0};
-        KVQ_ASSIGN_OR_RETURN(auto max_lost_runs, max_lost_runs_of(txn, keys_, type));
+        KVQ_ASSIGN_OR_RETURN(auto read, type_settings_of(txn, keys_, type));
+        // A type deleted meanwhile has no jobs left to find here; the defaults serve.
+        const TypeSettings settings = read.value_or(TypeSettings{});
+        const LostRun lost{"timeout",
+                           "no update within the type's timeout of " +
+                               std::to_string(settings.timeout.count()) + " ms",
+                           now_ms()};
         size_t count = 0;
         for (const auto& kv : stale) {
           KVQ_ASSIGN_OR_RETURN(auto entry, keys_.parse_activity(kv.key));
           KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys_, type, entry.id));
           if (!before || state_of(*before) != State::kRunning || before->seq != entry.seq) continue;
-          JobRow after = after_lost_run(*before, max_lost_runs);
-          if (after.gave_up) ++gave_up;
+          JobRow after = after_lost_run(*before, settings, lost);
+          if (after.finished) ++gave_up;
+          lost_runs.emplace_back(after.finished, before->started);
           KVQ_RETURN_IF_ERROR(save_job(txn, keys_, type, entry.id, before, std::move(after)));
           ++count;
         }
@@ -153,6 +170,8 @@ Result<size_t> ActivityMonitor::reenqueue_batch(const std::string& type, uint64_
       options_.retry);
   if (!handled.ok()) return handled;
   gave_up_.fetch_add(gave_up);
+  for (const auto& [dead, started] : lost_runs)
+    type_stats_.record_lost(type, dead, run_time_since(started));
   return *handled - gave_up;
 }
 

@@ -35,6 +35,7 @@
 #include <string>
 
 #include "jobs/schema.h"
+#include "jobs/type_stats.h"
 #include "kv/check_history.h"
 #include "kv/type_monitor.h"
 #include "kvq/jobs.h"
@@ -54,7 +55,9 @@ struct ActivityTypeState {
 
 class ActivityMonitor final : private kv::TypeMonitor<ActivityTypeState> {
  public:
-  ActivityMonitor(kv::Store& store, const Keys& keys, const JobsOptions& options);
+  // Lost runs are recorded in `type_stats`, which outlives the monitor.
+  ActivityMonitor(kv::Store& store, const Keys& keys, const JobsOptions& options,
+                  TypeStatsRecorder& type_stats);
   ~ActivityMonitor() override;
 
   uint64_t reenqueued() const { return reenqueued_.load(); }
@@ -75,6 +78,7 @@ class ActivityMonitor final : private kv::TypeMonitor<ActivityTypeState> {
   kv::Store& store_;
   const Keys& keys_;
   const JobsOptions& options_;
+  TypeStatsRecorder& type_stats_;
   std::atomic<uint64_t> reenqueued_{0};
   std::atomic<uint64_t> gave_up_{0};
   std::atomic<uint64_t> checks_{0};

@@ -5,6 +5,19 @@
 #include "util/random.h"
 
 namespace kvq::jobs {
+namespace {
+
+// Outcomes with an outcome-index entry (I5).
+bool is_indexed(Outcome outcome) {
+  return outcome == Outcome::kDead || outcome == Outcome::kCancelled;
+}
+
+// JobInfo::gave_up: dead because of lost runs.
+bool gave_up(const JobRow& row) {
+  return row.finished && row.outcome == Outcome::kDead && row.gave_up;
+}
+
+}  // namespace
 
 int64_t now_ms() {
   using namespace std::chrono;
@@ -25,7 +38,10 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
   const bool was_pending = before && state_of(*before) == State::kPending;
   const bool was_running = before && state_of(*before) == State::kRunning;
   const bool was_finished = before && state_of(*before) == State::kFinished;
-  if (was_finished) txn.clear(keys.finished(type, before->updated, id));
+  if (was_finished) {
+    txn.clear(keys.finished(type, before->updated, id));
+    if (is_indexed(before->outcome)) txn.clear(keys.ended(type, before->outcome, id));
+  }
   if (was_pending) txn.clear(keys.pending(type, before->priority, before->scheduled, id));
   if (was_running) {
     txn.clear(keys.activity(type, before->seq, id));
@@ -48,41 +64,58 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
         if (!after->worker.empty())
           txn.set(keys.held_by(after->worker_type, after->worker, type, id), "");
         break;
-      case State::kFinished: txn.set(keys.finished(type, after->updated, id), ""); break;
+      case State::kFinished:
+        txn.set(keys.finished(type, after->updated, id), "");
+        if (is_indexed(after->outcome)) txn.set(keys.ended(type, after->outcome, id), "");
+        break;
     }
   }
   txn.set(keys.activity_token(type), util::random_hex(8));
   return Status::OK();
 }
 
-JobRow after_lost_run(const JobRow& running, std::optional<uint32_t> max_lost_runs) {
+void record_error(JobRow& row, JobError error) {
+  row.errors.push_back(std::move(error));
+  if (row.errors.size() > kMaxErrorsKept)
+    row.errors.erase(row.errors.begin(), row.errors.end() - kMaxErrorsKept);
+}
+
+JobRow after_lost_run(const JobRow& running, const TypeSettings& settings, const LostRun& lost) {
   JobRow after = running;
+  record_error(after, JobError{running.attempts, lost.at_ms, running.worker, std::string(lost.kind),
+                               lost.message, ""});
   after.lock.clear();
   after.worker.clear();
   after.worker_type.clear();
+  after.progress.reset();
   after.lost_runs = running.lost_runs + 1;
-  if (max_lost_runs && after.lost_runs >= *max_lost_runs) {
+  const bool attempts_used_up = after.attempts >= settings.retry.max_attempts;
+  const bool lost_too_often = settings.max_lost_runs && after.lost_runs >= *settings.max_lost_runs;
+  if (attempts_used_up || lost_too_often) {
     after.finished = true;
-    after.gave_up = true;
+    after.outcome = Outcome::kDead;
+    after.gave_up = true;  // dead of lost runs: JobInfo::gave_up
     after.resubmit = false;
     // No worker finished it: a finish with the lost run's lock must halt, not pass as a retry.
     after.finished_lock.clear();
     return after;
   }
   if (after.resubmit) {
+    // The add that resubmitted it asked for a new run: its attempts start over.
     after.resubmit = false;
     after.scheduled = after.next_scheduled;
     after.priority = after.next_priority;
+    after.attempts = 0;
   }
   return after;
 }
 
-Result<std::optional<uint32_t>> max_lost_runs_of(kv::Transaction& txn, const Keys& keys,
-                                                 std::string_view type) {
+Result<std::optional<TypeSettings>> type_settings_of(kv::Transaction& txn, const Keys& keys,
+                                                     std::string_view type) {
   KVQ_ASSIGN_OR_RETURN(auto value, txn.get(keys.timeout(type)));
-  if (!value) return std::optional<uint32_t>();
+  if (!value) return std::optional<TypeSettings>();
   KVQ_ASSIGN_OR_RETURN(TypeSettings settings, decode_type(*value));
-  return settings.max_lost_runs;
+  return std::optional<TypeSettings>(std::move(settings));
 }
 
 JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row) {
@@ -98,9 +131,15 @@ JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row) {
   info.worker_type = row.worker_type;
   info.attempts = row.attempts;
   info.lost_runs = row.lost_runs;
-  info.gave_up = row.gave_up;
+  info.outcome = row.outcome;
+  info.gave_up = gave_up(row);
+  info.result = row.result;
+  info.progress = row.progress;
+  info.errors = row.errors;
   info.created_at_ms = row.created;
   info.updated_at_ms = row.updated;
+  info.started_at_ms = row.started;
+  if (row.finished) info.ended_at_ms = row.updated;
   return info;
 }
 
@@ -111,7 +150,10 @@ JobEvent to_event(std::string_view type, std::string_view id, const JobRow& row)
   e.state = state_of(row);
   e.data = row.data;
   e.seq = row.seq;
-  e.gave_up = row.gave_up;
+  e.outcome = row.outcome;
+  e.result = row.result;
+  e.attempts = row.attempts;
+  e.gave_up = gave_up(row);
   return e;
 }
 

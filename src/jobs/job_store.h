@@ -1,9 +1,10 @@
 // jobs/job_store.h — reading and writing job rows inside a transaction. save_job is the only
-// writer of job rows and their index entries, so invariants I1–I4 of schema.h hold by
+// writer of job rows and their index entries, so invariants I1–I5 of schema.h hold by
 // construction: it removes the entries `before` implied and adds those `after` implies.
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "jobs/schema.h"
@@ -23,16 +24,28 @@ Result<std::optional<JobRow>> load_job(kv::Transaction& txn, const Keys& keys,
 Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, std::string_view id,
                 const std::optional<JobRow>& before, std::optional<JobRow> after);
 
-// What a running job becomes when its run is lost (its worker went silent past the type's
-// timeout, or left or died): its lock is cleared, so its worker is halted, and it counts one
-// more lost run. Then it goes back to pending, keeping its place in the queue (or taking the
-// next run's time and priority if it was resubmitted) — or, once `max_lost_runs` runs were lost
-// in a row, it is finished with gave_up set and its data as it was.
-JobRow after_lost_run(const JobRow& running, std::optional<uint32_t> max_lost_runs);
+// Appends `error` to the row's errors, keeping the last kMaxErrorsKept.
+void record_error(JobRow& row, JobError error);
 
-// The type's max_lost_runs, read in `txn`; nullopt also for a type without a timeout.
-Result<std::optional<uint32_t>> max_lost_runs_of(kv::Transaction& txn, const Keys& keys,
-                                                 std::string_view type);
+// Why a run was lost, for the error it records.
+struct LostRun {
+  std::string_view kind;  // "timeout" (activity monitor) or "worker_lost" (release_worker)
+  std::string message;
+  int64_t at_ms = 0;
+};
+
+// What a running job becomes when its run is lost (its worker went silent past the type's
+// timeout, or left or died): a failed attempt. Its lock is cleared, so its worker is halted, the
+// error is recorded, and it counts one more lost run. Then it goes back to pending at once,
+// keeping its place in the queue (or taking the next run's time and priority, its attempts
+// starting over, if it was resubmitted) — or, once it has made the type's max_attempts
+// attempts or lost max_lost_runs runs in a row, it is finished dead (gave_up set: dead of lost
+// runs) with its data as it was.
+JobRow after_lost_run(const JobRow& running, const TypeSettings& settings, const LostRun& lost);
+
+// The type's settings, read in `txn`; nullopt for a type without a timeout.
+Result<std::optional<TypeSettings>> type_settings_of(kv::Transaction& txn, const Keys& keys,
+                                                     std::string_view type);
 
 JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row);
 // The event a subscriber of the job sees for this row.

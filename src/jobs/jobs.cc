@@ -27,6 +27,41 @@ Result<State> parse_state(std::string_view name) {
                          "' (pending, running or finished)");
 }
 
+std::string_view outcome_name(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kNone: return "";
+    case Outcome::kSucceeded: return "succeeded";
+    case Outcome::kDead: return "dead";
+    case Outcome::kCancelled: return "cancelled";
+  }
+  return "";
+}
+
+Result<Outcome> parse_outcome(std::string_view name) {
+  if (name == "succeeded") return Outcome::kSucceeded;
+  if (name == "dead") return Outcome::kDead;
+  if (name == "cancelled") return Outcome::kCancelled;
+  return InvalidArgument("unknown job outcome '" + std::string(name) +
+                         "' (succeeded, dead or cancelled)");
+}
+
+Result<JobFilter> parse_job_filter(std::string_view name) {
+  if (auto state = parse_state(name); state.ok()) return JobFilter{.state = *state};
+  if (name == "scheduled") return JobFilter{.state = State::kPending, .due = false};
+  if (name == "due") return JobFilter{.state = State::kPending, .due = true};
+  if (auto outcome = parse_outcome(name); outcome.ok())
+    return JobFilter{.state = State::kFinished, .outcome = *outcome};
+  return InvalidArgument("unknown job filter '" + std::string(name) +
+                         "' (pending, running, finished, scheduled, due, succeeded, dead or "
+                         "cancelled)");
+}
+
+Result<IfExists> parse_if_exists(std::string_view name) {
+  if (name == "update") return IfExists::kUpdate;
+  if (name == "keep") return IfExists::kKeep;
+  return InvalidArgument("unknown if_exists '" + std::string(name) + "' (update or keep)");
+}
+
 Jobs::Jobs(std::shared_ptr<kv::Store> store, JobsOptions options)
     : store_(std::move(store)), options_(std::move(options)) {
   impl_ = std::make_unique<Impl>(*store_, options_);
@@ -36,8 +71,10 @@ Jobs::~Jobs() = default;
 
 Result<std::unique_ptr<Jobs>> Jobs::open(std::shared_ptr<kv::Store> store, JobsOptions options) {
   if (!store) return InvalidArgument("no store");
-  if (options.max_data_bytes == 0 || options.max_data_bytes > kv::kMaxValueSize / 2) {
-    return InvalidArgument("max_data_bytes must be in 1.." + std::to_string(kv::kMaxValueSize / 2));
+  // Data, progress and result are each up to max_data_bytes, beside kMaxErrorsKept errors: the
+  // limit keeps the whole row under kv::kMaxValueSize.
+  if (options.max_data_bytes == 0 || options.max_data_bytes > kMaxDataBytesLimit) {
+    return InvalidArgument("max_data_bytes must be in 1.." + std::to_string(kMaxDataBytesLimit));
   }
   if (options.accept_spread == 0) return InvalidArgument("accept_spread must be at least 1");
   if (options.monitor_max_batch == 0)
@@ -96,9 +133,15 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
       }
       return after;
     case State::kFinished:
+      // Added anew: it starts over, as a new job with this data would.
       after.finished = false;
       after.gave_up = false;
       after.lost_runs = 0;
+      after.attempts = 0;
+      after.errors.clear();
+      after.result.reset();
+      after.progress.reset();
+      after.outcome = Outcome::kNone;
       after.data = data;
       after.scheduled = o.scheduled_time_ms.value_or(now);
       after.priority = o.priority;
@@ -107,27 +150,27 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
   return std::nullopt;
 }
 
-}  // namespace
-
-namespace {
-
-// add, once its input is validated and its data normalized.
-Status add_normalized(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                      std::string_view id, const std::string& data, const AddOptions& options) {
+// add, once its input is validated and its data normalized. Returns whether it added (or
+// changed, or would have changed nothing of) the job: false only when if_exists kKeep found it.
+Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                            std::string_view id, const std::string& data,
+                            const AddOptions& options) {
   // One read for both (on etcd, one round trip).
   KVQ_ASSIGN_OR_RETURN(auto stored, txn.get_many({keys.timeout(type), keys.job(type, id)}));
   if (!stored[0]) {
     return NoTimeout("type '" + std::string(type) +
                      "' has no timeout; set the type's timeout before adding jobs");
   }
+  if (stored[1] && options.if_exists == IfExists::kKeep) return false;
   std::optional<JobRow> before;
   if (stored[1]) {
     KVQ_ASSIGN_OR_RETURN(before, decode_row(*stored[1]));
   }
   auto after = row_after_add(before, data, options, now_ms());
-  if (!after) return Status::OK();
+  if (!after) return true;
   KVQ_ASSIGN_OR_RETURN(after->add_seq, txn.read_version());
-  return save_job(txn, keys, type, id, before, std::move(after));
+  KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, std::move(after)));
+  return true;
 }
 
 Result<std::string> validate_add(std::string_view type, std::string_view id, std::string_view data,
@@ -137,24 +180,23 @@ Result<std::string> validate_add(std::string_view type, std::string_view id, std
   return normalize_data(data, max_data_bytes);
 }
 
-}  // namespace
-
-namespace {
-
 // One attempt of add. An earlier attempt may have committed (unknown result) and the job moved
-// on since — even finished. Re-applying would run it again, so it recognises its own earlier
-// add by the read version that attempt recorded in `attempt_version`.
-Status add_attempt(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                   std::string_view id, const std::string& normalized, const AddOptions& options,
-                   std::optional<uint64_t>& attempt_version) {
+// on since — even finished. Re-applying would run it again (and with if_exists kKeep answer
+// "kept" for the job it had itself added), so it recognises its own earlier add by the read
+// version that attempt recorded in `attempt_version`: only a write stamps add_seq, so that
+// attempt added.
+Result<AddResult> add_attempt(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                              std::string_view id, const std::string& normalized,
+                              const AddOptions& options, std::optional<uint64_t>& attempt_version) {
   if (attempt_version) {
     KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, id));
-    if (row && row->add_seq == *attempt_version) return Status::OK();
+    if (row && row->add_seq == *attempt_version) return AddResult{.added = true};
   }
-  Status added = add_normalized(txn, keys, type, id, normalized, options);
+  Result<bool> added = add_normalized(txn, keys, type, id, normalized, options);
   // Read after add's own reads fixed it: on etcd asking first would cost a round trip.
   KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
-  return added;
+  if (!added.ok()) return added.status();
+  return AddResult{.added = *added};
 }
 
 }  // namespace
@@ -164,13 +206,12 @@ Result<AddResult> Jobs::add(std::string_view type, std::string_view id, std::str
   KVQ_ASSIGN_OR_RETURN(std::string normalized,
                        validate_add(type, id, data, options_.max_data_bytes));
   std::optional<uint64_t> attempt_version;
-  KVQ_RETURN_IF_ERROR(kv::run(
+  return kv::run(
       *store_,
-      [&](kv::Transaction& txn) -> Status {
+      [&](kv::Transaction& txn) {
         return add_attempt(txn, impl_->keys, type, id, normalized, options, attempt_version);
       },
-      options_.retry));
-  return AddResult{};
+      options_.retry);
 }
 
 void Jobs::add_async(std::string_view type, std::string_view id, std::string_view data,
@@ -186,23 +227,19 @@ void Jobs::add_async(std::string_view type, std::string_view id, std::string_vie
       Add{std::string(type), std::string(id), std::move(*normalized), options, {}});
   kv::run_async(
       *store_,
-      [add, &keys = impl_->keys](kv::Transaction& txn) -> Status {
+      [add, &keys = impl_->keys](kv::Transaction& txn) {
         return add_attempt(txn, keys, add->type, add->id, add->data, add->options,
                            add->attempt_version);
       },
-      [done = std::move(done)](Status s) {
-        if (!s.ok()) return done(s);
-        done(AddResult{});
-      },
-      options_.retry);
+      std::move(done), options_.retry);
 }
 
 Result<AddResult> Jobs::add(kv::Transaction& txn, std::string_view type, std::string_view id,
                             std::string_view data, AddOptions options) {
   KVQ_ASSIGN_OR_RETURN(std::string normalized,
                        validate_add(type, id, data, options_.max_data_bytes));
-  KVQ_RETURN_IF_ERROR(add_normalized(txn, impl_->keys, type, id, normalized, options));
-  return AddResult{};
+  KVQ_ASSIGN_OR_RETURN(bool added, add_normalized(txn, impl_->keys, type, id, normalized, options));
+  return AddResult{.added = added};
 }
 
 namespace {
@@ -228,35 +265,59 @@ Result<std::vector<NewJob>> validate_add_many(std::string_view type,
   return normalized;
 }
 
-// One attempt of add_many, guarded as add_attempt is. The batch commits whole, so one of its
-// jobs still stamped with the earlier attempt's read version shows that attempt committed;
-// re-applying would mark a job accepted since then resubmitted, and run it again.
-Status add_many_attempt(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                        const std::vector<NewJob>& jobs, std::optional<uint64_t>& attempt_version) {
-  if (attempt_version) {
-    for (const auto& job : jobs) {
-      KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, job.id));
-      if (row && row->add_seq == *attempt_version) return Status::OK();
+// Every add of the batch in order, in `txn`; a repeated id sees the earlier add of it.
+Result<AddManyResult> add_batch(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                                const std::vector<NewJob>& jobs) {
+  AddManyResult result;
+  for (const auto& job : jobs) {
+    KVQ_ASSIGN_OR_RETURN(bool added,
+                         add_normalized(txn, keys, type, job.id, job.data, job.options));
+    if (added) {
+      ++result.added;
+    } else {
+      result.kept.push_back(job.id);
     }
   }
-  for (const auto& job : jobs)
-    KVQ_RETURN_IF_ERROR(add_normalized(txn, keys, type, job.id, job.data, job.options));
-  KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
-  return Status::OK();
+  return result;
+}
+
+// What the tries of one add_many share: the read version of the latest try that got as far as
+// writing, and what that try did.
+struct BatchAttempt {
+  std::optional<uint64_t> version;
+  AddManyResult result;
+};
+
+// One attempt of add_many, guarded as add_attempt is. The batch commits whole, so one of its
+// jobs still stamped with the earlier attempt's read version shows that attempt committed, and
+// its answer stands; re-applying would mark a job accepted since then resubmitted, and run it
+// again (or call kept a job the batch had itself added).
+Result<AddManyResult> add_many_attempt(kv::Transaction& txn, const Keys& keys,
+                                       std::string_view type, const std::vector<NewJob>& jobs,
+                                       BatchAttempt& attempt) {
+  if (attempt.version) {
+    for (const auto& job : jobs) {
+      KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, job.id));
+      if (row && row->add_seq == *attempt.version) return attempt.result;
+    }
+  }
+  KVQ_ASSIGN_OR_RETURN(AddManyResult result, add_batch(txn, keys, type, jobs));
+  KVQ_ASSIGN_OR_RETURN(attempt.version, txn.read_version());
+  attempt.result = result;
+  return result;
 }
 
 }  // namespace
 
 Result<AddManyResult> Jobs::add_many(std::string_view type, const std::vector<NewJob>& jobs) {
   KVQ_ASSIGN_OR_RETURN(auto normalized, validate_add_many(type, jobs, options_.max_data_bytes));
-  std::optional<uint64_t> attempt_version;
-  KVQ_RETURN_IF_ERROR(kv::run(
+  BatchAttempt attempt;
+  return kv::run(
       *store_,
       [&](kv::Transaction& txn) {
-        return add_many_attempt(txn, impl_->keys, type, normalized, attempt_version);
+        return add_many_attempt(txn, impl_->keys, type, normalized, attempt);
       },
-      options_.retry));
-  return AddManyResult{.added = jobs.size(), .kept = {}};
+      options_.retry);
 }
 
 void Jobs::add_many_async(std::string_view type, std::vector<NewJob> jobs,
@@ -267,28 +328,21 @@ void Jobs::add_many_async(std::string_view type, std::vector<NewJob> jobs,
   struct AddMany {
     std::string type;
     std::vector<NewJob> jobs;
-    std::optional<uint64_t> attempt_version;
+    BatchAttempt attempt;
   };
   auto add = std::make_shared<AddMany>(AddMany{std::string(type), std::move(*normalized), {}});
   kv::run_async(
       *store_,
       [add, &keys = impl_->keys](kv::Transaction& txn) {
-        return add_many_attempt(txn, keys, add->type, add->jobs, add->attempt_version);
+        return add_many_attempt(txn, keys, add->type, add->jobs, add->attempt);
       },
-      [done = std::move(done), n = add->jobs.size()](Status s) {
-        if (!s.ok()) return done(s);
-        done(AddManyResult{.added = n, .kept = {}});
-      },
-      options_.retry);
+      std::move(done), options_.retry);
 }
 
 Result<AddManyResult> Jobs::add_many(kv::Transaction& txn, std::string_view type,
                                      const std::vector<NewJob>& jobs) {
   KVQ_ASSIGN_OR_RETURN(auto normalized, validate_add_many(type, jobs, options_.max_data_bytes));
-  for (const auto& job : normalized) {
-    KVQ_RETURN_IF_ERROR(add_normalized(txn, impl_->keys, type, job.id, job.data, job.options));
-  }
-  return AddManyResult{.added = normalized.size(), .kept = {}};
+  return add_batch(txn, impl_->keys, type, normalized);
 }
 
 Status Jobs::remove(std::string_view type, std::string_view id) {
@@ -341,7 +395,10 @@ Result<JobPage> Jobs::list(std::string_view type, const ListOptions& options) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   if (options.limit == 0 || options.limit > 10'000)
     return InvalidArgument("list limit must be in 1..10000");
+  if (options.outcome == Outcome::kNone)
+    return InvalidArgument("list's outcome filter must be succeeded, dead or cancelled");
   const auto& keys = impl_->keys;
+  const int64_t now = now_ms();
   // Filtering happens after reading, so bound the rows one page may scan.
   const size_t scan_budget = std::max<size_t>(options.limit * 10, 1000);
   return kv::run(
@@ -357,7 +414,13 @@ Result<JobPage> Jobs::list(std::string_view type, const ListOptions& options) {
         for (const auto& kv : rows) {
           KVQ_ASSIGN_OR_RETURN(last_id, keys.parse_job_id(kv.key));
           KVQ_ASSIGN_OR_RETURN(JobRow row, decode_row(kv.value));
-          if (options.state && state_of(row) != *options.state) continue;
+          const State state = state_of(row);
+          if (options.state && state != *options.state) continue;
+          // An outcome is had by finished jobs only (kNone otherwise), so this implies finished.
+          if (options.outcome && row.outcome != *options.outcome) continue;
+          if (options.due && (state != State::kPending || (row.scheduled <= now) != *options.due)) {
+            continue;
+          }
           if (options.worker && row.worker != *options.worker) continue;
           if (options.worker_type && row.worker_type != *options.worker_type) continue;
           page.jobs.push_back(to_info(type, last_id, row));
@@ -370,35 +433,81 @@ Result<JobPage> Jobs::list(std::string_view type, const ListOptions& options) {
       options_.retry);
 }
 
+namespace {
+
+// How many keys `range` holds, counting at most `limit`. Index entries are empty values, so
+// counting reads keys only; pages bound each read.
+Result<uint64_t> count_keys(kv::Transaction& txn, std::pair<std::string, std::string> range,
+                            uint64_t limit) {
+  constexpr size_t kPage = 1000;
+  uint64_t n = 0;
+  while (n < limit) {
+    const size_t want = std::min<uint64_t>(kPage, limit - n);
+    KVQ_ASSIGN_OR_RETURN(
+        auto page, txn.get_range(range.first, range.second, {.limit = want, .snapshot = true}));
+    n += page.size();
+    if (page.size() < want) break;
+    range.first = page.back().key + '\0';
+  }
+  return n;
+}
+
+// Calls `level` with each priority that has pending jobs of `type`, best first, while it
+// returns true. The pending index sorts by (priority, scheduled), so within one priority the
+// jobs due by a time are a prefix of it and the rest follow.
+Status for_each_priority(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                         const std::function<Result<bool>(int64_t)>& level) {
+  const auto end = keys.pending_of(type).second;
+  std::string from = keys.pending_of(type).first;
+  for (;;) {
+    KVQ_ASSIGN_OR_RETURN(auto first, txn.get_range(from, end, {.limit = 1, .snapshot = true}));
+    if (first.empty()) return Status::OK();
+    KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_pending(first[0].key));
+    KVQ_ASSIGN_OR_RETURN(bool more, level(entry.priority));
+    if (!more || entry.priority == INT64_MAX) return Status::OK();
+    from = keys.pending_from_priority(type, entry.priority + 1);
+  }
+}
+
+// Pending jobs of `type` not due by `now` (scheduled later), counting at most `limit`.
+Result<uint64_t> count_scheduled(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                                 int64_t now, uint64_t limit) {
+  uint64_t count = 0;
+  KVQ_RETURN_IF_ERROR(for_each_priority(txn, keys, type, [&](int64_t priority) -> Result<bool> {
+    const auto level_end =
+        keys.pending_due(type, priority, std::numeric_limits<int64_t>::max()).second;
+    const auto due_end = keys.pending_due(type, priority, now).second;
+    KVQ_ASSIGN_OR_RETURN(uint64_t n, count_keys(txn, {due_end, level_end}, limit - count));
+    count += n;
+    return count < limit;
+  }));
+  return count;
+}
+
+}  // namespace
+
 Result<Jobs::StateCounts> Jobs::count(std::string_view type, size_t limit) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   const auto& keys = impl_->keys;
-  // Index entries are empty values, so counting reads keys only; pages bound each read.
-  auto count_range = [&](kv::Transaction& txn,
-                         std::pair<std::string, std::string> range) -> Result<uint64_t> {
-    constexpr size_t kPage = 1000;
-    uint64_t n = 0;
-    while (n < limit) {
-      const size_t want = std::min<uint64_t>(kPage, limit - n);
-      KVQ_ASSIGN_OR_RETURN(
-          auto page, txn.get_range(range.first, range.second, {.limit = want, .snapshot = true}));
-      n += page.size();
-      if (page.size() < want) break;
-      range.first = page.back().key + '\0';
-    }
-    return n;
-  };
+  const int64_t now = now_ms();
   return kv::run(
       *store_,
       [&](kv::Transaction& txn) -> Result<StateCounts> {
         KVQ_RETURN_IF_ERROR(require_type(txn, keys, type));
         StateCounts counts;
-        KVQ_ASSIGN_OR_RETURN(counts.pending, count_range(txn, keys.pending_of(type)));
+        KVQ_ASSIGN_OR_RETURN(counts.pending, count_keys(txn, keys.pending_of(type), limit));
+        KVQ_ASSIGN_OR_RETURN(counts.scheduled, count_scheduled(txn, keys, type, now, limit));
         KVQ_ASSIGN_OR_RETURN(counts.running,
-                             count_range(txn, keys.activity_before(type, UINT64_MAX >> 1)));
+                             count_keys(txn, keys.activity_before(type, UINT64_MAX >> 1), limit));
         KVQ_ASSIGN_OR_RETURN(
             counts.finished,
-            count_range(txn, keys.finished_before(type, std::numeric_limits<int64_t>::max())));
+            count_keys(txn, keys.finished_before(type, std::numeric_limits<int64_t>::max()),
+                       limit));
+        // From the outcome index: dead jobs finished by a build older than it are not counted.
+        KVQ_ASSIGN_OR_RETURN(counts.dead,
+                             count_keys(txn, keys.ended_with(type, Outcome::kDead), limit));
+        KVQ_ASSIGN_OR_RETURN(counts.cancelled,
+                             count_keys(txn, keys.ended_with(type, Outcome::kCancelled), limit));
         return counts;
       },
       options_.retry);
@@ -408,32 +517,20 @@ Result<uint64_t> Jobs::pending_count(std::string_view type, const PendingCountOp
   KVQ_RETURN_IF_ERROR(validate_type(type));
   const int64_t max_time = options.max_scheduled_time_ms.value_or(now_ms());
   const auto& keys = impl_->keys;
-  constexpr size_t kPage = 1000;
   return kv::run(
       *store_,
       [&](kv::Transaction& txn) -> Result<uint64_t> {
         KVQ_RETURN_IF_ERROR(require_type(txn, keys, type));
         uint64_t count = 0;
-        const auto end = keys.pending_of(type).second;
-        std::string from = keys.pending_of(type).first;
-        // One priority level at a time: due entries of a level are contiguous.
-        while (count < options.limit) {
-          KVQ_ASSIGN_OR_RETURN(auto first,
-                               txn.get_range(from, end, {.limit = 1, .snapshot = true}));
-          if (first.empty()) break;
-          KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_pending(first[0].key));
-          auto [lo, hi] = keys.pending_due(type, entry.priority, max_time);
-          while (count < options.limit) {
-            const size_t want = std::min<uint64_t>(kPage, options.limit - count);
-            KVQ_ASSIGN_OR_RETURN(auto due,
-                                 txn.get_range(lo, hi, {.limit = want, .snapshot = true}));
-            count += due.size();
-            if (due.size() < want) break;
-            lo = due.back().key + '\0';
-          }
-          if (entry.priority == INT64_MAX) break;
-          from = keys.pending_from_priority(type, entry.priority + 1);
-        }
+        if (options.limit == 0) return count;
+        KVQ_RETURN_IF_ERROR(
+            for_each_priority(txn, keys, type, [&](int64_t priority) -> Result<bool> {
+              KVQ_ASSIGN_OR_RETURN(uint64_t n,
+                                   count_keys(txn, keys.pending_due(type, priority, max_time),
+                                              options.limit - count));
+              count += n;
+              return count < options.limit;
+            }));
         return count;
       },
       options_.retry);

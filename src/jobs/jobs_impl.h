@@ -7,6 +7,7 @@
 #include "jobs/activity_monitor.h"
 #include "jobs/notifier.h"
 #include "jobs/schema.h"
+#include "jobs/type_stats.h"
 #include "kvq/jobs.h"
 #include "util/thread_pool.h"
 
@@ -18,10 +19,11 @@ struct Jobs::Impl {
         notifier(store, keys, options.retry),
         accept_waiters(store, keys, options) {
     if (options.run_activity_monitor)
-      monitor = std::make_unique<ActivityMonitor>(store, keys, options);
+      monitor = std::make_unique<ActivityMonitor>(store, keys, options, type_stats);
     if (!store.nonblocking()) blocking_looks = std::make_unique<util::ThreadPool>(2);
   }
   Keys keys;
+  TypeStatsRecorder type_stats;  // Jobs::type_stats; before the loops that record into it
   Notifier notifier;             // subscriptions
   AcceptWaiters accept_waiters;  // waiting accepts
   std::unique_ptr<ActivityMonitor> monitor;

@@ -84,9 +84,11 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
       after.worker = taker.worker;
       after.worker_type = taker.worker_type;
       after.attempts += 1;
+      after.started = now_ms();
+      after.progress.reset();  // progress is of one run
       KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, entry.id, before, after));
       taken.push_back(Job{std::string(type), entry.id, taker.lock, std::move(after.data),
-                          taker.worker, taker.worker_type});
+                          taker.worker, taker.worker_type, after.attempts});
     }
     // Still short: look again from the same place. The jobs just taken are gone from this
     // transaction's view, so the next look sees what is left of this level (not yet due, or

@@ -1,5 +1,6 @@
 #include "jobs/schema.h"
 
+#include <cmath>
 #include <limits>
 
 namespace kvq::jobs {
@@ -8,7 +9,67 @@ namespace {
 constexpr int64_t kRowFormat = 1;
 constexpr size_t kRowFieldsBeforeLostRuns = 16;
 constexpr size_t kRowFieldsBeforeWorkerType = 18;
-constexpr size_t kRowFields = 19;
+constexpr size_t kRowFieldsBeforeOutcome = 19;
+constexpr size_t kRowFields = 24;
+constexpr size_t kErrorFields = 6;
+// Tuple has no double: a type's backoff factor and jitter are stored in millionths.
+constexpr double kMillionths = 1'000'000.0;
+constexpr size_t kTypeFieldsBeforeRetry = 3;
+constexpr size_t kTypeFields = 8;
+
+// The outcome a row written before outcomes existed has: finished, and dead if it gave up.
+Outcome implied_outcome(const JobRow& r) {
+  if (!r.finished) return Outcome::kNone;
+  return r.gave_up ? Outcome::kDead : Outcome::kSucceeded;
+}
+
+// Whether the row needs the fields outcomes brought (else it encodes as before them).
+bool has_outcome_fields(const JobRow& r) {
+  return r.outcome != implied_outcome(r) || r.result || r.progress || !r.errors.empty() ||
+         r.started != 0;
+}
+
+Element optional_text(const std::optional<std::string>& text) {
+  if (!text) return nullptr;
+  return *text;
+}
+
+Tuple encode_errors(const std::vector<JobError>& errors) {
+  Tuple out;
+  for (const JobError& e : errors) {
+    Tuple one{static_cast<int64_t>(e.attempt), e.at_ms, e.worker, e.kind, e.message};
+    if (e.details.empty()) {
+      one.append(nullptr);
+    } else {
+      one.append(e.details);
+    }
+    out.append(std::move(one));
+  }
+  return out;
+}
+
+Result<std::vector<JobError>> decode_errors(const Tuple& t) {
+  std::vector<JobError> out;
+  for (const Element& element : t.elements()) {
+    if (!element.is_tuple()) return Internal("job row has an error of the wrong kind");
+    const Tuple& e = element.as_tuple();
+    if (e.size() != kErrorFields || !e[0].is_int() || !e[1].is_int() || !e[2].is_string() ||
+        !e[3].is_string() || !e[4].is_string() || !(e[5].is_string() || e[5].is_null())) {
+      return Internal("job row has an error of the wrong shape");
+    }
+    out.push_back(JobError{static_cast<uint32_t>(e[0].as_int()), e[1].as_int(), e[2].as_string(),
+                           e[3].as_string(), e[4].as_string(),
+                           e[5].is_null() ? std::string() : e[5].as_string()});
+  }
+  return out;
+}
+
+bool is_text_or_null(const Element& e) { return e.is_string() || e.is_null(); }
+
+std::optional<std::string> text_or_none(const Element& e) {
+  if (e.is_null()) return std::nullopt;
+  return e.as_string();
+}
 
 std::pair<std::string, std::string> between(const Subspace& s, const Tuple& lo, const Tuple& hi) {
   return {s.pack(lo), s.pack(hi)};
@@ -33,17 +94,28 @@ std::string encode_row(const JobRow& r) {
   // Only a job that has lost a run carries the two fields, so every other row is as short, and
   // encodes byte for byte, as before they existed.
   // Likewise a worker_type, only on a job accepted by a typed worker.
-  if (r.lost_runs != 0 || r.gave_up || !r.worker_type.empty()) {
+  // And the fields of outcomes only on a row that has any of them: a finished row whose
+  // outcome is the one its older fields imply (succeeded, or dead having given up) needs none.
+  const bool outcome_fields = has_outcome_fields(r);
+  if (r.lost_runs != 0 || r.gave_up || !r.worker_type.empty() || outcome_fields) {
     t.append(static_cast<int64_t>(r.lost_runs));
     t.append(r.gave_up);
   }
-  if (!r.worker_type.empty()) t.append(r.worker_type);
+  if (!r.worker_type.empty() || outcome_fields) t.append(r.worker_type);
+  if (outcome_fields) {
+    t.append(static_cast<int64_t>(r.outcome));
+    t.append(optional_text(r.result));
+    t.append(optional_text(r.progress));
+    t.append(encode_errors(r.errors));
+    t.append(r.started);
+  }
   return t.pack();
 }
 
 Result<JobRow> decode_row(std::string_view bytes) {
   KVQ_ASSIGN_OR_RETURN(Tuple t, Tuple::unpack(bytes));
-  const bool known_size = t.size() == kRowFields || t.size() == kRowFieldsBeforeWorkerType ||
+  const bool known_size = t.size() == kRowFields || t.size() == kRowFieldsBeforeOutcome ||
+                          t.size() == kRowFieldsBeforeWorkerType ||
                           t.size() == kRowFieldsBeforeLostRuns;
   if (!known_size || !t[0].is_int() || t[0].as_int() != kRowFormat) {
     return Internal("job row has an unknown format");
@@ -53,7 +125,11 @@ Result<JobRow> decode_row(std::string_view bytes) {
       t[6].is_int() && t[7].is_int() && t[8].is_int() && t[9].is_int() && t[10].is_string() &&
       t[11].is_int() && t[12].is_int() && t[13].is_int() && t[14].is_string() && t[15].is_int() &&
       (t.size() == kRowFieldsBeforeLostRuns || (t[16].is_int() && t[17].is_bool())) &&
-      (t.size() != kRowFields || t[18].is_string());
+      (t.size() < kRowFieldsBeforeOutcome || t[18].is_string()) &&
+      (t.size() != kRowFields ||
+       (t[19].is_int() && t[19].as_int() >= static_cast<int64_t>(Outcome::kNone) &&
+        t[19].as_int() <= static_cast<int64_t>(Outcome::kCancelled) && is_text_or_null(t[20]) &&
+        is_text_or_null(t[21]) && t[22].is_tuple() && t[23].is_int()));
   if (!shaped) return Internal("job row has fields of the wrong kind");
   JobRow r;
   r.seq = static_cast<uint64_t>(t[1].as_int());
@@ -75,34 +151,82 @@ Result<JobRow> decode_row(std::string_view bytes) {
     r.lost_runs = static_cast<uint32_t>(t[16].as_int());
     r.gave_up = t[17].as_bool();
   }
-  if (t.size() == kRowFields) r.worker_type = t[18].as_string();
+  if (t.size() >= kRowFieldsBeforeOutcome) r.worker_type = t[18].as_string();
+  if (t.size() == kRowFields) {
+    r.outcome = static_cast<Outcome>(t[19].as_int());
+    r.result = text_or_none(t[20]);
+    r.progress = text_or_none(t[21]);
+    KVQ_ASSIGN_OR_RETURN(r.errors, decode_errors(t[22].as_tuple()));
+    r.started = t[23].as_int();
+  } else {
+    r.outcome = implied_outcome(r);
+  }
   return r;
 }
 
+namespace {
+
+bool is_default(const RetryPolicy& p) {
+  const RetryPolicy d;
+  return p.max_attempts == d.max_attempts && p.backoff_base == d.backoff_base &&
+         p.backoff_factor == d.backoff_factor && p.backoff_cap == d.backoff_cap &&
+         p.jitter == d.jitter;
+}
+
+int64_t to_millionths(double x) { return static_cast<int64_t>(std::llround(x * kMillionths)); }
+
+}  // namespace
+
 std::string encode_type(const TypeSettings& settings) {
   Tuple t{static_cast<int64_t>(settings.timeout.count())};
-  if (settings.finished_retention || settings.max_lost_runs) {
+  const bool retry = !is_default(settings.retry);
+  if (settings.finished_retention || settings.max_lost_runs || retry) {
     if (settings.finished_retention) {
       t.append(static_cast<int64_t>(settings.finished_retention->count()));
     } else {
       t.append(nullptr);
     }
   }
-  if (settings.max_lost_runs) t.append(static_cast<int64_t>(*settings.max_lost_runs));
+  if (settings.max_lost_runs) {
+    t.append(static_cast<int64_t>(*settings.max_lost_runs));
+  } else if (retry) {
+    t.append(nullptr);
+  }
+  if (retry) {
+    const RetryPolicy& p = settings.retry;
+    t.append(static_cast<int64_t>(p.max_attempts));
+    t.append(static_cast<int64_t>(p.backoff_base.count()));
+    t.append(to_millionths(p.backoff_factor));
+    t.append(static_cast<int64_t>(p.backoff_cap.count()));
+    t.append(to_millionths(p.jitter));
+  }
   return t.pack();
 }
 
 Result<TypeSettings> decode_type(std::string_view bytes) {
   auto t = Tuple::unpack(bytes);
-  if (!t.ok() || t->empty() || t->size() > 3) return Internal("corrupt type settings");
+  if (!t.ok() || t->empty() || (t->size() > kTypeFieldsBeforeRetry && t->size() != kTypeFields))
+    return Internal("corrupt type settings");
   const auto& e = t->elements();
+  // max_lost_runs is null only when a retry policy follows it.
   const bool shaped = e[0].is_int() && (e.size() < 2 || e[1].is_int() || e[1].is_null()) &&
-                      (e.size() < 3 || (e[2].is_int() && e[2].as_int() > 0));
+                      (e.size() < 3 || (e[2].is_int() && e[2].as_int() > 0) ||
+                       (e[2].is_null() && e.size() == kTypeFields)) &&
+                      (e.size() < kTypeFields || (e[3].is_int() && e[4].is_int() && e[5].is_int() &&
+                                                  e[6].is_int() && e[7].is_int()));
   if (!shaped) return Internal("corrupt type settings");
   TypeSettings settings;
   settings.timeout = Millis(e[0].as_int());
   if (e.size() >= 2 && e[1].is_int()) settings.finished_retention = Millis(e[1].as_int());
-  if (e.size() == 3) settings.max_lost_runs = static_cast<uint32_t>(e[2].as_int());
+  if (e.size() >= 3 && e[2].is_int()) settings.max_lost_runs = static_cast<uint32_t>(e[2].as_int());
+  if (e.size() == kTypeFields) {
+    RetryPolicy& p = settings.retry;
+    p.max_attempts = static_cast<uint32_t>(e[3].as_int());
+    p.backoff_base = Millis(e[4].as_int());
+    p.backoff_factor = static_cast<double>(e[5].as_int()) / kMillionths;
+    p.backoff_cap = Millis(e[6].as_int());
+    p.jitter = static_cast<double>(e[7].as_int()) / kMillionths;
+  }
   return settings;
 }
 
@@ -167,6 +291,20 @@ std::string Keys::finished(std::string_view type, int64_t finished_ms, std::stri
 std::pair<std::string, std::string> Keys::finished_before(std::string_view type,
                                                           int64_t below) const {
   return {space(kFinished).range({type}).first, space(kFinished).pack({type, below})};
+}
+
+std::string Keys::ended(std::string_view type, Outcome outcome, std::string_view id) const {
+  return space(kEnded).pack({type, static_cast<int64_t>(outcome), id});
+}
+std::pair<std::string, std::string> Keys::ended_with(std::string_view type, Outcome outcome) const {
+  return space(kEnded).range({type, static_cast<int64_t>(outcome)});
+}
+
+Result<std::string> Keys::parse_ended_id(std::string_view key) const {
+  KVQ_ASSIGN_OR_RETURN(Tuple t, space(kEnded).unpack(key));
+  if (t.size() != 3 || !t[1].is_int() || !t[2].is_string())
+    return InvalidArgument("not an outcome-index key");
+  return t[2].as_string();
 }
 
 Result<Keys::PendingEntry> Keys::parse_pending(std::string_view key) const {

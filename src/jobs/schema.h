@@ -7,13 +7,21 @@
 //                                          resubmit, scheduled, priority, next_scheduled,
 //                                          next_priority, finished_lock, attempts, created,
 //                                          updated, data, add_seq[, lost_runs, gave_up
-//                                          [, worker_type]])
+//                                          [, worker_type[, outcome, result|null,
+//                                          progress|null, errors, started]]])
+//                                          errors: a nested Tuple of Tuple(attempt, at_ms,
+//                                          worker, kind, message, details|null), oldest first
 //   (2, type, priority, scheduled, id)  -> ""  pending index, in accept order
 //   (3, type, seq, id)                  -> ""  activity index of running jobs, by commit order
-//   (4, type)                           -> Tuple(timeout_ms[, retention_ms|null[, max_lost_runs]])
+//   (4, type)                           -> Tuple(timeout_ms[, retention_ms|null[, max_lost_runs
+//                                          |null[, max_attempts, backoff_base_ms,
+//                                          backoff_factor_millionths, backoff_cap_ms,
+//                                          jitter_millionths]]])
 //                                          a type exists while this does; retention_ms only when
 //                                          finished jobs expire, max_lost_runs only when lost
-//                                          runs give up
+//                                          runs give up (null only before a retry policy), the
+//                                          retry policy only when not RetryPolicy's defaults
+//                                          (Tuple has no double: factor and jitter * 10^6)
 //   (5, type)                           -> random token, rewritten whenever a job of the type
 //                                          becomes pending (accept waiters watch it)
 //   (6, type)                           -> random token, rewritten on every change of a job of
@@ -93,7 +101,12 @@ struct JobRow {
 State state_of(const JobRow& row);
 
 // lost_runs and gave_up are written only when not 0/false or a worker_type follows them, and
-// worker_type only when not ""; a row without them decodes with 0, false and "".
+// worker_type only when not "" or the fields of outcomes follow it; a row without them decodes
+// with 0, false and "". The fields of outcomes (outcome .. started) are written only when one
+// differs from what a row without them decodes to: outcome kNone for an unfinished row,
+// kDead for a finished one that gave up, kSucceeded for another finished one; no result,
+// progress or errors; started 0. So rows of 16, 18, 19 and 24 fields decode, and a row of the
+// older kinds encodes byte for byte as before.
 std::string encode_row(const JobRow& row);
 Result<JobRow> decode_row(std::string_view bytes);
 

@@ -58,35 +58,50 @@ Status validate_worker(std::string_view worker) {
   return Status::OK();
 }
 
-Result<std::string> normalize_data(std::string_view data, size_t max_bytes) {
-  if (data.size() > 4 * max_bytes + 1024) {
-    return InvalidArgument("job data is " + std::to_string(data.size()) + " bytes; the limit is " +
+namespace {
+
+Result<std::string> normalize_json(std::string_view text, size_t max_bytes, std::string_view what,
+                                   bool object_only) {
+  const std::string name(what);
+  if (text.size() > 4 * max_bytes + 1024) {
+    return InvalidArgument(name + " is " + std::to_string(text.size()) + " bytes; the limit is " +
                            std::to_string(max_bytes));
   }
-  if (!util::json_depth_within(data, kMaxDepth)) {
-    return InvalidArgument("job data nests deeper than " + std::to_string(kMaxDepth) + " levels");
+  if (!util::json_depth_within(text, kMaxDepth)) {
+    return InvalidArgument(name + " nests deeper than " + std::to_string(kMaxDepth) + " levels");
   }
   // simdjson validates (UTF-8 included) without recursion and reuses its buffers, so checking
-  // the data costs a fraction of building a document; minify then drops the whitespace.
+  // the text costs a fraction of building a document; minify then drops the whitespace.
   thread_local simdjson::dom::parser parser;
   simdjson::dom::element root;
-  if (parser.parse(data.data(), data.size()).get(root) != simdjson::SUCCESS) {
-    return InvalidArgument("job data is not valid JSON");
+  if (parser.parse(text.data(), text.size()).get(root) != simdjson::SUCCESS) {
+    return InvalidArgument(name + " is not valid JSON");
   }
-  if (root.type() != simdjson::dom::element_type::OBJECT)
-    return InvalidArgument("job data must be a JSON object");
-  std::string compact(data.size(), '\0');
+  if (object_only && root.type() != simdjson::dom::element_type::OBJECT)
+    return InvalidArgument(name + " must be a JSON object");
+  std::string compact(text.size(), '\0');
   size_t compact_size = 0;
-  if (simdjson::minify(data.data(), data.size(), compact.data(), compact_size) !=
+  if (simdjson::minify(text.data(), text.size(), compact.data(), compact_size) !=
       simdjson::SUCCESS) {
-    return InvalidArgument("job data is not valid JSON");
+    return InvalidArgument(name + " is not valid JSON");
   }
   compact.resize(compact_size);
   if (compact.size() > max_bytes) {
-    return InvalidArgument("job data is " + std::to_string(compact.size()) +
+    return InvalidArgument(name + " is " + std::to_string(compact.size()) +
                            " bytes; the limit is " + std::to_string(max_bytes));
   }
   return compact;
+}
+
+}  // namespace
+
+Result<std::string> normalize_data(std::string_view data, size_t max_bytes) {
+  return normalize_json(data, max_bytes, "job data", /*object_only=*/true);
+}
+
+Result<std::string> normalize_value(std::string_view value, size_t max_bytes,
+                                    std::string_view what) {
+  return normalize_json(value, max_bytes, what, /*object_only=*/false);
 }
 
 Status validate_accept(std::string_view type, const AcceptOptions& options) {

@@ -23,6 +23,10 @@ Status validate_worker_type(std::string_view worker_type);
 // producer's order, duplicates included, and numbers and strings their spelling.
 // kInvalidArgument if it is not a JSON object or its compact form is over `max_bytes`.
 Result<std::string> normalize_data(std::string_view data, size_t max_bytes);
+// The same for any JSON value (an update's progress, a finish's result, an error's details),
+// its messages naming it as `what`.
+Result<std::string> normalize_value(std::string_view value, size_t max_bytes,
+                                    std::string_view what);
 
 // The checks every accept entry point makes on its options before touching the store.
 Status validate_accept(std::string_view type, const AcceptOptions& options);

@@ -44,31 +44,65 @@ Result<JobRow> load_held(kv::Transaction& txn, const Keys& keys, const Job& job)
   return held(job, std::move(row));
 }
 
-// A worker call's input, checked once: the handle, and the data normalized (if any).
-Result<std::optional<std::string>> check_call(const Job& job, std::optional<std::string_view> data,
-                                              size_t max) {
+// A worker call's input, checked once: the data and the call's own JSON value (update's
+// progress, finish's result), each normalized.
+struct Checked {
+  std::optional<std::string> data;
+  std::optional<std::string> value;
+};
+
+Result<Checked> check_call(const Job& job, const std::optional<std::string>& data,
+                           const std::optional<std::string>& value, std::string_view value_name,
+                           size_t max) {
   KVQ_RETURN_IF_ERROR(validate_handle(job));
-  if (!data) return std::optional<std::string>();
-  KVQ_ASSIGN_OR_RETURN(std::string normalized, normalize_data(*data, max));
-  return std::optional<std::string>(std::move(normalized));
+  Checked checked;
+  if (data) {
+    KVQ_ASSIGN_OR_RETURN(checked.data, normalize_data(*data, max));
+  }
+  if (value) {
+    KVQ_ASSIGN_OR_RETURN(checked.value, normalize_value(*value, max, value_name));
+  }
+  return checked;
+}
+
+std::optional<std::string> copy(std::optional<std::string_view> text) {
+  if (!text) return std::nullopt;
+  return std::string(*text);
+}
+
+Result<Checked> check_update(const Job& job, const UpdateOptions& options, size_t max) {
+  return check_call(job, options.data, options.progress, "progress", max);
+}
+
+Result<Checked> check_finish(const Job& job, const FinishOptions& options, size_t max) {
+  return check_call(job, options.data, options.result, "result", max);
 }
 
 Result<UpdateResult> update_checked(kv::Transaction& txn, const Keys& keys, Job& job,
-                                    const std::optional<std::string>& data) {
+                                    const Checked& checked) {
   KVQ_ASSIGN_OR_RETURN(JobRow before, load_held(txn, keys, job));
   JobRow after = before;
-  if (data) after.data = *data;
+  if (checked.data) after.data = *checked.data;
+  if (checked.value) after.progress = *checked.value;
   KVQ_RETURN_IF_ERROR(save_job(txn, keys, job.type, job.id, before, after));
-  if (data) job.data = *data;
+  if (checked.data) job.data = *checked.data;
   return UpdateResult{before.resubmit};
 }
 
-Status finish_checked(kv::Transaction& txn, const Keys& keys, const Job& job,
-                      const std::optional<std::string>& data) {
+// What finish_checked decided, for the type's stats.
+struct Finished {
+  bool succeeded = false;  // finished, not resubmitted
+  int64_t started = 0;     // when the run began
+};
+
+Result<Finished> finish_checked(kv::Transaction& txn, const Keys& keys, const Job& job,
+                                const Checked& checked) {
   KVQ_ASSIGN_OR_RETURN(auto current, load_job(txn, keys, job.type, job.id));
-  // A retry after an unknown commit result finds its own finish already applied.
-  if (current && current->lock.empty() && util::secret_equal(current->finished_lock, job.lock))
-    return Status::OK();
+  // A retry after an unknown commit result finds its own finish already applied (locks are
+  // unique, so the finished lock is this run's whatever the job did since).
+  if (current && util::secret_equal(current->finished_lock, job.lock)) {
+    return Finished{current->finished && current->outcome == Outcome::kSucceeded, current->started};
+  }
   KVQ_ASSIGN_OR_RETURN(JobRow before, held(job, std::move(current)));
   JobRow after = before;
   after.lock.clear();
@@ -76,40 +110,43 @@ Status finish_checked(kv::Transaction& txn, const Keys& keys, const Job& job,
   after.worker_type.clear();
   after.finished_lock = job.lock;
   after.lost_runs = 0;  // this run was not lost
-  if (data) after.data = *data;
+  if (checked.data) after.data = *checked.data;
   if (before.resubmit) {
+    // The add that resubmitted it asked for a new run: its attempts start over.
     after.resubmit = false;
     after.scheduled = before.next_scheduled;
     after.priority = before.next_priority;
+    after.attempts = 0;
   } else {
     after.finished = true;
+    after.outcome = Outcome::kSucceeded;
+    after.gave_up = false;
+    after.result = checked.value;
   }
-  return save_job(txn, keys, job.type, job.id, before, after);
+  KVQ_RETURN_IF_ERROR(save_job(txn, keys, job.type, job.id, before, after));
+  return Finished{!before.resubmit, before.started};
 }
 
 Status resubmit_checked(kv::Transaction& txn, const Keys& keys, Job& job,
-                        std::optional<int64_t> scheduled_time_ms,
-                        const std::optional<std::string>& data) {
+                        std::optional<int64_t> scheduled_time_ms, const Checked& checked) {
   KVQ_ASSIGN_OR_RETURN(JobRow before, load_held(txn, keys, job));
   JobRow after = before;
   after.resubmit = true;
   after.next_scheduled = scheduled_time_ms.value_or(now_ms());
   after.next_priority = before.priority;
-  if (data) after.data = *data;
+  if (checked.data) after.data = *checked.data;
   KVQ_RETURN_IF_ERROR(save_job(txn, keys, job.type, job.id, before, after));
-  if (data) job.data = *data;
+  if (checked.data) job.data = *checked.data;
   return Status::OK();
 }
 
-// A worker call without a blocked thread (kv::run_async): `checked_call(txn, keys, job, data)`
-// once the handle and data are checked.
-template <typename CheckedCall, typename Done>
+// A worker call without a blocked thread (kv::run_async): `checked_call(txn, keys, job, input)`
+// once the handle and input are checked.
+template <typename Input, typename CheckedCall, typename Done>
 void run_call_async(kv::Store& store, const Keys& keys, const JobsOptions& options, Job job,
-                    const std::optional<std::string>& data, CheckedCall checked_call, Done done) {
-  auto checked = check_call(job, data, options.max_data_bytes);
-  if (!checked.ok()) return done(checked.status());
-  auto call = std::make_shared<std::pair<Job, std::optional<std::string>>>(std::move(job),
-                                                                           std::move(*checked));
+                    Result<Input> input, CheckedCall checked_call, Done done) {
+  if (!input.ok()) return done(input.status());
+  auto call = std::make_shared<std::pair<Job, Input>>(std::move(job), std::move(*input));
   kv::run_async(
       store,
       [call, &keys, checked_call](kv::Transaction& txn) {
@@ -121,61 +158,74 @@ void run_call_async(kv::Store& store, const Keys& keys, const JobsOptions& optio
 }  // namespace
 
 Result<UpdateResult> Jobs::update(Job& job, const UpdateOptions& options) {
-  return update(job, options.data ? std::optional<std::string_view>(*options.data) : std::nullopt);
-}
-
-Result<UpdateResult> Jobs::update(kv::Transaction& txn, Job& job, const UpdateOptions& options) {
-  return update(txn, job,
-                options.data ? std::optional<std::string_view>(*options.data) : std::nullopt);
-}
-
-void Jobs::update_async(Job job, UpdateOptions options,
-                        std::function<void(Result<UpdateResult>)> done) {
-  run_call_async(*store_, impl_->keys, options_, std::move(job), options.data, update_checked,
-                 std::move(done));
-}
-
-Status Jobs::finish(Job& job, const FinishOptions& options) {
-  return finish(job, options.data ? std::optional<std::string_view>(*options.data) : std::nullopt);
-}
-
-Status Jobs::finish(kv::Transaction& txn, Job& job, const FinishOptions& options) {
-  return finish(txn, job,
-                options.data ? std::optional<std::string_view>(*options.data) : std::nullopt);
-}
-
-void Jobs::finish_async(Job job, FinishOptions options, std::function<void(Status)> done) {
-  run_call_async(*store_, impl_->keys, options_, std::move(job), options.data, finish_checked,
-                 std::move(done));
-}
-
-Result<UpdateResult> Jobs::update(Job& job, std::optional<std::string_view> data) {
-  KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, data, options_.max_data_bytes));
+  KVQ_ASSIGN_OR_RETURN(Checked checked, check_update(job, options, options_.max_data_bytes));
   return kv::run(
       *store_, [&](kv::Transaction& txn) { return update_checked(txn, impl_->keys, job, checked); },
       options_.retry);
 }
 
-Result<UpdateResult> Jobs::update(kv::Transaction& txn, Job& job,
-                                  std::optional<std::string_view> data) {
-  KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, data, options_.max_data_bytes));
+Result<UpdateResult> Jobs::update(kv::Transaction& txn, Job& job, const UpdateOptions& options) {
+  KVQ_ASSIGN_OR_RETURN(Checked checked, check_update(job, options, options_.max_data_bytes));
   return update_checked(txn, impl_->keys, job, checked);
 }
 
+void Jobs::update_async(Job job, UpdateOptions options,
+                        std::function<void(Result<UpdateResult>)> done) {
+  auto checked = check_update(job, options, options_.max_data_bytes);
+  run_call_async(*store_, impl_->keys, options_, std::move(job), std::move(checked), update_checked,
+                 std::move(done));
+}
+
+Result<UpdateResult> Jobs::update(Job& job, std::optional<std::string_view> data) {
+  return update(job, UpdateOptions{.data = copy(data)});
+}
+
+Result<UpdateResult> Jobs::update(kv::Transaction& txn, Job& job,
+                                  std::optional<std::string_view> data) {
+  return update(txn, job, UpdateOptions{.data = copy(data)});
+}
+
+Status Jobs::finish(Job& job, const FinishOptions& options) {
+  KVQ_ASSIGN_OR_RETURN(Checked checked, check_finish(job, options, options_.max_data_bytes));
+  KVQ_ASSIGN_OR_RETURN(
+      Finished finished,
+      kv::run(
+          *store_,
+          [&](kv::Transaction& txn) { return finish_checked(txn, impl_->keys, job, checked); },
+          options_.retry));
+  impl_->type_stats.record_finished(job.type, finished.succeeded, run_time_since(finished.started));
+  return Status::OK();
+}
+
+Status Jobs::finish(kv::Transaction& txn, Job& job, const FinishOptions& options) {
+  KVQ_ASSIGN_OR_RETURN(Checked checked, check_finish(job, options, options_.max_data_bytes));
+  return finish_checked(txn, impl_->keys, job, checked).status();
+}
+
+void Jobs::finish_async(Job job, FinishOptions options, std::function<void(Status)> done) {
+  auto checked = check_finish(job, options, options_.max_data_bytes);
+  const std::string type = job.type;
+  run_call_async(*store_, impl_->keys, options_, std::move(job), std::move(checked), finish_checked,
+                 [impl = impl_.get(), type, done = std::move(done)](Result<Finished> finished) {
+                   if (finished.ok()) {
+                     impl->type_stats.record_finished(type, finished->succeeded,
+                                                      run_time_since(finished->started));
+                   }
+                   done(finished.status());
+                 });
+}
+
 Status Jobs::finish(Job& job, std::optional<std::string_view> data) {
-  KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, data, options_.max_data_bytes));
-  return kv::run(
-      *store_, [&](kv::Transaction& txn) { return finish_checked(txn, impl_->keys, job, checked); },
-      options_.retry);
+  return finish(job, FinishOptions{.data = copy(data)});
 }
 
 Status Jobs::finish(kv::Transaction& txn, Job& job, std::optional<std::string_view> data) {
-  KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, data, options_.max_data_bytes));
-  return finish_checked(txn, impl_->keys, job, checked);
+  return finish(txn, job, FinishOptions{.data = copy(data)});
 }
 
 Status Jobs::resubmit(Job& job, const ResubmitOptions& options) {
-  KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, options.data, options_.max_data_bytes));
+  KVQ_ASSIGN_OR_RETURN(auto checked,
+                       check_call(job, options.data, std::nullopt, "", options_.max_data_bytes));
   return kv::run(
       *store_,
       [&](kv::Transaction& txn) {
@@ -185,17 +235,18 @@ Status Jobs::resubmit(Job& job, const ResubmitOptions& options) {
 }
 
 void Jobs::resubmit_async(Job job, ResubmitOptions options, std::function<void(Status)> done) {
-  auto resubmit_at = [scheduled = options.scheduled_time_ms](
-                         kv::Transaction& txn, const Keys& keys, Job& held,
-                         const std::optional<std::string>& data) {
-    return resubmit_checked(txn, keys, held, scheduled, data);
+  auto resubmit_at = [scheduled = options.scheduled_time_ms](kv::Transaction& txn, const Keys& keys,
+                                                             Job& held, const Checked& checked) {
+    return resubmit_checked(txn, keys, held, scheduled, checked);
   };
-  run_call_async(*store_, impl_->keys, options_, std::move(job), options.data, resubmit_at,
+  auto checked = check_call(job, options.data, std::nullopt, "", options_.max_data_bytes);
+  run_call_async(*store_, impl_->keys, options_, std::move(job), std::move(checked), resubmit_at,
                  std::move(done));
 }
 
 Status Jobs::resubmit(kv::Transaction& txn, Job& job, const ResubmitOptions& options) {
-  KVQ_ASSIGN_OR_RETURN(auto checked, check_call(job, options.data, options_.max_data_bytes));
+  KVQ_ASSIGN_OR_RETURN(auto checked,
+                       check_call(job, options.data, std::nullopt, "", options_.max_data_bytes));
   return resubmit_checked(txn, impl_->keys, job, options.scheduled_time_ms, checked);
 }
 
@@ -214,7 +265,12 @@ Result<size_t> Jobs::release_worker(kv::Transaction& txn, std::string_view worke
   // This worker's own jobs, and those taken under its bare name, which may be its own.
   std::vector<std::string_view> worker_types{worker_type};
   if (!worker_type.empty()) worker_types.push_back("");
-  std::map<std::string, std::optional<uint32_t>> max_lost_runs;  // by type, read once each
+  std::map<std::string, TypeSettings> settings_of;  // by type, read once each
+  const LostRun lost{"worker_lost",
+                     "worker '" + std::string(worker) +
+                         (worker_type.empty() ? "" : "' of type '" + std::string(worker_type)) +
+                         "' left or was declared dead",
+                     now_ms()};
   size_t released = 0;
   for (std::string_view held_type : worker_types) {
     auto [begin, end] = keys.held_by(held_type, worker);
@@ -227,13 +283,13 @@ Result<size_t> Jobs::release_worker(kv::Transaction& txn, std::string_view worke
           before->worker_type != held_type) {
         return Internal("worker index entry for job '" + id + "' does not match its row");
       }
-      auto limit = max_lost_runs.find(type);
-      if (limit == max_lost_runs.end()) {
-        KVQ_ASSIGN_OR_RETURN(auto read, max_lost_runs_of(txn, keys, type));
-        limit = max_lost_runs.emplace(type, read).first;
+      auto settings = settings_of.find(type);
+      if (settings == settings_of.end()) {
+        KVQ_ASSIGN_OR_RETURN(auto read, type_settings_of(txn, keys, type));
+        settings = settings_of.emplace(type, read.value_or(TypeSettings{})).first;
       }
       KVQ_RETURN_IF_ERROR(
-          save_job(txn, keys, type, id, before, after_lost_run(*before, limit->second)));
+          save_job(txn, keys, type, id, before, after_lost_run(*before, settings->second, lost)));
       ++released;
     }
   }

@@ -16,6 +16,7 @@
 #include "kvq/jobs.h"
 #include "kvq/workers.h"
 #include "server/http.h"
+#include "server/json_body.h"
 #include "server/metrics.h"
 #include "server/router.h"
 
@@ -79,17 +80,16 @@ nlohmann::json event_json(const jobs::JobEvent& event);
 nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& settings);
 // A query parameter as a number; nullopt if absent; an ApiError if malformed or beyond
 // ±kMaxJsonInteger (json_body.h), so that a cast to int64_t never wraps.
-std::optional<double> query_number(const Request& r, const std::string& name, ApiError* error);
+Field<double> query_number(const Request& r, const std::string& name);
 // A query parameter as a decimal integer in [min, max]; nullopt if absent; an ApiError naming
 // the parameter and its range otherwise (never a wrapped or truncated value).
-std::optional<int64_t> query_integer(const Request& r, const std::string& name, int64_t min,
-                                     int64_t max, ApiError* error);
+Field<int64_t> query_integer(const Request& r, const std::string& name, int64_t min, int64_t max);
 // A query parameter `true` or `false`; nullopt if absent; an ApiError naming the parameter
 // otherwise.
-std::variant<std::optional<bool>, ApiError> query_boolean(const Request& r,
-                                                          const std::string& name);
-// Seconds (a JSON number or query value) to milliseconds, checked against [0, max_seconds].
-std::optional<jobs::Millis> seconds_field(std::optional<double> value, double max_seconds,
-                                          const std::string& name, ApiError* error);
+Field<bool> query_boolean(const Request& r, const std::string& name);
+// Seconds (a JSON number or query value, as read) to milliseconds, checked against
+// [0, max_seconds]; an error of `value` passes through.
+Field<jobs::Millis> seconds_field(const Field<double>& value, double max_seconds,
+                                  const std::string& name);
 
 }  // namespace kvq::server

@@ -129,7 +129,7 @@ nlohmann::json event_json(const jobs::JobEvent& e) {
           {"gave_up", e.gave_up}};
 }
 
-std::optional<double> query_number(const Request& r, const std::string& name, ApiError* error) {
+Field<double> query_number(const Request& r, const std::string& name) {
   auto it = r.query.find(name);
   if (it == r.query.end() || it->second.empty()) return std::nullopt;
   char* end = nullptr;
@@ -137,16 +137,14 @@ std::optional<double> query_number(const Request& r, const std::string& name, Ap
   const double bound = static_cast<double>(kMaxJsonInteger);
   // Beyond the bound a caller's cast to an integer could wrap (INT64_MAX reads as 2^63).
   if (end == it->second.c_str() || *end != '\0' || !std::isfinite(v) || v < -bound || v > bound) {
-    *error =
-        invalid_argument("query parameter '" + name + "' must be a number in " +
-                         std::to_string(-kMaxJsonInteger) + ".." + std::to_string(kMaxJsonInteger));
-    return std::nullopt;
+    return invalid_argument("query parameter '" + name + "' must be a number in " +
+                            std::to_string(-kMaxJsonInteger) + ".." +
+                            std::to_string(kMaxJsonInteger));
   }
   return v;
 }
 
-std::optional<int64_t> query_integer(const Request& r, const std::string& name, int64_t min,
-                                     int64_t max, ApiError* error) {
+Field<int64_t> query_integer(const Request& r, const std::string& name, int64_t min, int64_t max) {
   auto it = r.query.find(name);
   if (it == r.query.end() || it->second.empty()) return std::nullopt;
   const std::string& text = it->second;
@@ -155,15 +153,13 @@ std::optional<int64_t> query_integer(const Request& r, const std::string& name, 
   const long long v = std::strtoll(text.c_str(), &end, 10);
   const bool digits = text.find_first_not_of("-0123456789") == std::string::npos;
   if (!digits || end == text.c_str() || *end != '\0' || errno == ERANGE || v < min || v > max) {
-    *error = invalid_argument("query parameter '" + name + "' must be an integer in " +
-                              std::to_string(min) + ".." + std::to_string(max));
-    return std::nullopt;
+    return invalid_argument("query parameter '" + name + "' must be an integer in " +
+                            std::to_string(min) + ".." + std::to_string(max));
   }
-  return v;
+  return static_cast<int64_t>(v);
 }
 
-std::variant<std::optional<bool>, ApiError> query_boolean(const Request& r,
-                                                          const std::string& name) {
+Field<bool> query_boolean(const Request& r, const std::string& name) {
   auto it = r.query.find(name);
   if (it == r.query.end() || it->second.empty()) return std::nullopt;
   if (it->second == "true") return true;
@@ -183,15 +179,16 @@ nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& sett
           {"max_lost_runs", max_lost_runs}};
 }
 
-std::optional<jobs::Millis> seconds_field(std::optional<double> value, double max_seconds,
-                                          const std::string& name, ApiError* error) {
-  if (!value) return std::nullopt;
-  if (!(*value >= 0) || *value > max_seconds) {
-    *error = invalid_argument("'" + name + "' must be between 0 and " +
-                              std::to_string(static_cast<int>(max_seconds)) + " seconds");
-    return std::nullopt;
+Field<jobs::Millis> seconds_field(const Field<double>& value, double max_seconds,
+                                  const std::string& name) {
+  if (!value.ok()) return *value.error();
+  if (!value.value()) return std::nullopt;
+  const double seconds = *value.value();
+  if (!(seconds >= 0) || seconds > max_seconds) {
+    return invalid_argument("'" + name + "' must be between 0 and " +
+                            std::to_string(static_cast<int>(max_seconds)) + " seconds");
   }
-  return jobs::Millis(static_cast<int64_t>(std::ceil(*value * 1000)));
+  return jobs::Millis(static_cast<int64_t>(std::ceil(seconds * 1000)));
 }
 
 }  // namespace kvq::server

@@ -16,15 +16,15 @@ constexpr int64_t kMaxListLimit = 10000;
 
 // The body of one job to add, checked.
 std::variant<jobs::NewJob, ApiError> read_new_job(const JsonBody& body) {
-  ApiError error{0, "", ""};
-  auto id = body.string("id", &error);
-  auto data = body.object_text("data", &error);
-  auto at = body.integer("scheduled_time", &error);
-  auto priority = body.integer("priority", &error);
-  if (error.status) return error;
-  if (!id) return invalid_argument("field 'id' is required");
-  jobs::NewJob job{
-      *id, data.value_or("{}"), {.scheduled_time_ms = at, .priority = priority.value_or(0)}};
+  auto id = body.string("id");
+  auto data = body.object_text("data");
+  auto at = body.integer("scheduled_time");
+  auto priority = body.integer("priority");
+  if (auto error = first_error(id, data, at, priority)) return *error;
+  if (!id.value()) return invalid_argument("field 'id' is required");
+  jobs::NewJob job{*id.value(),
+                   data.value().value_or("{}"),
+                   {.scheduled_time_ms = at.value(), .priority = priority.value().value_or(0)}};
   return job;
 }
 
@@ -97,7 +97,6 @@ void add_producer_routes(Router& router, Api& api) {
       Router::Access::kToken, Router::Runs::kInline);
   router.add("GET", "/v1/jobs/{type}", [&api](Request& r, Ex ex) {
     jobs::ListOptions options;
-    ApiError error{0, "", ""};
     if (auto it = r.query.find("state"); it != r.query.end() && !it->second.empty()) {
       auto state = jobs::parse_state(it->second);
       if (!state.ok()) return reply_status(*ex, state.status());
@@ -107,9 +106,9 @@ void add_producer_routes(Router& router, Api& api) {
     if (auto it = r.query.find("worker_type"); it != r.query.end())
       options.worker_type = it->second;
     if (auto it = r.query.find("cursor"); it != r.query.end()) options.cursor = it->second;
-    auto limit = query_integer(r, "limit", 1, kMaxListLimit, &error);
-    if (error.status) return reply_error(*ex, error);
-    if (limit) options.limit = static_cast<size_t>(*limit);
+    auto limit = query_integer(r, "limit", 1, kMaxListLimit);
+    if (!limit.ok()) return reply_error(*ex, *limit.error());
+    if (limit.value()) options.limit = static_cast<size_t>(*limit.value());
     auto page = api.jobs.list(r.params["type"], options);
     if (!page.ok()) return reply_status(*ex, page.status());
     auto list = nlohmann::json::array();
@@ -135,19 +134,22 @@ struct AcceptRequest {
 };
 
 std::variant<AcceptRequest, ApiError> read_accept(const JsonBody& body) {
-  ApiError error{0, "", ""};
   AcceptRequest a;
-  auto timeout = seconds_field(body.number("timeout", &error), kMaxWaitSeconds, "timeout", &error);
-  auto worker = body.string("worker", &error);
-  auto worker_type = body.string("worker_type", &error);
-  a.options.max_priority = body.integer("max_priority", &error);
-  a.options.max_scheduled_time_ms = body.integer("max_scheduled_time", &error);
-  auto count = body.integer("count", &error, 1, kMaxAcceptCount);
-  if (error.status) return error;
-  if (timeout) a.options.timeout = *timeout;
-  if (worker) a.options.worker = *worker;
-  if (worker_type) a.options.worker_type = *worker_type;
-  a.count = static_cast<size_t>(count.value_or(1));
+  auto timeout = seconds_field(body.number("timeout"), kMaxWaitSeconds, "timeout");
+  auto worker = body.string("worker");
+  auto worker_type = body.string("worker_type");
+  auto max_priority = body.integer("max_priority");
+  auto max_scheduled_time = body.integer("max_scheduled_time");
+  auto count = body.integer("count", 1, kMaxAcceptCount);
+  if (auto error =
+          first_error(timeout, worker, worker_type, max_priority, max_scheduled_time, count))
+    return *error;
+  if (timeout.value()) a.options.timeout = *timeout.value();
+  if (worker.value()) a.options.worker = *worker.value();
+  if (worker_type.value()) a.options.worker_type = *worker_type.value();
+  a.options.max_priority = max_priority.value();
+  a.options.max_scheduled_time_ms = max_scheduled_time.value();
+  a.count = static_cast<size_t>(count.value().value_or(1));
   return a;
 }
 
@@ -204,19 +206,17 @@ void add_worker_call_routes(Router& router, Api& api) {
                            : JsonBody::parse(r.body, {"lock", "data"});
     const JsonBody* body = body_or_reply(parsed, ex);
     if (!body) return std::nullopt;
-    ApiError error{0, "", ""};
-    Call call;
-    auto lock = body->string("lock", &error);
-    call.data = body->object_text("data", &error);
-    if (resubmit) call.scheduled_time = body->integer("scheduled_time", &error);
-    if (!error.status && (!lock || lock->empty()))
+    auto lock = body->string("lock");
+    auto data = body->object_text("data");
+    auto scheduled_time = resubmit ? body->integer("scheduled_time") : Field<int64_t>(std::nullopt);
+    auto error = first_error(lock, data, scheduled_time);
+    if (!error && (!lock.value() || lock.value()->empty()))
       error = invalid_argument("field 'lock' is required");
-    if (error.status) {
-      reply_error(ex, error);
+    if (error) {
+      reply_error(ex, *error);
       return std::nullopt;
     }
-    call.lock = *lock;
-    return call;
+    return Call{*lock.value(), data.value(), scheduled_time.value()};
   };
   router.add(
       "POST", "/v1/jobs/{type}/{id}/update",
@@ -268,11 +268,9 @@ struct WaitRequest {
 
 std::variant<WaitRequest, ApiError> read_wait(const Request& r) {
   WaitRequest w;
-  ApiError error{0, "", ""};
-  auto timeout =
-      seconds_field(query_number(r, "timeout", &error), kMaxWaitSeconds, "timeout", &error);
-  if (error.status) return error;
-  if (timeout) w.timeout = *timeout;
+  auto timeout = seconds_field(query_number(r, "timeout"), kMaxWaitSeconds, "timeout");
+  if (!timeout.ok()) return *timeout.error();
+  if (timeout.value()) w.timeout = *timeout.value();
   if (auto it = r.query.find("state"); it != r.query.end() && !it->second.empty()) {
     auto state = jobs::parse_state(it->second);
     if (!state.ok()) return from_status(state.status());
@@ -305,8 +303,8 @@ void add_watch_routes(Router& router, Api& api) {
 
   router.add("GET", "/v1/jobs/{type}/{id}/events", [&api](Request& r, Ex ex) {
     auto follow = query_boolean(r, "follow");
-    if (auto* e = std::get_if<ApiError>(&follow)) return reply_error(*ex, *e);
-    const bool follows = std::get<0>(follow).value_or(false);
+    if (!follow.ok()) return reply_error(*ex, *follow.error());
+    const bool follows = follow.value().value_or(false);
     auto sub = api.jobs.subscribe(r.params["type"], r.params["id"], {.follow = follows});
     if (!sub.ok()) return reply_status(*ex, sub.status());
     std::shared_ptr<jobs::Subscription> shared = std::move(*sub);

@@ -37,34 +37,31 @@ constexpr double kMaxTimeoutSeconds = 365.0 * 24 * 3600;
 constexpr double kMaxRetentionSeconds = 10 * kMaxTimeoutSeconds;
 
 // PUT's "finished_retention": absent (nullopt: unchanged), null (keep finished jobs), or seconds.
-std::optional<std::optional<jobs::Millis>> retention_field(const JsonBody& body, ApiError* error) {
+Field<std::optional<jobs::Millis>> retention_field(const JsonBody& body) {
   if (!body.has("finished_retention")) return std::nullopt;
   if (body.json().at("finished_retention").is_null()) return std::optional<jobs::Millis>();
-  auto seconds = body.number("finished_retention", error);
-  if (error->status) return std::nullopt;
-  if (!(*seconds > 0)) {
-    *error = invalid_argument("'finished_retention' must be a positive number of seconds, or null");
-    return std::nullopt;
-  }
-  auto retention = seconds_field(seconds, kMaxRetentionSeconds, "finished_retention", error);
-  if (error->status) return std::nullopt;
-  return std::optional<jobs::Millis>(*retention);
+  auto seconds = body.number("finished_retention");
+  if (!seconds.ok()) return *seconds.error();
+  if (!(*seconds.value() > 0))
+    return invalid_argument("'finished_retention' must be a positive number of seconds, or null");
+  auto retention = seconds_field(seconds, kMaxRetentionSeconds, "finished_retention");
+  if (!retention.ok()) return *retention.error();
+  return std::optional<jobs::Millis>(*retention.value());
 }
 
 // PUT's "max_lost_runs": absent (nullopt: unchanged), null (re-enqueue for ever), or a count.
-std::optional<std::optional<uint32_t>> max_lost_runs_field(const JsonBody& body, ApiError* error) {
+Field<std::optional<uint32_t>> max_lost_runs_field(const JsonBody& body) {
   if (!body.has("max_lost_runs")) return std::nullopt;
   // In place: copying a disengaged inner optional trips GCC 12's -Wmaybe-uninitialized.
   if (body.json().at("max_lost_runs").is_null())
     return std::optional<std::optional<uint32_t>>(std::in_place);
-  auto n = body.integer("max_lost_runs", error);
-  if (error->status) return std::nullopt;
-  if (*n < 1 || *n > jobs::kMaxLostRunsLimit) {
-    *error = invalid_argument("'max_lost_runs' must be an integer from 1 to " +
-                              std::to_string(jobs::kMaxLostRunsLimit) + ", or null");
-    return std::nullopt;
+  auto n = body.integer("max_lost_runs");
+  if (!n.ok()) return *n.error();
+  if (*n.value() < 1 || *n.value() > jobs::kMaxLostRunsLimit) {
+    return invalid_argument("'max_lost_runs' must be an integer from 1 to " +
+                            std::to_string(jobs::kMaxLostRunsLimit) + ", or null");
   }
-  return std::optional<uint32_t>(static_cast<uint32_t>(*n));
+  return std::optional<uint32_t>(static_cast<uint32_t>(*n.value()));
 }
 
 }  // namespace
@@ -89,20 +86,22 @@ void add_type_routes(Router& router, Api& api) {
     auto parsed = JsonBody::parse(r.body, {"timeout", "finished_retention", "max_lost_runs"});
     if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*ex, *e);
     const auto& body = std::get<JsonBody>(parsed);
-    ApiError error{0, "", ""};
-    auto retention = retention_field(body, &error);
-    if (error.status) return reply_error(*ex, error);
-    auto max_lost_runs = max_lost_runs_field(body, &error);
-    if (error.status) return reply_error(*ex, error);
+    auto retention_read = retention_field(body);
+    if (!retention_read.ok()) return reply_error(*ex, *retention_read.error());
+    const auto& retention = retention_read.value();
+    auto max_lost_runs_read = max_lost_runs_field(body);
+    if (!max_lost_runs_read.ok()) return reply_error(*ex, *max_lost_runs_read.error());
+    const auto& max_lost_runs = max_lost_runs_read.value();
     // The timeout may be left out only to change the other settings of a type that exists.
     std::optional<jobs::Millis> timeout;
     if (body.has("timeout") || (!retention && !max_lost_runs)) {
-      auto seconds = body.number("timeout", &error);
-      if (error.status) return reply_error(*ex, error);
-      if (!seconds || *seconds <= 0)
+      auto seconds = body.number("timeout");
+      if (!seconds.ok()) return reply_error(*ex, *seconds.error());
+      if (!seconds.value() || *seconds.value() <= 0)
         return reply_error(*ex, invalid_argument("'timeout' must be a positive number of seconds"));
-      timeout = seconds_field(seconds, kMaxTimeoutSeconds, "timeout", &error);
-      if (error.status) return reply_error(*ex, error);
+      auto millis = seconds_field(seconds, kMaxTimeoutSeconds, "timeout");
+      if (!millis.ok()) return reply_error(*ex, *millis.error());
+      timeout = millis.value();
     }
     const std::string& type = r.params["type"];
     // The answer is what this transaction wrote, read back from its own writes.
@@ -135,16 +134,15 @@ void add_type_routes(Router& router, Api& api) {
     reply_json(*ex, 200, {{"removed", *removed}});
   });
   router.add("GET", "/v1/types/{type}/pending", [&api](Request& r, std::shared_ptr<Exchange> ex) {
-    ApiError error{0, "", ""};
-    auto max_time = query_number(r, "max_scheduled_time", &error);
-    auto limit = query_number(r, "limit", &error);
-    if (error.status) return reply_error(*ex, error);
+    auto max_time = query_number(r, "max_scheduled_time");
+    auto limit = query_number(r, "limit");
+    if (auto error = first_error(max_time, limit)) return reply_error(*ex, *error);
     jobs::PendingCountOptions options;
-    if (max_time) options.max_scheduled_time_ms = static_cast<int64_t>(*max_time);
-    if (limit) {
-      if (*limit < 1 || *limit > 1e7)
+    if (max_time.value()) options.max_scheduled_time_ms = static_cast<int64_t>(*max_time.value());
+    if (const auto& n = limit.value()) {
+      if (*n < 1 || *n > 1e7)
         return reply_error(*ex, invalid_argument("'limit' must be in 1..10000000"));
-      options.limit = static_cast<size_t>(*limit);
+      options.limit = static_cast<size_t>(*n);
     }
     auto n = api.jobs.pending_count(r.params["type"], options);
     if (!n.ok()) return reply_status(*ex, n.status());

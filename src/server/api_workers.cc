@@ -28,15 +28,15 @@ std::optional<std::string> token_from(Request& r, Exchange& ex) {
     reply_error(ex, *e);
     return std::nullopt;
   }
-  ApiError error{0, "", ""};
-  auto token = std::get<JsonBody>(parsed).string("token", &error);
-  if (!error.status && (!token || token->empty()))
+  auto token = std::get<JsonBody>(parsed).string("token");
+  auto error = token.error();
+  if (!error && (!token.value() || token.value()->empty()))
     error = invalid_argument("field 'token' is required");
-  if (error.status) {
-    reply_error(ex, error);
+  if (error) {
+    reply_error(ex, *error);
     return std::nullopt;
   }
-  return token;
+  return token.value();
 }
 
 }  // namespace
@@ -46,24 +46,25 @@ void add_worker_routes(Router& router, Api& api) {
     auto parsed = JsonBody::parse(r.body, {"id", "info", "health_timeout", "take_over"});
     if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*ex, *e);
     const auto& body = std::get<JsonBody>(parsed);
-    ApiError error{0, "", ""};
-    auto id = body.string("id", &error);
-    auto info = body.object_text("info", &error);
-    auto timeout = body.number("health_timeout", &error);
-    auto take_over = body.boolean("take_over", &error);
-    if (!error.status && !id) error = invalid_argument("field 'id' is required");
-    if (!error.status && timeout && !(*timeout >= 0.1 && *timeout <= 86400)) {
+    auto id = body.string("id");
+    auto info = body.object_text("info");
+    auto timeout = body.number("health_timeout");
+    auto take_over = body.boolean("take_over");
+    auto error = first_error(id, info, timeout, take_over);
+    if (!error && !id.value()) error = invalid_argument("field 'id' is required");
+    const auto& seconds = timeout.value();
+    if (!error && seconds && !(*seconds >= 0.1 && *seconds <= 86400)) {
       error = invalid_argument("'health_timeout' must be between 0.1 and 86400 seconds");
     }
-    if (error.status) return reply_error(*ex, error);
+    if (error) return reply_error(*ex, *error);
     workers::RegisterOptions options;
-    if (info) options.info = *info;
-    if (timeout)
-      options.health_timeout = workers::Millis(static_cast<int64_t>(std::ceil(*timeout * 1000)));
-    options.take_over = take_over.value_or(false);
-    auto token = api.workers.register_remote(r.params["wtype"], *id, options);
+    if (info.value()) options.info = *info.value();
+    if (seconds)
+      options.health_timeout = workers::Millis(static_cast<int64_t>(std::ceil(*seconds * 1000)));
+    options.take_over = take_over.value().value_or(false);
+    auto token = api.workers.register_remote(r.params["wtype"], *id.value(), options);
     if (!token.ok()) return reply_status(*ex, token.status());
-    reply_json(*ex, 200, {{"id", *id}, {"token", *token}});
+    reply_json(*ex, 200, {{"id", *id.value()}, {"token", *token}});
   });
   router.add("POST", "/v1/workers/{wtype}/{id}/heartbeat", [&api](Request& r, Ex ex) {
     auto token = token_from(r, *ex);

@@ -43,65 +43,46 @@ std::variant<JsonBody, ApiError> JsonBody::parse(std::string_view text,
 
 bool JsonBody::has(std::string_view field) const { return object_.contains(field); }
 
-std::optional<std::string> JsonBody::string(std::string_view field, ApiError* error) const {
+Field<std::string> JsonBody::string(std::string_view field) const {
   auto it = object_.find(field);
   if (it == object_.end() || it->is_null()) return std::nullopt;
-  if (!it->is_string()) {
-    *error = wrong_type(field, "a string");
-    return std::nullopt;
-  }
+  if (!it->is_string()) return wrong_type(field, "a string");
   return it->get<std::string>();
 }
 
-std::optional<int64_t> JsonBody::integer(std::string_view field, ApiError* error, int64_t min,
-                                         int64_t max) const {
+Field<int64_t> JsonBody::integer(std::string_view field, int64_t min, int64_t max) const {
   auto it = object_.find(field);
   if (it == object_.end() || it->is_null()) return std::nullopt;
   const std::string range = "an integer in " + std::to_string(min) + ".." + std::to_string(max);
-  if (!it->is_number_integer()) {
-    *error = wrong_type(field, range);
-    return std::nullopt;
-  }
+  if (!it->is_number_integer()) return wrong_type(field, range);
   // An unsigned value above INT64_MAX would wrap negative in get<int64_t>().
   const bool fits =
       it->is_number_unsigned()
           ? it->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) &&
                 it->get<int64_t>() >= min && it->get<int64_t>() <= max
           : it->get<int64_t>() >= min && it->get<int64_t>() <= max;
-  if (!fits) {
-    *error = wrong_type(field, range);
-    return std::nullopt;
-  }
+  if (!fits) return wrong_type(field, range);
   return it->get<int64_t>();
 }
 
-std::optional<double> JsonBody::number(std::string_view field, ApiError* error) const {
+Field<double> JsonBody::number(std::string_view field) const {
   auto it = object_.find(field);
   if (it == object_.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number()) {
-    *error = wrong_type(field, "a number");
-    return std::nullopt;
-  }
+  if (!it->is_number()) return wrong_type(field, "a number");
   return it->get<double>();
 }
 
-std::optional<bool> JsonBody::boolean(std::string_view field, ApiError* error) const {
+Field<bool> JsonBody::boolean(std::string_view field) const {
   auto it = object_.find(field);
   if (it == object_.end() || it->is_null()) return std::nullopt;
-  if (!it->is_boolean()) {
-    *error = wrong_type(field, "true or false");
-    return std::nullopt;
-  }
+  if (!it->is_boolean()) return wrong_type(field, "true or false");
   return it->get<bool>();
 }
 
-std::optional<std::string> JsonBody::object_text(std::string_view field, ApiError* error) const {
+Field<std::string> JsonBody::object_text(std::string_view field) const {
   auto it = object_.find(field);
   if (it == object_.end() || it->is_null()) return std::nullopt;
-  if (!it->is_object()) {
-    *error = wrong_type(field, "a JSON object");
-    return std::nullopt;
-  }
+  if (!it->is_object()) return wrong_type(field, "a JSON object");
   return it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
