@@ -307,8 +307,8 @@ class JobCommands(CliTestCase):
         self._three_states()
         r = self.ok("ls", self.t)
         header, rows = table(r.stdout)
-        self.assertEqual(header, ["ID", "STATE", "PRIORITY", "SCHEDULED", "ATTEMPTS", "WORKER",
-                                  "DATA"])
+        self.assertEqual(header, ["ID", "STATE", "OUTCOME", "PRIORITY", "SCHEDULED", "ATTEMPTS",
+                                  "WORKER", "DATA"])
         self.assertEqual([(row[0], row[1]) for row in rows],
                          [("f", "finished"), ("p", "pending"), ("r", "running")], r.stdout)
         self.assertNotIn("more:", r.stdout)
@@ -408,7 +408,9 @@ class WorkerFlow(CliTestCase):
 
         r = self.ok("update", t, "w2", "--lock", lock, '{"progress": 50}')
         self.assertEqual(r.stdout.strip(), "updated %s/w2" % t)
-        self.assertEqual(self.assertJobState(t, "w2", "running")["data"], {"progress": 50})
+        # the update's JSON is the run's progress; the job's data, its input, stays
+        running = self.assertJobState(t, "w2", "running")
+        self.assertEqual((running["progress"], running["data"]), ({"progress": 50}, {"n": 2}))
         self.assertEqual(self.ok_json("update", t, "w2", "--lock", lock), {"resubmitted": False})
 
         r = self.ok("finish", t, "w2", "--lock", lock, '{"result": "ok"}')
@@ -416,7 +418,10 @@ class WorkerFlow(CliTestCase):
         r = self.ok("get", t, "w2")
         fields = key_values(r.stdout)
         self.assertEqual(fields.get("state"), "finished", r.stdout)
-        self.assertEqual(json.loads(fields["data"]), {"result": "ok"})
+        self.assertEqual(fields.get("outcome"), "succeeded", r.stdout)
+        # the finish's JSON is the result, kept beside the input
+        self.assertEqual(json.loads(fields["result"]), {"result": "ok"})
+        self.assertEqual(json.loads(fields["data"]), {"n": 2})
         # a retry of the finish with the same lock succeeds and changes nothing
         before = self.assertJobState(t, "w2", "finished")
         self.assertEqual(self.ok_json("finish", t, "w2", "--lock", lock), {})
