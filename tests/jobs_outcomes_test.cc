@@ -20,7 +20,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using jobs::AcceptOptions;
-using jobs::FailOptions;
 using jobs::FinishOptions;
 using jobs::IfExists;
 using jobs::Job;
@@ -89,12 +88,15 @@ class JobsOutcomesTest : public ::testing::TestWithParam<JobsParam> {
     EXPECT_EQ(job.id, id);
     return job;
   }
-  // A job that ended dead: its one attempt failed with retry false.
+  // A job that ended dead: its run was lost (its worker departed) with the type allowing one.
   void make_dead(const std::string& id, const std::string& data = "{}") {
-    Job job = add_and_accept(id, data);
-    auto failed = jobs_->fail(job, {.message = "boom " + id, .retry = false});
-    ASSERT_TRUE(failed.ok()) << failed.status().to_string();
-    EXPECT_TRUE(failed->dead);
+    ASSERT_TRUE(jobs_->set_max_lost_runs("work", 1).ok());
+    ASSERT_TRUE(jobs_->add("work", id, data).ok());
+    Job job = accept_now("work", {.worker = "w-" + id});
+    ASSERT_EQ(job.id, id);
+    auto released = jobs_->release_worker("", "w-" + id);
+    ASSERT_TRUE(released.ok()) << released.status().to_string();
+    ASSERT_EQ(info_of(id).outcome, Outcome::kDead);
   }
   void make_succeeded(const std::string& id, const std::string& result = "1") {
     Job job = add_and_accept(id);
@@ -366,10 +368,10 @@ TEST_P(JobsOutcomesTest, KeepAddsNeverRunAFinishedJobTwice) {
 // ---- Re-add and rerun ----
 
 TEST_P(JobsOutcomesTest, ReAddingAFinishedJobStartsItOver) {
-  Job job = add_and_accept("f", R"({"v":1})");
-  auto failed = jobs().fail(job, {.message = "first try", .retry_in = 0ms});
-  ASSERT_TRUE(failed.ok()) << failed.status().to_string();
-  ASSERT_FALSE(failed->dead);
+  ASSERT_TRUE(jobs().add("work", "f", R"({"v":1})").ok());
+  Job job = accept_now("work", {.worker = "w1"});
+  ASSERT_EQ(job.id, "f");
+  ASSERT_EQ(*jobs().release_worker("", "w1"), 1u);  // a lost run: an error, and pending again
   job = accept_now();
   ASSERT_EQ(job.id, "f");
   ASSERT_TRUE(jobs().update(job, jobs::UpdateOptions{.progress = R"({"pct":50})"}).ok());
@@ -410,7 +412,7 @@ TEST_P(JobsOutcomesTest, RerunStartsAFinishedJobOverKeepingItsDataAndErrors) {
   EXPECT_EQ(rerun.attempts, 0u);
   EXPECT_EQ(rerun.data, R"({"in":1})");
   ASSERT_EQ(rerun.errors.size(), 1u) << "a rerun dead job keeps why it died";
-  EXPECT_EQ(rerun.errors[0].message, "boom d");
+  EXPECT_EQ(rerun.errors[0].kind, "worker_lost");
   EXPECT_EQ(rerun.scheduled_time_ms, later);
   EXPECT_EQ(rerun.priority, 7);
   EXPECT_FALSE(rerun.gave_up);
@@ -435,19 +437,23 @@ TEST_P(JobsOutcomesTest, RerunStartsAFinishedJobOverKeepingItsDataAndErrors) {
 }
 
 TEST_P(JobsOutcomesTest, RerunAllRerunsEveryDeadJobInBatchesAndNothingElse) {
-  constexpr int kDead = 600;  // more than one batch of 256
-  std::vector<NewJob> batch;
-  for (int i = 0; i < kDead; ++i) batch.push_back({"d" + std::to_string(i), "{}", {}});
-  ASSERT_TRUE(jobs().add_many("work", batch).ok());
-  int failed = 0;
-  while (failed < kDead) {
-    auto taken = jobs().accept_many("work", 256);
+  // More than two batches of 256. Through the fault injector fewer: it fails each row read of
+  // a batch on its own (2%), where a real store's get_many is one read.
+  const size_t kDead = GetParam().faults ? 30 : 600;
+  for (size_t from = 0; from < kDead; from += 30) {
+    std::vector<NewJob> batch;
+    for (size_t i = from; i < from + 30; ++i) batch.push_back({"d" + std::to_string(i), "{}", {}});
+    auto added = jobs().add_many("work", batch);
+    ASSERT_TRUE(added.ok()) << added.status().to_string();
+  }
+  ASSERT_TRUE(jobs().set_max_lost_runs("work", 1).ok());
+  size_t died = 0;
+  while (died < kDead) {
+    auto taken = jobs().accept_many("work", 256, {.worker = "w"});
     ASSERT_TRUE(taken.ok()) << taken.status().to_string();
-    for (auto& job : *taken) {
-      auto f = jobs().fail(job, {.message = "down", .retry = false});
-      ASSERT_TRUE(f.ok()) << f.status().to_string();
-      ++failed;
-    }
+    auto released = jobs().release_worker("", "w");
+    ASSERT_TRUE(released.ok()) << released.status().to_string();
+    died += taken->size();
   }
   make_succeeded("ok");
   ASSERT_TRUE(jobs().add("work", "gone", "{}").ok());
@@ -476,7 +482,7 @@ TEST_P(JobsOutcomesTest, RerunAllRerunsEveryDeadJobInBatchesAndNothingElse) {
   EXPECT_EQ(after->finished, 2u);
   EXPECT_EQ(info_of("ok").outcome, Outcome::kSucceeded);
   EXPECT_EQ(info_of("gone").outcome, Outcome::kCancelled);
-  JobInfo d = info_of("d599");
+  JobInfo d = info_of("d" + std::to_string(kDead - 1));
   EXPECT_EQ(d.state, State::kPending);
   EXPECT_EQ(d.attempts, 0u);
   EXPECT_EQ(d.errors.size(), 1u);
@@ -520,8 +526,6 @@ TEST_P(JobsOutcomesTest, CancelEndsARunningJobAndHaltsItsWorker) {
   EXPECT_TRUE(r.errors.empty()) << "a cancelled run is not failed";
 
   EXPECT_EQ(jobs().update(job).status().code(), Code::kFailedPrecondition);
-  EXPECT_EQ(jobs().fail(job, {.message = "late"}).status().code(), Code::kFailedPrecondition);
-  EXPECT_EQ(jobs().snooze(job).code(), Code::kFailedPrecondition);
   EXPECT_EQ(jobs().finish(job).code(), Code::kFailedPrecondition);
   r = info_of("r");
   EXPECT_EQ(r.outcome, Outcome::kCancelled) << "the halted worker's calls changed it";
@@ -530,7 +534,56 @@ TEST_P(JobsOutcomesTest, CancelEndsARunningJobAndHaltsItsWorker) {
   auto stats = jobs().type_stats()["work"];
   EXPECT_EQ(stats.cancelled, 1u);
   EXPECT_EQ(stats.lost, 0u);
-  EXPECT_EQ(stats.failed, 0u);
+}
+
+// The commits of a rerun and of a cancel are reported unknown although they applied. The rerun
+// job is run to the end before the retry: the retry recognises its own rerun (no kWrongState,
+// and the job is not rerun again); the cancel's retry finds the job cancelled by itself and
+// succeeds instead of answering kWrongState.
+TEST_P(JobsOutcomesTest, RerunAndCancelRetriedAfterAnUnknownCommitRecogniseTheirOwnCommit) {
+  if (GetParam().faults) GTEST_SKIP() << "places its own faults";
+  make_succeeded("s");
+  ASSERT_TRUE(jobs().add("work", "c", "{}", {.scheduled_time_ms = wall_ms() + 3'600'000}).ok());
+  auto faulty = std::make_shared<kv::FaultInjectingStore>(
+      raw_ptr(), kv::FaultOptions{.unknown_result_rate = 1, .seed = 7});
+  std::mutex mu;
+  bool run_it = false;
+  bool hidden = false;
+  uint64_t hidden_before = 0;  // commits hidden by the earlier part of the test
+  auto hooked = std::make_shared<HookedStore>(faulty, [&] {
+    std::lock_guard lock(mu);
+    if (hidden || faulty->counts().unknown_applied == hidden_before) return;
+    hidden = true;
+    faulty->set_options({});
+    if (!run_it) return;
+    auto job = jobs().accept("work");
+    ASSERT_TRUE(job.ok()) << job.status().to_string();
+    ASSERT_EQ(job->id, "s");
+    ASSERT_TRUE(jobs().finish(*job).ok());
+  });
+  auto producer = Jobs::open(hooked, {.key_prefix = "t", .run_activity_monitor = false});
+  ASSERT_TRUE(producer.ok());
+
+  run_it = true;
+  Status rerun = (*producer)->rerun("work", "s");
+  EXPECT_TRUE(rerun.ok()) << rerun.to_string();
+  ASSERT_TRUE(hidden) << "no commit was reported unknown after applying";
+  JobInfo s = info_of("s");
+  EXPECT_EQ(s.state, State::kFinished) << "the retry reran the job again";
+  EXPECT_EQ(s.attempts, 1u);
+
+  {
+    std::lock_guard lock(mu);
+    hidden = false;
+    run_it = false;
+    hidden_before = faulty->counts().unknown_applied;
+  }
+  faulty->set_options({.unknown_result_rate = 1, .seed = 8});
+  Status cancelled = (*producer)->cancel("work", "c");
+  EXPECT_TRUE(cancelled.ok()) << cancelled.to_string();
+  ASSERT_TRUE(hidden) << "no commit was reported unknown after applying";
+  EXPECT_EQ(info_of("c").outcome, Outcome::kCancelled);
+  EXPECT_EQ((*producer)->type_stats()["work"].cancelled, 1u) << "counted once";
 }
 
 // ---- list filters and counts ----
@@ -596,7 +649,9 @@ TEST_P(JobsOutcomesTest, AWaiterForFinishedWakesWhenTheJobDiesOrIsCancelled) {
   for (bool cancel : {false, true}) {
     SCOPED_TRACE(cancel ? "cancelled" : "dead");
     const std::string id = cancel ? "c" : "d";
-    Job job = add_and_accept(id);
+    ASSERT_TRUE(jobs().set_max_lost_runs("work", 1).ok());
+    ASSERT_TRUE(jobs().add("work", id, "{}").ok());
+    ASSERT_EQ(accept_now("work", {.worker = "w"}).id, id);
     auto sub = jobs().subscribe("work", id);
     ASSERT_TRUE(sub.ok()) << sub.status().to_string();
     auto waited = std::async(
@@ -605,7 +660,7 @@ TEST_P(JobsOutcomesTest, AWaiterForFinishedWakesWhenTheJobDiesOrIsCancelled) {
     if (cancel) {
       ASSERT_TRUE(jobs().cancel("work", id).ok());
     } else {
-      ASSERT_TRUE(jobs().fail(job, {.message = "no", .retry = false}).ok());
+      ASSERT_EQ(*jobs().release_worker("", "w"), 1u);
     }
     auto event = waited.get();
     ASSERT_TRUE(event.ok()) << event.status().to_string();

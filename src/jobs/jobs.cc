@@ -296,9 +296,15 @@ Result<AddManyResult> add_many_attempt(kv::Transaction& txn, const Keys& keys,
                                        std::string_view type, const std::vector<NewJob>& jobs,
                                        BatchAttempt& attempt) {
   if (attempt.version) {
-    for (const auto& job : jobs) {
-      KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, job.id));
-      if (row && row->add_seq == *attempt.version) return attempt.result;
+    std::vector<std::string> rows;
+    rows.reserve(jobs.size());
+    for (const auto& job : jobs) rows.push_back(keys.job(type, job.id));
+    // One read for all (on etcd, one round trip).
+    KVQ_ASSIGN_OR_RETURN(auto stored, txn.get_many(rows));
+    for (const auto& bytes : stored) {
+      if (!bytes) continue;
+      KVQ_ASSIGN_OR_RETURN(JobRow row, decode_row(*bytes));
+      if (row.add_seq == *attempt.version) return attempt.result;
     }
   }
   KVQ_ASSIGN_OR_RETURN(AddManyResult result, add_batch(txn, keys, type, jobs));

@@ -74,8 +74,14 @@ Status rerun_in(kv::Transaction& txn, const Keys& keys, std::string_view type, s
   return save_job(txn, keys, type, id, before, std::move(after));
 }
 
-Status cancel_in(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                 std::string_view id) {
+// What a cancel did: whether it ended a run, and when that run was accepted.
+struct Cancelled {
+  bool ended_run = false;
+  int64_t started = 0;
+};
+
+Result<Cancelled> cancel_in(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                            std::string_view id) {
   KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id));
   if (!before) return not_found(type, id);
   if (state_of(*before) == State::kFinished) {
@@ -83,9 +89,12 @@ Status cancel_in(kv::Transaction& txn, const Keys& keys, std::string_view type,
                       "' is already finished (" + std::string(outcome_name(before->outcome)) +
                       "); only a pending or running job can be cancelled");
   }
+  const Cancelled cancelled{.ended_run = state_of(*before) == State::kRunning,
+                            .started = before->started};
   JobRow after = row_after_cancel(*before);
   KVQ_ASSIGN_OR_RETURN(after.add_seq, txn.read_version());
-  return save_job(txn, keys, type, id, before, std::move(after));
+  KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, std::move(after)));
+  return cancelled;
 }
 
 // Whether the job's row shows that the try at read version `attempt_version` committed: it, and
@@ -153,9 +162,21 @@ Result<uint64_t> Jobs::rerun_all(std::string_view type, Outcome outcome) {
               KVQ_ASSIGN_OR_RETURN(uint64_t version, txn.read_version());
               const int64_t now = now_ms();
               Batch b{.entries = entries.size()};
+              std::vector<std::string> ids, rows;
               for (const auto& kv : entries) {
                 KVQ_ASSIGN_OR_RETURN(auto id, keys.parse_ended_id(kv.key));
-                KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id));
+                rows.push_back(keys.job(type, id));
+                ids.push_back(std::move(id));
+              }
+              // One read for all the rows (on etcd, one round trip).
+              KVQ_ASSIGN_OR_RETURN(auto stored, txn.get_many(rows));
+              for (size_t i = 0; i < entries.size(); ++i) {
+                const auto& kv = entries[i];
+                const auto& id = ids[i];
+                std::optional<JobRow> before;
+                if (stored[i]) {
+                  KVQ_ASSIGN_OR_RETURN(before, decode_row(*stored[i]));
+                }
                 if (!before || state_of(*before) != State::kFinished ||
                     before->outcome != outcome) {
                   // An entry its row does not back (I5 says none exists): left in place it would
@@ -181,23 +202,31 @@ Status Jobs::cancel(std::string_view type, std::string_view id) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   KVQ_RETURN_IF_ERROR(validate_id(id));
   std::optional<uint64_t> attempt_version;
-  return kv::run(
+  // What the latest try that got as far as writing did: the one that committed, if a retry
+  // recognises its commit.
+  Cancelled cancelled;
+  KVQ_RETURN_IF_ERROR(kv::run(
       *store_,
       [&](kv::Transaction& txn) -> Status {
         KVQ_ASSIGN_OR_RETURN(bool applied,
                              applied_before(txn, impl_->keys, type, id, attempt_version));
         if (applied) return Status::OK();
-        Status cancelled = cancel_in(txn, impl_->keys, type, id);
+        auto tried = cancel_in(txn, impl_->keys, type, id);
         KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
-        return cancelled;
+        if (!tried.ok()) return tried.status();
+        cancelled = *tried;
+        return Status::OK();
       },
-      options_.retry);
+      options_.retry));
+  record_cancelled(*impl_, type,
+                   cancelled.ended_run ? run_time_since(cancelled.started) : std::nullopt);
+  return Status::OK();
 }
 
 Status Jobs::cancel(kv::Transaction& txn, std::string_view type, std::string_view id) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   KVQ_RETURN_IF_ERROR(validate_id(id));
-  return cancel_in(txn, impl_->keys, type, id);
+  return cancel_in(txn, impl_->keys, type, id).status();
 }
 
 }  // namespace kvq::jobs

@@ -118,8 +118,8 @@ Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys,
     KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, entry.id));
     for (size_t i = 0; row && i < takers.size(); ++i) {
       if (util::secret_equal(row->lock, takers[i].lock)) {
-        by_taker[i] = Job{std::string(type), entry.id,    takers[i].lock,
-                          row->data,         row->worker, row->worker_type};
+        by_taker[i] = Job{std::string(type), entry.id,         takers[i].lock, row->data,
+                          row->worker,       row->worker_type, row->attempts};
       }
     }
   }

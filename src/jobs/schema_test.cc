@@ -184,5 +184,135 @@ TEST(SchemaTest, TypesDoNotShareIndexRanges) {
   EXPECT_FALSE(other >= lo && other < hi);
 }
 
+TEST(SchemaTest, OldRowsDecodeWithTheOutcomeTheyImply) {
+  JobRow pending;
+  EXPECT_EQ(decode_row(encode_row(pending))->outcome, Outcome::kNone);
+  JobRow finished;
+  finished.finished = true;
+  finished.outcome = Outcome::kSucceeded;
+  EXPECT_EQ(Tuple::unpack(encode_row(finished))->size(), 16u) << "as rows were before outcomes";
+  EXPECT_EQ(decode_row(encode_row(finished))->outcome, Outcome::kSucceeded);
+  JobRow gave_up = finished;
+  gave_up.outcome = Outcome::kDead;
+  gave_up.gave_up = true;
+  gave_up.lost_runs = 3;
+  EXPECT_EQ(Tuple::unpack(encode_row(gave_up))->size(), 18u);
+  EXPECT_EQ(decode_row(encode_row(gave_up))->outcome, Outcome::kDead);
+  // A 19-field row (with a worker type) written before outcomes.
+  JobRow typed;
+  typed.lock = "l";
+  typed.worker = "w";
+  typed.worker_type = "pool";
+  const std::string nineteen = encode_row(typed);
+  EXPECT_EQ(Tuple::unpack(nineteen)->size(), 19u);
+  auto decoded = decode_row(nineteen);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->outcome, Outcome::kNone);
+  EXPECT_TRUE(decoded->errors.empty());
+  EXPECT_FALSE(decoded->result);
+  EXPECT_EQ(decoded->started, 0);
+}
+
+TEST(SchemaTest, TheFieldsOfOutcomesRoundTrip) {
+  JobRow row;
+  row.finished = true;
+  row.outcome = Outcome::kCancelled;
+  row.result = R"({"r":1})";
+  row.progress = "[1]";
+  row.started = 77;
+  row.attempts = 2;
+  row.errors.push_back(JobError{1, 10, "w1", "io", "boom", R"({"d":true})"});
+  row.errors.push_back(JobError{2, 20, "", "timeout", "no update", ""});
+  const std::string bytes = encode_row(row);
+  EXPECT_EQ(Tuple::unpack(bytes)->size(), 24u);
+  auto decoded = decode_row(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->outcome, Outcome::kCancelled);
+  EXPECT_EQ(decoded->result, row.result);
+  EXPECT_EQ(decoded->progress, row.progress);
+  EXPECT_EQ(decoded->started, 77);
+  ASSERT_EQ(decoded->errors.size(), 2u);
+  EXPECT_EQ(decoded->errors[0].attempt, 1u);
+  EXPECT_EQ(decoded->errors[0].at_ms, 10);
+  EXPECT_EQ(decoded->errors[0].worker, "w1");
+  EXPECT_EQ(decoded->errors[0].kind, "io");
+  EXPECT_EQ(decoded->errors[0].message, "boom");
+  EXPECT_EQ(decoded->errors[0].details, R"({"d":true})");
+  EXPECT_EQ(decoded->errors[1].details, "");
+  EXPECT_EQ(encode_row(*decoded), bytes);
+  // A finished row that is dead without having given up needs the fields too.
+  JobRow failed;
+  failed.finished = true;
+  failed.outcome = Outcome::kDead;
+  EXPECT_EQ(decode_row(encode_row(failed))->outcome, Outcome::kDead);
+  // An outcome out of range is corrupt, not a crash.
+  Tuple t = *Tuple::unpack(bytes);
+  std::vector<Element> e = t.elements();
+  e[19] = int64_t{9};
+  EXPECT_FALSE(decode_row(Tuple(e).pack()).ok());
+}
+
+TEST(SchemaTest, ARetryPolicyIsStoredOnlyWhenNotTheDefault) {
+  const TypeSettings plain{.timeout = Millis(1500)};
+  EXPECT_EQ(encode_type(plain), Tuple{int64_t{1500}}.pack());
+  TypeSettings custom{.timeout = Millis(1500)};
+  custom.retry.max_attempts = 3;
+  custom.retry.backoff_base = Millis(200);
+  custom.retry.backoff_factor = 1.5;
+  custom.retry.backoff_cap = Millis(60'000);
+  custom.retry.jitter = 0.25;
+  auto decoded = decode_type(encode_type(custom));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->timeout, Millis(1500));
+  EXPECT_FALSE(decoded->finished_retention);
+  EXPECT_FALSE(decoded->max_lost_runs);
+  EXPECT_EQ(decoded->retry.max_attempts, 3u);
+  EXPECT_EQ(decoded->retry.backoff_base, Millis(200));
+  EXPECT_DOUBLE_EQ(decoded->retry.backoff_factor, 1.5);
+  EXPECT_EQ(decoded->retry.backoff_cap, Millis(60'000));
+  EXPECT_DOUBLE_EQ(decoded->retry.jitter, 0.25);
+  custom.max_lost_runs = 4;
+  custom.finished_retention = Millis(9);
+  decoded = decode_type(encode_type(custom));
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->max_lost_runs, 4u);
+  EXPECT_EQ(decoded->finished_retention, Millis(9));
+  EXPECT_EQ(decoded->retry.max_attempts, 3u);
+  // A null max_lost_runs without a policy after it is corrupt.
+  EXPECT_FALSE(decode_type(Tuple{int64_t{1}, nullptr, nullptr}.pack()).ok());
+}
+
+TEST(SchemaTest, OutcomeIndexKeysParseBackAndOutcomesDoNotShareRanges) {
+  Keys keys("p");
+  const auto dead = keys.ended("work", Outcome::kDead, "j1");
+  EXPECT_EQ(*keys.parse_ended_id(dead), "j1");
+  auto [dlo, dhi] = keys.ended_with("work", Outcome::kDead);
+  EXPECT_TRUE(dlo <= dead && dead < dhi);
+  auto [clo, chi] = keys.ended_with("work", Outcome::kCancelled);
+  EXPECT_FALSE(clo <= dead && dead < chi);
+  EXPECT_FALSE(keys.parse_ended_id(keys.job("work", "j1")).ok());
+}
+
+TEST(RetryPolicyTest, BackoffDoublesUpToTheCapAndJitterOnlyShortens) {
+  RetryPolicy p;  // 1 s, x2, cap 1 h, jitter 0.2
+  EXPECT_EQ(backoff_delay(p, 1), Millis(1000));
+  EXPECT_EQ(backoff_delay(p, 2), Millis(2000));
+  EXPECT_EQ(backoff_delay(p, 5), Millis(16000));
+  EXPECT_EQ(backoff_delay(p, 20), Millis(3'600'000));
+  EXPECT_EQ(backoff_delay(p, 1'000'000), Millis(3'600'000));
+  EXPECT_EQ(jittered_backoff_delay(p, 2, 0.0), Millis(2000));
+  EXPECT_EQ(jittered_backoff_delay(p, 2, 0.999999), Millis(1601));
+  EXPECT_EQ(jittered_backoff_delay(p, 2, 0.5), Millis(1800));
+  EXPECT_TRUE(validate_retry_policy(p).ok());
+  p.backoff_cap = Millis(31LL * 24 * 3600 * 1000);
+  EXPECT_EQ(validate_retry_policy(p).code(), Code::kInvalidArgument);
+  p = RetryPolicy{};
+  p.max_attempts = kMaxAttemptsLimit + 1;
+  EXPECT_EQ(validate_retry_policy(p).code(), Code::kInvalidArgument);
+  p = RetryPolicy{};
+  p.backoff_base = Millis(0);
+  EXPECT_EQ(validate_retry_policy(p).code(), Code::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace kvq::jobs

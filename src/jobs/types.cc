@@ -1,5 +1,5 @@
-// The type operations: a type's settings (timeout, finished retention, max lost runs) and the
-// list of types.
+// The type operations: a type's settings (timeout, finished retention, max lost runs, retry
+// policy) and the list of types.
 #include <algorithm>
 #include <functional>
 
@@ -90,6 +90,20 @@ Status Jobs::set_max_lost_runs(kv::Transaction& txn, std::string_view type,
   }
   return change_type(txn, impl_->keys, type,
                      [&](TypeSettings& settings) { settings.max_lost_runs = max_lost_runs; });
+}
+
+Status Jobs::set_retry_policy(std::string_view type, const RetryPolicy& policy) {
+  return kv::run(
+      *store_, [&](kv::Transaction& txn) { return set_retry_policy(txn, type, policy); },
+      options_.retry);
+}
+
+Status Jobs::set_retry_policy(kv::Transaction& txn, std::string_view type,
+                              const RetryPolicy& policy) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  KVQ_RETURN_IF_ERROR(validate_retry_policy(policy));
+  return change_type(txn, impl_->keys, type,
+                     [&](TypeSettings& settings) { settings.retry = policy; });
 }
 
 Result<TypeSettings> Jobs::get_type(std::string_view type) {

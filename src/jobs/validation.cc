@@ -104,6 +104,73 @@ Result<std::string> normalize_value(std::string_view value, size_t max_bytes,
   return normalize_json(value, max_bytes, what, /*object_only=*/false);
 }
 
+namespace {
+
+// The longest prefix of `text` of at most `max` bytes that ends at a UTF-8 boundary.
+std::string_view utf8_prefix(std::string_view text, size_t max) {
+  if (text.size() <= max) return text;
+  size_t end = max;
+  // Back off continuation bytes (10xxxxxx) so a character is never cut.
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
+// {"truncated": "<the longest prefix of `json` that keeps the whole within the limit>"}.
+std::string truncated_details(std::string_view json) {
+  const std::string_view open = R"({"truncated":")";
+  const std::string_view close = R"("})";
+  size_t budget = kMaxErrorDetailsBytes - open.size() - close.size();
+  std::string escaped;
+  size_t taken = 0;
+  // Compact JSON holds no raw control characters; only '"' and '\\' need escaping here.
+  while (taken < json.size()) {
+    const char c = json[taken];
+    const size_t cost = (c == '"' || c == '\\') ? 2 : 1;
+    if (cost > budget) break;
+    budget -= cost;
+    ++taken;
+  }
+  const std::string_view prefix = utf8_prefix(json, taken);
+  for (char c : prefix) {
+    if (c == '"' || c == '\\') escaped.push_back('\\');
+    escaped.push_back(c);
+  }
+  return std::string(open) + escaped + std::string(close);
+}
+
+bool valid_utf8(std::string_view text) { return simdjson::validate_utf8(text.data(), text.size()); }
+
+}  // namespace
+
+Result<ErrorReport> validate_error(std::string_view kind, std::string_view message,
+                                   const std::optional<std::string>& details,
+                                   size_t max_details_bytes) {
+  if (message.empty()) return InvalidArgument("a failure needs a message");
+  if (!valid_utf8(message)) return InvalidArgument("the failure's message is not UTF-8");
+  if (kind.empty() || kind.size() > kMaxErrorKindBytes) {
+    return InvalidArgument("the failure's kind is " + std::to_string(kind.size()) +
+                           " bytes; it must be 1 to " + std::to_string(kMaxErrorKindBytes));
+  }
+  if (!valid_utf8(kind)) return InvalidArgument("the failure's kind is not UTF-8");
+  for (unsigned char c : kind) {
+    if (c < 0x20 || c == 0x7F)
+      return InvalidArgument("the failure's kind contains a control character");
+  }
+  ErrorReport report{std::string(kind), std::string(message), ""};
+  if (message.size() > kMaxErrorMessageBytes) {
+    const std::string_view ellipsis = "\u2026";
+    report.message = std::string(utf8_prefix(message, kMaxErrorMessageBytes - ellipsis.size()));
+    report.message += ellipsis;
+  }
+  if (details) {
+    KVQ_ASSIGN_OR_RETURN(report.details,
+                         normalize_value(*details, max_details_bytes, "the failure's details"));
+    if (report.details.size() > kMaxErrorDetailsBytes)
+      report.details = truncated_details(report.details);
+  }
+  return report;
+}
+
 Status validate_accept(std::string_view type, const AcceptOptions& options) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   KVQ_RETURN_IF_ERROR(validate_worker(options.worker));

@@ -2,6 +2,7 @@
 // store access so that bad input changes nothing.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,21 @@ Result<std::string> normalize_data(std::string_view data, size_t max_bytes);
 // its messages naming it as `what`.
 Result<std::string> normalize_value(std::string_view value, size_t max_bytes,
                                     std::string_view what);
+
+// A worker's report of a failed attempt, as the job keeps it.
+struct ErrorReport {
+  std::string kind;
+  std::string message;
+  std::string details;  // compact JSON, "" for none
+};
+// Checks a fail's error (kInvalidArgument: an empty message, a kind of 0 or more than
+// kMaxErrorKindBytes bytes, text that is not UTF-8 or a kind with control characters, details
+// that are not JSON or longer than `max_details_bytes`) and cuts it to what a job keeps: a
+// message over kMaxErrorMessageBytes ends, at a UTF-8 boundary, with "…"; details whose compact
+// JSON is over kMaxErrorDetailsBytes become {"truncated": "<as much of that JSON as fits>"}.
+Result<ErrorReport> validate_error(std::string_view kind, std::string_view message,
+                                   const std::optional<std::string>& details,
+                                   size_t max_details_bytes);
 
 // The checks every accept entry point makes on its options before touching the store.
 Status validate_accept(std::string_view type, const AcceptOptions& options);

@@ -67,5 +67,49 @@ TEST(ValidationTest, InvalidJsonIsRejected) {
   }
 }
 
+TEST(ValidationTest, ValuesMayBeAnyJsonAndAreCompacted) {
+  EXPECT_EQ(*normalize_value(" [1, 2] ", 100, "progress"), "[1,2]");
+  EXPECT_EQ(*normalize_value(R"( "done" )", 100, "result"), R"("done")");
+  EXPECT_EQ(*normalize_value("3", 100, "result"), "3");
+  auto bad = normalize_value("{", 100, "progress");
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("progress"), std::string::npos);
+  EXPECT_EQ(normalize_value("[1,2,3]", 5, "result").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(normalize_data("[1]", 100).status().code(), Code::kInvalidArgument);
+}
+
+TEST(ValidationTest, FailuresAreCheckedAndCutToWhatAJobKeeps) {
+  EXPECT_EQ(validate_error("error", "", std::nullopt, 1000).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(validate_error("", "m", std::nullopt, 1000).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(validate_error(std::string(kMaxErrorKindBytes + 1, 'k'), "m", std::nullopt, 1000)
+                .status()
+                .code(),
+            Code::kInvalidArgument);
+  EXPECT_TRUE(validate_error(std::string(kMaxErrorKindBytes, 'k'), "m", std::nullopt, 1000).ok());
+  EXPECT_EQ(validate_error("a\nb", "m", std::nullopt, 1000).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(validate_error("error", "\xFF", std::nullopt, 1000).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(validate_error("error", "m", "nope", 1000).status().code(), Code::kInvalidArgument);
+  auto kept = validate_error("io", "m", R"({ "a" : 1 })", 1000);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->details, R"({"a":1})");
+  EXPECT_EQ(kept->message, "m");
+  // A message exactly at the limit is kept whole.
+  const std::string at_limit(kMaxErrorMessageBytes, 'm');
+  EXPECT_EQ(validate_error("io", at_limit, std::nullopt, 1000)->message, at_limit);
+  // Details with quotes to escape still fit.
+  std::string quoted = "[";
+  while (quoted.size() < 2 * kMaxErrorDetailsBytes) quoted += R"("q",)";
+  quoted += R"("q"])";
+  auto cut = validate_error("io", "m", quoted, 1 << 20);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_LE(cut->details.size(), kMaxErrorDetailsBytes);
+  EXPECT_GE(cut->details.size(), kMaxErrorDetailsBytes - 2);
+  EXPECT_EQ(cut->details.rfind(R"({"truncated":"[\"q\",)", 0), 0u) << cut->details.substr(0, 40);
+  EXPECT_EQ(*normalize_value(cut->details, 1 << 20, "details"), cut->details) << "valid JSON";
+}
+
 }  // namespace
 }  // namespace kvq::jobs

@@ -1,5 +1,6 @@
-// update, finish and resubmit: what a worker does with a job it holds. Each checks the job's
-// lock in the same transaction as its writes, which is what fences out a stale worker.
+// update, finish, fail, snooze and resubmit: what a worker does with a job it holds. Each checks
+// the job's lock in the same transaction as its writes, which is what fences out a stale worker.
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "jobs/jobs_impl.h"
 #include "jobs/pending_picks.h"
 #include "jobs/validation.h"
+#include "util/random.h"
 #include "util/secret.h"
 
 namespace kvq::jobs {
@@ -91,16 +93,18 @@ Result<UpdateResult> update_checked(kv::Transaction& txn, const Keys& keys, Job&
 
 // What finish_checked decided, for the type's stats.
 struct Finished {
-  bool succeeded = false;  // finished, not resubmitted
-  int64_t started = 0;     // when the run began
+  bool succeeded = false;   // finished, not resubmitted
+  int64_t started = 0;      // when the run began
+  bool recognised = false;  // the call found its own earlier commit
+  bool counted = false;     // set by counting(): the stats count it
 };
 
 Result<Finished> finish_checked(kv::Transaction& txn, const Keys& keys, const Job& job,
                                 const Checked& checked) {
   KVQ_ASSIGN_OR_RETURN(auto current, load_job(txn, keys, job.type, job.id));
-  // A retry after an unknown commit result finds its own finish already applied (locks are
-  // unique, so the finished lock is this run's whatever the job did since).
-  if (current && util::secret_equal(current->finished_lock, job.lock)) {
+  // A retry after an unknown commit result finds its own finish already applied. Only while no
+  // other run holds the job: a finish with the lock of a run since re-accepted halts.
+  if (current && current->lock.empty() && util::secret_equal(current->finished_lock, job.lock)) {
     return Finished{current->finished && current->outcome == Outcome::kSucceeded, current->started};
   }
   KVQ_ASSIGN_OR_RETURN(JobRow before, held(job, std::move(current)));
@@ -138,6 +142,137 @@ Status resubmit_checked(kv::Transaction& txn, const Keys& keys, Job& job,
   KVQ_RETURN_IF_ERROR(save_job(txn, keys, job.type, job.id, before, after));
   if (checked.data) job.data = *checked.data;
   return Status::OK();
+}
+
+// A fail's input, checked once: the error as it is kept (message and details truncated), and
+// what to do next.
+struct CheckedFail {
+  ErrorReport error;
+  std::optional<Millis> retry_in;
+  bool retry = true;
+};
+
+Result<CheckedFail> check_fail(const Job& job, const FailOptions& options, size_t max) {
+  KVQ_RETURN_IF_ERROR(validate_handle(job));
+  KVQ_ASSIGN_OR_RETURN(ErrorReport error,
+                       validate_error(options.kind, options.message, options.details, max));
+  if (options.retry_in && options.retry_in->count() < 0)
+    return InvalidArgument("fail's retry_in must not be negative");
+  return CheckedFail{std::move(error), options.retry_in, options.retry};
+}
+
+// What a fail decided, and when the run it ended began (for the type's stats).
+struct Failed {
+  FailResult result;
+  int64_t started = 0;
+  bool recognised = false;  // the call found its own earlier commit
+  bool counted = false;     // set by counting(): the stats count it
+};
+
+// What a fail that committed decided, read back from the row it wrote.
+FailResult decided(const JobRow& row) {
+  FailResult result;
+  result.dead = row.finished && row.outcome == Outcome::kDead;
+  if (!result.dead) result.retry_at_ms = row.scheduled;
+  result.attempt = row.errors.empty() ? row.attempts : row.errors.back().attempt;
+  return result;
+}
+
+Result<Failed> fail_checked(kv::Transaction& txn, const Keys& keys, const Job& job,
+                            const CheckedFail& fail) {
+  KVQ_ASSIGN_OR_RETURN(auto current, load_job(txn, keys, job.type, job.id));
+  // A retry after an unknown commit result finds its own fail applied: the attempt is counted
+  // once, and the answer is what that commit decided.
+  if (current && util::secret_equal(current->finished_lock, job.lock))
+    return Failed{decided(*current), current->started, true};
+  KVQ_ASSIGN_OR_RETURN(JobRow before, held(job, std::move(current)));
+  KVQ_ASSIGN_OR_RETURN(auto settings, type_settings_of(txn, keys, job.type));
+  const RetryPolicy policy = settings ? settings->retry : RetryPolicy{};
+  const int64_t now = now_ms();
+  JobRow after = before;
+  after.lock.clear();
+  after.worker.clear();
+  after.worker_type.clear();
+  after.finished_lock = job.lock;
+  after.lost_runs = 0;  // this run was not lost: its worker reported
+  record_error(after, JobError{before.attempts, now, before.worker, fail.error.kind,
+                               fail.error.message, fail.error.details});
+  FailResult result;
+  result.attempt = before.attempts;
+  if (before.resubmit) {
+    // The add that resubmitted it asked for a new run: that run comes, its attempts anew.
+    after.resubmit = false;
+    after.scheduled = before.next_scheduled;
+    after.priority = before.next_priority;
+    after.attempts = 0;
+    result.retry_at_ms = after.scheduled;
+  } else if (!fail.retry || before.attempts >= policy.max_attempts) {
+    after.finished = true;
+    after.outcome = Outcome::kDead;
+    after.gave_up = false;  // dead of a failure, not of lost runs
+    result.dead = true;
+  } else {
+    const Millis delay = fail.retry_in.value_or(
+        jittered_backoff_delay(policy, before.attempts, util::random_unit()));
+    after.scheduled = now + delay.count();
+    result.retry_at_ms = after.scheduled;
+  }
+  KVQ_RETURN_IF_ERROR(save_job(txn, keys, job.type, job.id, before, after));
+  return Failed{result, before.started};
+}
+
+Status check_snooze(const Job& job, const SnoozeOptions& options) {
+  KVQ_RETURN_IF_ERROR(validate_handle(job));
+  if (options.delay.count() < 0) return InvalidArgument("snooze delay must not be negative");
+  return Status::OK();
+}
+
+// When the run that snooze_checked ended began, for the type's stats.
+struct Snoozed {
+  int64_t started = 0;
+  bool recognised = false;  // the call found its own earlier commit
+  bool counted = false;     // set by counting(): the stats count it
+};
+
+Result<Snoozed> snooze_checked(kv::Transaction& txn, const Keys& keys, const Job& job,
+                               const SnoozeOptions& options) {
+  KVQ_ASSIGN_OR_RETURN(auto current, load_job(txn, keys, job.type, job.id));
+  if (current && util::secret_equal(current->finished_lock, job.lock))
+    return Snoozed{current->started, true};
+  KVQ_ASSIGN_OR_RETURN(JobRow before, held(job, std::move(current)));
+  JobRow after = before;
+  after.lock.clear();
+  after.worker.clear();
+  after.worker_type.clear();
+  after.finished_lock = job.lock;
+  after.lost_runs = 0;
+  // This run does not count as an attempt.
+  if (after.attempts > 0) --after.attempts;
+  after.scheduled = options.scheduled_time_ms.value_or(now_ms() + options.delay.count());
+  if (before.resubmit) {
+    // The resubmit's run, but not before the snooze's time: the worker said "not now".
+    after.resubmit = false;
+    after.scheduled = std::max(after.scheduled, before.next_scheduled);
+    after.priority = before.next_priority;
+    after.attempts = 0;
+  }
+  KVQ_RETURN_IF_ERROR(save_job(txn, keys, job.type, job.id, before, after));
+  return Snoozed{before.started};
+}
+
+// `call` (finish_checked, fail_checked, snooze_checked) marking its answer counted for the
+// type's stats unless it recognised a commit on its first try: then an earlier call made that
+// commit, and counted it; on a later try, the commit was this call's own, whose result was
+// unknown.
+template <typename Call>
+auto counting(Call call) {
+  return [call, tried = std::make_shared<bool>(false)](kv::Transaction& txn, const Keys& keys,
+                                                       const Job& job, const auto& input) {
+    auto result = call(txn, keys, job, input);
+    if (result.ok()) result->counted = !result->recognised || *tried;
+    *tried = true;
+    return result;
+  };
 }
 
 // A worker call without a blocked thread (kv::run_async): `checked_call(txn, keys, job, input)`
@@ -187,13 +322,17 @@ Result<UpdateResult> Jobs::update(kv::Transaction& txn, Job& job,
 
 Status Jobs::finish(Job& job, const FinishOptions& options) {
   KVQ_ASSIGN_OR_RETURN(Checked checked, check_finish(job, options, options_.max_data_bytes));
-  KVQ_ASSIGN_OR_RETURN(
-      Finished finished,
-      kv::run(
-          *store_,
-          [&](kv::Transaction& txn) { return finish_checked(txn, impl_->keys, job, checked); },
-          options_.retry));
-  impl_->type_stats.record_finished(job.type, finished.succeeded, run_time_since(finished.started));
+  KVQ_ASSIGN_OR_RETURN(Finished finished,
+                       kv::run(
+                           *store_,
+                           [&, call = counting(finish_checked)](kv::Transaction& txn) {
+                             return call(txn, impl_->keys, job, checked);
+                           },
+                           options_.retry));
+  if (finished.counted) {
+    impl_->type_stats.record_finished(job.type, finished.succeeded,
+                                      run_time_since(finished.started));
+  }
   return Status::OK();
 }
 
@@ -205,9 +344,10 @@ Status Jobs::finish(kv::Transaction& txn, Job& job, const FinishOptions& options
 void Jobs::finish_async(Job job, FinishOptions options, std::function<void(Status)> done) {
   auto checked = check_finish(job, options, options_.max_data_bytes);
   const std::string type = job.type;
-  run_call_async(*store_, impl_->keys, options_, std::move(job), std::move(checked), finish_checked,
+  run_call_async(*store_, impl_->keys, options_, std::move(job), std::move(checked),
+                 counting(finish_checked),
                  [impl = impl_.get(), type, done = std::move(done)](Result<Finished> finished) {
-                   if (finished.ok()) {
+                   if (finished.ok() && finished->counted) {
                      impl->type_stats.record_finished(type, finished->succeeded,
                                                       run_time_since(finished->started));
                    }
@@ -248,6 +388,71 @@ Status Jobs::resubmit(kv::Transaction& txn, Job& job, const ResubmitOptions& opt
   KVQ_ASSIGN_OR_RETURN(auto checked,
                        check_call(job, options.data, std::nullopt, "", options_.max_data_bytes));
   return resubmit_checked(txn, impl_->keys, job, options.scheduled_time_ms, checked);
+}
+
+Result<FailResult> Jobs::fail(Job& job, const FailOptions& options) {
+  KVQ_ASSIGN_OR_RETURN(CheckedFail checked, check_fail(job, options, options_.max_data_bytes));
+  KVQ_ASSIGN_OR_RETURN(Failed failed, kv::run(
+                                          *store_,
+                                          [&, call = counting(fail_checked)](kv::Transaction& txn) {
+                                            return call(txn, impl_->keys, job, checked);
+                                          },
+                                          options_.retry));
+  if (failed.counted)
+    impl_->type_stats.record_failed(job.type, failed.result.dead, run_time_since(failed.started));
+  return failed.result;
+}
+
+void Jobs::fail_async(Job job, FailOptions options, std::function<void(Result<FailResult>)> done) {
+  auto checked = check_fail(job, options, options_.max_data_bytes);
+  const std::string type = job.type;
+  run_call_async(*store_, impl_->keys, options_, std::move(job), std::move(checked),
+                 counting(fail_checked),
+                 [impl = impl_.get(), type, done = std::move(done)](Result<Failed> failed) {
+                   if (!failed.ok()) return done(failed.status());
+                   if (failed->counted) {
+                     impl->type_stats.record_failed(type, failed->result.dead,
+                                                    run_time_since(failed->started));
+                   }
+                   done(failed->result);
+                 });
+}
+
+Result<FailResult> Jobs::fail(kv::Transaction& txn, Job& job, const FailOptions& options) {
+  KVQ_ASSIGN_OR_RETURN(CheckedFail checked, check_fail(job, options, options_.max_data_bytes));
+  KVQ_ASSIGN_OR_RETURN(Failed failed, fail_checked(txn, impl_->keys, job, checked));
+  return failed.result;
+}
+
+Status Jobs::snooze(Job& job, const SnoozeOptions& options) {
+  KVQ_RETURN_IF_ERROR(check_snooze(job, options));
+  KVQ_ASSIGN_OR_RETURN(Snoozed snoozed,
+                       kv::run(
+                           *store_,
+                           [&, call = counting(snooze_checked)](kv::Transaction& txn) {
+                             return call(txn, impl_->keys, job, options);
+                           },
+                           options_.retry));
+  if (snoozed.counted) impl_->type_stats.record_snoozed(job.type, run_time_since(snoozed.started));
+  return Status::OK();
+}
+
+void Jobs::snooze_async(Job job, SnoozeOptions options, std::function<void(Status)> done) {
+  Status checked = check_snooze(job, options);
+  const std::string type = job.type;
+  run_call_async(*store_, impl_->keys, options_, std::move(job),
+                 checked.ok() ? Result<SnoozeOptions>(options) : Result<SnoozeOptions>(checked),
+                 counting(snooze_checked),
+                 [impl = impl_.get(), type, done = std::move(done)](Result<Snoozed> snoozed) {
+                   if (snoozed.ok() && snoozed->counted)
+                     impl->type_stats.record_snoozed(type, run_time_since(snoozed->started));
+                   done(snoozed.status());
+                 });
+}
+
+Status Jobs::snooze(kv::Transaction& txn, Job& job, const SnoozeOptions& options) {
+  KVQ_RETURN_IF_ERROR(check_snooze(job, options));
+  return snooze_checked(txn, impl_->keys, job, options).status();
 }
 
 Result<size_t> Jobs::release_worker(std::string_view worker_type, std::string_view worker) {

@@ -76,7 +76,8 @@ std::string dump(const nlohmann::json& j);
 nlohmann::json embed(const std::string& json_text);
 nlohmann::json job_json(const jobs::JobInfo& info);
 nlohmann::json event_json(const jobs::JobEvent& event);
-// {"type", "timeout", "finished_retention"}: seconds, the retention null when there is none.
+// {"type", "timeout", "finished_retention", "max_lost_runs", "max_attempts", "backoff": {"base",
+// "factor", "cap", "jitter"}}: times in seconds, the retention null when there is none.
 nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& settings);
 // A query parameter as a number; nullopt if absent; an ApiError if malformed or beyond
 // ±kMaxJsonInteger (json_body.h), so that a cast to int64_t never wraps.

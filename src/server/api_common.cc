@@ -104,6 +104,40 @@ nlohmann::json embed(const std::string& json_text) {
   return parsed.is_discarded() ? nlohmann::json::object() : parsed;
 }
 
+namespace {
+
+// JSON text the library keeps (a result, progress, an error's details), or null for none.
+nlohmann::json embed_or_null(const std::optional<std::string>& json_text) {
+  if (!json_text || json_text->empty()) return nullptr;
+  auto parsed = nlohmann::json::parse(*json_text, nullptr, false);
+  return parsed.is_discarded() ? nlohmann::json(nullptr) : parsed;
+}
+
+// A wall-clock time the library gives as 0 for "never", as null then.
+nlohmann::json time_or_null(int64_t ms) {
+  return ms ? nlohmann::json(ms) : nlohmann::json(nullptr);
+}
+
+nlohmann::json outcome_json(jobs::Outcome outcome) {
+  if (outcome == jobs::Outcome::kNone) return nullptr;
+  return std::string(jobs::outcome_name(outcome));
+}
+
+nlohmann::json errors_json(const std::vector<jobs::JobError>& errors) {
+  auto list = nlohmann::json::array();
+  for (const auto& e : errors) {
+    list.push_back({{"attempt", e.attempt},
+                    {"at", e.at_ms},
+                    {"worker", e.worker},
+                    {"kind", e.kind},
+                    {"message", e.message},
+                    {"details", embed_or_null(e.details)}});
+  }
+  return list;
+}
+
+}  // namespace
+
 nlohmann::json job_json(const jobs::JobInfo& info) {
   return {{"type", info.type},
           {"id", info.id},
@@ -116,16 +150,28 @@ nlohmann::json job_json(const jobs::JobInfo& info) {
           {"worker_type", info.worker_type},
           {"attempts", info.attempts},
           {"lost_runs", info.lost_runs},
-          {"gave_up", info.gave_up},
+          {"outcome", outcome_json(info.outcome)},
+          {"result", embed_or_null(info.result)},
+          {"progress", embed_or_null(info.progress)},
+          {"errors", errors_json(info.errors)},
+          {"gave_up", info.gave_up},  // deprecated: "outcome" is "dead"
           {"created_at", info.created_at_ms},
-          {"updated_at", info.updated_at_ms}};
+          {"updated_at", info.updated_at_ms},
+          {"started_at", time_or_null(info.started_at_ms)},
+          {"ended_at", time_or_null(info.ended_at_ms)}};
 }
 
 nlohmann::json event_json(const jobs::JobEvent& e) {
   if (!e.found) return {{"type", e.type}, {"id", e.id}, {"found", false}};
-  return {{"type", e.type},        {"id", e.id},
-          {"found", true},         {"state", jobs::state_name(e.state)},
-          {"data", embed(e.data)}, {"seq", e.seq},
+  return {{"type", e.type},
+          {"id", e.id},
+          {"found", true},
+          {"state", jobs::state_name(e.state)},
+          {"outcome", outcome_json(e.outcome)},
+          {"data", embed(e.data)},
+          {"result", embed_or_null(e.result)},
+          {"attempts", e.attempts},
+          {"seq", e.seq},
           {"gave_up", e.gave_up}};
 }
 
@@ -176,7 +222,13 @@ nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& sett
   return {{"type", type},
           {"timeout", seconds(settings.timeout)},
           {"finished_retention", retention},
-          {"max_lost_runs", max_lost_runs}};
+          {"max_lost_runs", max_lost_runs},
+          {"max_attempts", settings.retry.max_attempts},
+          {"backoff",
+           {{"base", seconds(settings.retry.backoff_base)},
+            {"factor", settings.retry.backoff_factor},
+            {"cap", seconds(settings.retry.backoff_cap)},
+            {"jitter", settings.retry.jitter}}}};
 }
 
 Field<jobs::Millis> seconds_field(const Field<double>& value, double max_seconds,

@@ -13,23 +13,43 @@ constexpr double kMaxWaitSeconds = 300;
 constexpr size_t kMaxBatchAdd = jobs::kMaxAddMany;
 constexpr int64_t kMaxAcceptCount = 100;
 constexpr int64_t kMaxListLimit = 10000;
+// The longest retry_in or snooze delay a worker may ask for: a year, as a type's timeout.
+constexpr double kMaxDelaySeconds = 365.0 * 24 * 3600;
 
-// The body of one job to add, checked.
-std::variant<jobs::NewJob, ApiError> read_new_job(const JsonBody& body) {
+// A name the library parses (if_exists, outcome, state filter), its error naming the field.
+template <typename T>
+Field<T> parsed_name(const Field<std::string>& text, Result<T> (*parse)(std::string_view),
+                     const std::string& what) {
+  if (!text.ok()) return *text.error();
+  if (!text.value()) return std::nullopt;
+  auto parsed = parse(*text.value());
+  if (!parsed.ok()) return invalid_argument(what + ": " + parsed.status().message());
+  return *parsed;
+}
+
+// The body of one job to add, checked; `if_exists` applies unless the body names its own.
+std::variant<jobs::NewJob, ApiError> read_new_job(const JsonBody& body, jobs::IfExists if_exists) {
   auto id = body.string("id");
   auto data = body.object_text("data");
   auto at = body.integer("scheduled_time");
   auto priority = body.integer("priority");
-  if (auto error = first_error(id, data, at, priority)) return *error;
+  auto own_if_exists =
+      parsed_name(body.string("if_exists"), &jobs::parse_if_exists, "field 'if_exists'");
+  if (auto error = first_error(id, data, at, priority, own_if_exists)) return *error;
   if (!id.value()) return invalid_argument("field 'id' is required");
   jobs::NewJob job{*id.value(),
                    data.value().value_or("{}"),
-                   {.scheduled_time_ms = at.value(), .priority = priority.value().value_or(0)}};
+                   {.scheduled_time_ms = at.value(),
+                    .priority = priority.value().value_or(0),
+                    .if_exists = own_if_exists.value().value_or(if_exists)}};
   return job;
 }
 
 // The batch route's list of jobs, each checked as the single add's body is.
 std::variant<std::vector<jobs::NewJob>, ApiError> read_batch(const JsonBody& body) {
+  auto if_exists =
+      parsed_name(body.string("if_exists"), &jobs::parse_if_exists, "field 'if_exists'");
+  if (!if_exists.ok()) return *if_exists.error();
   const auto& list = body.json().value("jobs", nlohmann::json());
   if (!list.is_array() || list.empty() || list.size() > kMaxBatchAdd) {
     return invalid_argument("'jobs' must be an array of 1 to 1000 jobs");
@@ -38,11 +58,12 @@ std::variant<std::vector<jobs::NewJob>, ApiError> read_batch(const JsonBody& bod
   for (const auto& item : list) {
     if (!item.is_object()) return invalid_argument("each entry of 'jobs' must be an object");
     for (const auto& [key, value] : item.items()) {
-      if (key != "id" && key != "data" && key != "scheduled_time" && key != "priority") {
+      if (key != "id" && key != "data" && key != "scheduled_time" && key != "priority" &&
+          key != "if_exists") {
         return unknown_field("a job does not take a field '" + key + "'");
       }
     }
-    auto job = read_new_job(JsonBody(item));
+    auto job = read_new_job(JsonBody(item), if_exists.value().value_or(jobs::IfExists::kUpdate));
     if (auto* e = std::get_if<ApiError>(&job)) return *e;
     batch.push_back(std::move(std::get<jobs::NewJob>(job)));
   }
@@ -66,41 +87,45 @@ void add_producer_routes(Router& router, Api& api) {
   router.add(
       "POST", "/v1/jobs/{type}/batch",
       [&api](Request& r, Ex ex) {
-        auto parsed = JsonBody::parse(r.body, {"jobs"});
+        auto parsed = JsonBody::parse(r.body, {"jobs", "if_exists"});
         const JsonBody* body = body_or_reply(parsed, *ex);
         if (!body) return;
         auto batch = read_batch(*body);
         if (auto* e = std::get_if<ApiError>(&batch)) return reply_error(*ex, *e);
-        const size_t added = std::get<0>(batch).size();
         api.jobs.add_many_async(r.params["type"], std::move(std::get<0>(batch)),
-                                [ex, added](Result<jobs::AddManyResult> s) {
+                                [ex](Result<jobs::AddManyResult> s) {
                                   if (!s.ok()) return reply_status(*ex, s.status());
-                                  reply_json(*ex, 200, {{"added", added}});
+                                  reply_json(*ex, 200, {{"added", s->added}, {"kept", s->kept}});
                                 });
       },
       Router::Access::kToken, Router::Runs::kInline);
   router.add(
       "POST", "/v1/jobs/{type}",
       [&api](Request& r, Ex ex) {
-        auto parsed = JsonBody::parse(r.body, {"id", "data", "scheduled_time", "priority"});
+        auto parsed =
+            JsonBody::parse(r.body, {"id", "data", "scheduled_time", "priority", "if_exists"});
         const JsonBody* body = body_or_reply(parsed, *ex);
         if (!body) return;
-        auto read = read_new_job(*body);
+        auto read = read_new_job(*body, jobs::IfExists::kUpdate);
         if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
         const auto& job = std::get<jobs::NewJob>(read);
         api.jobs.add_async(r.params["type"], job.id, job.data, job.options,
                            [ex, id = job.id](Result<jobs::AddResult> s) {
                              if (!s.ok()) return reply_status(*ex, s.status());
-                             reply_json(*ex, 200, {{"id", id}});
+                             reply_json(*ex, 200, {{"id", id}, {"added", s->added}});
                            });
       },
       Router::Access::kToken, Router::Runs::kInline);
   router.add("GET", "/v1/jobs/{type}", [&api](Request& r, Ex ex) {
     jobs::ListOptions options;
     if (auto it = r.query.find("state"); it != r.query.end() && !it->second.empty()) {
-      auto state = jobs::parse_state(it->second);
-      if (!state.ok()) return reply_status(*ex, state.status());
-      options.state = *state;
+      auto filter = jobs::parse_job_filter(it->second);
+      if (!filter.ok())
+        return reply_error(
+            *ex, invalid_argument("query parameter 'state': " + filter.status().message()));
+      options.state = filter->state;
+      options.outcome = filter->outcome;
+      options.due = filter->due;
     }
     if (auto it = r.query.find("worker"); it != r.query.end()) options.worker = it->second;
     if (auto it = r.query.find("worker_type"); it != r.query.end())
@@ -195,36 +220,64 @@ void add_accept_route(Router& router, Api& api) {
       Router::Access::kToken, Router::Runs::kInline);
 }
 
+// A worker call's body: the route's fields, the lock required among them.
+struct LockedBody {
+  JsonBody body;
+  std::string lock;
+};
+
+std::variant<LockedBody, ApiError> read_locked(const Request& r,
+                                               std::initializer_list<std::string_view> allowed) {
+  auto parsed = JsonBody::parse(r.body, allowed);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  auto& body = std::get<JsonBody>(parsed);
+  auto lock = body.string("lock");
+  if (!lock.ok()) return *lock.error();
+  if (!lock.value() || lock.value()->empty()) return invalid_argument("field 'lock' is required");
+  return LockedBody{std::move(body), *lock.value()};
+}
+
+// fail's "error": {"message", "kind"?, "details"?}, with the rest of the body.
+std::variant<jobs::FailOptions, ApiError> read_fail(const JsonBody& body) {
+  const auto& error = body.json().value("error", nlohmann::json());
+  if (!error.is_object())
+    return invalid_argument(
+        "field 'error' is required: an object {\"message\", \"kind\"?, "
+        "\"details\"?}");
+  for (const auto& [key, value] : error.items()) {
+    if (key != "message" && key != "kind" && key != "details")
+      return unknown_field("'error' does not take a field '" + key + "'");
+  }
+  const JsonBody fields(error);
+  auto message = fields.string("message");
+  auto kind = fields.string("kind");
+  auto details = fields.value_text("details");
+  auto retry_in = seconds_field(body.number("retry_in"), kMaxDelaySeconds, "retry_in");
+  auto retry = body.boolean("retry");
+  if (auto e = first_error(message, kind, details, retry_in, retry)) return *e;
+  if (!message.value() || message.value()->empty())
+    return invalid_argument("field 'error.message' is required and must not be empty");
+  jobs::FailOptions options;
+  options.message = *message.value();
+  if (kind.value()) options.kind = *kind.value();
+  options.details = details.value();
+  options.retry_in = retry_in.value();
+  options.retry = retry.value().value_or(true);
+  return options;
+}
+
 void add_worker_call_routes(Router& router, Api& api) {
-  struct Call {
-    std::string lock;
-    std::optional<std::string> data;
-    std::optional<int64_t> scheduled_time;
-  };
-  auto read_call = [](Request& r, Exchange& ex, bool resubmit) -> std::optional<Call> {
-    auto parsed = resubmit ? JsonBody::parse(r.body, {"lock", "data", "scheduled_time"})
-                           : JsonBody::parse(r.body, {"lock", "data"});
-    const JsonBody* body = body_or_reply(parsed, ex);
-    if (!body) return std::nullopt;
-    auto lock = body->string("lock");
-    auto data = body->object_text("data");
-    auto scheduled_time = resubmit ? body->integer("scheduled_time") : Field<int64_t>(std::nullopt);
-    auto error = first_error(lock, data, scheduled_time);
-    if (!error && (!lock.value() || lock.value()->empty()))
-      error = invalid_argument("field 'lock' is required");
-    if (error) {
-      reply_error(ex, *error);
-      return std::nullopt;
-    }
-    return Call{*lock.value(), data.value(), scheduled_time.value()};
-  };
   router.add(
       "POST", "/v1/jobs/{type}/{id}/update",
-      [&api, read_call](Request& r, Ex ex) {
-        auto call = read_call(r, *ex, false);
-        if (!call) return;
-        jobs::Job job{r.params["type"], r.params["id"], call->lock, "", ""};
-        api.jobs.update_async(job, {.progress = std::nullopt, .data = call->data},
+      [&api](Request& r, Ex ex) {
+        auto read = read_locked(r, {"lock", "progress", "data"});
+        if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
+        const auto& call = std::get<LockedBody>(read);
+        auto progress = call.body.value_text("progress");
+        auto data = call.body.object_text("data");
+        if (auto e = first_error(progress, data)) return reply_error(*ex, *e);
+        jobs::Job job{r.params["type"], r.params["id"], call.lock, "", ""};
+        api.jobs.update_async(job, {.progress = progress.value(), .data = data.value()},
                               [ex](Result<jobs::UpdateResult> result) {
                                 if (!result.ok()) return reply_status(*ex, result.status());
                                 reply_json(*ex, 200, {{"resubmitted", result->resubmitted}});
@@ -233,11 +286,15 @@ void add_worker_call_routes(Router& router, Api& api) {
       Router::Access::kToken, Router::Runs::kInline);
   router.add(
       "POST", "/v1/jobs/{type}/{id}/finish",
-      [&api, read_call](Request& r, Ex ex) {
-        auto call = read_call(r, *ex, false);
-        if (!call) return;
-        jobs::Job job{r.params["type"], r.params["id"], call->lock, "", ""};
-        api.jobs.finish_async(job, {.result = std::nullopt, .data = call->data},
+      [&api](Request& r, Ex ex) {
+        auto read = read_locked(r, {"lock", "result", "data"});
+        if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
+        const auto& call = std::get<LockedBody>(read);
+        auto result = call.body.value_text("result");
+        auto data = call.body.object_text("data");
+        if (auto e = first_error(result, data)) return reply_error(*ex, *e);
+        jobs::Job job{r.params["type"], r.params["id"], call.lock, "", ""};
+        api.jobs.finish_async(job, {.result = result.value(), .data = data.value()},
                               [&api, ex, type = job.type](Status s) {
                                 if (!s.ok()) return reply_status(*ex, s);
                                 api.metrics.finished(type);
@@ -246,18 +303,94 @@ void add_worker_call_routes(Router& router, Api& api) {
       },
       Router::Access::kToken, Router::Runs::kInline);
   router.add(
-      "POST", "/v1/jobs/{type}/{id}/resubmit",
-      [&api, read_call](Request& r, Ex ex) {
-        auto call = read_call(r, *ex, true);
-        if (!call) return;
-        jobs::Job job{r.params["type"], r.params["id"], call->lock, "", ""};
-        api.jobs.resubmit_async(
-            job, {.scheduled_time_ms = call->scheduled_time, .data = call->data}, [ex](Status s) {
-              if (!s.ok()) return reply_status(*ex, s);
-              reply_json(*ex, 200, nlohmann::json::object());
+      "POST", "/v1/jobs/{type}/{id}/fail",
+      [&api](Request& r, Ex ex) {
+        auto read = read_locked(r, {"lock", "error", "retry_in", "retry"});
+        if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
+        const auto& call = std::get<LockedBody>(read);
+        auto options = read_fail(call.body);
+        if (auto* e = std::get_if<ApiError>(&options)) return reply_error(*ex, *e);
+        jobs::Job job{r.params["type"], r.params["id"], call.lock, "", ""};
+        api.jobs.fail_async(
+            job, std::move(std::get<jobs::FailOptions>(options)),
+            [ex](Result<jobs::FailResult> result) {
+              if (!result.ok()) return reply_status(*ex, result.status());
+              nlohmann::json retry_at = nullptr;
+              if (!result->dead) retry_at = result->retry_at_ms;
+              reply_json(
+                  *ex, 200,
+                  {{"dead", result->dead}, {"retry_at", retry_at}, {"attempt", result->attempt}});
             });
       },
       Router::Access::kToken, Router::Runs::kInline);
+  router.add(
+      "POST", "/v1/jobs/{type}/{id}/snooze",
+      [&api](Request& r, Ex ex) {
+        auto read = read_locked(r, {"lock", "delay", "scheduled_time"});
+        if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
+        const auto& call = std::get<LockedBody>(read);
+        auto delay = seconds_field(call.body.number("delay"), kMaxDelaySeconds, "delay");
+        auto at = call.body.integer("scheduled_time");
+        if (auto e = first_error(delay, at)) return reply_error(*ex, *e);
+        jobs::SnoozeOptions options;
+        options.scheduled_time_ms = at.value();
+        if (delay.value()) options.delay = *delay.value();
+        jobs::Job job{r.params["type"], r.params["id"], call.lock, "", ""};
+        api.jobs.snooze_async(job, options, [ex](Status s) {
+          if (!s.ok()) return reply_status(*ex, s);
+          reply_json(*ex, 200, nlohmann::json::object());
+        });
+      },
+      Router::Access::kToken, Router::Runs::kInline);
+  router.add(
+      "POST", "/v1/jobs/{type}/{id}/resubmit",
+      [&api](Request& r, Ex ex) {
+        auto read = read_locked(r, {"lock", "data", "scheduled_time"});
+        if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
+        const auto& call = std::get<LockedBody>(read);
+        auto data = call.body.object_text("data");
+        auto at = call.body.integer("scheduled_time");
+        if (auto e = first_error(data, at)) return reply_error(*ex, *e);
+        jobs::Job job{r.params["type"], r.params["id"], call.lock, "", ""};
+        api.jobs.resubmit_async(job, {.scheduled_time_ms = at.value(), .data = data.value()},
+                                [ex](Status s) {
+                                  if (!s.ok()) return reply_status(*ex, s);
+                                  reply_json(*ex, 200, nlohmann::json::object());
+                                });
+      },
+      Router::Access::kToken, Router::Runs::kInline);
+}
+
+// rerun and cancel block (the library has no async form), so they run on the pool; each
+// answers the job as it then is.
+void add_producer_call_routes(Router& router, Api& api) {
+  router.add("POST", "/v1/jobs/{type}/{id}/rerun", [&api](Request& r, Ex ex) {
+    auto parsed = JsonBody::parse(r.body, {"scheduled_time", "priority"});
+    const JsonBody* body = body_or_reply(parsed, *ex);
+    if (!body) return;
+    auto at = body->integer("scheduled_time");
+    auto priority = body->integer("priority");
+    if (auto e = first_error(at, priority)) return reply_error(*ex, *e);
+    const std::string& type = r.params["type"];
+    const std::string& id = r.params["id"];
+    Status s =
+        api.jobs.rerun(type, id, {.scheduled_time_ms = at.value(), .priority = priority.value()});
+    if (!s.ok()) return reply_status(*ex, s);
+    auto info = api.jobs.get(type, id);
+    if (!info.ok()) return reply_status(*ex, info.status());
+    reply_json(*ex, 200, job_json(*info));
+  });
+  router.add("POST", "/v1/jobs/{type}/{id}/cancel", [&api](Request& r, Ex ex) {
+    auto parsed = JsonBody::parse(r.body, {});
+    if (!body_or_reply(parsed, *ex)) return;
+    const std::string& type = r.params["type"];
+    const std::string& id = r.params["id"];
+    Status s = api.jobs.cancel(type, id);
+    if (!s.ok()) return reply_status(*ex, s);
+    auto info = api.jobs.get(type, id);
+    if (!info.ok()) return reply_status(*ex, info.status());
+    reply_json(*ex, 200, job_json(*info));
+  });
 }
 
 // A wait's query, checked.
@@ -328,6 +461,7 @@ void add_job_routes(Router& router, Api& api) {
   add_producer_routes(router, api);
   add_accept_route(router, api);
   add_worker_call_routes(router, api);
+  add_producer_call_routes(router, api);
   add_watch_routes(router, api);
 }
 

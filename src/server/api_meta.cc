@@ -64,6 +64,53 @@ Field<std::optional<uint32_t>> max_lost_runs_field(const JsonBody& body) {
   return std::optional<uint32_t>(static_cast<uint32_t>(*n.value()));
 }
 
+// PUT's retry policy fields, each absent = unchanged: "max_attempts" and "backoff": {"base",
+// "factor", "cap", "jitter"} (times in seconds). Only the form is checked here; the ranges are
+// the library's (validate_retry_policy), applied to the merged policy.
+struct RetryChange {
+  std::optional<uint32_t> max_attempts;
+  std::optional<jobs::Millis> base;
+  std::optional<double> factor;
+  std::optional<jobs::Millis> cap;
+  std::optional<double> jitter;
+  bool any() const { return max_attempts || base || factor || cap || jitter; }
+  jobs::RetryPolicy applied_to(jobs::RetryPolicy policy) const {
+    if (max_attempts) policy.max_attempts = *max_attempts;
+    if (base) policy.backoff_base = *base;
+    if (factor) policy.backoff_factor = *factor;
+    if (cap) policy.backoff_cap = *cap;
+    if (jitter) policy.jitter = *jitter;
+    return policy;
+  }
+};
+
+std::variant<RetryChange, ApiError> read_retry_change(const JsonBody& body) {
+  RetryChange change;
+  auto max_attempts = body.integer("max_attempts", 1, jobs::kMaxAttemptsLimit);
+  if (!max_attempts.ok()) return *max_attempts.error();
+  if (max_attempts.value()) change.max_attempts = static_cast<uint32_t>(*max_attempts.value());
+  if (!body.has("backoff")) return change;
+  const auto& backoff = body.json().at("backoff");
+  if (!backoff.is_object())
+    return invalid_argument(
+        "field 'backoff' must be an object {\"base\"?, \"factor\"?, \"cap\"?, \"jitter\"?}");
+  for (const auto& [key, value] : backoff.items()) {
+    if (key != "base" && key != "factor" && key != "cap" && key != "jitter")
+      return unknown_field("'backoff' does not take a field '" + key + "'");
+  }
+  const JsonBody fields(backoff);
+  auto base = seconds_field(fields.number("base"), kMaxTimeoutSeconds, "backoff.base");
+  auto factor = fields.number("factor");
+  auto cap = seconds_field(fields.number("cap"), kMaxTimeoutSeconds, "backoff.cap");
+  auto jitter = fields.number("jitter");
+  if (auto e = first_error(base, factor, cap, jitter)) return *e;
+  change.base = base.value();
+  change.factor = factor.value();
+  change.cap = cap.value();
+  change.jitter = jitter.value();
+  return change;
+}
+
 }  // namespace
 
 void add_type_routes(Router& router, Api& api) {
@@ -83,7 +130,8 @@ void add_type_routes(Router& router, Api& api) {
     reply_json(*ex, 200, type_json(r.params["type"], *settings));
   });
   router.add("PUT", "/v1/types/{type}", [&api](Request& r, std::shared_ptr<Exchange> ex) {
-    auto parsed = JsonBody::parse(r.body, {"timeout", "finished_retention", "max_lost_runs"});
+    auto parsed = JsonBody::parse(
+        r.body, {"timeout", "finished_retention", "max_lost_runs", "max_attempts", "backoff"});
     if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*ex, *e);
     const auto& body = std::get<JsonBody>(parsed);
     auto retention_read = retention_field(body);
@@ -92,9 +140,12 @@ void add_type_routes(Router& router, Api& api) {
     auto max_lost_runs_read = max_lost_runs_field(body);
     if (!max_lost_runs_read.ok()) return reply_error(*ex, *max_lost_runs_read.error());
     const auto& max_lost_runs = max_lost_runs_read.value();
+    auto retry_read = read_retry_change(body);
+    if (auto* e = std::get_if<ApiError>(&retry_read)) return reply_error(*ex, *e);
+    const auto& retry = std::get<RetryChange>(retry_read);
     // The timeout may be left out only to change the other settings of a type that exists.
     std::optional<jobs::Millis> timeout;
-    if (body.has("timeout") || (!retention && !max_lost_runs)) {
+    if (body.has("timeout") || (!retention && !max_lost_runs && !retry.any())) {
       auto seconds = body.number("timeout");
       if (!seconds.ok()) return reply_error(*ex, *seconds.error());
       if (!seconds.value() || *seconds.value() <= 0)
@@ -113,6 +164,14 @@ void add_type_routes(Router& router, Api& api) {
             KVQ_RETURN_IF_ERROR(api.jobs.set_finished_retention(txn, type, *retention));
           if (max_lost_runs)
             KVQ_RETURN_IF_ERROR(api.jobs.set_max_lost_runs(txn, type, *max_lost_runs));
+          if (retry.any()) {
+            // Fields left out keep the type's current values (the library's defaults for a
+            // type that never set them).
+            auto current = api.jobs.get_type(txn, type);
+            if (!current.ok()) return current.status();
+            KVQ_RETURN_IF_ERROR(
+                api.jobs.set_retry_policy(txn, type, retry.applied_to(current->retry)));
+          }
           return api.jobs.get_type(txn, type);
         },
         api.jobs.options().retry);
@@ -132,6 +191,24 @@ void add_type_routes(Router& router, Api& api) {
     auto removed = api.jobs.remove_all_jobs(r.params["type"]);
     if (!removed.ok()) return reply_status(*ex, removed.status());
     reply_json(*ex, 200, {{"removed", *removed}});
+  });
+  // Reruns every job of the type that ended dead (default) or cancelled.
+  router.add("POST", "/v1/types/{type}/rerun", [&api](Request& r, std::shared_ptr<Exchange> ex) {
+    auto parsed = JsonBody::parse(r.body, {"outcome"});
+    if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*ex, *e);
+    auto name = std::get<JsonBody>(parsed).string("outcome");
+    if (!name.ok()) return reply_error(*ex, *name.error());
+    jobs::Outcome outcome = jobs::Outcome::kDead;
+    if (name.value()) {
+      auto parsed_outcome = jobs::parse_outcome(*name.value());
+      if (!parsed_outcome.ok())
+        return reply_error(
+            *ex, invalid_argument("field 'outcome': " + parsed_outcome.status().message()));
+      outcome = *parsed_outcome;
+    }
+    auto n = api.jobs.rerun_all(r.params["type"], outcome);
+    if (!n.ok()) return reply_status(*ex, n.status());
+    reply_json(*ex, 200, {{"rerun", *n}});
   });
   router.add("GET", "/v1/types/{type}/pending", [&api](Request& r, std::shared_ptr<Exchange> ex) {
     auto max_time = query_number(r, "max_scheduled_time");

@@ -86,4 +86,10 @@ Field<std::string> JsonBody::object_text(std::string_view field) const {
   return it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+Field<std::string> JsonBody::value_text(std::string_view field) const {
+  auto it = object_.find(field);
+  if (it == object_.end() || it->is_null()) return std::nullopt;
+  return it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace kvq::server

@@ -69,6 +69,8 @@ class JsonBody {
   Field<bool> boolean(std::string_view field) const;
   // A JSON object field, serialized (job data, worker info).
   Field<std::string> object_text(std::string_view field) const;
+  // Any JSON value but null, serialized (a job's result or progress, an error's details).
+  Field<std::string> value_text(std::string_view field) const;
   const nlohmann::json& json() const { return object_; }
 
  private:

@@ -7,7 +7,11 @@ import unittest
 from kvq_server import KvqServer, ServerTestCase, q, uniq
 
 JOB_FIELDS = {"type", "id", "state", "data", "scheduled_time", "priority", "resubmitted",
-              "worker", "worker_type", "attempts", "lost_runs", "gave_up", "created_at", "updated_at"}
+              "worker", "worker_type", "attempts", "lost_runs", "gave_up", "created_at", "updated_at",
+              "outcome", "result", "progress", "errors", "started_at", "ended_at"}
+# A type's retry policy as GET shows it when none was set (kvq/jobs.h RetryPolicy's defaults).
+RETRY_DEFAULTS = {"max_attempts": 25,
+                  "backoff": {"base": 1.0, "factor": 2.0, "cap": 3600.0, "jitter": 0.2}}
 
 
 class HealthAndTypes(ServerTestCase):
@@ -24,14 +28,14 @@ class HealthAndTypes(ServerTestCase):
         t = uniq("types")
         self.assertStatus(self.c.get("/v1/types/%s" % t), 404, "not_found")
         body = self.assertStatus(self.c.put("/v1/types/%s" % t, {"timeout": 30}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None})
+        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None, **RETRY_DEFAULTS})
         body = self.assertStatus(self.c.get("/v1/types/%s" % t), 200)
-        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None})
+        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None, **RETRY_DEFAULTS})
         # a fractional timeout, replacing the old one
         body = self.assertStatus(self.c.put("/v1/types/%s" % t, {"timeout": 2.5}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 2.5, "finished_retention": None, "max_lost_runs": None})
+        self.assertEqual(body, {"type": t, "timeout": 2.5, "finished_retention": None, "max_lost_runs": None, **RETRY_DEFAULTS})
         types = self.assertStatus(self.c.get("/v1/types"), 200)["types"]
-        self.assertIn({"type": t, "timeout": 2.5, "finished_retention": None, "max_lost_runs": None}, types)
+        self.assertIn({"type": t, "timeout": 2.5, "finished_retention": None, "max_lost_runs": None, **RETRY_DEFAULTS}, types)
         self.assertEqual(self.assertStatus(self.c.delete("/v1/types/%s" % t), 200), {})
         self.assertStatus(self.c.get("/v1/types/%s" % t), 404, "not_found")
         self.assertStatus(self.c.delete("/v1/types/%s" % t), 404, "not_found")
@@ -42,17 +46,17 @@ class HealthAndTypes(ServerTestCase):
         t = uniq("retained")
         body = self.assertStatus(self.c.put("/v1/types/%s" % t,
                                             {"timeout": 30, "finished_retention": 86400}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": 86400.0, "max_lost_runs": None})
+        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": 86400.0, "max_lost_runs": None, **RETRY_DEFAULTS})
         # a PUT without the field changes the timeout only
         body = self.assertStatus(self.c.put("/v1/types/%s" % t, {"timeout": 10}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": 86400.0, "max_lost_runs": None})
+        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": 86400.0, "max_lost_runs": None, **RETRY_DEFAULTS})
         self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % t), 200), body)
         body = self.assertStatus(self.c.put("/v1/types/%s" % t,
                                             {"timeout": 10, "finished_retention": None}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": None, "max_lost_runs": None})
+        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": None, "max_lost_runs": None, **RETRY_DEFAULTS})
         # the retention alone, for a type that exists
         body = self.assertStatus(self.c.put("/v1/types/%s" % t, {"finished_retention": 60}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": 60.0, "max_lost_runs": None})
+        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": 60.0, "max_lost_runs": None, **RETRY_DEFAULTS})
         absent = uniq("absent")
         self.assertStatus(self.c.put("/v1/types/%s" % absent, {"finished_retention": 60}), 404,
                           "not_found")
@@ -105,7 +109,7 @@ class JobRoutes(ServerTestCase):
         reg = self.assertStatus(c.post("/v1/workers/%s" % wtype, {"id": "w1"}), 200)
         self.assertEqual(reg["id"], "w1")
 
-        self.assertEqual(self.assertStatus(c.add(t, "j1", {"k": 1}), 200), {"id": "j1"})
+        self.assertEqual(self.assertStatus(c.add(t, "j1", {"k": 1}), 200), {"id": "j1", "added": True})
         job = self.assertStatus(c.job(t, "j1"), 200)
         self.assertEqual(set(job), JOB_FIELDS, job)
         self.assertEqual((job["type"], job["id"], job["state"], job["data"]),
@@ -258,7 +262,7 @@ class JobRoutes(ServerTestCase):
         t, c = self.t, self.c
         jobs = [{"id": "b%d" % i, "data": {"i": i}} for i in range(3)]
         r = c.post("/v1/jobs/%s/batch" % t, {"jobs": jobs})
-        self.assertEqual(self.assertStatus(r, 200), {"added": 3})
+        self.assertEqual(self.assertStatus(r, 200), {"added": 3, "kept": []})
         for i in range(3):
             self.assertEqual(self.assertJobState(t, "b%d" % i, "pending")["data"], {"i": i})
         # one bad id -> nothing added
@@ -271,7 +275,7 @@ class JobRoutes(ServerTestCase):
         self.assertStatus(c.job(t, "m0"), 404, "not_found")
         # exactly 1,000 is fine
         r = c.post("/v1/jobs/%s/batch" % t, {"jobs": many[:1000]})
-        self.assertEqual(self.assertStatus(r, 200), {"added": 1000})
+        self.assertEqual(self.assertStatus(r, 200), {"added": 1000, "kept": []})
         self.assertEqual(self.assertStatus(c.get("/v1/types/%s/pending" % t), 200),
                          {"pending": 1003})
 

@@ -129,7 +129,7 @@ class LongPolls(ServerTestCase):
                 conn.request("POST", "/v1/jobs/%s" % t, body='{"id": "k%d", "data": {}}' % i,
                              headers={"Content-Type": "application/json"})
                 r = conn.getresponse()
-                self.assertEqual((r.status, r.read()), (200, b'{"id":"k%d"}' % i))
+                self.assertEqual((r.status, r.read()), (200, b'{"added":true,"id":"k%d"}' % i))
             conn.request("GET", "/v1/types/%s/pending" % t)
             r = conn.getresponse()
             self.assertEqual(r.status, 200)
