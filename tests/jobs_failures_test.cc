@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <future>
 #include <string>
 #include <thread>
 
@@ -155,6 +156,29 @@ TEST_P(JobsFailuresTest, AJobThatFailsThreeTimesThenSucceedsKeepsItsErrorsResult
   EXPECT_EQ(stats["work"].retried, 3u);
   EXPECT_EQ(stats["work"].succeeded, 1u);
   EXPECT_EQ(stats["work"].run_time.count, 4u);
+  EXPECT_EQ(stats["work"].queue_latency.count, 4u) << "one per accept";
+  ASSERT_EQ(stats["work"].queue_latency.counts.size(), Jobs::Histogram::bounds().size() + 1);
+}
+
+TEST_P(JobsFailuresTest, EveryAcceptFormCountsItsQueueLatencyOnce) {
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(jobs().add("work", "l" + std::to_string(i), "{}").ok());
+  Job one = accept_soon();
+  auto many = jobs().accept_many("work", 2);
+  ASSERT_TRUE(many.ok()) << many.status().to_string();
+  EXPECT_EQ(many->size(), 2u);
+  std::promise<Result<std::vector<Job>>> due;
+  jobs().accept_due_async("work", 3, {}, [&](Result<std::vector<Job>> r) { due.set_value(r); });
+  auto got = due.get_future().get();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->size(), 3u);
+  // Nothing left: a look that takes none counts none.
+  EXPECT_EQ(jobs().accept("work").status().code(), Code::kDeadlineExceeded);
+  auto stats = jobs().type_stats()["work"];
+  EXPECT_EQ(stats.queue_latency.count, 6u);
+  uint64_t in_buckets = 0;
+  for (uint64_t c : stats.queue_latency.counts) in_buckets += c;
+  EXPECT_EQ(in_buckets, 6u);
+  EXPECT_GE(stats.queue_latency.sum_seconds, 0.0);
 }
 
 TEST_P(JobsFailuresTest, AFailedJobComesBackAtItsBackoffTimeAndNotBefore) {

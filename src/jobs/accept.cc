@@ -15,12 +15,33 @@ namespace {
 
 constexpr size_t kMaxAcceptMany = 1000;
 
+// Records in the type's stats the queue latency of every job of `jobs` (an accept that
+// completed) and drops the notes of the takers that got none.
+void record_accepted(TypeStatsRecorder& stats, std::string_view type,
+                     const std::vector<std::string>& locks, const std::vector<Job>* jobs) {
+  for (const std::string& lock : locks) {
+    const auto latency = take_queue_latency(lock);
+    const bool got = jobs && std::any_of(jobs->begin(), jobs->end(),
+                                         [&](const Job& job) { return job.lock == lock; });
+    if (got && latency) stats.record_accepted(type, *latency);
+  }
+}
+
+std::vector<std::string> locks_of(const std::vector<Taker>& takers) {
+  std::vector<std::string> locks;
+  for (const Taker& taker : takers) locks.push_back(taker.lock);
+  return locks;
+}
+
 }  // namespace
 
 Result<Job> Jobs::accept(kv::Transaction& txn, std::string_view type,
                          const AcceptOptions& options) {
   KVQ_RETURN_IF_ERROR(validate_accept(type, options));
-  auto job = try_accept(txn, impl_->keys, options_, type, options, new_lock(type), nullptr);
+  const std::string lock = new_lock(type);
+  auto job = try_accept(txn, impl_->keys, options_, type, options, lock, nullptr);
+  // The caller's commit is not ours to see: not counted.
+  take_queue_latency(lock);
   if (job.status().code() == Code::kNotFound)
     KVQ_RETURN_IF_ERROR(require_type(txn, impl_->keys, type));
   return job;
@@ -42,6 +63,12 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
   const auto deadline = kv::Clock::now() + options.timeout;
   const std::string type_name(type);
   const std::string lock = new_lock(type);
+  done = [stats = &impl_->type_stats, type_name, lock, done = std::move(done)](Result<Job> job) {
+    std::vector<Job> got;
+    if (job.ok()) got.push_back(*job);
+    record_accepted(*stats, type_name, {lock}, &got);
+    done(std::move(job));
+  };
   AcceptWaiters& waiters = impl_->accept_waiters;
   const auto commit = look_async ? AcceptWaiters::Commit::kAsync : AcceptWaiters::Commit::kBlocking;
   if (options.timeout.count() > 0 && waiters.has_waiters(type_name)) {
@@ -112,6 +139,11 @@ void Jobs::accept_due_async(std::string_view type, size_t max_count, const Accep
                             std::function<void(Result<std::vector<Job>>)> done) {
   auto takers = many_takers(type, max_count, options);
   if (!takers.ok()) return done(takers.status());
+  done = [stats = &impl_->type_stats, type_name = std::string(type), locks = locks_of(*takers),
+          done = std::move(done)](Result<std::vector<Job>> jobs) {
+    record_accepted(*stats, type_name, locks, jobs.ok() ? &*jobs : nullptr);
+    done(std::move(jobs));
+  };
   attempt_accept_many_async(
       *store_, impl_->keys, options_, std::string(type), options, std::move(*takers),
       /*arm_watch=*/false,
@@ -129,6 +161,7 @@ Result<std::vector<Job>> Jobs::accept_many(std::string_view type, size_t max_cou
                                            const AcceptOptions& options) {
   KVQ_ASSIGN_OR_RETURN(auto takers, many_takers(type, max_count, options));
   auto jobs = attempt_accept_many(*store_, impl_->keys, options_, type, options, takers, nullptr);
+  record_accepted(impl_->type_stats, type, locks_of(takers), jobs.ok() ? &*jobs : nullptr);
   if (jobs.ok() || jobs.status().code() != Code::kNotFound) return jobs;
   KVQ_RETURN_IF_ERROR(require_type(*store_, impl_->keys, type, options_.retry));
   if (options.timeout.count() == 0)
@@ -139,6 +172,7 @@ Result<std::vector<Job>> Jobs::accept_many(std::string_view type, size_t max_cou
   if (max_count > 1) {
     takers.resize(max_count - 1);
     auto more = attempt_accept_many(*store_, impl_->keys, options_, type, options, takers, nullptr);
+    record_accepted(impl_->type_stats, type, locks_of(takers), more.ok() ? &*more : nullptr);
     if (more.ok()) std::move(more->begin(), more->end(), std::back_inserter(out));
   }
   return out;

@@ -25,6 +25,13 @@ Status validate_batch(std::string_view type, size_t max_count, const AcceptOptio
   return Status::OK();
 }
 
+// The stats of a waiting accept's one job (accept.cc records the others').
+void record_accepted_one(TypeStatsRecorder& stats, const std::string& type, const std::string& lock,
+                         const std::vector<Job>& got) {
+  const auto latency = take_queue_latency(lock);
+  if (!got.empty() && latency) stats.record_accepted(type, *latency);
+}
+
 }  // namespace
 
 uint64_t Jobs::accept_batch_async(std::string_view type, size_t max_count,
@@ -70,21 +77,25 @@ uint64_t Jobs::accept_batch_async(std::string_view type, size_t max_count,
   };
   const auto commit =
       store_->nonblocking() ? AcceptWaiters::Commit::kAsync : AcceptWaiters::Commit::kBlocking;
-  accept_due_async(type_name, max_count, options,
-                   [&waiters, type_name, options, deadline, generation, ticket, commit, done,
-                    take_rest](Result<std::vector<Job>> due) {
-                     if (due.ok() || due.status().code() != Code::kDeadlineExceeded) {
-                       waiters.forget(ticket);
-                       return done(std::move(due));
-                     }
-                     waiters.submit(
-                         type_name, options, new_lock(type_name), deadline, generation,
-                         [done, take_rest](Result<Job> first) {
-                           if (!first.ok()) return done(first.status());
-                           take_rest(std::move(*first));
-                         },
-                         commit, ticket);
-                   });
+  accept_due_async(
+      type_name, max_count, options,
+      [&waiters, stats = &impl_->type_stats, lock = new_lock(type_name), type_name, options,
+       deadline, generation, ticket, commit, done, take_rest](Result<std::vector<Job>> due) {
+        if (due.ok() || due.status().code() != Code::kDeadlineExceeded) {
+          waiters.forget(ticket);
+          return done(std::move(due));
+        }
+        waiters.submit(
+            type_name, options, lock, deadline, generation,
+            [stats, type_name, lock, done, take_rest](Result<Job> first) {
+              std::vector<Job> got;
+              if (first.ok()) got.push_back(*first);
+              record_accepted_one(*stats, type_name, lock, got);
+              if (!first.ok()) return done(first.status());
+              take_rest(std::move(*first));
+            },
+            commit, ticket);
+      });
   return ticket;
 }
 

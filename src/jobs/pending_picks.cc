@@ -3,15 +3,57 @@
 #include <memory>
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "jobs/job_store.h"
+#include "util/mutex.h"
 #include "util/random.h"
 #include "util/secret.h"
 
 namespace kvq::jobs {
+namespace {
+
+// Notes a look never taken back (a process that drops the call) are bounded: past this many,
+// the oldest go (a latency then goes unrecorded).
+constexpr size_t kMaxNotedLatencies = 10'000;
+
+struct NotedLatencies {
+  util::Mutex mu;
+  std::map<std::string, Millis> by_lock KVQ_GUARDED_BY(mu);
+  std::deque<std::string> order KVQ_GUARDED_BY(mu);
+};
+
+NotedLatencies& noted() {
+  static NotedLatencies* latencies = new NotedLatencies;  // never destroyed: used at exit
+  return *latencies;
+}
+
+}  // namespace
+
+void note_queue_latency(const std::string& lock, Millis latency) {
+  NotedLatencies& n = noted();
+  util::MutexLock hold(n.mu);
+  if (n.by_lock.insert_or_assign(lock, latency).second) n.order.push_back(lock);
+  while (n.order.size() > kMaxNotedLatencies) {
+    n.by_lock.erase(n.order.front());
+    n.order.pop_front();
+  }
+}
+
+std::optional<Millis> take_queue_latency(const std::string& lock) {
+  NotedLatencies& n = noted();
+  util::MutexLock hold(n.mu);
+  auto it = n.by_lock.find(lock);
+  if (it == n.by_lock.end()) return std::nullopt;
+  const Millis latency = it->second;
+  n.by_lock.erase(it);
+  // `order` keeps the lock until it reaches the front; erasing a missing key there is harmless.
+  return latency;
+}
 namespace {
 
 // Priority levels examined per attempt; beyond it a caller sees "nothing due" (and is woken by
@@ -85,6 +127,7 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
       after.worker_type = taker.worker_type;
       after.attempts += 1;
       after.started = now_ms();
+      note_queue_latency(taker.lock, Millis(after.started - before->scheduled));
       after.progress.reset();  // progress is of one run
       KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, entry.id, before, after));
       taken.push_back(Job{std::string(type), entry.id, taker.lock, std::move(after.data),

@@ -25,6 +25,13 @@ struct Taker {
 // A fresh random lock. Its suffix tags the type, so a handle used with another type is caught
 // as invalid input rather than reported as a fenced-out worker.
 std::string new_lock(std::string_view type);
+
+// The queue latency (accept time less scheduled time) of the job a look took for the taker with
+// `lock`, noted in the look's transaction and kept until the accept's entry point, knowing its
+// commit's fate, takes it (take_queue_latency): so the type's stats count an accept once, and
+// only when it committed. Process-wide; locks are unique.
+void note_queue_latency(const std::string& lock, Millis latency);
+std::optional<Millis> take_queue_latency(const std::string& lock);
 std::string type_tag(std::string_view type);
 
 // How a look chooses among the due jobs of its best priority level.
