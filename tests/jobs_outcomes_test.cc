@@ -88,14 +88,12 @@ class JobsOutcomesTest : public ::testing::TestWithParam<JobsParam> {
     EXPECT_EQ(job.id, id);
     return job;
   }
-  // A job that ended dead: its run was lost (its worker departed) with the type allowing one.
+  // A job that ended dead: its one attempt failed with retry false.
   void make_dead(const std::string& id, const std::string& data = "{}") {
-    ASSERT_TRUE(jobs_->set_max_lost_runs("work", 1).ok());
-    ASSERT_TRUE(jobs_->add("work", id, data).ok());
-    Job job = accept_now("work", {.worker = "w-" + id});
-    ASSERT_EQ(job.id, id);
-    auto released = jobs_->release_worker("", "w-" + id);
-    ASSERT_TRUE(released.ok()) << released.status().to_string();
+    Job job = add_and_accept(id, data);
+    auto failed = jobs_->fail(job, {.message = "boom " + id, .retry = false});
+    ASSERT_TRUE(failed.ok()) << failed.status().to_string();
+    EXPECT_TRUE(failed->dead);
     ASSERT_EQ(info_of(id).outcome, Outcome::kDead);
   }
   void make_succeeded(const std::string& id, const std::string& result = "1") {
@@ -412,7 +410,7 @@ TEST_P(JobsOutcomesTest, RerunStartsAFinishedJobOverKeepingItsDataAndErrors) {
   EXPECT_EQ(rerun.attempts, 0u);
   EXPECT_EQ(rerun.data, R"({"in":1})");
   ASSERT_EQ(rerun.errors.size(), 1u) << "a rerun dead job keeps why it died";
-  EXPECT_EQ(rerun.errors[0].kind, "worker_lost");
+  EXPECT_EQ(rerun.errors[0].message, "boom d");
   EXPECT_EQ(rerun.scheduled_time_ms, later);
   EXPECT_EQ(rerun.priority, 7);
   EXPECT_FALSE(rerun.gave_up);
@@ -526,6 +524,8 @@ TEST_P(JobsOutcomesTest, CancelEndsARunningJobAndHaltsItsWorker) {
   EXPECT_TRUE(r.errors.empty()) << "a cancelled run is not failed";
 
   EXPECT_EQ(jobs().update(job).status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(jobs().fail(job, {.message = "late"}).status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(jobs().snooze(job).code(), Code::kFailedPrecondition);
   EXPECT_EQ(jobs().finish(job).code(), Code::kFailedPrecondition);
   r = info_of("r");
   EXPECT_EQ(r.outcome, Outcome::kCancelled) << "the halted worker's calls changed it";
@@ -534,6 +534,7 @@ TEST_P(JobsOutcomesTest, CancelEndsARunningJobAndHaltsItsWorker) {
   auto stats = jobs().type_stats()["work"];
   EXPECT_EQ(stats.cancelled, 1u);
   EXPECT_EQ(stats.lost, 0u);
+  EXPECT_EQ(stats.failed, 0u);
 }
 
 // The commits of a rerun and of a cancel are reported unknown although they applied. The rerun
@@ -649,9 +650,7 @@ TEST_P(JobsOutcomesTest, AWaiterForFinishedWakesWhenTheJobDiesOrIsCancelled) {
   for (bool cancel : {false, true}) {
     SCOPED_TRACE(cancel ? "cancelled" : "dead");
     const std::string id = cancel ? "c" : "d";
-    ASSERT_TRUE(jobs().set_max_lost_runs("work", 1).ok());
-    ASSERT_TRUE(jobs().add("work", id, "{}").ok());
-    ASSERT_EQ(accept_now("work", {.worker = "w"}).id, id);
+    Job job = add_and_accept(id);
     auto sub = jobs().subscribe("work", id);
     ASSERT_TRUE(sub.ok()) << sub.status().to_string();
     auto waited = std::async(
@@ -660,7 +659,7 @@ TEST_P(JobsOutcomesTest, AWaiterForFinishedWakesWhenTheJobDiesOrIsCancelled) {
     if (cancel) {
       ASSERT_TRUE(jobs().cancel("work", id).ok());
     } else {
-      ASSERT_EQ(*jobs().release_worker("", "w"), 1u);
+      ASSERT_TRUE(jobs().fail(job, {.message = "no", .retry = false}).ok());
     }
     auto event = waited.get();
     ASSERT_TRUE(event.ok()) << event.status().to_string();
