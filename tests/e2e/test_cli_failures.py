@@ -3,7 +3,7 @@ type's backoff or --retry-in, dead with --no-retry or when attempts run out), th
 keeps, rerun (one job, all dead, all cancelled), cancel, snooze, ls --state for the new states,
 add --if-exists keep, the result and progress kept apart from the data, a type's retry policy
 (types set / get), and the exit codes: 4 for a stale lock, 2 for a bad option or a job in the
-wrong state, 5 for a missing job."""
+wrong state, 5 for a missing job to rerun or cancel."""
 
 import json
 import time
@@ -193,7 +193,9 @@ class Failures(CliTestCase):
         r = self.assertExit(self.kvq("fail", t, "e", "--lock", new), 2)
         self.assertIn("--message is required", r.stderr)
         self.assertEqual(self.assertJobState(t, "e", "running")["errors"], [])
-        self.assertExit(self.kvq("fail", t, "missing", "--lock", new, "--message", "m"), 5)
+        # a fail for a job that is gone is halted too, as a finish is: the run has no job left
+        r = self.assertExit(self.kvq("fail", t, "missing", "--lock", new, "--message", "m"), 4)
+        self.assertIn("was removed", r.stderr)
         # and a well-formed fail with the same lock still works
         self.ok("fail", t, "e", "--lock", new, "--message", "m", "--retry-in", "0")
         self.assertJobState(t, "e", "pending")
