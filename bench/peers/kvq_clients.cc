@@ -28,9 +28,8 @@ std::string run_tag() {
 // ---- over HTTP ----------------------------------------------------------------------------------
 
 cli::Url parse_base(const std::string& address) {
-  std::string error;
-  auto url = cli::parse_url("http://" + address, &error);
-  if (!url) throw std::invalid_argument("kvq-http: " + error);
+  auto url = cli::parse_url("http://" + address);
+  if (!url.ok()) throw std::invalid_argument("kvq-http: " + url.status().message());
   return *url;
 }
 

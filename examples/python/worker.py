@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A kvq worker over the HTTP API: accept jobs of a type, work on them, finish them.
+"""A kvq worker over the HTTP API: accept jobs of a type, work on them, finish or fail them.
 
 Example:
     ./worker.py --type example
@@ -8,13 +8,18 @@ Example:
 What it does:
   1. registers as a worker (so the server knows it is alive),
   2. heartbeats in a background thread, every health_timeout / 3 seconds,
-  3. long-polls for a job, "works" on it (sleeps, reporting progress with
-     /update, which also tells the server it is still alive), then finishes it,
+  3. long-polls for a job and runs the handler on it: `handle` "works" (sleeps,
+     reporting progress with /update, which also tells the server it is still
+     alive) and returns the job's result, which /finish keeps beside the job's
+     data (its input). A handler that raises fails the job instead (/fail with
+     the exception's message, class and traceback): the server keeps the error
+     and runs the job again after the type's backoff, or ends it dead once its
+     attempts are used up. The example handler raises for a job whose data has
+     "fail": "why" (try `kvq add example bad '{"fail": "no such user"}'`),
   4. on Ctrl-C (SIGINT) or SIGTERM, hands the job it is working on back
-     (resubmit, then finish: pending again at once, with its data as it came,
-     and not counted as a lost run towards the type's max_lost_runs), then
-     unregisters (the server would put any job it still held back to pending
-     at once too, counting a lost run).
+     (snooze: pending again at once, its attempt not counted, and not a lost
+     run), then unregisters (the server would put any job it still held back
+     to pending at once too, counting a failed attempt).
 
 Only the Python standard library is used.
 """
@@ -27,6 +32,7 @@ import signal
 import socket
 import threading
 import time
+import traceback
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -83,32 +89,69 @@ def heartbeat_loop(api, wpath, state, every, stop):
             print("heartbeat failed: %s" % err)
 
 
+def job_path(job):
+    return "/v1/jobs/%s/%s" % (quote(job["type"]), quote(job["id"]))
+
+
 def hand_back(api, job):
-    """Puts a job we hold back to pending as it came to us: a run asked for
-    again, then this one finished. Unlike dying or unregistering with it, this is
-    not a lost run."""
-    jpath = "/v1/jobs/%s/%s" % (quote(job["type"]), quote(job["id"]))
-    status, _ = api.call("POST", jpath + "/resubmit", {"lock": job["lock"], "data": job["data"]}, timeout=5)
-    if status == 200:
-        status, _ = api.call("POST", jpath + "/finish", {"lock": job["lock"]}, timeout=5)
+    """Puts a job we hold back to pending at once, as it came to us. A snooze
+    does not count this attempt, and unlike dying or unregistering with it, it
+    is not a lost run."""
+    status, _ = api.call("POST", job_path(job) + "/snooze", {"lock": job["lock"], "delay": 0},
+                         timeout=5)
     return status == 200
 
 
-def process(api, job, work_seconds, steps=5):
-    """Pretend to work; report progress after each step. Returns False if the job
-    was taken away from us (409 halted) and we should drop it."""
-    jpath = "/v1/jobs/%s/%s" % (quote(job["type"]), quote(job["id"]))
+class Halted(Exception):
+    """The server took the job away from us (409 halted): drop it."""
+
+
+def handle(job, report_progress, work_seconds, steps=5):
+    """The example's work on one job: returns its result, or raises to fail it.
+    Replace it with yours."""
+    if job["data"].get("fail"):
+        raise ValueError(job["data"]["fail"])
     for step in range(1, steps + 1):
         time.sleep(work_seconds / steps)
+        report_progress({"step": step, "of": steps})
+    return {"done": True}
+
+
+def error_of(exc):
+    """The error a fail reports for an exception: its message, its class as the
+    kind, and its traceback."""
+    return {"message": str(exc) or type(exc).__name__, "kind": type(exc).__name__,
+            "details": {"stack": traceback.format_exc()}}
+
+
+def process(api, job, work_seconds):
+    """Runs the handler on one job, then finishes it with the handler's result,
+    or fails it with the handler's exception. Returns what became of the job:
+    "finished", "failed, retries at MS", "failed, dead", "halted" if the job
+    was taken away from us (409 halted) and we dropped it, or what the server
+    answered when it refused the call."""
+    jpath = job_path(job)
+
+    def report_progress(progress):
         # An update is also a heartbeat for the job: without one within the
         # type's timeout, the server gives the job to another worker.
-        status, body = api.call("POST", jpath + "/update",
-                                {"lock": job["lock"], "data": {**job["data"], "progress": step}})
+        status, _ = api.call("POST", jpath + "/update", {"lock": job["lock"], "progress": progress})
         if status == 409:
-            return False
-    status, body = api.call("POST", jpath + "/finish",
-                            {"lock": job["lock"], "data": {"result": "done", "input": job["data"]}})
-    return status == 200
+            raise Halted()
+
+    try:
+        result = handle(job, report_progress, work_seconds)
+    except Halted:
+        return "halted"
+    except Exception as exc:  # the handler failed: the server decides when it runs again
+        status, body = api.call("POST", jpath + "/fail", {"lock": job["lock"], "error": error_of(exc)})
+        if status != 200:
+            return "halted" if status == 409 else "fail answered %s %s" % (status, body)
+        return "failed, dead" if body["dead"] else "failed, retries at %s" % body["retry_at"]
+    status, body = api.call("POST", jpath + "/finish", {"lock": job["lock"], "result": result})
+    if status != 200:
+        return "halted" if status == 409 else "finish answered %s %s" % (status, body)
+    return "finished"
 
 
 def main():
@@ -188,10 +231,15 @@ def main():
                 held.append(job)
             while held:
                 job = held[0]
-                if process(api, job, args.work_seconds):
-                    print("finished %s" % job["id"])
-                else:
+                outcome = process(api, job, args.work_seconds)
+                if outcome == "halted":
                     print("abandoned %s (halted: no longer ours)" % job["id"])
+                elif outcome == "finished":
+                    print("finished %s" % job["id"])
+                elif outcome.startswith("failed, "):
+                    print("failed %s: %s" % (job["id"], outcome[len("failed, "):]))
+                else:
+                    print("could not end %s: %s" % (job["id"], outcome))
                 held.pop(0)
     except KeyboardInterrupt:
         print("stopping")

@@ -2,11 +2,14 @@
 // formatting, metrics parsing and percentiles.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "cli/args.h"
 #include "cli/client.h"
 #include "cli/exit_codes.h"
 #include "cli/output.h"
 #include "cli/prometheus.h"
+#include "cli/requests.h"
 #include "cli/stats.h"
 
 namespace kvq::cli {
@@ -106,26 +109,26 @@ TEST(ParseArgs, TlsFlagsWinOverTheEnvironment) {
 }
 
 TEST(Url, Parse) {
-  std::string error;
-  auto u = parse_url("http://127.0.0.1:7411", &error);
-  ASSERT_TRUE(u) << error;
+  auto u = parse_url("http://127.0.0.1:7411");
+  ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_EQ(u->host, "127.0.0.1");
   EXPECT_EQ(u->port, "7411");
   EXPECT_EQ(u->prefix, "");
   EXPECT_EQ(u->base, "http://127.0.0.1:7411");
-  u = parse_url("http://example.com/", &error);
-  ASSERT_TRUE(u);
+  u = parse_url("http://example.com/");
+  ASSERT_TRUE(u.ok());
   EXPECT_EQ(u->port, "80");
   EXPECT_EQ(u->base, "http://example.com:80");
-  u = parse_url("http://[::1]:9000/api/", &error);
-  ASSERT_TRUE(u) << error;
+  u = parse_url("http://[::1]:9000/api/");
+  ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_EQ(u->host, "::1");
   EXPECT_EQ(u->prefix, "/api");
   EXPECT_EQ(u->base, "http://[::1]:9000/api");
-  EXPECT_FALSE(parse_url("ftp://h:1", &error));
-  EXPECT_NE(error.find("only http:// and https://"), std::string::npos);
-  EXPECT_FALSE(parse_url("http://h:port", &error));
-  EXPECT_FALSE(parse_url("http://:80", &error));
+  u = parse_url("ftp://h:1");
+  EXPECT_EQ(u.code(), Code::kInvalidArgument);
+  EXPECT_NE(u.status().message().find("only http:// and https://"), std::string::npos);
+  EXPECT_EQ(parse_url("http://h:port").code(), Code::kInvalidArgument);
+  EXPECT_EQ(parse_url("http://:80").code(), Code::kInvalidArgument);
 }
 
 TEST(Encoding, PercentAndQuery) {
@@ -194,11 +197,233 @@ TEST(Format, Job) {
             "resubmitted:    false\n"
             "extra:          e\n"
             "data:           {\"k\":1}\n");
+  job["outcome"] = nullptr;
+  job["result"] = nullptr;
+  job["errors"] = nlohmann::json::array();
+  EXPECT_NE(format_job(job).find("\nerrors:         none\n"), std::string::npos) << format_job(job);
   EXPECT_EQ(format_job_event(nlohmann::json::parse(
                 R"({"type":"t","id":"j1","found":true,"state":"running","data":{},"seq":4})")),
             "running  seq=4  data={}");
   EXPECT_EQ(format_job_event(nlohmann::json::parse(R"({"type":"t","id":"j1","found":false})")),
             "removed");
+  EXPECT_EQ(format_job_event(nlohmann::json::parse(
+                R"({"found":true,"state":"finished","outcome":"dead","seq":9,"attempts":3,
+                    "data":{"k":1},"result":null})")),
+            "finished (dead)  seq=9  attempts=3  data={\"k\":1}");
+  EXPECT_EQ(format_job_event(nlohmann::json::parse(
+                R"({"found":true,"state":"finished","outcome":"succeeded","seq":9,"attempts":1,
+                    "data":{},"result":{"sent":true}})")),
+            "finished (succeeded)  seq=9  attempts=1  data={}  result={\"sent\":true}");
+}
+
+// A failed-then-finished job: its outcome, input, result and errors, each where it belongs.
+TEST(Format, JobWithOutcomeResultAndErrors) {
+  auto job = nlohmann::json::parse(
+      R"({"type":"t","id":"j1","state":"finished","outcome":"succeeded","attempts":3,
+          "data":{"to":"a"},"result":{"sent":true},"progress":null,"ended_at":2000,
+          "errors":[{"attempt":1,"at":1000,"worker":"w1","kind":"Timeout","message":"slow",
+                     "details":null},
+                    {"attempt":2,"at":1500,"worker":"","kind":"","message":"boom",
+                     "details":{"stack":"..."}}]})");
+  EXPECT_EQ(format_job(job),
+            "type:     t\n"
+            "id:       j1\n"
+            "state:    finished\n"
+            "outcome:  succeeded\n"
+            "attempts: 3\n"
+            "ended_at: 2000 (1970-01-01T00:00:02.000Z)\n"
+            "data:     {\"to\":\"a\"}\n"
+            "result:   {\"sent\":true}\n"
+            "progress: null\n"
+            "errors:\n"
+            "  #1  1970-01-01T00:00:01.000Z  w1  Timeout: slow\n"
+            "  #2  1970-01-01T00:00:01.500Z  boom\n");
+}
+
+TEST(Format, FailAnswer) {
+  EXPECT_EQ(
+      format_fail_answer(nlohmann::json::parse(R"({"dead":false,"retry_at":1500,"attempt":2})")),
+      "attempt 2 failed; retries at 1970-01-01T00:00:01.500Z");
+  EXPECT_EQ(
+      format_fail_answer(nlohmann::json::parse(R"({"dead":true,"retry_at":null,"attempt":3})")),
+      "attempt 3 failed; the job is dead");
+}
+
+// ---- request bodies (requests.h) ----------------------------------------------------------
+
+// parse_args of "cmd ARGS" with `specs`, which must succeed.
+ParsedArgs args_of(std::vector<std::string> args, const std::vector<OptionSpec>& specs) {
+  std::string error;
+  auto parsed = parse(std::move(args), specs, &error);
+  EXPECT_TRUE(parsed) << error;
+  return parsed ? std::move(*parsed) : ParsedArgs();
+}
+
+// The message of a request builder's error; "" (and a test failure) when it succeeded.
+template <typename T>
+std::string error_of(const Result<T>& r) {
+  EXPECT_FALSE(r.ok());
+  if (r.ok()) return "";
+  EXPECT_EQ(r.code(), Code::kInvalidArgument);
+  return r.status().message();
+}
+
+const std::vector<OptionSpec> kFailSpecs = {{"lock", true},     {"message", true},
+                                            {"kind", true},     {"details", true},
+                                            {"retry-in", true}, {"no-retry", false}};
+
+TEST(Requests, Fail) {
+  auto body = fail_body(args_of({"t", "j", "--lock", "L", "--message", "boom"}, kFailSpecs));
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(*body, nlohmann::json::parse(R"({"lock":"L","error":{"message":"boom"}})"));
+  body = fail_body(args_of({"t", "j", "--lock=L", "--message", "m", "--kind", "ValueError",
+                            "--details", R"({"stack":"s"})", "--retry-in", "2.5"},
+                           kFailSpecs));
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(*body, nlohmann::json::parse(
+                       R"({"lock":"L","retry_in":2.5,
+                           "error":{"message":"m","kind":"ValueError","details":{"stack":"s"}}})"));
+  body = fail_body(args_of({"t", "j", "--lock", "L", "--message", "m", "--no-retry"}, kFailSpecs));
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(body->at("retry"), false);
+  EXPECT_FALSE(body->contains("retry_in"));
+}
+
+TEST(Requests, FailRejectsWhatCannotBeSent) {
+  EXPECT_EQ(error_of(fail_body(args_of({"t", "j", "--message", "m"}, kFailSpecs))),
+            "--lock is required");
+  EXPECT_EQ(error_of(fail_body(args_of({"t", "j", "--lock", "L"}, kFailSpecs))),
+            "--message is required");
+  EXPECT_EQ(error_of(fail_body(args_of(
+                {"t", "j", "--lock", "L", "--message", "m", "--retry-in", "soon"}, kFailSpecs))),
+            "--retry-in needs a number of seconds >= 0, not 'soon'");
+  EXPECT_EQ(error_of(fail_body(args_of(
+                {"t", "j", "--lock", "L", "--message", "m", "--retry-in", "-1"}, kFailSpecs))),
+            "--retry-in needs a number of seconds >= 0, not '-1'");
+  EXPECT_EQ(error_of(fail_body(args_of(
+                {"t", "j", "--lock", "L", "--message", "m", "--retry-in", "1", "--no-retry"},
+                kFailSpecs))),
+            "give --retry-in or --no-retry, not both");
+  EXPECT_EQ(
+      error_of(fail_body(args_of({"t", "j", "--lock", "L", "--message", "m", "--details", "{x"},
+                                 kFailSpecs)))
+          .rfind("--details is not valid JSON", 0),
+      0u);
+}
+
+TEST(Requests, Snooze) {
+  const std::vector<OptionSpec> specs = {{"lock", true}, {"delay", true}, {"at", true}};
+  auto body = snooze_body(args_of({"t", "j", "--lock", "L", "--delay", "30"}, specs));
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(*body, nlohmann::json::parse(R"({"lock":"L","delay":30.0})"));
+  body = snooze_body(args_of({"t", "j", "--lock", "L", "--at", "1700000000000"}, specs));
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(*body, nlohmann::json::parse(R"({"lock":"L","scheduled_time":1700000000000})"));
+  body = snooze_body(args_of({"t", "j", "--lock", "L"}, specs));
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ(*body, nlohmann::json::parse(R"({"lock":"L"})"));
+  EXPECT_EQ(
+      error_of(snooze_body(args_of({"t", "j", "--lock", "L", "--delay", "1", "--at", "5"}, specs))),
+      "give --delay or --at, not both");
+  EXPECT_EQ(error_of(snooze_body(args_of({"t", "j", "--lock", "L", "--at", "soon"}, specs))),
+            "--at needs an integer, not 'soon'");
+  EXPECT_EQ(error_of(snooze_body(args_of({"t", "j", "--delay", "1"}, specs))),
+            "--lock is required");
+}
+
+TEST(Requests, RerunOneOrAll) {
+  const std::vector<OptionSpec> specs = {
+      {"at", true}, {"priority", true}, {"all-dead", false}, {"all-cancelled", false}};
+  auto one = rerun_request(args_of({"t", "j 1", "--priority", "-2"}, specs));
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_EQ(one->target, "/v1/jobs/t/j%201/rerun");
+  EXPECT_EQ(one->body, nlohmann::json::parse(R"({"priority":-2})"));
+  EXPECT_EQ(one->outcome, "");
+  auto all = rerun_request(args_of({"t", "--all-dead"}, specs));
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  EXPECT_EQ(all->target, "/v1/types/t/rerun");
+  EXPECT_EQ(all->body, nlohmann::json::parse(R"({"outcome":"dead"})"));
+  EXPECT_EQ(all->outcome, "dead");
+  all = rerun_request(args_of({"t", "--all-cancelled"}, specs));
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->body, nlohmann::json::parse(R"({"outcome":"cancelled"})"));
+  EXPECT_EQ(error_of(rerun_request(args_of({"t"}, specs))),
+            "give the ID of the job to rerun, or --all-dead or --all-cancelled");
+  EXPECT_EQ(error_of(rerun_request(args_of({"t", "j", "--all-dead"}, specs))),
+            "give ID or --all-dead, not both");
+  EXPECT_EQ(error_of(rerun_request(args_of({"t", "--all-dead", "--all-cancelled"}, specs))),
+            "give --all-dead or --all-cancelled, not both");
+  EXPECT_EQ(error_of(rerun_request(args_of({"t", "--all-dead", "--at", "5"}, specs))),
+            "--at and --priority apply to the rerun of one job");
+}
+
+TEST(Requests, FinishTakesTheResultAndUpdateTheProgress) {
+  std::istringstream in(R"({"from":"stdin"})");
+  const std::vector<OptionSpec> specs = {{"lock", true}, {"data", true}, {"progress", true}};
+  auto finish = finish_body(args_of({"t", "j", "--lock", "L", R"({"sent":true})"}, specs), in);
+  ASSERT_TRUE(finish.ok()) << finish.status().message();
+  EXPECT_EQ(*finish, nlohmann::json::parse(R"({"lock":"L","result":{"sent":true}})"));
+  finish =
+      finish_body(args_of({"t", "j", "--lock", "L", "-", "--data", R"({"to":"b"})"}, specs), in);
+  ASSERT_TRUE(finish.ok()) << finish.status().message();
+  EXPECT_EQ(*finish,
+            nlohmann::json::parse(R"({"lock":"L","result":{"from":"stdin"},"data":{"to":"b"}})"));
+  EXPECT_EQ(error_of(finish_body(args_of({"t", "j", R"({})"}, specs), in)), "--lock is required");
+  EXPECT_EQ(error_of(finish_body(args_of({"t", "j", "--lock", "L", "{"}, specs), in))
+                .rfind("RESULT_JSON is not valid JSON", 0),
+            0u);
+  auto update = update_body(args_of({"t", "j", "--lock", "L", "50"}, specs), in);
+  ASSERT_TRUE(update.ok()) << update.status().message();
+  EXPECT_EQ(*update, nlohmann::json::parse(R"({"lock":"L","progress":50})"));
+  update = update_body(
+      args_of({"t", "j", "--lock", "L", "--progress", R"({"pct":5})", "--data", "{}"}, specs), in);
+  ASSERT_TRUE(update.ok()) << update.status().message();
+  EXPECT_EQ(*update, nlohmann::json::parse(R"({"lock":"L","progress":{"pct":5},"data":{}})"));
+  update = update_body(args_of({"t", "j", "--lock", "L"}, specs), in);
+  ASSERT_TRUE(update.ok());
+  EXPECT_EQ(*update, nlohmann::json::parse(R"({"lock":"L"})"));
+  EXPECT_EQ(
+      error_of(update_body(args_of({"t", "j", "--lock", "L", "1", "--progress", "2"}, specs), in)),
+      "give PROGRESS_JSON or --progress, not both");
+}
+
+TEST(Requests, AddIfExists) {
+  std::istringstream in;
+  const std::vector<OptionSpec> specs = {{"at", true}, {"priority", true}, {"if-exists", true}};
+  auto add = add_body(args_of({"t", "j", R"({"to":"a"})", "--if-exists", "keep"}, specs), in);
+  ASSERT_TRUE(add.ok()) << add.status().message();
+  EXPECT_EQ(*add, nlohmann::json::parse(R"({"id":"j","data":{"to":"a"},"if_exists":"keep"})"));
+  add = add_body(args_of({"t", "j", "--at", "7", "--priority", "1"}, specs), in);
+  ASSERT_TRUE(add.ok());
+  EXPECT_EQ(*add, nlohmann::json::parse(R"({"id":"j","data":{},"scheduled_time":7,"priority":1})"));
+  EXPECT_EQ(error_of(add_body(args_of({"t", "j", "--if-exists", "skip"}, specs), in)),
+            "--if-exists takes update or keep, not 'skip'");
+  EXPECT_EQ(error_of(add_body(args_of({"t", "j", "--priority", "high"}, specs), in)),
+            "--priority needs an integer, not 'high'");
+}
+
+TEST(Requests, TypeSettings) {
+  const std::vector<OptionSpec> specs = {{"max-attempts", true},
+                                         {"backoff-base", true},
+                                         {"backoff-factor", true},
+                                         {"backoff-cap", true},
+                                         {"backoff-jitter", true}};
+  auto body = type_settings_body(args_of({"t", "--max-attempts", "3"}, specs));
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(*body, nlohmann::json::parse(R"({"max_attempts":3})"));
+  body = type_settings_body(args_of({"t", "--backoff-base", "0.5", "--backoff-factor", "3",
+                                     "--backoff-cap", "60", "--backoff-jitter", "0"},
+                                    specs));
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(*body, nlohmann::json::parse(
+                       R"({"backoff":{"base":0.5,"factor":3.0,"cap":60.0,"jitter":0.0}})"));
+  EXPECT_EQ(error_of(type_settings_body(args_of({"t"}, specs))).rfind("nothing to set", 0), 0u);
+  EXPECT_EQ(error_of(type_settings_body(args_of({"t", "--max-attempts", "2.5"}, specs))),
+            "--max-attempts needs an integer, not '2.5'");
+  EXPECT_EQ(error_of(type_settings_body(args_of({"t", "--backoff-cap", "-5"}, specs))),
+            "--backoff-cap needs a number of seconds >= 0, not '-5'");
+  EXPECT_EQ(error_of(type_settings_body(args_of({"t", "--backoff-factor", "x"}, specs))),
+            "--backoff-factor needs a number, not 'x'");
 }
 
 TEST(Metrics, ParsesSamples) {
@@ -243,7 +468,7 @@ TEST(ExitCodes, RejectedRequestsAreUsageErrors) {
   EXPECT_EQ(exit_code_for(403, "wrong_token"), kExitUsage);
   EXPECT_EQ(exit_code_for(404, "no_route"), kExitUsage);
   EXPECT_EQ(exit_code_for(405, "method_not_allowed"), kExitUsage);
-  for (const char* error : {"no_timeout", "already_exists", "type_has_jobs"}) {
+  for (const char* error : {"no_timeout", "already_exists", "type_has_jobs", "wrong_state"}) {
     EXPECT_EQ(exit_code_for(409, error), kExitUsage) << error;
   }
   EXPECT_EQ(exit_code_for(413, "body_too_large"), kExitUsage);

@@ -89,7 +89,7 @@ std::string Response::describe() const {
   return "HTTP " + std::to_string(status);
 }
 
-std::optional<Url> parse_url(std::string_view text, std::string* error) {
+Result<Url> parse_url(std::string_view text) {
   Url url;
   std::string_view rest;
   if (text.substr(0, 7) == "http://") {
@@ -98,8 +98,8 @@ std::optional<Url> parse_url(std::string_view text, std::string* error) {
     url.tls = true;
     rest = text.substr(8);
   } else {
-    *error = "only http:// and https:// URLs are supported: '" + std::string(text) + "'";
-    return std::nullopt;
+    return InvalidArgument("only http:// and https:// URLs are supported: '" + std::string(text) +
+                           "'");
   }
   const std::string scheme = url.tls ? "https://" : "http://";
   std::string_view authority = rest.substr(0, rest.find('/'));
@@ -110,15 +110,13 @@ std::optional<Url> parse_url(std::string_view text, std::string* error) {
   if (!authority.empty() && authority.front() == '[') {
     const size_t close = authority.find(']');
     if (close == std::string_view::npos) {
-      *error = "bad IPv6 address in URL '" + std::string(text) + "'";
-      return std::nullopt;
+      return InvalidArgument("bad IPv6 address in URL '" + std::string(text) + "'");
     }
     url.host = std::string(authority.substr(1, close - 1));
     std::string_view after = authority.substr(close + 1);
     if (!after.empty()) {
       if (after.front() != ':') {
-        *error = "bad URL '" + std::string(text) + "'";
-        return std::nullopt;
+        return InvalidArgument("bad URL '" + std::string(text) + "'");
       }
       port = after.substr(1);
     }
@@ -128,14 +126,12 @@ std::optional<Url> parse_url(std::string_view text, std::string* error) {
     if (colon != std::string_view::npos) port = authority.substr(colon + 1);
   }
   if (url.host.empty() || authority.find('@') != std::string_view::npos) {
-    *error = "bad URL '" + std::string(text) + "': expected " + scheme + "HOST:PORT";
-    return std::nullopt;
+    return InvalidArgument("bad URL '" + std::string(text) + "': expected " + scheme + "HOST:PORT");
   }
   if (port.empty()) port = url.tls ? "443" : "80";
   for (char c : port) {
     if (!std::isdigit(static_cast<unsigned char>(c)) || port.size() > 5) {
-      *error = "bad port in URL '" + std::string(text) + "'";
-      return std::nullopt;
+      return InvalidArgument("bad port in URL '" + std::string(text) + "'");
     }
   }
   url.port = std::string(port);
@@ -316,18 +312,17 @@ BIO* new_socket_bio(int fd) {
 
 }  // namespace
 
-std::shared_ptr<const TlsContext> make_tls_context(const TlsOptions& options, std::string* error) {
+Result<std::shared_ptr<const TlsContext>> make_tls_context(const TlsOptions& options) {
   if (options.client_cert.empty() != options.client_key.empty()) {
-    *error = options.client_cert.empty() ? "a client key needs its client certificate"
-                                         : "a client certificate needs its client key";
-    return nullptr;
+    return InvalidArgument(options.client_cert.empty()
+                               ? "a client key needs its client certificate"
+                               : "a client certificate needs its client key");
   }
   std::shared_ptr<TlsContext> tls;
   try {
     tls = std::make_shared<TlsContext>();
   } catch (const boost::system::system_error& e) {
-    *error = std::string("cannot set up TLS: ") + e.what();
-    return nullptr;
+    return Internal(std::string("cannot set up TLS: ") + e.what());
   }
   asio::ssl::context& ctx = tls->context();
   SSL_CTX_set_min_proto_version(ctx.native_handle(), TLS1_2_VERSION);
@@ -335,43 +330,39 @@ std::shared_ptr<const TlsContext> make_tls_context(const TlsOptions& options, st
   // script; an encrypted key fails to load instead, with OpenSSL's reason.
   SSL_CTX_set_default_passwd_cb(ctx.native_handle(), [](char*, int, int, void*) { return 0; });
   ctx.set_verify_mode(asio::ssl::verify_peer);
-  auto load = [&](const char* what, const std::string& file, auto&& use) {
+  auto load = [&](const char* what, const std::string& file, auto&& use) -> Status {
     if (std::string why = unreadable(file); !why.empty()) {
-      *error = std::string("cannot read ") + what + " '" + file + "': " + why;
-      return false;
+      return InvalidArgument(std::string("cannot read ") + what + " '" + file + "': " + why);
     }
     error_code ec;
     use(ec);
-    if (ec) *error = std::string("cannot use ") + what + " '" + file + "': " + tls_reason(ec);
-    return !ec;
+    if (ec) {
+      return InvalidArgument(std::string("cannot use ") + what + " '" + file +
+                             "': " + tls_reason(ec));
+    }
+    return Status::OK();
   };
   if (!options.ca_cert.empty()) {
-    if (!load("CA certificate file", options.ca_cert,
-              [&](error_code& ec) { ctx.load_verify_file(options.ca_cert, ec); })) {
-      return nullptr;
-    }
+    KVQ_RETURN_IF_ERROR(load("CA certificate file", options.ca_cert,
+                             [&](error_code& ec) { ctx.load_verify_file(options.ca_cert, ec); }));
   } else {
     error_code ec;
     ctx.set_default_verify_paths(ec);
     if (ec) {
-      *error = "cannot load the system's trusted CA certificates: " + tls_reason(ec);
-      return nullptr;
+      return InvalidArgument("cannot load the system's trusted CA certificates: " + tls_reason(ec));
     }
   }
   if (!options.client_cert.empty()) {
-    if (!load("client certificate file", options.client_cert,
-              [&](error_code& ec) { ctx.use_certificate_chain_file(options.client_cert, ec); })) {
-      return nullptr;
-    }
+    KVQ_RETURN_IF_ERROR(load("client certificate file", options.client_cert, [&](error_code& ec) {
+      ctx.use_certificate_chain_file(options.client_cert, ec);
+    }));
     // OpenSSL checks the key against the certificate loaded above ("key values mismatch").
-    if (!load("client key file", options.client_key, [&](error_code& ec) {
-          ctx.use_private_key_file(options.client_key, asio::ssl::context::pem, ec);
-        })) {
-      return nullptr;
-    }
+    KVQ_RETURN_IF_ERROR(load("client key file", options.client_key, [&](error_code& ec) {
+      ctx.use_private_key_file(options.client_key, asio::ssl::context::pem, ec);
+    }));
     tls->has_client_cert = true;
   }
-  return tls;
+  return std::shared_ptr<const TlsContext>(std::move(tls));
 }
 
 // ---- DeadlineSocket --------------------------------------------------------------------------
@@ -640,9 +631,9 @@ struct Client::Impl {
   std::string start_tls(Clock::time_point deadline, std::chrono::milliseconds timeout) {
     const std::string failed = "TLS handshake with " + url.base + ": ";
     if (!tls) {
-      std::string error;
-      tls = make_tls_context({}, &error);
-      if (!tls) return failed + error;
+      auto made = make_tls_context({});
+      if (!made.ok()) return failed + made.status().message();
+      tls = std::move(*made);
     }
     ssl = SSL_new(tls->native());
     BIO* bio = ssl != nullptr ? new_socket_bio(stream.socket().native_handle()) : nullptr;

@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvq/status.h"
+
 namespace kvq::cli {
 
 // A parsed base URL: http://HOST[:PORT][/PREFIX] or https://HOST[:PORT][/PREFIX]. `base` is the
@@ -29,9 +31,9 @@ struct Url {
   std::string base;
 };
 
-// Parses `text`; on failure (another scheme, no host, a bad port) returns nullopt and sets
-// *error.
-std::optional<Url> parse_url(std::string_view text, std::string* error);
+// Parses `text`; another scheme, no host or a bad port is kInvalidArgument, its message for the
+// user ("bad port in URL 'http://h:x'").
+Result<Url> parse_url(std::string_view text);
 
 // What a Client trusts and presents on https:// URLs: paths of PEM files, "" for none.
 struct TlsOptions {
@@ -47,10 +49,11 @@ struct TlsOptions {
 // literal against the certificate's IP addresses), and sends the host name by SNI.
 class TlsContext;
 
-// Loads `options`. Returns nullptr and sets *error ("cannot read CA certificate file 'x': No
-// such file or directory", "client key 'k' does not match client certificate 'c'", ...) when a
-// file is missing, unreadable or not what it should be, or only one of cert and key is given.
-std::shared_ptr<const TlsContext> make_tls_context(const TlsOptions& options, std::string* error);
+// Loads `options`, never returning nullptr. A file that is missing, unreadable or not what it
+// should be, or only one of cert and key given, is kInvalidArgument, its message for the user
+// ("cannot read CA certificate file 'x': No such file or directory", "cannot use client key file
+// 'k': key values mismatch", ...).
+Result<std::shared_ptr<const TlsContext>> make_tls_context(const TlsOptions& options);
 
 // Percent-encodes everything but the unreserved characters (A-Z a-z 0-9 - . _ ~), so the result
 // is safe as one path segment or one query value.

@@ -62,8 +62,7 @@ class ScriptedPeer {
     ::close(listener_);
   }
   Url url(const std::string& scheme = "http", const std::string& host = "127.0.0.1") const {
-    std::string error;
-    return *parse_url(scheme + "://" + host + ":" + std::to_string(port_), &error);
+    return *parse_url(scheme + "://" + host + ":" + std::to_string(port_));
   }
 
   std::atomic<int> connections{0};
@@ -199,13 +198,12 @@ TEST(ClientTransport, ARequestBodyLargerThanTheSocketBuffersIsSentWhole) {
 }
 
 TEST(ClientTransport, ARefusedConnectionIsANetworkError) {
-  std::string error;
   int port;
   {
     ScriptedPeer peer([](int, int) {});
     port = std::stoi(peer.url().port);
   }
-  Client client(*parse_url("http://127.0.0.1:" + std::to_string(port), &error), "");
+  Client client(*parse_url("http://127.0.0.1:" + std::to_string(port)), "");
   Response r = client.get("/v1/x", 2s);
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.message.find("cannot connect"), std::string::npos) << r.message;
@@ -330,10 +328,9 @@ std::shared_ptr<const TlsContext> test_tls(bool with_client_cert) {
     o.client_cert = certs().client;
     o.client_key = certs().client_key;
   }
-  std::string error;
-  auto tls = make_tls_context(o, &error);
-  EXPECT_TRUE(tls) << error;
-  return tls;
+  auto tls = make_tls_context(o);
+  EXPECT_TRUE(tls.ok()) << tls.status().message();
+  return tls.ok() ? *tls : nullptr;
 }
 
 // A server-side OpenSSL context; `require_client_cert` verifies clients against the test CA.
@@ -508,24 +505,31 @@ TEST_F(ClientTls, PlainHttpToATlsServerSaysSo) {
 }
 
 TEST_F(ClientTls, BadCertificateFilesAreNamedInTheError) {
+  // The message of make_tls_context(o)'s error, "" when it made a context.
+  auto error_of = [](const TlsOptions& options) {
+    auto tls = make_tls_context(options);
+    EXPECT_TRUE(!tls.ok() || *tls != nullptr);
+    EXPECT_TRUE(tls.ok() || tls.code() == Code::kInvalidArgument) << tls.status().message();
+    return tls.ok() ? std::string() : tls.status().message();
+  };
   std::string error;
   TlsOptions o;
   o.ca_cert = certs().dir + "/missing.pem";
-  EXPECT_FALSE(make_tls_context(o, &error));
+  error = error_of(o);
   EXPECT_EQ(error,
             "cannot read CA certificate file '" + o.ca_cert + "': No such file or directory");
   o.ca_cert = certs().dir + "/server.ext";  // readable, not a certificate
-  EXPECT_FALSE(make_tls_context(o, &error));
+  error = error_of(o);
   EXPECT_EQ(error.rfind("cannot use CA certificate file '" + o.ca_cert + "': ", 0), 0u) << error;
   o.ca_cert = certs().ca;
   o.client_cert = certs().client;
-  EXPECT_FALSE(make_tls_context(o, &error));
+  error = error_of(o);
   EXPECT_EQ(error, "a client certificate needs its client key");
   o.client_key = certs().server_key;  // not the certificate's key
-  EXPECT_FALSE(make_tls_context(o, &error));
+  error = error_of(o);
   EXPECT_EQ(error.rfind("cannot use client key file '" + o.client_key + "': ", 0), 0u) << error;
   o.client_key = certs().client_key;
-  EXPECT_TRUE(make_tls_context(o, &error)) << error;
+  EXPECT_EQ(error_of(o), "");
   // An encrypted key fails at once, naming the file. (Without a terminal OpenSSL's prompt fails
   // too, so this cannot tell whether one was shown; run under `script` it would wait.)
   const std::string encrypted = certs().dir + "/client-encrypted.key";
@@ -534,50 +538,49 @@ TEST_F(ClientTls, BadCertificateFilesAreNamedInTheError) {
                             .c_str()),
             0);
   o.client_key = encrypted;
-  EXPECT_FALSE(make_tls_context(o, &error));
+  error = error_of(o);
   EXPECT_EQ(error.rfind("cannot use client key file '" + encrypted + "': ", 0), 0u) << error;
 }
 
 // ---- URLs ------------------------------------------------------------------------------------
 
 TEST(UrlParse, HttpsDefaultsToPort443) {
-  std::string error;
-  auto u = parse_url("https://kvq.example.com/", &error);
-  ASSERT_TRUE(u) << error;
+  auto u = parse_url("https://kvq.example.com/");
+  ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_TRUE(u->tls);
   EXPECT_EQ(u->host, "kvq.example.com");
   EXPECT_EQ(u->port, "443");
   EXPECT_EQ(u->base, "https://kvq.example.com:443");
-  u = parse_url("http://kvq.example.com", &error);
-  ASSERT_TRUE(u) << error;
+  u = parse_url("http://kvq.example.com");
+  ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_FALSE(u->tls);
   EXPECT_EQ(u->port, "80");
 }
 
 TEST(UrlParse, HttpsWithAPortAPrefixAndAnIpv6Literal) {
-  std::string error;
-  auto u = parse_url("https://[::1]:7411/kvq/", &error);
-  ASSERT_TRUE(u) << error;
+  auto u = parse_url("https://[::1]:7411/kvq/");
+  ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_TRUE(u->tls);
   EXPECT_EQ(u->host, "::1");
   EXPECT_EQ(u->port, "7411");
   EXPECT_EQ(u->prefix, "/kvq");
   EXPECT_EQ(u->base, "https://[::1]:7411/kvq");
-  u = parse_url("https://[fe80::1]", &error);
-  ASSERT_TRUE(u) << error;
+  u = parse_url("https://[fe80::1]");
+  ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_EQ(u->port, "443");
   EXPECT_EQ(u->base, "https://[fe80::1]:443");
 }
 
 TEST(UrlParse, OtherSchemesAndBadAuthoritiesAreErrors) {
-  std::string error;
   for (const char* bad : {"ftp://h:1", "HTTPS//h", "h:7411", "https:/h", "https://", "https://:443",
                           "https://h:44x", "https://[::1", "https://user@h"}) {
-    EXPECT_FALSE(parse_url(bad, &error)) << bad;
-    EXPECT_FALSE(error.empty()) << bad;
+    auto u = parse_url(bad);
+    EXPECT_FALSE(u.ok()) << bad;
+    EXPECT_EQ(u.code(), Code::kInvalidArgument) << bad;
+    EXPECT_FALSE(u.status().message().empty()) << bad;
   }
-  EXPECT_FALSE(parse_url("ftp://h:1", &error));
-  EXPECT_EQ(error, "only http:// and https:// URLs are supported: 'ftp://h:1'");
+  EXPECT_EQ(parse_url("ftp://h:1").status().message(),
+            "only http:// and https:// URLs are supported: 'ftp://h:1'");
 }
 
 }  // namespace

@@ -18,6 +18,12 @@ int run_accept(int argc, char** argv);
 int run_update(int argc, char** argv);
 int run_finish(int argc, char** argv);
 int run_resubmit(int argc, char** argv);
+int run_fail(int argc, char** argv);
+int run_snooze(int argc, char** argv);
+
+// An operator's calls on a job's outcome (commands_operator_calls.cc).
+int run_rerun(int argc, char** argv);
+int run_cancel(int argc, char** argv);
 
 // Following a job (commands_watch.cc).
 int run_wait(int argc, char** argv);

@@ -1,9 +1,11 @@
 // cli/commands_jobs.cc — kvq add, get, ls and rm.
 #include <cstdio>
+#include <iostream>
 
 #include "commands.h"
 #include "invocation.h"
 #include "output.h"
+#include "requests.h"
 
 namespace kvq::cli {
 namespace {
@@ -11,18 +13,32 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr char kAddUsage[] =
-    "usage: kvq add TYPE ID [DATA_JSON] [--at MS] [--priority N]\n"
+    "usage: kvq add TYPE ID [DATA_JSON] [--at MS] [--priority N] [--if-exists update|keep]\n"
     "\n"
-    "Adds (or replaces) job ID of TYPE with DATA_JSON (default {}; '-' reads stdin).\n"
-    "  --at MS         schedule it at MS (milliseconds since the epoch); default now\n"
-    "  --priority N    lower runs first (default 0)\n";
-constexpr char kGetUsage[] = "usage: kvq get TYPE ID\n\nPrints job ID of TYPE.\n";
+    "Adds job ID of TYPE with DATA_JSON (default {}; '-' reads stdin), its input.\n"
+    "  --at MS              schedule it at MS (milliseconds since the epoch); default now\n"
+    "  --priority N         lower runs first (default 0)\n"
+    "  --if-exists update   when job ID exists: replace it (the default). A pending job gets\n"
+    "                       the new data and time; a running one runs again after its run; a\n"
+    "                       finished one starts over (its attempts, errors and result cleared)\n"
+    "  --if-exists keep     when job ID exists, in any state, leave it alone and print \"kept\":\n"
+    "                       an add retried after a timeout never runs a job twice\n";
+constexpr char kGetUsage[] =
+    "usage: kvq get TYPE ID\n"
+    "\n"
+    "Prints job ID of TYPE: its state and outcome, attempts, data (its input), result, progress,\n"
+    "and its last errors (attempt, time, worker, kind: message; oldest first; --json has each\n"
+    "error's details).\n";
 constexpr char kLsUsage[] =
-    "usage: kvq ls TYPE [--state S] [--worker W] [--limit N] [--cursor C]\n"
+    "usage: kvq ls TYPE [--state S] [--worker W] [--worker-type WT] [--limit N] [--cursor C]\n"
     "\n"
     "Lists the jobs of TYPE in id order.\n"
-    "  --state S     only pending, running or finished jobs\n"
+    "  --state S     only the jobs in state S: pending, running or finished; scheduled\n"
+    "                (pending, not yet due) or due; or finished with outcome succeeded, dead or\n"
+    "                cancelled\n"
     "  --worker W    only jobs accepted by worker W\n"
+    "  --worker-type WT\n"
+    "                only jobs accepted by a worker of worker type WT\n"
     "  --limit N     at most N jobs (1-10000, default 100)\n"
     "  --cursor C    continue from a previous listing's next cursor\n";
 constexpr char kRmUsage[] =
@@ -31,30 +47,23 @@ constexpr char kRmUsage[] =
 }  // namespace
 
 int run_add(int argc, char** argv) {
-  auto begun =
-      begin_command(argc, argv, "add", kAddUsage, {{"at", true}, {"priority", true}}, 2, 3);
+  auto begun = begin_command(argc, argv, "add", kAddUsage,
+                             {{"at", true}, {"priority", true}, {"if-exists", true}}, 2, 3);
   if (!begun.invocation) return begun.exit_code;
   const Invocation& inv = *begun.invocation;
   const std::string& type = inv.args.positional[0];
   const std::string& id = inv.args.positional[1];
-  Json body = {{"id", id}, {"data", Json::object()}};
-  if (inv.args.positional.size() > 2) {
-    auto data = parse_data_arg(inv.args.positional[2]);
-    if (!data.ok()) return inv.usage_error(data.status().message());
-    body["data"] = std::move(*data);
-  }
-  auto at = int_option(inv, "at");
-  if (!at.ok()) return inv.usage_error(at.status().message());
-  auto priority = int_option(inv, "priority");
-  if (!priority.ok()) return inv.usage_error(priority.status().message());
-  if (*at) body["scheduled_time"] = **at;
-  if (*priority) body["priority"] = **priority;
-  Response r = inv.client->post(path("/v1/jobs", {type}), body);
+  auto body = add_body(inv.args, std::cin);
+  if (!body.ok()) return inv.usage_error(body.status().message());
+  Response r = inv.client->post(path("/v1/jobs", {type}), *body);
   if (!r.ok()) return inv.fail(r);
   if (inv.json) {
     print_json(r.body);
-  } else {
+  } else if (value_of(r.body, "added", true)) {
     std::printf("added %s\n", job_name(type, id).c_str());
+  } else {
+    std::printf("kept %s (it exists; --if-exists keep left it alone)\n",
+                job_name(type, id).c_str());
   }
   return kExitOk;
 }
@@ -74,9 +83,10 @@ int run_get(int argc, char** argv) {
 }
 
 int run_ls(int argc, char** argv) {
-  auto begun =
-      begin_command(argc, argv, "ls", kLsUsage,
-                    {{"state", true}, {"worker", true}, {"limit", true}, {"cursor", true}}, 1, 1);
+  auto begun = begin_command(
+      argc, argv, "ls", kLsUsage,
+      {{"state", true}, {"worker", true}, {"worker-type", true}, {"limit", true}, {"cursor", true}},
+      1, 1);
   if (!begun.invocation) return begun.exit_code;
   const Invocation& inv = *begun.invocation;
   auto limit = int_option(inv, "limit");
@@ -84,6 +94,7 @@ int run_ls(int argc, char** argv) {
   const std::string target = path("/v1/jobs", {inv.args.positional[0]}) +
                              query_string({{"state", inv.args.value("state")},
                                            {"worker", inv.args.value("worker")},
+                                           {"worker_type", inv.args.value("worker-type")},
                                            {"limit", *limit ? std::to_string(**limit) : ""},
                                            {"cursor", inv.args.value("cursor")}});
   Response r = inv.client->get(target);
@@ -98,12 +109,14 @@ int run_ls(int argc, char** argv) {
   } else {
     std::vector<std::vector<std::string>> rows;
     for (const auto& job : jobs) {
-      rows.push_back({cell(job, "id"), cell(job, "state"), cell(job, "priority"),
-                      time_cell(value_of(job, "scheduled_time", Json())), cell(job, "attempts"),
-                      cell(job, "worker"), truncate(compact(value_of(job, "data", Json())), 60)});
+      rows.push_back({cell(job, "id"), cell(job, "state"), cell(job, "outcome"),
+                      cell(job, "priority"), time_cell(value_of(job, "scheduled_time", Json())),
+                      cell(job, "attempts"), cell(job, "worker"),
+                      truncate(compact(value_of(job, "data", Json())), 60)});
     }
     std::fputs(
-        format_table({"ID", "STATE", "PRIORITY", "SCHEDULED", "ATTEMPTS", "WORKER", "DATA"}, rows)
+        format_table(
+            {"ID", "STATE", "OUTCOME", "PRIORITY", "SCHEDULED", "ATTEMPTS", "WORKER", "DATA"}, rows)
             .c_str(),
         stdout);
   }

@@ -1,4 +1,5 @@
-// cli/commands_types.cc — kvq types (list, clear-jobs, rm), timeout, retention and max-lost-runs.
+// cli/commands_types.cc — kvq types (list, get, set, clear-jobs, rm), timeout, retention and
+// max-lost-runs.
 #include <cstdio>
 #include <functional>
 #include <string_view>
@@ -6,6 +7,7 @@
 #include "commands.h"
 #include "invocation.h"
 #include "output.h"
+#include "requests.h"
 
 namespace kvq::cli {
 namespace {
@@ -14,10 +16,21 @@ using Json = nlohmann::json;
 
 constexpr char kTypesUsage[] =
     "usage: kvq types\n"
+    "       kvq types get TYPE\n"
+    "       kvq types set TYPE [--max-attempts N] [--backoff-base SECONDS] [--backoff-factor X]\n"
+    "                          [--backoff-cap SECONDS] [--backoff-jitter X]\n"
     "       kvq types clear-jobs TYPE\n"
     "       kvq types rm TYPE [--with-jobs]\n"
     "\n"
-    "Lists the job types with their timeouts, max lost runs and finished-job retentions.\n"
+    "Lists the job types with their timeouts, max lost runs, finished-job retentions, max\n"
+    "attempts and backoffs.\n"
+    "  get TYPE                prints TYPE's settings\n"
+    "  set TYPE ...            sets TYPE's retry policy; only what is given changes. A failed job\n"
+    "                          (kvq fail) runs again after its backoff, and ends dead when its\n"
+    "                          attempts reach --max-attempts (default 25). The wait after the\n"
+    "                          n-th failure is min(cap, base * factor^(n-1)), less a random part\n"
+    "                          of up to jitter (0 to 1) of it; defaults: base 1s, factor 2, cap\n"
+    "                          3600s, jitter 0.2. TYPE must have a timeout\n"
     "  clear-jobs TYPE         removes every job of TYPE, in any state (a worker running one is\n"
     "                          halted); the type and its settings stay\n"
     "  rm TYPE                 removes TYPE; refused (409 type_has_jobs, exit 2) while it has "
@@ -46,6 +59,8 @@ constexpr char kMaxLostRunsUsage[] =
     "when its worker stops updating the job for the type's timeout, or unregisters or dies; a job\n"
     "given up is finished with gave_up set and its data kept. TYPE must have a timeout.\n";
 
+constexpr char kTypesGetUsage[] = "usage: kvq types get TYPE\n\nPrints TYPE's settings.\n";
+
 // Removing every job of a type is one request that the server carries out in batches.
 constexpr std::chrono::milliseconds kClearJobsTimeout{300'000};
 
@@ -56,6 +71,34 @@ std::string max_lost_runs_cell(const Json& value) {
 // A finished_retention: null means the jobs stay until removed.
 std::string retention_cell(const Json& value) {
   return value.is_null() ? "kept" : "removed after " + seconds_cell(value);
+}
+
+// A number as "%g" prints it ("2", "0.2"), anything else as JSON.
+std::string number_cell(const Json& value) {
+  if (!value.is_number()) return compact(value);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", value.get<double>());
+  return buf;
+}
+
+// A type's backoff {"base", "factor", "cap", "jitter"} as "1s x2 cap 3600s jitter 0.2".
+std::string backoff_cell(const Json& backoff) {
+  if (!backoff.is_object()) return compact(backoff);
+  return seconds_cell(value_of(backoff, "base", Json())) + " x" +
+         number_cell(value_of(backoff, "factor", Json())) + " cap " +
+         seconds_cell(value_of(backoff, "cap", Json())) + " jitter " +
+         number_cell(value_of(backoff, "jitter", Json()));
+}
+
+// A type (GET /v1/types/{type}) as key: value lines.
+std::string format_type(const Json& t) {
+  return format_key_values(
+      {{"type", cell(t, "type")},
+       {"timeout", seconds_cell(value_of(t, "timeout", Json()))},
+       {"max_lost_runs", max_lost_runs_cell(value_of(t, "max_lost_runs", Json()))},
+       {"retention", retention_cell(value_of(t, "finished_retention", Json()))},
+       {"max_attempts", cell(t, "max_attempts")},
+       {"backoff", backoff_cell(value_of(t, "backoff", Json()))}});
 }
 
 int list_types(const Invocation& inv) {
@@ -74,9 +117,13 @@ int list_types(const Invocation& inv) {
   for (const auto& t : types) {
     rows.push_back({cell(t, "type"), seconds_cell(value_of(t, "timeout", Json())),
                     max_lost_runs_cell(value_of(t, "max_lost_runs", Json())),
-                    retention_cell(value_of(t, "finished_retention", Json()))});
+                    retention_cell(value_of(t, "finished_retention", Json())),
+                    cell(t, "max_attempts"), backoff_cell(value_of(t, "backoff", Json()))});
   }
-  std::fputs(format_table({"TYPE", "TIMEOUT", "MAX-LOST-RUNS", "RETENTION"}, rows).c_str(), stdout);
+  std::fputs(format_table(
+                 {"TYPE", "TIMEOUT", "MAX-LOST-RUNS", "RETENTION", "MAX-ATTEMPTS", "BACKOFF"}, rows)
+                 .c_str(),
+             stdout);
   return kExitOk;
 }
 
@@ -93,6 +140,43 @@ int fail_type_removal(const Invocation& inv, const Response& r, const std::strin
                  inv.name.c_str(), type.c_str());
   }
   return code;
+}
+
+int run_types_get(int argc, char** argv) {
+  auto begun = begin_command(argc, argv, "types get", kTypesGetUsage, {}, 1, 1);
+  if (!begun.invocation) return begun.exit_code;
+  const Invocation& inv = *begun.invocation;
+  Response r = inv.client->get(path("/v1/types", {inv.args.positional[0]}));
+  if (!r.ok()) return inv.fail(r);
+  if (inv.json) {
+    print_json(r.body);
+  } else {
+    std::fputs(format_type(r.body).c_str(), stdout);
+  }
+  return kExitOk;
+}
+
+// Sends only the settings given, so a concurrent change of the others is never undone.
+int run_types_set(int argc, char** argv) {
+  auto begun = begin_command(argc, argv, "types set", kTypesUsage,
+                             {{"max-attempts", true},
+                              {"backoff-base", true},
+                              {"backoff-factor", true},
+                              {"backoff-cap", true},
+                              {"backoff-jitter", true}},
+                             1, 1);
+  if (!begun.invocation) return begun.exit_code;
+  const Invocation& inv = *begun.invocation;
+  auto body = type_settings_body(inv.args);
+  if (!body.ok()) return inv.usage_error(body.status().message());
+  Response r = inv.client->put(path("/v1/types", {inv.args.positional[0]}), *body);
+  if (!r.ok()) return inv.fail(r);
+  if (inv.json) {
+    print_json(r.body);
+  } else {
+    std::fputs(format_type(r.body).c_str(), stdout);
+  }
+  return kExitOk;
 }
 
 int run_clear_jobs(int argc, char** argv) {
@@ -189,6 +273,8 @@ Response put_or_get_setting(const Invocation& inv, const TypeSetting& setting, c
 int run_types(int argc, char** argv) {
   if (argc >= 2) {
     const std::string_view sub = argv[1];
+    if (sub == "get") return run_types_get(argc - 1, argv + 1);
+    if (sub == "set") return run_types_set(argc - 1, argv + 1);
     if (sub == "clear-jobs") return run_clear_jobs(argc - 1, argv + 1);
     if (sub == "rm") return run_types_rm(argc - 1, argv + 1);
   }

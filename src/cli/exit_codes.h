@@ -26,7 +26,7 @@ enum ExitCode : int {
 //   404 not_found       -> 5
 //   409 halted          -> 4
 //   any other 4xx       -> 2   (400 *, 401, 403, 404 no_route, 405, 409 no_timeout /
-//                               already_exists / type_has_jobs, 413, 414, 431)
+//                               already_exists / type_has_jobs / wrong_state, 413, 414, 431)
 //   anything else       -> 1   (5xx, no answer, a status outside 2xx-5xx)
 ExitCode exit_code_for(int status, std::string_view error);
 

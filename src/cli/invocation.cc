@@ -72,19 +72,19 @@ Begun begin_command(int argc, char** argv, const char* name, const char* usage,
   }
   inv.json = inv.args.flag("json");
   inv.connection = connection_from(inv.args, std::getenv("KVQ_URL"), std::getenv("KVQ_TOKEN"));
-  std::string error;
-  auto url = parse_url(inv.connection.url, &error);
-  if (!url) return {std::nullopt, inv.usage_error(error)};
+  auto url = parse_url(inv.connection.url);
+  if (!url.ok()) return {std::nullopt, inv.usage_error(url.status().message())};
   const TlsFlags tls =
       tls_flags_from(inv.args, std::getenv("KVQ_CA_CERT"), std::getenv("KVQ_CLIENT_CERT"),
                      std::getenv("KVQ_CLIENT_KEY"));
   if (url->tls) {
-    inv.tls = make_tls_context(tls.options, &error);
-    if (!inv.tls) {
+    auto made = make_tls_context(tls.options);
+    if (!made.ok()) {
       // A file problem, not a bad command line: the message says which file, no usage needed.
-      std::fprintf(stderr, "%s: %s\n", inv.name.c_str(), error.c_str());
+      std::fprintf(stderr, "%s: %s\n", inv.name.c_str(), made.status().message().c_str());
       return {std::nullopt, kExitUsage};
     }
+    inv.tls = std::move(*made);
   } else if (tls.explicit_flags) {
     return {std::nullopt,
             inv.usage_error("--ca-cert, --client-cert and --client-key need an https:// URL, not " +

@@ -13,13 +13,25 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  serve [options]     run the HTTP/JSON server (kvq serve --help)\n"
-    "  add TYPE ID [DATA_JSON]          add a job            get TYPE ID     show a job\n"
-    "  ls TYPE [--state S]              list jobs            rm TYPE ID      remove a job\n"
+    "  add TYPE ID [DATA_JSON] [--if-exists keep]   add a job    get TYPE ID   show a job and\n"
+    "                                                                         its errors\n"
+    "  ls TYPE [--state S]              list jobs (S: pending running finished scheduled due\n"
+    "                                   succeeded dead cancelled)   rm TYPE ID   remove a job\n"
     "  accept TYPE [--timeout S]        take due jobs (worker)\n"
-    "  update|finish|resubmit TYPE ID --lock L [DATA_JSON]   worker calls on an accepted job\n"
+    "  update TYPE ID --lock L [PROGRESS_JSON] [--data JSON]   report progress (worker)\n"
+    "  finish TYPE ID --lock L [RESULT_JSON] [--data JSON]     the job succeeded (worker)\n"
+    "  fail TYPE ID --lock L --message M [--retry-in S|--no-retry]   this attempt failed (worker)\n"
+    "  snooze TYPE ID --lock L [--delay S|--at MS]   run it later, no attempt counted (worker)\n"
+    "  resubmit TYPE ID --lock L [DATA_JSON]         back to pending (worker)\n"
+    "  rerun TYPE ID | TYPE --all-dead|--all-cancelled   run finished jobs again (operator;\n"
+    "                                   rerun, not retry: retrying is what fail does itself)\n"
+    "  cancel TYPE ID                   end a pending or running job as cancelled\n"
     "  wait TYPE ID [--state S]         wait for a state     watch TYPE ID   stream a job's "
     "changes\n"
     "  types                            list types           timeout TYPE [SECONDS|--clear]\n"
+    "  types get TYPE                   a type's settings\n"
+    "  types set TYPE [--max-attempts N] [--backoff-base S --backoff-factor X\n"
+    "                 --backoff-cap S --backoff-jitter X]   a type's retry policy\n"
     "  types clear-jobs TYPE            remove every job of TYPE\n"
     "  types rm TYPE [--with-jobs]      remove TYPE (and its jobs)\n"
     "  retention TYPE [SECONDS|--clear] how long finished jobs are kept\n"
@@ -62,6 +74,10 @@ int main(int argc, char** argv) {
   if (command == "update") return kvq::cli::run_update(argc - 1, argv + 1);
   if (command == "finish") return kvq::cli::run_finish(argc - 1, argv + 1);
   if (command == "resubmit") return kvq::cli::run_resubmit(argc - 1, argv + 1);
+  if (command == "fail") return kvq::cli::run_fail(argc - 1, argv + 1);
+  if (command == "snooze") return kvq::cli::run_snooze(argc - 1, argv + 1);
+  if (command == "rerun") return kvq::cli::run_rerun(argc - 1, argv + 1);
+  if (command == "cancel") return kvq::cli::run_cancel(argc - 1, argv + 1);
   if (command == "wait") return kvq::cli::run_wait(argc - 1, argv + 1);
   if (command == "watch") return kvq::cli::run_watch(argc - 1, argv + 1);
   if (command == "types") return kvq::cli::run_types(argc - 1, argv + 1);

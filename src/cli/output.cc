@@ -100,38 +100,82 @@ std::string format_bytes(uint64_t bytes) {
 
 std::string format_job(const nlohmann::json& job) {
   static const std::vector<std::string> kOrder = {
-      "type",     "id",     "state",       "priority",   "scheduled_time",
-      "attempts", "worker", "resubmitted", "created_at", "updated_at",
-      "lock",     "seq",    "found",       "data"};
-  static const std::set<std::string> kTimes = {"scheduled_time", "created_at", "updated_at"};
+      "type",     "id",     "state",       "outcome",    "priority",   "scheduled_time",
+      "attempts", "worker", "resubmitted", "created_at", "updated_at", "started_at",
+      "ended_at", "lock",   "seq",         "found"};
+  // Shown after the other fields, in this order: what the job is, and what its runs made of it.
+  static const std::vector<std::string> kLast = {"data", "result", "progress", "errors"};
+  static const std::set<std::string> kTimes = {"scheduled_time", "created_at", "updated_at",
+                                               "started_at", "ended_at"};
   std::vector<std::pair<std::string, std::string>> rows;
   auto render = [&](const std::string& key, const nlohmann::json& value) {
-    std::string text = compact(value, /*bare_strings=*/key != "data");
+    const bool json_valued = key == "data" || key == "result" || key == "progress";
+    std::string text = compact(value, /*bare_strings=*/!json_valued);
     if (kTimes.count(key) != 0 && value.is_number_integer()) {
       text += " (" + format_time_ms(value.get<int64_t>()) + ")";
     }
     rows.emplace_back(key, text);
   };
   if (!job.is_object()) return compact(job) + "\n";
+  auto last = [&](const std::string& key) {
+    return std::find(kLast.begin(), kLast.end(), key) != kLast.end();
+  };
   for (const auto& key : kOrder) {
-    if (key == "data") continue;
     if (auto it = job.find(key); it != job.end()) render(key, *it);
   }
   for (const auto& [key, value] : job.items()) {
-    if (key != "data" && std::find(kOrder.begin(), kOrder.end(), key) == kOrder.end()) {
+    if (!last(key) && std::find(kOrder.begin(), kOrder.end(), key) == kOrder.end()) {
       render(key, value);
     }
   }
-  if (auto it = job.find("data"); it != job.end()) render("data", *it);
-  return format_key_values(rows);
+  for (const auto& key : kLast) {
+    auto it = job.find(key);
+    if (it == job.end() || key == "errors") continue;
+    render(key, *it);
+  }
+  const auto errors = job.find("errors");
+  const bool has_errors = errors != job.end() && errors->is_array();
+  if (has_errors) rows.emplace_back("errors", errors->empty() ? "none" : "");
+  std::string out = format_key_values(rows);
+  if (has_errors) {
+    for (const auto& error : *errors) out += "  " + format_job_error(error) + "\n";
+  }
+  return out;
+}
+
+std::string format_job_error(const nlohmann::json& error) {
+  if (!error.is_object()) return compact(error);
+  std::string line = "#" + cell(error, "attempt");
+  if (const std::string at = time_cell(value_of(error, "at", nlohmann::json())); !at.empty()) {
+    line += "  " + at;
+  }
+  if (const std::string worker = cell(error, "worker"); !worker.empty()) line += "  " + worker;
+  line += "  ";
+  if (const std::string kind = cell(error, "kind"); !kind.empty()) line += kind + ": ";
+  line += cell(error, "message");
+  return line;
+}
+
+std::string format_fail_answer(const nlohmann::json& answer) {
+  std::string out = "attempt " + cell(answer, "attempt") + " failed; ";
+  if (value_of(answer, "dead", false)) return out + "the job is dead";
+  const std::string at = time_cell(value_of(answer, "retry_at", nlohmann::json()));
+  return out + (at.empty() ? "it runs again" : "retries at " + at);
 }
 
 std::string format_job_event(const nlohmann::json& event) {
   if (!event.is_object()) return compact(event);
   if (!value_of(event, "found", true)) return "removed";
   std::string line = value_of(event, "state", std::string("?"));
+  if (const std::string outcome = cell(event, "outcome"); !outcome.empty()) {
+    line += " (" + outcome + ")";
+  }
   if (auto it = event.find("seq"); it != event.end()) line += "  seq=" + compact(*it);
+  if (auto it = event.find("attempts"); it != event.end()) line += "  attempts=" + compact(*it);
   if (auto it = event.find("data"); it != event.end()) line += "  data=" + compact(*it);
+  if (auto it = event.find("result"); it != event.end() && !it->is_null()) {
+    line += "  result=" + compact(*it);
+  }
   return line;
 }
 

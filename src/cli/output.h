@@ -27,10 +27,21 @@ std::string format_key_values(const std::vector<std::pair<std::string, std::stri
 std::string format_table(const std::vector<std::string>& header,
                          const std::vector<std::vector<std::string>>& rows);
 
-// A job object (GET /v1/jobs/{type}/{id}) as key: value lines.
+// A job object (GET /v1/jobs/{type}/{id}) as key: value lines: its fields (times also as ISO
+// times), then its data, result and progress, then its errors, one line each, oldest first
+// ("  #2  2026-12-01T17:00:00.000Z  w1  ValueError: bad input").
 std::string format_job(const nlohmann::json& job);
 
-// One line for a job event: "running  seq=42  data={...}", or "removed".
+// One error of a job's "errors" ({"attempt", "at", "worker", "kind", "message", "details"}) as
+// "#ATTEMPT  TIME  WORKER  KIND: MESSAGE" (the worker and kind left out when empty).
+std::string format_job_error(const nlohmann::json& error);
+
+// The answer of a fail ({"dead", "retry_at", "attempt"}): "attempt 2 failed; retries at TIME" or
+// "attempt 3 failed; the job is dead".
+std::string format_fail_answer(const nlohmann::json& answer);
+
+// One line for a job event: "running  seq=42  attempts=1  data={...}",
+// "finished (succeeded)  seq=43  attempts=1  data={...}  result={...}", or "removed".
 std::string format_job_event(const nlohmann::json& event);
 
 // obj[key] as a T, or `fallback` when obj is not an object, has no such key or another type.

@@ -14,6 +14,10 @@ import unittest
 
 from kvq_server import KVQ_BIN, ServerTestCase, q, uniq
 
+# A type's retry policy when none was set (kvq types get shows it too).
+RETRY_DEFAULTS = {"max_attempts": 25,
+                  "backoff": {"base": 1.0, "factor": 2.0, "cap": 3600.0, "jitter": 0.2}}
+
 CRASH_SIGNS = ("Traceback", "terminate called", "Segmentation fault", "Aborted", "core dumped")
 
 
@@ -102,7 +106,7 @@ class TypesTimeoutsAndRetention(CliTestCase):
         r = self.ok("timeout", t)
         self.assertEqual(r.stdout.strip(), "%s: timeout 2.5s" % t)
         self.assertEqual(self.ok_json("timeout", t),
-                         {"type": t, "timeout": 2.5, "finished_retention": None, "max_lost_runs": None})
+                         dict({"type": t, "timeout": 2.5, "finished_retention": None, "max_lost_runs": None}, **RETRY_DEFAULTS))
         r = self.ok("timeout", t, "--clear")
         self.assertIn("cleared", r.stdout)
         self.assertIn(t, r.stdout)
@@ -131,10 +135,13 @@ class TypesTimeoutsAndRetention(CliTestCase):
         self.ok("retention", expiring, "1.5")
         r = self.ok("types")
         header, rows = table(r.stdout)
-        self.assertEqual(header, ["TYPE", "TIMEOUT", "MAX-LOST-RUNS", "RETENTION"])
+        self.assertEqual(header, ["TYPE", "TIMEOUT", "MAX-LOST-RUNS", "RETENTION", "MAX-ATTEMPTS",
+                                  "BACKOFF"])
         by_type = {row[0]: row[1:] for row in rows}
-        self.assertEqual(by_type.get(kept), ["30s", "never", "kept"], r.stdout)
-        self.assertEqual(by_type.get(expiring), ["2.5s", "never", "removed", "after", "1.5s"], r.stdout)
+        policy = ["25", "1s", "x2", "cap", "3600s", "jitter", "0.2"]
+        self.assertEqual(by_type.get(kept), ["30s", "never", "kept"] + policy, r.stdout)
+        self.assertEqual(by_type.get(expiring), ["2.5s", "never", "removed", "after", "1.5s"] + policy,
+                         r.stdout)
 
     def test_max_lost_runs_prints_sets_and_clears_only_that_setting(self):
         t = uniq("mlr")
@@ -145,11 +152,12 @@ class TypesTimeoutsAndRetention(CliTestCase):
         r = self.ok("max-lost-runs", t, "3")
         self.assertEqual(r.stdout, "%s: jobs are given up after 3 lost runs in a row\n" % t)
         self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % q(t)), 200),
-                         {"type": t, "timeout": 30.0, "finished_retention": 60.0, "max_lost_runs": 3})
+                         dict({"type": t, "timeout": 30.0, "finished_retention": 60.0, "max_lost_runs": 3}, **RETRY_DEFAULTS))
         header, rows = table(self.ok("types").stdout)
-        self.assertIn([t, "30s", "3", "removed", "after", "60s"], rows)
+        self.assertIn([t, "30s", "3", "removed", "after", "60s", "25", "1s", "x2", "cap", "3600s",
+                       "jitter", "0.2"], rows)
         body = self.ok_json("max-lost-runs", t, "--clear")
-        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": 60.0, "max_lost_runs": None})
+        self.assertEqual(body, dict({"type": t, "timeout": 30.0, "finished_retention": 60.0, "max_lost_runs": None}, **RETRY_DEFAULTS))
         for bad in (["0"], ["1.5"], ["x"], ["1000001"], ["3", "--clear"]):
             r = self.assertExit(self.kvq("max-lost-runs", t, *bad), 2)
             self.assertIn("kvq max-lost-runs:", r.stderr)
@@ -162,8 +170,8 @@ class TypesTimeoutsAndRetention(CliTestCase):
         self.ok("timeout", expiring, "10")
         self.ok("retention", expiring, "3600")
         types = self.ok_json("types")["types"]
-        self.assertIn({"type": kept, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None}, types)
-        self.assertIn({"type": expiring, "timeout": 10.0, "finished_retention": 3600.0, "max_lost_runs": None}, types)
+        self.assertIn(dict({"type": kept, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None}, **RETRY_DEFAULTS), types)
+        self.assertIn(dict({"type": expiring, "timeout": 10.0, "finished_retention": 3600.0, "max_lost_runs": None}, **RETRY_DEFAULTS), types)
         names = [x["type"] for x in types]
         self.assertEqual(names, sorted(names))
 
@@ -174,15 +182,15 @@ class TypesTimeoutsAndRetention(CliTestCase):
         r = self.ok("retention", t, "3600")
         self.assertEqual(r.stdout.strip(), "%s: finished jobs removed after 3600s" % t)
         self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % t), 200),
-                         {"type": t, "timeout": 30.0, "finished_retention": 3600.0, "max_lost_runs": None})
+                         dict({"type": t, "timeout": 30.0, "finished_retention": 3600.0, "max_lost_runs": None}, **RETRY_DEFAULTS))
         r = self.ok("retention", t)
         self.assertEqual(r.stdout.strip(), "%s: finished jobs removed after 3600s" % t)
         self.assertEqual(self.ok_json("retention", t, "1.5"),
-                         {"type": t, "timeout": 30.0, "finished_retention": 1.5, "max_lost_runs": None})
+                         dict({"type": t, "timeout": 30.0, "finished_retention": 1.5, "max_lost_runs": None}, **RETRY_DEFAULTS))
         r = self.ok("retention", t, "--clear")
         self.assertEqual(r.stdout.strip(), "%s: finished jobs kept" % t)
         self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % t), 200),
-                         {"type": t, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None})
+                         dict({"type": t, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None}, **RETRY_DEFAULTS))
 
     def test_retention_of_a_type_without_timeout_exits_5_and_creates_nothing(self):
         t = uniq("ret-none")
@@ -209,7 +217,7 @@ class TypesTimeoutsAndRetention(CliTestCase):
         t = self.new_type("ret-keep")
         self.ok("retention", t, "120")
         body = self.ok_json("timeout", t, "5")
-        self.assertEqual(body, {"type": t, "timeout": 5.0, "finished_retention": 120.0, "max_lost_runs": None})
+        self.assertEqual(body, dict({"type": t, "timeout": 5.0, "finished_retention": 120.0, "max_lost_runs": None}, **RETRY_DEFAULTS))
         self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % t), 200), body)
         r = self.ok("retention", t)
         self.assertEqual(r.stdout.strip(), "%s: finished jobs removed after 120s" % t)
@@ -247,7 +255,7 @@ class JobCommands(CliTestCase):
         self.assertEqual(job["data"], {"b": "x", "k": 1})
 
     def test_add_json_without_data_and_with_options(self):
-        self.assertEqual(self.ok_json("add", self.t, "j2"), {"id": "j2"})
+        self.assertEqual(self.ok_json("add", self.t, "j2"), {"id": "j2", "added": True})
         self.assertEqual(self.assertJobState(self.t, "j2", "pending")["data"], {})
         self.ok("add", self.t, "j3", '{"p": true}', "--priority", "5", "--at", "1")
         job = self.assertJobState(self.t, "j3", "pending")
@@ -307,8 +315,8 @@ class JobCommands(CliTestCase):
         self._three_states()
         r = self.ok("ls", self.t)
         header, rows = table(r.stdout)
-        self.assertEqual(header, ["ID", "STATE", "PRIORITY", "SCHEDULED", "ATTEMPTS", "WORKER",
-                                  "DATA"])
+        self.assertEqual(header, ["ID", "STATE", "OUTCOME", "PRIORITY", "SCHEDULED", "ATTEMPTS",
+                                  "WORKER", "DATA"])
         self.assertEqual([(row[0], row[1]) for row in rows],
                          [("f", "finished"), ("p", "pending"), ("r", "running")], r.stdout)
         self.assertNotIn("more:", r.stdout)
@@ -408,7 +416,9 @@ class WorkerFlow(CliTestCase):
 
         r = self.ok("update", t, "w2", "--lock", lock, '{"progress": 50}')
         self.assertEqual(r.stdout.strip(), "updated %s/w2" % t)
-        self.assertEqual(self.assertJobState(t, "w2", "running")["data"], {"progress": 50})
+        # the update's JSON is the run's progress; the job's data, its input, stays
+        running = self.assertJobState(t, "w2", "running")
+        self.assertEqual((running["progress"], running["data"]), ({"progress": 50}, {"n": 2}))
         self.assertEqual(self.ok_json("update", t, "w2", "--lock", lock), {"resubmitted": False})
 
         r = self.ok("finish", t, "w2", "--lock", lock, '{"result": "ok"}')
@@ -416,11 +426,30 @@ class WorkerFlow(CliTestCase):
         r = self.ok("get", t, "w2")
         fields = key_values(r.stdout)
         self.assertEqual(fields.get("state"), "finished", r.stdout)
-        self.assertEqual(json.loads(fields["data"]), {"result": "ok"})
+        self.assertEqual(fields.get("outcome"), "succeeded", r.stdout)
+        # the finish's JSON is the result, kept beside the input
+        self.assertEqual(json.loads(fields["result"]), {"result": "ok"})
+        self.assertEqual(json.loads(fields["data"]), {"n": 2})
         # a retry of the finish with the same lock succeeds and changes nothing
         before = self.assertJobState(t, "w2", "finished")
         self.assertEqual(self.ok_json("finish", t, "w2", "--lock", lock), {})
         self.assertEqual(self.assertJobState(t, "w2", "finished"), before)
+
+    def test_accept_and_ls_with_a_worker_type(self):
+        t, wt = self.t, uniq("wt")
+        self.ok("add", t, "a", '{"n": 1}')
+        self.ok("add", t, "b", '{"n": 2}')
+        body = self.ok_json("accept", t, "--timeout", "5", "--worker", "shared", "--worker-type", wt)
+        self.assertEqual(body["jobs"][0]["id"], "a", body)
+        self.assertEqual(self.assertJobState(t, "a", "running")["worker_type"], wt)
+        self.ok_json("accept", t, "--timeout", "5", "--worker", "shared")  # b: no worker type
+        mine = self.ok_json("ls", t, "--worker", "shared", "--worker-type", wt)["jobs"]
+        self.assertEqual([j["id"] for j in mine], ["a"])
+        _, rows = table(self.ok("ls", t, "--worker-type", wt).stdout)
+        self.assertEqual([row[0] for row in rows], ["a"])
+        self.assertEqual(self.ok_json("ls", t, "--worker-type", uniq("other"))["jobs"], [])
+        r = self.assertExit(self.kvq("accept", t, "--worker-type", wt), 2)
+        self.assertIn("--worker-type needs --worker", r.stderr)
 
     def test_worker_calls_with_a_stale_lock_exit_4_halted(self):
         t = self.t

@@ -66,9 +66,41 @@ class Examples(ServerTestCase):
         self.stop_worker(p, signal.SIGTERM)
         self.assertJobState(t, "slow", "pending")
         job = self.c.job(t, "slow").json
-        # handed back as it came, not lost: it counts nothing towards max_lost_runs
-        self.assertEqual((job["lost_runs"], job["data"]), (0, {}))
+        # handed back as it came, not lost: it counts nothing towards max_lost_runs, nor an
+        # attempt, nor an error
+        self.assertEqual((job["lost_runs"], job["attempts"], job["errors"], job["data"]),
+                         (0, 0, [], {}))
         self.assertEqual(self.c.get("/v1/workers/%s" % t).json["workers"], [])
+
+    def test_a_handler_that_raises_fails_the_job_with_its_traceback(self):
+        t = uniq("ex")
+        self.assertStatus(self.c.put("/v1/types/%s" % t, {"timeout": 30, "max_attempts": 2,
+                                                            "backoff": {"base": 0.1}}), 200)
+        self.assertStatus(self.c.add(t, "bad", {"fail": "no such user"}), 200)
+        self.assertStatus(self.c.add(t, "good", {"to": "ada"}), 200)
+        p = self.start_worker("--type", t, "--id", "exf", "--work-seconds", "0.1")
+        wait_until(lambda: self.c.job(t, "bad").json["outcome"] == "dead", 15, 0.05,
+                   "the example worker to fail the raising job twice")
+        bad = self.c.job(t, "bad").json
+        self.assertEqual((bad["state"], bad["attempts"], bad["result"]), ("finished", 2, None))
+        self.assertEqual(bad["data"], {"fail": "no such user"})
+        self.assertEqual([(e["attempt"], e["kind"], e["message"], e["worker"])
+                          for e in bad["errors"]],
+                         [(1, "ValueError", "no such user", "exf"),
+                          (2, "ValueError", "no such user", "exf")])
+        stack = bad["errors"][0]["details"]["stack"]
+        self.assertTrue(stack.startswith("Traceback"), stack)
+        self.assertIn("in handle", stack)
+        self.assertTrue(stack.rstrip().endswith("ValueError: no such user"), stack)
+        wait_until(lambda: self.c.job(t, "good").json["state"] == "finished", 15, 0.05,
+                   "the example worker to finish the other job")
+        good = self.c.job(t, "good").json
+        self.assertEqual((good["outcome"], good["result"], good["data"], good["errors"]),
+                         ("succeeded", {"done": True}, {"to": "ada"}, []))
+        out = self.stop_worker(p, signal.SIGINT)
+        self.assertIn("failed bad: retries at ", out)
+        self.assertIn("failed bad: dead\n", out)
+        self.assertIn("finished good\n", out)
 
 
 if __name__ == "__main__":

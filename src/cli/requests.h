@@ -1,0 +1,57 @@
+// cli/requests.h — the request bodies of the client commands whose options need more than
+// copying: what `kvq add`, `update`, `finish`, `fail`, `snooze`, `rerun` and `types set` send.
+// Pure functions of the parsed command line (tested in cli_test.cc); the server makes every
+// decision about the job, these only check that each option is well formed and that no two
+// contradict each other. Each error is kInvalidArgument, its message for the user.
+//
+// They expect the positionals begin_command has already counted (TYPE ID [JSON]).
+#pragma once
+
+#include <istream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "args.h"
+#include "kvq/status.h"
+
+namespace kvq::cli {
+
+// A JSON argument: "-" reads all of `in`. Invalid JSON is kInvalidArgument naming `what`
+// ("RESULT_JSON is not valid JSON: ...").
+Result<nlohmann::json> parse_json_arg(const std::string& text, const std::string& what,
+                                      std::istream& in);
+
+// kvq add TYPE ID [DATA_JSON] [--at MS] [--priority N] [--if-exists update|keep]:
+// {"id", "data", "scheduled_time"?, "priority"?, "if_exists"?}.
+Result<nlohmann::json> add_body(const ParsedArgs& args, std::istream& in);
+
+// kvq update TYPE ID --lock L [PROGRESS_JSON | --progress JSON] [--data JSON]:
+// {"lock", "progress"?, "data"?}. The progress is what the run reports; --data replaces the
+// job's data (its input) explicitly.
+Result<nlohmann::json> update_body(const ParsedArgs& args, std::istream& in);
+
+// kvq finish TYPE ID --lock L [RESULT_JSON] [--data JSON]: {"lock", "result"?, "data"?}.
+Result<nlohmann::json> finish_body(const ParsedArgs& args, std::istream& in);
+
+// kvq fail TYPE ID --lock L --message M [--kind K] [--details JSON] [--retry-in S | --no-retry]:
+// {"lock", "error": {"message", "kind"?, "details"?}, "retry_in"?, "retry"?: false}.
+Result<nlohmann::json> fail_body(const ParsedArgs& args);
+
+// kvq snooze TYPE ID --lock L [--delay S | --at MS]: {"lock", "delay"?, "scheduled_time"?}.
+Result<nlohmann::json> snooze_body(const ParsedArgs& args);
+
+// kvq rerun TYPE ID [--at MS] [--priority N], or kvq rerun TYPE --all-dead | --all-cancelled.
+struct RerunRequest {
+  std::string target;  // "/v1/jobs/{type}/{id}/rerun" or "/v1/types/{type}/rerun"
+  nlohmann::json body;
+  std::string outcome;  // "dead" or "cancelled" for a rerun of all; "" for one job
+};
+Result<RerunRequest> rerun_request(const ParsedArgs& args);
+
+// kvq types set TYPE [--max-attempts N] [--backoff-base S] [--backoff-factor X]
+// [--backoff-cap S] [--backoff-jitter X]: {"max_attempts"?, "backoff"?: {"base"?, "factor"?,
+// "cap"?, "jitter"?}}, only what is given (the rest stays as it is). At least one is needed.
+Result<nlohmann::json> type_settings_body(const ParsedArgs& args);
+
+}  // namespace kvq::cli
