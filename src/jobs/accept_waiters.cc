@@ -310,6 +310,7 @@ void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
     });
   }
   Done done;
+  std::vector<Job> orphans;  // taken for waiters cancelled meanwhile: handed back below
   {
     util::MutexLock lock(mu_);
     --in_flight_;
@@ -320,9 +321,11 @@ void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
       auto complete = [&](uint64_t ticket, Result<Job> result) {
         auto it = std::find_if(queue.waiters.begin(), queue.waiters.end(),
                                [&](const Waiter& w) { return w.ticket == ticket; });
-        // A job taken for a waiter cancelled meanwhile stays running until its activity timeout
-        // (or its worker's departure) returns it: cancel raced the accept itself.
-        if (it == queue.waiters.end()) return;
+        // Cancel raced the accept itself: the job taken for that waiter goes back.
+        if (it == queue.waiters.end()) {
+          if (result.ok()) orphans.push_back(std::move(*result));
+          return;
+        }
         done.emplace_back(std::move(it->callback), std::move(result));
         erase_waiter(queue, it);
       };
@@ -357,6 +360,13 @@ void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
   retired.cancel();
   outcome.watch.cancel();  // not installed (closing, or the look failed)
   for (auto& [callback, result] : done) callback(std::move(result));
+  for (auto& job : orphans) {
+    // Best effort: should it fail, the activity monitor returns the job at its timeout.
+    kv::run_async(
+        // A copy of the keys: the commit may settle after this AcceptWaiters is gone.
+        store_, [keys = keys_, job](kv::Transaction& txn) { return give_back(txn, keys, job); },
+        [](Status) {}, options_.retry);
+  }
 }
 
 }  // namespace kvq::jobs

@@ -66,6 +66,19 @@ constexpr size_t kLockBytes = util::kMinSecretBytes;
 
 }  // namespace
 
+Status give_back(kv::Transaction& txn, const Keys& keys, const Job& job) {
+  take_queue_latency(job.lock).reset();  // never handed out: not an accept to count
+  KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, job.type, job.id));
+  if (!before || !util::secret_equal(before->lock, job.lock)) return Status::OK();
+  JobRow after = *before;
+  after.lock.clear();
+  after.worker.clear();
+  after.worker_type.clear();
+  after.progress.reset();
+  if (after.attempts > 0) --after.attempts;
+  return save_job(txn, keys, job.type, job.id, before, std::move(after));
+}
+
 std::string type_tag(std::string_view type) {
   uint32_t h = 2166136261u;  // FNV-1a: a stable tag, not a secret
   for (unsigned char c : type) h = (h ^ c) * 16777619u;

@@ -84,6 +84,12 @@ struct AcceptOutcome {
 void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options,
                                std::string type, AcceptOptions accept, std::vector<Taker> takers,
                                bool arm_watch, std::function<void(AcceptOutcome)> done);
+// Undoes the accept of `job` for a caller that is gone — it cancelled while the accept's
+// transaction committed — so that the job does not sit running until its activity timeout
+// and then count a lost attempt: if `job.lock` still holds it, the job is pending again at its
+// place in the queue, this attempt not counted. Nothing happens if it has moved on.
+Status give_back(kv::Transaction& txn, const Keys& keys, const Job& job);
+
 // The same for one job, taken with `lock` for accept.worker.
 Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options,
                            std::string_view type, const AcceptOptions& accept,
