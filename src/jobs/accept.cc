@@ -1,14 +1,14 @@
 // accept: the entry points that hand due jobs to workers: they check their input, look once
 // (pending_picks.h), and leave an accept that has to wait to the accept waiters.
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
 
 #include "jobs/accept_waiters.h"
 #include "jobs/jobs_impl.h"
 #include "jobs/pending_picks.h"
 #include "jobs/types.h"
 #include "jobs/validation.h"
+#include "util/mutex.h"
+#include "util/thread_annotations.h"
 
 namespace kvq::jobs {
 namespace {
@@ -183,19 +183,19 @@ bool Jobs::cancel_accept(uint64_t ticket) {
 }
 
 Result<Job> Jobs::accept(std::string_view type, const AcceptOptions& options) {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::optional<Result<Job>> outcome;
+  util::Mutex mu;
+  util::CondVar cv;
+  std::optional<Result<Job>> outcome KVQ_GUARDED_BY(mu);
   queue_accept(
       type, options,
       [&](Result<Job> r) {
-        std::lock_guard lock(mu);
+        util::MutexLock lock(mu);
         outcome.emplace(std::move(r));
         cv.notify_all();
       },
       /*look_async=*/false);
-  std::unique_lock lock(mu);
-  cv.wait(lock, [&] { return outcome.has_value(); });
+  util::MutexLock lock(mu);
+  while (!outcome.has_value()) cv.wait(mu);
   return std::move(*outcome);
 }
 

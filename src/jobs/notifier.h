@@ -63,10 +63,9 @@ class Notifier {
   void deliver(Subscription::State_& sub, const JobEvent& event) KVQ_EXCLUDES(hub_mu_);
 
   // The mutex and condition variable every subscription wait uses. The analysis knows a lock
-  // of hub_mutex() is a lock of hub_mu_. The condition variable is a condition_variable_any
-  // because subscription.cc waits on it with a std::unique_lock of the util::Mutex.
+  // of hub_mutex() is a lock of hub_mu_.
   util::Mutex& hub_mutex() KVQ_RETURN_CAPABILITY(hub_mu_) { return hub_mu_; }
-  std::condition_variable_any& hub_cv() { return hub_cv_; }
+  util::CondVar& hub_cv() { return hub_cv_; }
 
  private:
   struct TypeWatch {
@@ -96,7 +95,7 @@ class Notifier {
   bool stopping_ KVQ_GUARDED_BY(mu_) = false;
   // Taken after mu_ when both are held (take_plans).
   util::Mutex hub_mu_ KVQ_ACQUIRED_AFTER(mu_);
-  std::condition_variable_any hub_cv_;
+  util::CondVar hub_cv_;
   std::thread thread_;
 };
 

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -194,11 +193,11 @@ namespace {
 class InFlight {
  public:
   InFlight(const Keys& keys, std::string_view type) : key_(&keys, std::string(type)) {
-    std::lock_guard lock(mu());
+    util::MutexLock lock(mu());
     alone_ = counts()[key_]++ == 0;
   }
   ~InFlight() {
-    std::lock_guard lock(mu());
+    util::MutexLock lock(mu());
     auto it = counts().find(key_);
     if (--it->second == 0) counts().erase(it);
   }
@@ -209,8 +208,8 @@ class InFlight {
 
  private:
   using Key = std::pair<const Keys*, std::string>;
-  static std::mutex& mu() {
-    static std::mutex m;
+  static util::Mutex& mu() {
+    static util::Mutex m;
     return m;
   }
   static std::map<Key, size_t>& counts() {

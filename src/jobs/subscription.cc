@@ -2,6 +2,7 @@
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
 #include "jobs/validation.h"
+#include "util/mutex.h"
 
 namespace kvq::jobs {
 namespace {
@@ -37,7 +38,7 @@ Result<std::unique_ptr<Subscription>> Jobs::subscribe(std::string_view type, std
   state->latest = state->initial;
   {
     // Events the notifier queued from older reads are superseded by the initial state.
-    std::lock_guard hub(impl_->notifier.hub_mutex());
+    util::MutexLock hub(impl_->notifier.hub_mutex());
     std::erase_if(state->queue, [&](const JobEvent& e) { return e.seq <= state->initial.seq; });
     if (state->initial.seq > state->last_seq) state->last_seq = state->initial.seq;
     if (state->is_final(state->initial) && state->queue.empty()) state->final_queued = true;
@@ -54,14 +55,14 @@ const std::string& Subscription::id() const { return state_->id; }
 const JobEvent& Subscription::initial() const { return state_->initial; }
 
 bool Subscription::ended() const {
-  std::lock_guard hub(state_->notifier->hub_mutex());
+  util::MutexLock hub(state_->notifier->hub_mutex());
   return state_->final_queued && state_->queue.empty();
 }
 
 void Subscription::set_listener(std::function<void()> callback) {
   std::function<void()> call_now;
   {
-    std::lock_guard hub(state_->notifier->hub_mutex());
+    util::MutexLock hub(state_->notifier->hub_mutex());
     state_->listener = std::move(callback);
     if (!state_->queue.empty()) call_now = state_->listener;  // a copy: it may unsubscribe
   }
@@ -75,7 +76,7 @@ void Subscription::on_event(std::function<void(const JobEvent&)> callback) {
   set_listener([weak, callback = std::move(callback)] {
     auto s = weak.lock();
     if (!s) return;
-    std::unique_lock hub(s->notifier->hub_mutex());
+    util::MutexLock hub(s->notifier->hub_mutex());
     // One feeder at a time hands out the queue in order; a call that finds one under way
     // leaves the new events to it.
     if (s->feeding) return;
@@ -95,7 +96,7 @@ void Subscription::on_event(std::function<void(const JobEvent&)> callback) {
 void Subscription::wait_async(std::optional<State> state,
                               std::function<void(Result<JobEvent>)> done) {
   {
-    std::unique_lock hub(state_->notifier->hub_mutex());
+    util::MutexLock hub(state_->notifier->hub_mutex());
     if (matches(state_->latest, state)) {
       const JobEvent latest = state_->latest;
       hub.unlock();
@@ -122,22 +123,23 @@ void Subscription::wait_async(std::optional<State> state,
 }
 
 Result<JobEvent> Subscription::next(kv::Clock::time_point deadline) {
-  std::unique_lock hub(state_->notifier->hub_mutex());
+  util::MutexLock hub(state_->notifier->hub_mutex());
   auto& s = *state_;
-  const bool got = state_->notifier->hub_cv().wait_until(
-      hub, deadline, [&] { return !s.queue.empty() || s.final_queued; });
+  while (s.queue.empty() && !s.final_queued &&
+         state_->notifier->hub_cv().wait_until(state_->notifier->hub_mutex(), deadline)) {
+  }
   if (!s.queue.empty()) {
     s.latest = std::move(s.queue.front());
     s.queue.erase(s.queue.begin());
     return s.latest;
   }
-  if (got && s.final_queued) return NotFound("the subscription has ended");
+  if (s.final_queued) return NotFound("the subscription has ended");
   return DeadlineExceeded("no event before the deadline");
 }
 
 Result<JobEvent> Subscription::wait(std::optional<State> state, kv::Clock::time_point deadline) {
   {
-    std::lock_guard hub(state_->notifier->hub_mutex());
+    util::MutexLock hub(state_->notifier->hub_mutex());
     if (matches(state_->latest, state)) return state_->latest;
   }
   for (;;) {
@@ -151,7 +153,7 @@ Result<std::pair<size_t, JobEvent>> Jobs::wait_any(const std::vector<Subscriptio
                                                    kv::Clock::time_point deadline) {
   if (subscriptions.empty()) return InvalidArgument("wait_any needs at least one subscription");
   auto* notifier = subscriptions[0]->state_->notifier;
-  std::unique_lock hub(notifier->hub_mutex());
+  util::MutexLock hub(notifier->hub_mutex());
   for (size_t i = 0; i < subscriptions.size(); ++i) {
     const auto& latest = subscriptions[i]->state_->latest;
     if (matches(latest, state)) return std::pair{i, latest};
@@ -168,7 +170,7 @@ Result<std::pair<size_t, JobEvent>> Jobs::wait_any(const std::vector<Subscriptio
       if (!s.final_queued) all_ended = false;
     }
     if (all_ended) return NotFound("every subscription has ended");
-    if (notifier->hub_cv().wait_until(hub, deadline) == std::cv_status::timeout) {
+    if (!notifier->hub_cv().wait_until(notifier->hub_mutex(), deadline)) {
       return DeadlineExceeded("no matching event before the deadline");
     }
   }
