@@ -8,7 +8,6 @@
 #include "jobs/types.h"
 #include "jobs/validation.h"
 #include "util/mutex.h"
-#include "util/thread_annotations.h"
 
 namespace kvq::jobs {
 namespace {
@@ -185,7 +184,7 @@ bool Jobs::cancel_accept(uint64_t ticket) {
 Result<Job> Jobs::accept(std::string_view type, const AcceptOptions& options) {
   util::Mutex mu;
   util::CondVar cv;
-  std::optional<Result<Job>> outcome KVQ_GUARDED_BY(mu);
+  std::optional<Result<Job>> outcome;  // guarded by mu (a local: the analysis cannot say so)
   queue_accept(
       type, options,
       [&](Result<Job> r) {
