@@ -10,6 +10,7 @@
 #include "kv/fault_injection.h"
 #include "kvq/jobs.h"
 #include "support/backends.h"
+#include "support/jobs_fixture.h"
 #include "support/kv_helpers.h"
 
 namespace kvq::testing {
@@ -25,46 +26,9 @@ using jobs::Outcome;
 using jobs::RetryPolicy;
 using jobs::State;
 
-int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-struct JobsParam {
-  Backend backend;
-  bool faults;
-};
-
-void PrintTo(const JobsParam& p, std::ostream* os) {
-  *os << p.backend.name << (p.faults ? "_faults" : "");
-}
-
 // The fixture of tests/jobs_test.cc.
-class JobsFailuresTest : public ::testing::TestWithParam<JobsParam> {
+class JobsFailuresTest : public JobsFixture {
  protected:
-  void SetUp() override {
-    auto opened = GetParam().backend.open(dir_.path());
-    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
-    raw_ = *opened;
-    std::shared_ptr<kv::Store> store = raw_;
-    if (GetParam().faults) {
-      faulty_ = std::make_shared<kv::FaultInjectingStore>(
-          raw_, kv::FaultOptions{.conflict_rate = 0.05,
-                                 .unavailable_rate = 0.02,
-                                 .unknown_result_rate = 0.05,
-                                 .seed = 1234});
-      store = faulty_;
-    }
-    auto j = Jobs::open(store, {.key_prefix = "t", .monitor_checks_per_timeout = 4});
-    ASSERT_TRUE(j.ok()) << j.status().to_string();
-    jobs_ = std::move(*j);
-    ASSERT_TRUE(jobs_->set_type_timeout("work", 60s).ok());
-  }
-  void TearDown() override { jobs_.reset(); }
-
-  Jobs& jobs() { return *jobs_; }
-
   // Waits up to 10 s for a due job.
   Job accept_soon(const std::string& type = "work", AcceptOptions o = {}) {
     o.timeout = 10s;
@@ -93,26 +57,7 @@ class JobsFailuresTest : public ::testing::TestWithParam<JobsParam> {
     o.message = std::move(message);
     return o;
   }
-
- private:
-  TempDir dir_;
-  std::shared_ptr<kv::Store> raw_;
-  std::shared_ptr<kv::FaultInjectingStore> faulty_;
-  std::unique_ptr<Jobs> jobs_;
 };
-
-std::vector<JobsParam> params() {
-  std::vector<JobsParam> out;
-  for (auto& b : all_backends()) out.push_back({b, false});
-  for (auto& b : all_backends()) {
-    if (b.name == "lmdb_nosync") out.push_back({b, true});
-  }
-  return out;
-}
-
-std::string param_name(const ::testing::TestParamInfo<JobsParam>& info) {
-  return info.param.backend.name + (info.param.faults ? "_faults" : "");
-}
 
 TEST_P(JobsFailuresTest, AJobThatFailsThreeTimesThenSucceedsKeepsItsErrorsResultAndData) {
   ASSERT_TRUE(jobs().add("work", "a", R"({"in": 1})").ok());
@@ -494,7 +439,8 @@ TEST_P(JobsFailuresTest, RetryPoliciesOutOfRangeAreRefused) {
   EXPECT_EQ(jobs().get_type("work")->retry.max_attempts, 3u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, JobsFailuresTest, ::testing::ValuesIn(params()), param_name);
+INSTANTIATE_TEST_SUITE_P(Backends, JobsFailuresTest, ::testing::ValuesIn(jobs_params()),
+                         jobs_param_name);
 
 }  // namespace
 }  // namespace kvq::testing

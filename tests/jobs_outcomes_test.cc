@@ -13,6 +13,7 @@
 #include "kv/fault_injection.h"
 #include "kvq/jobs.h"
 #include "support/backends.h"
+#include "support/jobs_fixture.h"
 #include "support/kv_helpers.h"
 
 namespace kvq::testing {
@@ -29,47 +30,9 @@ using jobs::NewJob;
 using jobs::Outcome;
 using jobs::State;
 
-int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-struct JobsParam {
-  Backend backend;
-  bool faults;
-};
-
-void PrintTo(const JobsParam& p, std::ostream* os) {
-  *os << p.backend.name << (p.faults ? "_faults" : "");
-}
-
 // The fixture of tests/jobs_test.cc.
-class JobsOutcomesTest : public ::testing::TestWithParam<JobsParam> {
+class JobsOutcomesTest : public JobsFixture {
  protected:
-  void SetUp() override {
-    auto opened = GetParam().backend.open(dir_.path());
-    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
-    raw_ = *opened;
-    std::shared_ptr<kv::Store> store = raw_;
-    if (GetParam().faults) {
-      faulty_ = std::make_shared<kv::FaultInjectingStore>(
-          raw_, kv::FaultOptions{.conflict_rate = 0.05,
-                                 .unavailable_rate = 0.02,
-                                 .unknown_result_rate = 0.05,
-                                 .seed = 1234});
-      store = faulty_;
-    }
-    auto j = Jobs::open(store, {.key_prefix = "t", .monitor_checks_per_timeout = 4});
-    ASSERT_TRUE(j.ok()) << j.status().to_string();
-    jobs_ = std::move(*j);
-    ASSERT_TRUE(jobs_->set_type_timeout("work", 60s).ok());
-  }
-  void TearDown() override { jobs_.reset(); }
-
-  Jobs& jobs() { return *jobs_; }
-  std::shared_ptr<kv::Store> raw_ptr() { return raw_; }
-
   Job accept_now(const std::string& type = "work", AcceptOptions o = {}) {
     auto job = jobs_->accept(type, o);
     EXPECT_TRUE(job.ok()) << job.status().to_string();
@@ -108,26 +71,7 @@ class JobsOutcomesTest : public ::testing::TestWithParam<JobsParam> {
       for (const auto& j : page->jobs) ids.push_back(j.id);
     return ids;
   }
-
- private:
-  TempDir dir_;
-  std::shared_ptr<kv::Store> raw_;
-  std::shared_ptr<kv::FaultInjectingStore> faulty_;
-  std::unique_ptr<Jobs> jobs_;
 };
-
-std::vector<JobsParam> params() {
-  std::vector<JobsParam> out;
-  for (auto& b : all_backends()) out.push_back({b, false});
-  for (auto& b : all_backends()) {
-    if (b.name == "lmdb_nosync") out.push_back({b, true});
-  }
-  return out;
-}
-
-std::string param_name(const ::testing::TestParamInfo<JobsParam>& info) {
-  return info.param.backend.name + (info.param.faults ? "_faults" : "");
-}
 
 // A store that runs `hook` before every begin (so between a commit and the retry that follows
 // it), for placing another process's call at one exact moment (as in tests/jobs_test.cc).
@@ -669,7 +613,8 @@ TEST_P(JobsOutcomesTest, AWaiterForFinishedWakesWhenTheJobDiesOrIsCancelled) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, JobsOutcomesTest, ::testing::ValuesIn(params()), param_name);
+INSTANTIATE_TEST_SUITE_P(Backends, JobsOutcomesTest, ::testing::ValuesIn(jobs_params()),
+                         jobs_param_name);
 
 }  // namespace
 }  // namespace kvq::testing

@@ -16,6 +16,7 @@
 #include "kvq/tuple.h"
 #include "support/backends.h"
 #include "support/delivered.h"
+#include "support/jobs_fixture.h"
 #include "support/kv_helpers.h"
 #include "support/read_stalls.h"
 
@@ -28,51 +29,8 @@ using jobs::Job;
 using jobs::Jobs;
 using jobs::State;
 
-int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-struct JobsParam {
-  Backend backend;
-  bool faults;
-};
-
-void PrintTo(const JobsParam& p, std::ostream* os) {
-  *os << p.backend.name << (p.faults ? "_faults" : "");
-}
-
-class JobsTest : public ::testing::TestWithParam<JobsParam> {
+class JobsTest : public JobsFixture {
  protected:
-  void SetUp() override {
-    auto opened = GetParam().backend.open(dir_.path());
-    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
-    raw_ = *opened;
-    std::shared_ptr<kv::Store> store = raw_;
-    if (GetParam().faults) {
-      faulty_ = std::make_shared<kv::FaultInjectingStore>(
-          raw_, kv::FaultOptions{.conflict_rate = 0.05,
-                                 .unavailable_rate = 0.02,
-                                 .unknown_result_rate = 0.05,
-                                 .seed = 1234});
-      store = faulty_;
-    }
-    auto j = Jobs::open(store, {.key_prefix = "t", .monitor_checks_per_timeout = 4});
-    ASSERT_TRUE(j.ok()) << j.status().to_string();
-    jobs_ = std::move(*j);
-    ASSERT_TRUE(jobs_->set_type_timeout("work", 60s).ok());
-  }
-  void TearDown() override { jobs_.reset(); }
-
-  Jobs& jobs() { return *jobs_; }
-  kv::Store& raw() { return *raw_; }
-  std::shared_ptr<kv::Store> raw_ptr() { return raw_; }
-  // Whether the fault injector has reported a commit's result as unknown after applying it.
-  bool a_commit_result_was_hidden() const {
-    return faulty_ && faulty_->counts().unknown_applied > 0;
-  }
-
   Job accept_now(const std::string& type = "work", AcceptOptions o = {}) {
     auto job = jobs_->accept(type, o);
     EXPECT_TRUE(job.ok()) << job.status().to_string();
@@ -102,26 +60,7 @@ class JobsTest : public ::testing::TestWithParam<JobsParam> {
     EXPECT_TRUE(v.ok());
     return v.ok() ? *v : 0;
   }
-
- private:
-  TempDir dir_;
-  std::shared_ptr<kv::Store> raw_;
-  std::shared_ptr<kv::FaultInjectingStore> faulty_;
-  std::unique_ptr<Jobs> jobs_;
 };
-
-std::vector<JobsParam> params() {
-  std::vector<JobsParam> out;
-  for (auto& b : all_backends()) out.push_back({b, false});
-  for (auto& b : all_backends()) {
-    if (b.name == "lmdb_nosync") out.push_back({b, true});
-  }
-  return out;
-}
-
-std::string param_name(const ::testing::TestParamInfo<JobsParam>& info) {
-  return info.param.backend.name + (info.param.faults ? "_faults" : "");
-}
 
 // ---- Type timeouts ----
 
@@ -1721,7 +1660,7 @@ TEST_P(JobsTest, ManyAsyncAcceptsNeverGetTheSameJob) {
   EXPECT_EQ(ids.size(), static_cast<size_t>(kJobs));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, JobsTest, ::testing::ValuesIn(params()), param_name);
+INSTANTIATE_TEST_SUITE_P(Backends, JobsTest, ::testing::ValuesIn(jobs_params()), jobs_param_name);
 
 }  // namespace
 }  // namespace kvq::testing
