@@ -45,6 +45,12 @@ void TypeStatsRecorder::record_run(Jobs::TypeStats& stats, std::optional<Millis>
   if (run_time) observe(stats.run_time, *run_time);
 }
 
+void TypeStatsRecorder::record_failed_attempt(Jobs::TypeStats& stats, bool dead,
+                                              std::optional<Millis> run_time) {
+  ++(dead ? stats.dead : stats.retried);
+  record_run(stats, run_time);
+}
+
 void TypeStatsRecorder::record_accepted(std::string_view type, Millis queue_latency) {
   util::MutexLock lock(mu_);
   observe(of(type).queue_latency, std::max(Millis(0), queue_latency));
@@ -63,8 +69,7 @@ void TypeStatsRecorder::record_failed(std::string_view type, bool dead,
   util::MutexLock lock(mu_);
   auto& stats = of(type);
   ++stats.failed;
-  ++(dead ? stats.dead : stats.retried);
-  record_run(stats, run_time);
+  record_failed_attempt(stats, dead, run_time);
 }
 
 void TypeStatsRecorder::record_lost(std::string_view type, bool dead,
@@ -72,8 +77,7 @@ void TypeStatsRecorder::record_lost(std::string_view type, bool dead,
   util::MutexLock lock(mu_);
   auto& stats = of(type);
   ++stats.lost;
-  ++(dead ? stats.dead : stats.retried);
-  record_run(stats, run_time);
+  record_failed_attempt(stats, dead, run_time);
 }
 
 void TypeStatsRecorder::record_snoozed(std::string_view type, std::optional<Millis> run_time) {

@@ -39,6 +39,9 @@ class TypeStatsRecorder {
  private:
   Jobs::TypeStats& of(std::string_view type) KVQ_REQUIRES(mu_);
   void record_run(Jobs::TypeStats& stats, std::optional<Millis> run_time) KVQ_REQUIRES(mu_);
+  // A failed or lost attempt's ending: the job went dead or back for a retry, and its run.
+  void record_failed_attempt(Jobs::TypeStats& stats, bool dead, std::optional<Millis> run_time)
+      KVQ_REQUIRES(mu_);
 
   mutable util::Mutex mu_;
   std::map<std::string, Jobs::TypeStats, std::less<>> stats_ KVQ_GUARDED_BY(mu_);

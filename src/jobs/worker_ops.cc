@@ -41,6 +41,19 @@ Result<JobRow> held(const Job& job, std::optional<JobRow> row) {
   return std::move(*row);
 }
 
+// `before` once its worker ended the run it holds with `job` (finish, fail or snooze): no one
+// holds it, the run's lock is kept so that a retry of the call recognises its own commit, and
+// the run was not lost.
+JobRow ended_by_worker(const JobRow& before, const Job& job) {
+  JobRow after = before;
+  after.lock.clear();
+  after.worker.clear();
+  after.worker_type.clear();
+  after.finished_lock = job.lock;
+  after.lost_runs = 0;
+  return after;
+}
+
 Result<JobRow> load_held(kv::Transaction& txn, const Keys& keys, const Job& job) {
   KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, job.type, job.id));
   return held(job, std::move(row));
@@ -108,12 +121,7 @@ Result<Finished> finish_checked(kv::Transaction& txn, const Keys& keys, const Jo
     return Finished{current->finished && current->outcome == Outcome::kSucceeded, current->started};
   }
   KVQ_ASSIGN_OR_RETURN(JobRow before, held(job, std::move(current)));
-  JobRow after = before;
-  after.lock.clear();
-  after.worker.clear();
-  after.worker_type.clear();
-  after.finished_lock = job.lock;
-  after.lost_runs = 0;  // this run was not lost
+  JobRow after = ended_by_worker(before, job);
   if (checked.data) after.data = *checked.data;
   if (before.resubmit) {
     // The add that resubmitted it asked for a new run: its attempts start over.
@@ -189,12 +197,7 @@ Result<Failed> fail_checked(kv::Transaction& txn, const Keys& keys, const Job& j
   KVQ_ASSIGN_OR_RETURN(auto settings, type_settings_of(txn, keys, job.type));
   const RetryPolicy policy = settings ? settings->retry : RetryPolicy{};
   const int64_t now = now_ms();
-  JobRow after = before;
-  after.lock.clear();
-  after.worker.clear();
-  after.worker_type.clear();
-  after.finished_lock = job.lock;
-  after.lost_runs = 0;  // this run was not lost: its worker reported
+  JobRow after = ended_by_worker(before, job);
   record_error(after, JobError{before.attempts, now, before.worker, fail.error.kind,
                                fail.error.message, fail.error.details});
   FailResult result;
@@ -240,12 +243,7 @@ Result<Snoozed> snooze_checked(kv::Transaction& txn, const Keys& keys, const Job
   if (current && util::secret_equal(current->finished_lock, job.lock))
     return Snoozed{current->started, true};
   KVQ_ASSIGN_OR_RETURN(JobRow before, held(job, std::move(current)));
-  JobRow after = before;
-  after.lock.clear();
-  after.worker.clear();
-  after.worker_type.clear();
-  after.finished_lock = job.lock;
-  after.lost_runs = 0;
+  JobRow after = ended_by_worker(before, job);
   // This run does not count as an attempt.
   if (after.attempts > 0) --after.attempts;
   after.scheduled = options.scheduled_time_ms.value_or(now_ms() + options.delay.count());
