@@ -18,11 +18,20 @@ packages=(
   etcd-server etcd-client openssl libssl-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   python3
+  libspdlog-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
 )
 if [ "${1:-}" = "--test" ]; then
-  packages+=(chromium clang-format)
+  # The clients' own test runners (clients/: go test, node --test with typescript from npm),
+  # the OpenAPI check (python3-jsonschema, python3-yaml), the packaging tests (dpkg-dev,
+  # systemd-analyze) and the power-loss test's reflink snapshots (xfsprogs).
+  packages+=(chromium clang-format golang-go python3-jsonschema python3-yaml dpkg-dev systemd
+             xfsprogs)
+  # Node.js 18 or later (its built-in fetch) with npm: Debian's, unless a node is already there
+  # (a machine may carry another vendor's build, which Debian's npm would conflict with).
+  command -v node >/dev/null || packages+=(nodejs)
+  command -v npm >/dev/null || packages+=(npm)
 fi
 if [ "${1:-}" = "--bench" ]; then
   packages+=(beanstalkd postgresql redis-server libpq-dev libhiredis-dev python3-matplotlib)
