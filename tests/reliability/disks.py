@@ -1,5 +1,6 @@
 """Real block devices and small filesystems for the reliability tests: loop-mounted ext4 images
-and size-limited tmpfs mounts. They need root; `skip_reason()` says why a test cannot run.
+(optionally kept on a loop-mounted XFS whose reflinks snapshot them atomically) and size-limited
+tmpfs mounts. They need root; `skip_reason()` says why a test cannot run.
 Everything set up is torn down by `Mounts.close()`, which a test calls from tearDown/finally."""
 import os
 import shutil
@@ -39,13 +40,29 @@ class Mounts:
         run("mkfs.ext4", "-q", "-F", image)
         return image
 
-    def mount_image(self, image, name):
+    def reflink_host(self, name, size):
+        """A loop-mounted XFS with reflinks, to hold images that `snapshot` copies."""
+        host = self.path(name + ".xfs")
+        run("truncate", "-s", str(size), host)
+        run("mkfs.xfs", "-q", "-f", "-m", "reflink=1", host)
+        return self.mount_image(host, name, fstype="xfs")
+
+    @staticmethod
+    def snapshot(image, copy):
+        """Copies `image` as it is at one instant: a reflink clone on XFS takes the image's
+        locks, so no write to it (the loop device's, for the ext4 inside) lands while the clone
+        is made. What the copy holds is exactly what had reached the block device then, as after
+        a power cut (of a device with no volatile cache); a plain copy would read early blocks
+        before and late blocks after writes made meanwhile, a state no power cut can leave."""
+        run("cp", "--reflink=always", image, copy)
+
+    def mount_image(self, image, name, fstype="ext4"):
         """Attaches `image` to a loop device and mounts it (ext4 replays its journal)."""
         mnt = self.path(name)
         os.makedirs(mnt, exist_ok=True)
         dev = run("losetup", "--find", "--show", image)
         self._undo.append(("losetup", "-d", dev))
-        run("mount", "-t", "ext4", dev, mnt)
+        run("mount", "-t", fstype, dev, mnt)
         self._undo.append(("umount", "-l", mnt))
         return mnt
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -12,6 +13,7 @@
 
 #include "kv/lmdb/commit_queue.h"
 #include "kv/lmdb/durability.h"
+#include "kv/lmdb/synced_state.h"
 #include "kv/lmdb/watch_registry.h"
 
 namespace kvq {
@@ -39,9 +41,10 @@ constexpr auto kProbeInterval = std::chrono::seconds(1);
 // reports a short pwrite, which is what a filling disk gives, as EIO.
 constexpr int64_t kNearlyFullBytes = int64_t{4} << 20;
 constexpr char kModeFile[] = "kvq.lock";
-// kvq.lock: the mode's name at offset 0; bytes from kSyncCounterOffset are rewritten by the
-// relaxed syncer, whose fsync of this file commits the filesystem's journal.
-constexpr off_t kSyncCounterOffset = 64;
+constexpr char kDataFile[] = "data.mdb";
+// kvq.lock: the mode's name in its first kModeHeader bytes; a relaxed store's record of its last
+// synced state further on (synced_state.h).
+constexpr size_t kModeHeader = 64;
 
 std::string errno_text(int e) { return std::strerror(e); }
 
@@ -234,10 +237,10 @@ Status Env::init() {
   }
   // NOTLS: a read snapshot belongs to a kv::Transaction, not to a thread.
   unsigned flags = MDB_NOTLS;
-  // Never MDB_WRITEMAP: a write through the map onto a hole of a full disk is a SIGBUS, and
-  // with it nothing orders the pages' writeback (docs/design/storage.md). durable: a commit's
-  // meta page is synced by the next commit or by the DurabilityTracker, not by LMDB itself.
-  // relaxed: nothing is synced by a commit; the syncer thread syncs, in order.
+  // Never MDB_WRITEMAP: a write through the map onto a hole of a full disk is a SIGBUS
+  // (docs/design/storage.md). durable: a commit's meta page is synced by the next commit or by
+  // the DurabilityTracker, not by LMDB itself. relaxed: nothing is synced by a commit; the
+  // syncer thread syncs and records what it synced (synced_state.h).
   if (options_.durability == Durability::kRelaxed) flags |= MDB_NOSYNC;
   if (options_.durability == Durability::kDurable) flags |= MDB_NOMETASYNC;
   if (int rc = mdb_env_open(env_, path_.c_str(), flags, 0644); rc) {
@@ -263,14 +266,12 @@ Status Env::init() {
   } else {
     MDB_stat st;
     mdb_env_stat(env_, &st);  // reads the map: here, where it cannot be resized meanwhile
-    page_size_ = static_cast<off_t>(st.ms_psize);
-    // The state just synced is the first one the syncer keeps pinned.
-    if (rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &pin_); rc)
-      return status_from_lmdb(rc, "pinning the LMDB state");
-    auto version = version_in(pin_);
-    if (!version.ok()) return version.status();
-    synced_version_ = *version;
-    synced_through_ns_.store(steady_ns(), std::memory_order_release);
+    page_size_ = static_cast<uint32_t>(st.ms_psize);
+    auto identity = cache_identity(path_ + "/" + kDataFile);
+    if (!identity.ok()) return identity.status();
+    cache_identity_ = std::move(*identity);
+    // Records and pins the state as it is now, before any commit of this process.
+    KVQ_RETURN_IF_ERROR(sync_relaxed(/*force=*/true));
     syncer_ = std::thread([this] { run_relaxed_syncer(); });
   }
 
@@ -441,8 +442,24 @@ Status Env::lock_mode() {
   const std::string mine = durability_name(options_.durability);
   Status status;
   if (lock(F_WRLCK, 0, false) == 0) {
+    // Alone, and holding the door: no process has LMDB open on the directory, so a relaxed
+    // store cut by a power loss is put back at its last synced state before LMDB reads it.
+    auto restored = restore_if_needed(mode_fd_, path_ + "/" + kDataFile);
+    if (!restored.ok()) return fail(restored.status());
+    if (restored->restored) {
+      std::fprintf(stderr,
+                   "kvq: the relaxed store in '%s' lost its page cache unsynced (a power loss or "
+                   "a reboot after a crash): restored to its last synced state (LMDB transaction "
+                   "%llu; the disk named %llu)\n",
+                   path_.c_str(), static_cast<unsigned long long>(restored->to_txnid),
+                   static_cast<unsigned long long>(restored->from_txnid));
+    }
+    // A durable store keeps no record: a stale one must never undo its commits later.
+    if (options_.durability == Durability::kDurable) {
+      if (Status cleared = clear_records(mode_fd_); !cleared.ok()) return fail(cleared);
+    }
     std::string header = mine + "\n";
-    header.resize(kSyncCounterOffset, '\0');
+    header.resize(kModeHeader, '\0');
     if (::pwrite(mode_fd_, header.data(), header.size(), 0) !=
         static_cast<ssize_t>(header.size())) {
       status = Unavailable("writing '" + file + "': " + errno_text(errno));
@@ -566,7 +583,7 @@ void Env::run_relaxed_syncer() {
     sync_wanted_ = false;
     lock.unlock();
     if (write_failure().ok()) {
-      Status s = sync_relaxed();
+      Status s = sync_relaxed(/*force=*/false);
       if (!s.ok()) {
         util::MutexLock failed(relaxed_mu_);
         relaxed_has_failed_.store(true, std::memory_order_release);
@@ -582,13 +599,12 @@ void Env::run_relaxed_syncer() {
   }
 }
 
-Status Env::sync_relaxed() {
+Status Env::sync_relaxed(bool force) {
   int fd = -1;
   if (int rc = mdb_env_get_fd(env_, &fd); rc) return status_from_lmdb(rc, "mdb_env_get_fd");
-  const off_t data_start = 2 * page_size_;  // pages 0 and 1 are the meta pages
-  auto write_back_data = [&](unsigned flags) {
+  auto write_back = [&](unsigned flags) {
     int rc;
-    do rc = ::sync_file_range(fd, data_start, 0, flags);
+    do rc = ::sync_file_range(fd, 0, 0, flags);
     while (rc != 0 && errno == EINTR);
     return rc == 0 ? 0 : errno;
   };
@@ -596,11 +612,10 @@ Status Env::sync_relaxed() {
   // for what they wrote meanwhile and the two flushes.
   constexpr unsigned kWriteAndWait =
       SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
-  if (int e = write_back_data(kWriteAndWait); e)
-    return Internal("sync_file_range: " + errno_text(e));
+  if (int e = write_back(kWriteAndWait); e) return Internal("sync_file_range: " + errno_text(e));
 
-  // LMDB's write lock: while it is held no commit of any process writes a page, so the meta
-  // pages now in the page cache describe exactly the data pages written back below.
+  // LMDB's write lock: while it is held no commit of any process writes a page, so the state
+  // synced below is the newest one, and the one recorded.
   gate_.enter();
   MDB_txn* writer = nullptr;
   int rc = mdb_txn_begin(env_, nullptr, 0, &writer);
@@ -616,39 +631,34 @@ Status Env::sync_relaxed() {
   }
   const int64_t locked_at = steady_ns();
   auto version = version_in(writer);
-  if (!version.ok() || *version == synced_version_) {
+  if (!version.ok() || (!force && *version == synced_version_)) {
     mdb_txn_abort(writer);
     gate_.leave();
     if (version.ok())
       synced_through_ns_.store(locked_at, std::memory_order_release);  // nothing new to sync
     return version.status();
   }
-  // The state being synced, pinned (a reader slot) until the next sync has made a newer one
-  // durable: LMDB reuses no page a reader may need, so the pages of the last durable state
-  // stay as they are on disk whatever is written meanwhile. Never read through.
+  // The state being synced, pinned (a reader slot) until a later sync has recorded a newer one:
+  // LMDB reuses no page a reader may need, so the recorded state's pages stay as they are on
+  // disk whatever is written meanwhile, and a restore to it finds them. Never read through.
   MDB_txn* pin = nullptr;
   rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &pin);
   Status status = status_from_lmdb(rc, "pinning the synced LMDB state");
-  // 1. The data pages, onto the device (not yet flushed from its cache).
-  if (status.ok()) {
-    if (int e = write_back_data(kWriteAndWait)) {
-      status = Internal("sync_file_range: " + errno_text(e));
-    }
-  }
-  // 2. A journal commit and a cache flush, through another file (so the meta pages stay
-  //    unwritten): the allocation of blocks new to the data file is in the filesystem's journal,
-  //    committed in order, and the data written in step 1 is durable.
-  if (status.ok()) {
-    ++sync_counter_;
-    if (::pwrite(mode_fd_, &sync_counter_, sizeof sync_counter_, kSyncCounterOffset) !=
-            sizeof sync_counter_ ||
-        ::fsync(mode_fd_) != 0) {
-      status = Internal("fsync of " + path_ + "/" + kModeFile + ": " + errno_text(errno));
-    }
-  }
-  // 3. Now the meta pages: whichever reaches the disk, it points at durable pages.
+  // 1. Every page of the state onto the disk, and the filesystem's journal with them (blocks
+  //    new to the file). Its meta pages go too, but need not: the record decides after a power
+  //    loss, as the kernel may write a later meta page back at any time.
   if (status.ok() && ::fdatasync(fd) != 0)
     status = Internal("fdatasync of the data file: " + errno_text(errno));
+  // 2. Then, durably, the record naming that state.
+  if (status.ok()) {
+    const uint64_t txnid = mdb_txn_id(writer) - 1;  // a writer's id is the last commit's plus one
+    auto meta = read_meta(fd, page_size_, txnid);
+    status = meta.ok() ? record(mode_fd_, SyncedState{.txnid = txnid,
+                                                      .page_size = page_size_,
+                                                      .meta = std::move(*meta),
+                                                      .cache = cache_identity_})
+                       : meta.status();
+  }
   mdb_txn_abort(writer);
   gate_.leave();
   if (!status.ok()) {

@@ -14,10 +14,11 @@
 // Durability (docs/design/storage.md): `durable` opens LMDB with MDB_NOMETASYNC and lets the
 // DurabilityTracker sync each commit's meta page; `relaxed` opens it with MDB_NOSYNC (never
 // MDB_WRITEMAP, so a full disk is an error from pwrite, not a SIGBUS) and a syncer thread makes
-// the store durable about once a second, in an order that keeps the on-disk state consistent:
-// it holds LMDB's write lock, writes back the data pages, commits the filesystem's journal, and
-// only then the meta pages; between syncs a read transaction pins the last synced state, so
-// later commits never overwrite the pages it is made of.
+// the store durable about once a second: holding LMDB's write lock, it syncs the data file, then
+// records that state's meta page durably in kvq.lock, and pins the state (a read transaction)
+// until it has recorded a newer one, so later commits never overwrite the pages it is made of.
+// After a power loss the first opener restores the recorded state (synced_state.h), since the
+// kernel may have written a later meta page back ahead of its tree.
 //
 // A lock file, `kvq.lock`, records the durability of the processes that have the directory
 // open (fcntl read locks, held while open): a process asking for the other one is refused.
@@ -36,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "kv/lmdb/synced_state.h"
 #include "kvq/kv.h"
 #include "kvq/lmdb_store.h"
 #include "util/mutex.h"
@@ -159,7 +161,8 @@ class Env : public std::enable_shared_from_this<Env> {
   Status lock_mode();
   // relaxed: the syncer thread, and one ordered sync (see the top of this file).
   void run_relaxed_syncer() KVQ_EXCLUDES(syncer_mu_);
-  Status sync_relaxed();
+  // Skips a sync when nothing was committed since the last one, unless `force`.
+  Status sync_relaxed(bool force);
   // Free bytes on the data directory's filesystem for this process, or -1.
   int64_t free_bytes() const;
 
@@ -192,14 +195,14 @@ class Env : public std::enable_shared_from_this<Env> {
   std::atomic<bool> relaxed_has_failed_{false};
   MDB_txn* pin_ = nullptr;       // the last synced state (syncer thread only)
   uint64_t synced_version_ = 0;  // syncer thread only
-  uint64_t sync_counter_ = 0;    // syncer thread only
   // Steady-clock time (ns) at which the last completed sync took LMDB's write lock: every
   // commit before it is durable. Waited on under syncer_mu_ / synced_cv_.
   std::atomic<int64_t> synced_through_ns_{0};
   util::CondVar synced_cv_;
   // A commit waits for a sync, so do not sleep.
   bool sync_wanted_ KVQ_GUARDED_BY(syncer_mu_) = false;
-  off_t page_size_ = 4096;
+  uint32_t page_size_ = 4096;
+  CacheIdentity cache_identity_;  // the page cache this process's records are made under
 };
 
 }  // namespace kvq::kv::lmdb

@@ -9,6 +9,10 @@
 //                                     "armed", then "fired" when another process changes it
 //   lmdb_test_writer DIR hold MODE    opens DIR with durability MODE and prints "open", then
 //                                     keeps it open until killed; or prints the error, exits 1
+//   lmdb_test_writer DIR unsynced K   opens DIR relaxed with no background sync for an hour,
+//                                     writes keys u0..u<K-1> (one commit each), prints "done",
+//                                     then waits to be killed: its commits are in the page cache
+//                                     only, after the state its open recorded
 #include <unistd.h>
 
 #include <chrono>
@@ -54,6 +58,22 @@ int main(int argc, char** argv) {
     std::printf("%s\n", held.ok() ? "open" : held.status().to_string().c_str());
     std::fflush(stdout);
     if (!held.ok()) return 1;
+    for (;;) pause();
+  }
+  if (std::string(argv[2]) == "unsynced" && argc == 4) {
+    auto store = open_lmdb_store({.path = argv[1],
+                                  .durability = Durability::kRelaxed,
+                                  .relaxed_sync_interval = std::chrono::hours(1)});
+    if (!store.ok()) return fail(store.status());
+    for (int i = 0; i < std::atoi(argv[3]); ++i) {
+      Status s = kv::run(**store, [&](kv::Transaction& txn) {
+        txn.set("u" + std::to_string(i), "unsynced");
+        return Status::OK();
+      });
+      if (!s.ok()) return fail(s);
+    }
+    std::printf("done\n");
+    std::fflush(stdout);
     for (;;) pause();
   }
   const std::string mode = argv[2];
