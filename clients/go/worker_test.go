@@ -32,12 +32,12 @@ func newWorker(t *testing.T, c *kvq.Client, o kvq.WorkerOptions) *kvq.Worker {
 
 func TestWorkerHeartbeatKeepsAJobPastItsTypeTimeout(t *testing.T) {
 	c := newClient(t)
-	typ := newType(t, c, kvq.TypeConfig{Timeout: time.Second})
+	typ := newType(t, c, kvq.TypeConfig{Timeout: 1200 * time.Millisecond})
 	var cancelled int32
 	w := newWorker(t, c, kvq.WorkerOptions{})
 	w.Handle(typ, func(ctx context.Context, job *kvq.Job) (any, error) {
 		select {
-		case <-time.After(2500 * time.Millisecond):
+		case <-time.After(3 * time.Second): // 2.5 timeouts
 			return map[string]any{"slept": true}, nil
 		case <-ctx.Done():
 			atomic.StoreInt32(&cancelled, 1)
@@ -61,7 +61,7 @@ func TestWorkerHeartbeatKeepsAJobPastItsTypeTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	if job.Outcome != kvq.OutcomeSucceeded || job.Attempts != 1 || job.LostRuns != 0 || len(job.Errors) != 0 {
-		t.Errorf("a 2.5 s job of a 1 s type: outcome %q, attempts %d, lost runs %d, errors %+v; want succeeded in one attempt",
+		t.Errorf("a 3 s job of a 1.2 s type: outcome %q, attempts %d, lost runs %d, errors %+v; want succeeded in one attempt",
 			job.Outcome, job.Attempts, job.LostRuns, job.Errors)
 	}
 	if atomic.LoadInt32(&cancelled) != 0 {
@@ -251,7 +251,7 @@ func TestWorkerRunsConcurrencyJobsAtOnce(t *testing.T) {
 
 func TestWorkerProgressAndSnooze(t *testing.T) {
 	c := newClient(t)
-	typ := newType(t, c, kvq.TypeConfig{})
+	typ := newType(t, c, kvq.TypeConfig{Timeout: 600 * time.Millisecond}) // a heartbeat every 200 ms
 	seen := make(chan struct{})
 	w := newWorker(t, c, kvq.WorkerOptions{})
 	w.Handle(typ, func(ctx context.Context, job *kvq.Job) (any, error) {
@@ -272,6 +272,10 @@ func TestWorkerProgressAndSnooze(t *testing.T) {
 	waitJob(t, c, typ, "progress", 10*time.Second, "progress 50%", func(j *kvq.JobInfo) bool {
 		return string(j.Progress) == `{"pct":50}`
 	})
+	time.Sleep(500 * time.Millisecond) // heartbeats keep the progress
+	if j, err := c.Get(ctx, typ, "progress"); err != nil || string(j.Progress) != `{"pct":50}` {
+		t.Errorf("progress after heartbeats: %+v, %v", j, err)
+	}
 	close(seen)
 	if _, err := c.Result(ctx, typ, "progress"); err != nil {
 		t.Fatal(err)
