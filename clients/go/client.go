@@ -82,6 +82,7 @@ type APIError struct {
 	Message string
 }
 
+// Error renders the error as "kvq: STATUS CODE: MESSAGE".
 func (e *APIError) Error() string {
 	return fmt.Sprintf("kvq: %d %s: %s", e.Status, e.Code, e.Message)
 }

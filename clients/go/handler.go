@@ -63,6 +63,7 @@ type JobError struct {
 	NoRetry bool
 }
 
+// Error returns Err's message, which is what the failure records.
 func (e *JobError) Error() string {
 	if e.Err == nil {
 		return "job failed"
@@ -95,6 +96,7 @@ type PanicError struct {
 	Stack string
 }
 
+// Error returns "panic: VALUE", the failure's message.
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
 // call runs h, turning a panic into a *PanicError.

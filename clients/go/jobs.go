@@ -352,6 +352,7 @@ type JobFailedError struct {
 	Job *JobInfo
 }
 
+// Error names the job, how it ended, its attempts and its last error.
 func (e *JobFailedError) Error() string {
 	msg := fmt.Sprintf("kvq: job %s/%s %s after %d attempt(s)", e.Job.Type, e.Job.ID, e.Job.Outcome, e.Job.Attempts)
 	if last := e.Job.LastError(); last != nil {

@@ -387,3 +387,23 @@ func TestWorkerRetriesNetworkErrors(t *testing.T) {
 		t.Errorf("ran %v", ran)
 	}
 }
+
+func TestWorkerServesSeveralTypes(t *testing.T) {
+	c := newClient(t)
+	a, b := newType(t, c, kvq.TypeConfig{}), newType(t, c, kvq.TypeConfig{})
+	w := newWorker(t, c, kvq.WorkerOptions{Concurrency: 2})
+	w.Handle(a, func(ctx context.Context, job *kvq.Job) (any, error) { return "a", nil })
+	w.Handle(b, func(ctx context.Context, job *kvq.Job) (any, error) { return "b", nil })
+	runWorker(t, w)
+	ctx := testCtx(t, 20*time.Second)
+	for _, typ := range []string{b, a, b} {
+		id := uniq("j")
+		if _, err := c.Add(ctx, typ, id, nil); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{a: `"a"`, b: `"b"`}[typ]
+		if result, err := c.Result(ctx, typ, id); err != nil || string(result) != want {
+			t.Errorf("a job of %s: %s, %v; want %s", typ, result, err, want)
+		}
+	}
+}
