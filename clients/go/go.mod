@@ -1,0 +1,3 @@
+module github.com/kvq/kvq/clients/go
+
+go 1.19

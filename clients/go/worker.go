@@ -1,0 +1,519 @@
+package kvq
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"sync"
+	"time"
+)
+
+// WorkerOptions configures a Worker. Zero fields take the defaults given.
+type WorkerOptions struct {
+	// ID names this worker (default: hostname-pid-random). It is the registered worker id and
+	// the `worker` its accepts name.
+	ID string
+	// WorkerType is the worker type it registers as (default "go").
+	WorkerType string
+	// Concurrency is how many handlers run at once (default 1); one accept takes up to as many
+	// jobs as there are free slots (at most 100).
+	Concurrency int
+	// PollTimeout is how long one accept waits for a job (default 30 s, at most 5 minutes). With
+	// several types, each accept waits at most 1 s before the next type's turn.
+	PollTimeout time.Duration
+	// Grace is how long a stopping worker lets running handlers finish before it cancels them
+	// and hands their jobs back (default 20 s; negative: hand back at once).
+	Grace time.Duration
+	// HealthTimeout is the registration's health timeout (default 10 s): the server declares the
+	// worker dead, and its jobs come back at once, after this long without a heartbeat. The
+	// worker heartbeats every third of it.
+	HealthTimeout time.Duration
+	// NoRegister skips registration with the workers layer: jobs of a worker that dies then
+	// come back only after their type's timeout.
+	NoRegister bool
+	// HeartbeatInterval is how often a running job is heartbeated (default: a third of its
+	// type's timeout, read when Run starts).
+	HeartbeatInterval time.Duration
+	// Info is the registration's info (default: host, pid, types and "client": "go").
+	Info any
+	// Logger receives what the worker does on its own: errors it survives, fencing, shutdown
+	// (default: standard error, prefixed "kvq worker: ").
+	Logger *log.Logger
+}
+
+// Worker runs handlers for jobs of one or more types until its Run's context is cancelled.
+//
+// It long-polls accept for up to its free slots' worth of jobs at once, runs each in its
+// handler in its own goroutine, heartbeats each job (update) at a third of its type's timeout,
+// registers with the workers layer and heartbeats that registration, cancels a handler's
+// context when its job is fenced, finishes a job with the handler's result or fails it with
+// its error (or panic, with the stack), and retries 503 answers and network errors with
+// jittered backoff. Stopping (cancelling Run's context) drains: no more accepts, running
+// handlers get Grace to finish, the rest are cancelled and their jobs handed back with snooze,
+// so no attempt or lost run is counted for them; then it deregisters.
+type Worker struct {
+	c *Client
+	o WorkerOptions
+
+	mu       sync.Mutex
+	handlers map[string]HandlerFunc
+	types    []string // in Handle order
+	running  bool
+	runs     map[*run]struct{}
+}
+
+// NewWorker returns a worker that uses c. Add handlers with Handle, then call Run.
+func NewWorker(c *Client, o WorkerOptions) *Worker {
+	if o.ID == "" {
+		o.ID = defaultWorkerID()
+	}
+	if o.WorkerType == "" {
+		o.WorkerType = "go"
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 1
+	}
+	if o.PollTimeout <= 0 {
+		o.PollTimeout = 30 * time.Second
+	}
+	if o.PollTimeout > 300*time.Second {
+		o.PollTimeout = 300 * time.Second
+	}
+	if o.Grace == 0 {
+		o.Grace = 20 * time.Second
+	}
+	if o.HealthTimeout <= 0 {
+		o.HealthTimeout = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = log.New(os.Stderr, "kvq worker: ", log.LstdFlags)
+	}
+	return &Worker{c: c, o: o, handlers: map[string]HandlerFunc{}, runs: map[*run]struct{}{}}
+}
+
+// ID returns the worker's id.
+func (w *Worker) ID() string { return w.o.ID }
+
+// Handle sets the handler of jobs of type typ (replacing any earlier one). Call it before Run.
+func (w *Worker) Handle(typ string, h HandlerFunc) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.handlers[typ]; !ok {
+		w.types = append(w.types, typ)
+	}
+	w.handlers[typ] = h
+}
+
+// Registrar is what takes handlers: a Worker, or an Inline for tests. Write the code that
+// sets up handlers against it to run the same handlers in both.
+type Registrar interface {
+	Handle(typ string, h HandlerFunc)
+}
+
+var _ Registrar = (*Worker)(nil)
+
+// Run works until ctx is cancelled, then drains (see Worker) and returns nil. It returns an
+// error at once if it has no handler, a type does not exist, or it cannot register; it
+// survives every later error. Run may be called once at a time.
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.running {
+		w.mu.Unlock()
+		return errors.New("kvq: worker: Run is already running")
+	}
+	if len(w.types) == 0 {
+		w.mu.Unlock()
+		return errors.New("kvq: worker: no handler: call Handle first")
+	}
+	w.running = true
+	types := append([]string(nil), w.types...)
+	handlers := make(map[string]HandlerFunc, len(w.handlers))
+	for k, v := range w.handlers {
+		handlers[k] = v
+	}
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.running = false
+		w.mu.Unlock()
+	}()
+
+	settings := map[string]typeSettings{}
+	for _, typ := range types {
+		t, err := w.c.GetType(ctx, typ)
+		if err != nil {
+			return fmt.Errorf("kvq: worker: job type %q: %w", typ, err)
+		}
+		s := typeSettings{handler: handlers[typ], timeout: t.Timeout, every: w.o.HeartbeatInterval}
+		if s.every <= 0 {
+			s.every = t.Timeout / 3
+		}
+		if s.every < 10*time.Millisecond {
+			s.every = 10 * time.Millisecond
+		}
+		settings[typ] = s
+	}
+
+	var reg *registration
+	if !w.o.NoRegister {
+		info := w.o.Info
+		if info == nil {
+			host, _ := os.Hostname()
+			info = map[string]any{"client": "go", "host": host, "pid": os.Getpid(), "types": types}
+		}
+		reg = &registration{w: w, info: info}
+		if err := reg.register(ctx); err != nil {
+			return fmt.Errorf("kvq: worker: cannot register %s/%s: %w", w.o.WorkerType, w.o.ID, err)
+		}
+		stop := reg.keepAlive()
+		defer func() {
+			stop()
+			reg.deregister()
+		}()
+	}
+
+	var handlersRunning sync.WaitGroup
+	var held sync.WaitGroup // one per job this worker holds
+	w.acceptLoop(ctx, types, settings, &handlersRunning, &held)
+	w.drain(&held)
+	waitFor(&handlersRunning, time.Second) // cancelled handlers usually return at once
+	return nil
+}
+
+// typeSettings is what a job's run needs from its type.
+type typeSettings struct {
+	handler HandlerFunc
+	timeout time.Duration
+	every   time.Duration // heartbeat interval
+}
+
+// acceptLoop accepts and starts jobs until ctx is done.
+func (w *Worker) acceptLoop(ctx context.Context, types []string, settings map[string]typeSettings,
+	handlersRunning, held *sync.WaitGroup) {
+	slots := make(chan struct{}, w.o.Concurrency) // a token per busy slot
+	failures := 0
+	for turn := 0; ; turn++ {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		n := 1
+	more:
+		for n < w.o.Concurrency && n < 100 {
+			select {
+			case slots <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		typ := types[turn%len(types)]
+		poll := w.o.PollTimeout
+		if len(types) > 1 && poll > time.Second {
+			poll = time.Second
+		}
+		jobs, err := w.c.Accept(ctx, typ, AcceptOptions{Timeout: poll, Count: n, Worker: w.o.ID,
+			WorkerType: w.o.WorkerType})
+		for i := len(jobs); i < n; i++ {
+			<-slots
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			w.o.Logger.Printf("accept %s: %v (retrying)", typ, err)
+			_ = sleep(ctx, backoff(failures, 100*time.Millisecond, 10*time.Second))
+			failures++
+			continue
+		}
+		failures = 0
+		for i := range jobs {
+			w.start(jobs[i], settings[typ], slots, handlersRunning, held)
+		}
+	}
+}
+
+// runState is where a run is; it moves only from running to one of the others.
+type runState int
+
+const (
+	stateRunning    runState = iota
+	stateEnding              // the handler returned; finish, fail or snooze is being sent
+	stateFenced              // the server said halted: the job is not ours any more
+	stateHandedBack          // the worker stopped and snoozed it
+)
+
+// run is one job this worker holds.
+type run struct {
+	w      *Worker
+	job    *Job
+	lock   string
+	s      typeSettings
+	ctx    context.Context // the handler's
+	cancel context.CancelFunc
+
+	hbCtx  context.Context // the heartbeats'; cancelled once the job is no longer held
+	hbStop context.CancelFunc
+
+	mu      sync.Mutex
+	state   runState
+	settled func() // once the job is no longer held
+}
+
+func (w *Worker) start(a AcceptedJob, s typeSettings, slots chan struct{}, handlersRunning, held *sync.WaitGroup) {
+	r := &run{w: w, lock: a.Lock, s: s}
+	r.job = &Job{Type: a.Type, ID: a.ID, Data: rawOrNull(a.Data), progress: r.progress}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.hbCtx, r.hbStop = context.WithCancel(context.Background())
+	var once sync.Once
+	held.Add(1)
+	r.settled = func() {
+		once.Do(func() {
+			r.hbStop()
+			w.mu.Lock()
+			delete(w.runs, r)
+			w.mu.Unlock()
+			held.Done()
+		})
+	}
+	w.mu.Lock()
+	w.runs[r] = struct{}{}
+	w.mu.Unlock()
+	handlersRunning.Add(1)
+	go r.heartbeat()
+	go func() {
+		defer handlersRunning.Done()
+		defer func() { <-slots }()
+		r.execute()
+	}()
+}
+
+// execute runs the handler and reports how it ended.
+func (r *run) execute() {
+	result, err := call(r.ctx, r.s.handler, r.job)
+	r.mu.Lock()
+	if r.state != stateRunning { // fenced or handed back: the job is not ours to end
+		r.mu.Unlock()
+		return
+	}
+	r.state = stateEnding
+	r.mu.Unlock()
+	defer r.settled()
+	defer r.cancel()
+
+	wait := r.s.timeout
+	if wait < 5*time.Second {
+		wait = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	c, typ, id := r.w.c, r.job.Type, r.job.ID
+	var snooze *snoozeError
+	var end error
+	switch {
+	case err == nil:
+		end = c.Finish(ctx, typ, id, r.lock, result)
+	case errors.As(err, &snooze):
+		end = c.Snooze(ctx, typ, id, r.lock, snooze.delay)
+	default:
+		_, end = c.Fail(ctx, typ, id, r.lock, failureOf(err))
+	}
+	if IsHalted(end) {
+		r.w.o.Logger.Printf("job %s/%s was fenced before it ended (halted): its outcome is dropped", typ, id)
+	} else if end != nil {
+		r.w.o.Logger.Printf("job %s/%s: cannot report its end: %v", typ, id, end)
+	}
+}
+
+// heartbeat updates the job every interval until it is no longer held.
+func (r *run) heartbeat() {
+	t := time.NewTicker(r.s.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.hbCtx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(r.hbCtx, r.s.timeout)
+		_, err := r.w.c.Update(ctx, r.job.Type, r.job.ID, r.lock, nil)
+		cancel()
+		if IsHalted(err) {
+			r.fence()
+			return
+		}
+		if err != nil && r.hbCtx.Err() == nil {
+			r.w.o.Logger.Printf("heartbeat of job %s/%s: %v", r.job.Type, r.job.ID, err)
+		}
+	}
+}
+
+// progress is Job.Progress of a worker's job.
+func (r *run) progress(ctx context.Context, v any) error {
+	_, err := r.w.c.Update(ctx, r.job.Type, r.job.ID, r.lock, v)
+	if IsHalted(err) {
+		r.fence()
+	}
+	return err
+}
+
+// fence gives up a job the server says is no longer ours: its handler's context is cancelled.
+func (r *run) fence() {
+	r.mu.Lock()
+	if r.state != stateRunning {
+		r.mu.Unlock()
+		return
+	}
+	r.state = stateFenced
+	r.mu.Unlock()
+	r.w.o.Logger.Printf("job %s/%s is halted (cancelled, removed or lost): cancelling its handler", r.job.Type, r.job.ID)
+	r.cancel()
+	r.settled()
+}
+
+// handBack cancels a job's handler and snoozes the job, if it is still running.
+func (r *run) handBack() {
+	r.mu.Lock()
+	if r.state != stateRunning {
+		r.mu.Unlock()
+		return
+	}
+	r.state = stateHandedBack
+	r.mu.Unlock()
+	defer r.settled()
+	r.cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := r.w.c.Snooze(ctx, r.job.Type, r.job.ID, r.lock, 0)
+	if err != nil && !IsHalted(err) {
+		r.w.o.Logger.Printf("cannot hand job %s/%s back: %v", r.job.Type, r.job.ID, err)
+	}
+}
+
+// drain waits up to the grace for the held jobs to end, then hands the rest back.
+func (w *Worker) drain(held *sync.WaitGroup) {
+	w.mu.Lock()
+	n := len(w.runs)
+	w.mu.Unlock()
+	if n > 0 && w.o.Grace > 0 {
+		w.o.Logger.Printf("stopping: letting %d running job(s) finish for up to %v", n, w.o.Grace)
+	}
+	if w.o.Grace > 0 && waitFor(held, w.o.Grace) {
+		return
+	}
+	w.mu.Lock()
+	var left []*run
+	for r := range w.runs {
+		left = append(left, r)
+	}
+	w.mu.Unlock()
+	if len(left) > 0 {
+		w.o.Logger.Printf("stopping: handing %d job(s) back", len(left))
+	}
+	for _, r := range left {
+		go r.handBack()
+	}
+	held.Wait()
+}
+
+// waitFor waits for wg for up to d and reports whether it is done.
+func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// registration is the worker's membership in the workers layer.
+type registration struct {
+	w    *Worker
+	info any
+
+	mu    sync.Mutex
+	token string
+}
+
+func (g *registration) register(ctx context.Context) error {
+	o := g.w.o
+	token, err := g.w.c.Register(ctx, o.WorkerType, o.ID, o.HealthTimeout, g.info, false)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.token = token
+	g.mu.Unlock()
+	return nil
+}
+
+func (g *registration) currentToken() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.token
+}
+
+// keepAlive heartbeats the registration every third of the health timeout, registering again
+// if the server declared the worker dead; the function it returns stops it.
+func (g *registration) keepAlive() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	o := g.w.o
+	go func() {
+		defer close(done)
+		t := time.NewTicker(o.HealthTimeout / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			hctx, hcancel := context.WithTimeout(ctx, o.HealthTimeout)
+			err := g.w.c.Heartbeat(hctx, o.WorkerType, o.ID, g.currentToken())
+			if IsHalted(err) {
+				o.Logger.Printf("worker %s/%s was declared dead: registering again", o.WorkerType, o.ID)
+				err = g.register(hctx)
+			}
+			hcancel()
+			if err != nil && ctx.Err() == nil {
+				o.Logger.Printf("worker heartbeat: %v", err)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+func (g *registration) deregister() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	o := g.w.o
+	if err := g.w.c.Deregister(ctx, o.WorkerType, o.ID, g.currentToken()); err != nil {
+		o.Logger.Printf("cannot deregister %s/%s: %v", o.WorkerType, o.ID, err)
+	}
+}
+
+func defaultWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
