@@ -11,6 +11,8 @@
 Standard library only; Python 3.9 or later.
 """
 
+import logging
+
 from .client import DEFAULT_URL, Client, Page
 from .errors import (AlreadyExists, Conflict, Halted, InvalidArgument, JobCancelled, JobDead,
                      JobFailed, KvqError, NetworkError, NoTimeout, NotFound, ServerError,
@@ -19,6 +21,9 @@ from .worker import Job, Worker
 from . import testing
 
 __version__ = "0.1.0"
+
+# The runner logs to "kvq.worker"; configure logging (logging.basicConfig) to see it.
+logging.getLogger("kvq").addHandler(logging.NullHandler())
 
 __all__ = ["Client", "Page", "DEFAULT_URL", "Worker", "Job", "testing", "KvqError",
            "InvalidArgument", "Unauthorized", "WrongToken", "NotFound", "Conflict", "Halted",

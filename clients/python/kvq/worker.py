@@ -171,6 +171,7 @@ class Worker:
         self._stopping = threading.Event()
         self._hard_exit = threading.Event()
         self._threads_stop = threading.Event()
+        self._beat_kick = threading.Event()  # wakes the heartbeat thread: a new job, or stop
         self._token = None
         self._running = False
 
@@ -219,6 +220,7 @@ class Worker:
             self._drain_on_stop()
         finally:
             self._threads_stop.set()
+            self._beat_kick.set()
             if not self._hard_exit.is_set():
                 for th in threads:
                     th.join(5)
@@ -258,6 +260,7 @@ class Worker:
                         job = Job(self, raw, self._beat_every(t))
                         with self._cond:
                             self._inflight.add(job)
+                        self._beat_kick.set()
                         self._run_job(job)
                         ran += 1
                         got = True
@@ -269,6 +272,7 @@ class Worker:
                 break
         finally:
             self._threads_stop.set()
+            self._beat_kick.set()
             beat.join(5)
         return ran
 
@@ -366,6 +370,7 @@ class Worker:
                     continue
                 with self._cond:
                     self._inflight.add(job)
+                self._beat_kick.set()
                 self._start_thread(self._run_job, "job", job)
 
     def _run_job(self, job):
@@ -445,6 +450,7 @@ class Worker:
     def _heartbeat_loop(self):
         """Heartbeat every running job at its type's interval; fence it on 409 halted."""
         while True:
+            self._beat_kick.clear()
             now = time.monotonic()
             wake = now + 1.0
             with self._cond:
@@ -465,7 +471,8 @@ class Worker:
                         log.warning("heartbeat of %s/%s: %s", job.type, job.id, err)
                         job._next_beat = time.monotonic() + min(1.0, job._beat_every)
                 wake = min(wake, job._next_beat)
-            if self._threads_stop.wait(max(0.01, wake - time.monotonic())):
+            self._beat_kick.wait(max(0.01, wake - time.monotonic()))
+            if self._threads_stop.is_set():
                 return
 
     def _membership_loop(self):
@@ -502,11 +509,14 @@ class Worker:
                     break
                 self._cond.wait(min(left, 1.0))
             jobs = list(self._inflight)
+        ending = []
         for job in jobs:
             if job._claim(_HANDED_BACK):
                 self._hand_back(job)
                 job._fence("shutdown")
-        for job in jobs:  # those whose finish or fail was under way
+            else:
+                ending.append(job)
+        for job in ending:  # those whose finish or fail was under way
             job._ended.wait(10)
 
     def _unregister(self):

@@ -47,16 +47,17 @@ def wait_until(predicate, timeout, interval=0.02, message="condition"):
 class Server:
     """A `kvq serve` subprocess."""
 
-    def __init__(self, token=None):
+    def __init__(self, token=None, port=0, data_dir=None):
         self.token = token
-        self.data_dir = tempfile.mkdtemp(prefix="kvq-py-")
+        self.port = port
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="kvq-py-")
         self.proc = None
         self.url = None
 
     def start(self, timeout=20):
         if not KVQ_BIN or not os.access(KVQ_BIN, os.X_OK):
             raise RuntimeError("set KVQ_BIN to the kvq binary (got %r)" % KVQ_BIN)
-        args = [KVQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", self.data_dir,
+        args = [KVQ_BIN, "serve", "--listen", "127.0.0.1:%d" % self.port, "--data", self.data_dir,
                 "--durability", "nosync"]
         if self.token:
             args += ["--token", self.token]
@@ -90,7 +91,7 @@ class Server:
         self._log.seek(0)
         return self._log.read().decode(errors="replace")[-4000:]
 
-    def stop(self):
+    def stop(self, keep_data=False):
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -98,9 +99,13 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if self.proc and self.proc.stdout:
+        if getattr(self, "_log", None):
+            self._pump.join(5)
+            self._log.close()
+            self._log = None
             self.proc.stdout.close()
-        shutil.rmtree(self.data_dir, ignore_errors=True)
+        if not keep_data:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 class ServerTest(unittest.TestCase):
