@@ -1,5 +1,8 @@
 """kvq.Worker against a real kvq serve: one test per runner feature."""
 
+import collections
+import http.client
+import http.server
 import os
 import signal
 import socket
@@ -8,6 +11,7 @@ import sys
 import threading
 import time
 import unittest
+import urllib.parse
 
 from support import HERE, KVQ_BIN, Server, ServerTest, kvq, uniq, wait_until
 
@@ -230,6 +234,76 @@ class Retries(unittest.TestCase):
             th.join(20)
             second.stop()
         self.assertFalse(th.is_alive())
+
+
+class Flaky503Proxy:
+    """An HTTP proxy in front of the real server that answers 503 unavailable, as a busy
+    store does, to the first `fails` requests whose path ends with one of `suffixes`."""
+
+    def __init__(self, upstream, suffixes, fails):
+        target = urllib.parse.urlsplit(upstream)
+        self.refused = collections.Counter()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                path = self.path.split("?")[0]
+                suffix = next((x for x in suffixes if path.endswith(x)), None)
+                if suffix and proxy.refused[suffix] < fails:
+                    proxy.refused[suffix] += 1
+                    return self.answer(503, b'{"error":"unavailable","message":"busy"}')
+                conn = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
+                conn.request(self.command, self.path, body=body or None,
+                             headers={k: v for k, v in self.headers.items()
+                                      if k.lower() not in ("host", "connection")})
+                r = conn.getresponse()
+                self.answer(r.status, r.read())
+                conn.close()
+
+            def answer(self, status, payload):
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = "http://127.0.0.1:%d" % self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class Unavailable(ServerTest):
+
+    def test_503s_are_retried_with_backoff(self):
+        t = self.new_type(max_attempts=1)
+        proxy = Flaky503Proxy(self.server.url, ("/v1/accept/" + t, "/finish", "/fail"), 2)
+        self.addCleanup(proxy.close)
+        w = worker(kvq.Client(proxy.url, timeout=10))
+        w.register(t, lambda job: (job.data.get("raise") and 1 / 0) or "done")
+        self.client.add(t, "ok")
+        self.client.add(t, "bad", {"raise": True})
+        self.run_worker(w)
+        self.assertEqual(self.client.result(t, "ok", timeout=20), "done")
+        with self.assertRaises(kvq.JobDead) as cm:
+            self.client.result(t, "bad", timeout=20)
+        self.assertEqual(cm.exception.last_error["kind"], "ZeroDivisionError")
+        self.assertEqual(dict(proxy.refused),
+                         {"/v1/accept/" + t: 2, "/finish": 2, "/fail": 2})
+        for jid in ("ok", "bad"):  # each finish or fail landed once, on its first run
+            self.assertEqual(self.client.get(t, jid)["attempts"], 1)
 
 
 class Shutdown(ServerTest):
