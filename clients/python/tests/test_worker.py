@@ -3,6 +3,7 @@
 import collections
 import http.client
 import http.server
+import json
 import os
 import signal
 import socket
@@ -243,6 +244,7 @@ class Flaky503Proxy:
     def __init__(self, upstream, suffixes, fails):
         target = urllib.parse.urlsplit(upstream)
         self.refused = collections.Counter()
+        self.accept_counts = []
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -254,6 +256,8 @@ class Flaky503Proxy:
             def do(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 path = self.path.split("?")[0]
+                if path.startswith("/v1/accept/"):
+                    proxy.accept_counts.append(json.loads(body)["count"])
                 suffix = next((x for x in suffixes if path.endswith(x)), None)
                 if suffix and proxy.refused[suffix] < fails:
                     proxy.refused[suffix] += 1
@@ -304,6 +308,47 @@ class Unavailable(ServerTest):
                          {"/v1/accept/" + t: 2, "/finish": 2, "/fail": 2})
         for jid in ("ok", "bad"):  # each finish or fail landed once, on its first run
             self.assertEqual(self.client.get(t, jid)["attempts"], 1)
+
+
+class Slots(ServerTest):
+
+    def test_accept_asks_for_as_many_jobs_as_there_are_free_slots(self):
+        t = self.new_type()
+        proxy = Flaky503Proxy(self.server.url, (), 0)
+        self.addCleanup(proxy.close)
+        w = worker(kvq.Client(proxy.url, timeout=10), concurrency=3, poll_timeout=0.3)
+        release = threading.Event()
+        w.register(t, lambda job: release.wait(10) and job.id)
+        self.run_worker(w)
+        wait_until(lambda: len(proxy.accept_counts) >= 1, 10, message="a first accept")
+        self.assertEqual(proxy.accept_counts[0], 3)
+        self.client.add(t, "a")
+        wait_until(lambda: self.client.get(t, "a")["state"] == "running", 10)
+        n = len(proxy.accept_counts)
+        wait_until(lambda: len(proxy.accept_counts) > n + 1, 10, message="more accepts")
+        self.assertEqual(set(proxy.accept_counts[n + 1:]), {2})
+        self.client.add_many(t, [("b", {}), ("c", {}), ("d", {})])
+        wait_until(lambda: len(list(self.client.iter_jobs(t, "running"))) == 3, 10)
+        time.sleep(0.5)  # all slots busy: no accept while none is free
+        busy = len(proxy.accept_counts)
+        time.sleep(1.0)
+        self.assertEqual(len(proxy.accept_counts), busy)
+        self.assertEqual(self.client.get(t, "d")["state"], "pending")
+        release.set()
+        self.assertEqual(self.client.result(t, "d", timeout=10), "d")
+
+    def test_several_types_each_with_its_handler(self):
+        t1, t2 = self.new_type(), self.new_type()
+        w = worker(self.client, concurrency=2)
+        w.register(t1, lambda job: "one")
+        w.register(t2, lambda job: "two")
+        with self.assertRaises(ValueError):
+            w.register(t1, lambda job: "again")
+        self.client.add(t1, "x")
+        self.client.add(t2, "y")
+        self.run_worker(w)
+        self.assertEqual((self.client.result(t1, "x", timeout=10),
+                          self.client.result(t2, "y", timeout=10)), ("one", "two"))
 
 
 class Shutdown(ServerTest):
