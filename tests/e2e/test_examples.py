@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import unittest
 
 from kvq_server import ServerTestCase, uniq, wait_until

@@ -97,6 +97,10 @@ class Job:
             return True
 
 
+class _Stopped(Exception):
+    """stop() was called while run() was still starting."""
+
+
 def _error_of(exc):
     kind = type(exc).__name__[:64] or "error"
     stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -200,24 +204,25 @@ class Worker:
         if self._running:
             raise RuntimeError("this worker is already running")
         self._running = True
-        self._stopping.clear()
         self._hard_exit.clear()
         self._threads_stop.clear()
         restore = self._install_signals()
         threads = []
         try:
             for t in self._handlers:
-                self._beat_every(t, refresh=True)
+                self._beat_every(t, refresh=True, until_stopped=True)
             if self._register:
                 self._token = self._retrying("register", lambda: self.client.register_worker(
                     self.worker_type, self.worker_id, info=self.info,
-                    health_timeout=self.health_timeout))
+                    health_timeout=self.health_timeout), until_stopped=True)
                 log.info("worker %s registered (worker type %r) at %s", self.worker_id,
                          self.worker_type, getattr(self.client, "url", "inline"))
                 threads.append(self._start_thread(self._membership_loop, "membership"))
             threads.append(self._start_thread(self._heartbeat_loop, "heartbeat"))
             self._accept_loop()
             self._drain_on_stop()
+        except _Stopped:  # stopped before it could start
+            pass
         finally:
             self._threads_stop.set()
             self._beat_kick.set()
@@ -227,13 +232,15 @@ class Worker:
             if self._token is not None:
                 self._unregister()
             self._running = False
+            self._stopping.clear()  # so that it can run again
             for signum, previous in restore:
                 signal.signal(signum, previous)
 
     def stop(self, grace=None):
         """Ask :meth:`run` to stop: no more accepts, running handlers get ``grace`` seconds
         (default the worker's) to finish, the rest are handed back. Returns at once; safe
-        from any thread and from a signal handler."""
+        from any thread and from a signal handler. Called before :meth:`run`, that run
+        returns at once."""
         if grace is not None:
             self.grace = grace
         self._stopping.set()
@@ -264,6 +271,8 @@ class Worker:
                         self._run_job(job)
                         ran += 1
                         got = True
+                    if max_jobs is not None and ran >= max_jobs:
+                        break
                 if got:
                     continue
                 advance = getattr(self.client, "advance_to_next", None)
@@ -300,9 +309,10 @@ class Worker:
         th.start()
         return th
 
-    def _retrying(self, what, fn, give_up_after=None):
+    def _retrying(self, what, fn, give_up_after=None, until_stopped=False):
         """fn(), retrying 503s and network errors with jittered backoff (until the worker
-        exits, or give_up_after seconds); other errors raise."""
+        exits, or give_up_after seconds, or with until_stopped until stop() is called: then
+        _Stopped); other errors raise."""
         backoff = Backoff()
         deadline = None if give_up_after is None else time.monotonic() + give_up_after
         while True:
@@ -315,15 +325,18 @@ class Worker:
                 if deadline is not None and time.monotonic() + delay > deadline:
                     raise
                 log.warning("%s: %s (retrying in %.1f s)", what, err, delay)
-                if self._hard_exit.wait(delay):
+                if until_stopped and self._stopping.wait(delay):
+                    raise _Stopped() from None
+                if self._hard_exit.wait(0 if until_stopped else delay):
                     raise
 
-    def _beat_every(self, type, refresh=False):
+    def _beat_every(self, type, refresh=False, until_stopped=False):
         timeout, read_at = self._type_info.get(type, (None, 0.0))
         if refresh or timeout is None or time.monotonic() - read_at > 60:
             try:
                 info = self._retrying("reading type %s" % type, lambda: self.client.get_type(type),
-                                      give_up_after=None if timeout is None else 5)
+                                      give_up_after=None if timeout is None else 5,
+                                      until_stopped=until_stopped)
                 timeout = float(info["timeout"])
                 self._type_info[type] = (timeout, time.monotonic())
             except errors.NotFound:

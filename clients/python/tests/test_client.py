@@ -5,7 +5,7 @@ import threading
 import time
 import unittest
 
-from support import ServerTest, kvq, uniq, wait_until
+from support import ServerTest, kvq, uniq
 
 
 class Types(ServerTest):

@@ -14,7 +14,7 @@ import time
 import unittest
 import urllib.parse
 
-from support import HERE, KVQ_BIN, Server, ServerTest, kvq, uniq, wait_until
+from support import HERE, Server, ServerTest, kvq, uniq, wait_until
 
 WORKER_MAIN = os.path.join(HERE, "worker_main.py")
 
@@ -349,6 +349,23 @@ class Slots(ServerTest):
         self.run_worker(w)
         self.assertEqual((self.client.result(t1, "x", timeout=10),
                           self.client.result(t2, "y", timeout=10)), ("one", "two"))
+
+
+class StopWhileStarting(unittest.TestCase):
+
+    def test_stop_while_the_server_is_unreachable_returns(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        w = worker(kvq.Client("http://127.0.0.1:%d" % port, timeout=2))
+        w.register("t", lambda job: None)
+        th = threading.Thread(target=w.run, daemon=True)
+        th.start()
+        time.sleep(0.5)  # retrying to read its type
+        w.stop()
+        th.join(10)
+        self.assertFalse(th.is_alive())
 
 
 class Shutdown(ServerTest):
