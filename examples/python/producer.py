@@ -1,32 +1,35 @@
 #!/usr/bin/env python3
-"""Add jobs to a kvq server over its HTTP API.
+"""Add jobs to a kvq server with the kvq Python package (clients/python).
 
 Example:
-    ./producer.py --type email --count 10
-    ./producer.py --url https://kvq.example.com:7411 --ca-cert ca.pem --type email
+    ./producer.py --type example --count 10
+    ./producer.py --type example --count 1 --wait      # and await the job's result
+    ./producer.py --url https://kvq.example.com:7411 --ca-cert ca.pem --type example
 
-A job belongs to a type. Before jobs of a type can be added, the type needs a
-timeout: how long a worker may go without reporting progress before the job is
-given to someone else. This script sets that timeout, then adds --count jobs.
+A job belongs to a type, and a type needs a timeout before jobs can be added: how long a
+worker may go without reporting before the job is given to someone else. This script sets
+it, then adds --count jobs (in one transaction), and with --wait awaits their results.
 
-Only the Python standard library is used.
+Install the package (clients/python/README.md), or run this from a kvq checkout: it then
+imports the package from ../../clients/python.
 """
 
 import argparse
-import json
 import os
 import ssl
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
+
+try:
+    import kvq
+except ImportError:  # run from a checkout, the package not installed
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    "..", "..", "clients", "python"))
+    import kvq
 
 
 def tls_context(url, ca_cert, client_cert, client_key):
-    """For an https:// URL: check the server's certificate against ca_cert (else the
-    system's trusted CAs) and that it names the URL's host, and present client_cert
-    if given. None for http://."""
+    """For https://: trust ca_cert (else the system's CAs), present client_cert if given."""
     if not url.startswith("https://"):
         return None
     context = ssl.create_default_context(cafile=ca_cert)
@@ -35,31 +38,15 @@ def tls_context(url, ca_cert, client_cert, client_key):
     return context
 
 
-def call(base_url, token, method, path, body=None, context=None):
-    """Send one request; return (status, parsed JSON body or None)."""
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(base_url + path, data=data, method=method)
-    req.add_header("Content-Type", "application/json")
-    if token:
-        req.add_header("Authorization", "Bearer " + token)
-    try:
-        with urllib.request.urlopen(req, timeout=30, context=context) as resp:
-            raw = resp.read()
-            return resp.status, (json.loads(raw) if raw else None)
-    except urllib.error.HTTPError as err:  # 4xx/5xx: the body says why
-        raw = err.read()
-        return err.code, (json.loads(raw) if raw else None)
-
-
 def main():
     parser = argparse.ArgumentParser(description="Add N jobs of a type to a kvq server.")
-    parser.add_argument("--url", default=os.environ.get("KVQ_URL", "http://127.0.0.1:7411"),
+    parser.add_argument("--url", default=os.environ.get("KVQ_URL", kvq.DEFAULT_URL),
                         help="server URL (default: $KVQ_URL or %(default)s)")
     parser.add_argument("--token", default=os.environ.get("KVQ_TOKEN"),
                         help="bearer token, if the server has one (default: $KVQ_TOKEN)")
     parser.add_argument("--ca-cert", default=os.environ.get("KVQ_CA_CERT"),
-                        help="https: trust the CAs in this PEM file for the server's certificate "
-                             "(default: $KVQ_CA_CERT, else the system's trust store)")
+                        help="https: trust the CAs in this PEM file (default: $KVQ_CA_CERT, "
+                             "else the system's trust store)")
     parser.add_argument("--client-cert", default=os.environ.get("KVQ_CLIENT_CERT"),
                         help="https: present this certificate (PEM), for a server started with "
                              "--tls-client-ca (default: $KVQ_CLIENT_CERT)")
@@ -69,35 +56,39 @@ def main():
     parser.add_argument("--count", type=int, default=10, help="jobs to add (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=30,
                         help="the type's timeout in seconds (default: %(default)s)")
+    parser.add_argument("--wait", action="store_true", help="await each job's result")
     args = parser.parse_args()
-    url = args.url.rstrip("/")
-    jtype = urllib.parse.quote(args.type, safe="")
     try:
-        context = tls_context(url, args.ca_cert, args.client_cert, args.client_key)
-    except (OSError, ssl.SSLError) as err:
-        sys.exit("cannot load the TLS certificates: %s" % err)
+        context = tls_context(args.url, args.ca_cert, args.client_cert, args.client_key)
+        client = kvq.Client(args.url, token=args.token, ssl_context=context)
+    except (OSError, ssl.SSLError, ValueError) as err:
+        sys.exit("cannot set up the client: %s" % err)
 
-    # 1. Give the type a timeout (PUT is idempotent: fine to do every time).
     try:
-        status, body = call(url, args.token, "PUT", "/v1/types/" + jtype,
-                            {"timeout": args.timeout}, context)
-    except OSError as err:  # unreachable, or TLS refused (a certificate, here or there)
-        sys.exit("cannot reach %s: %s" % (url, getattr(err, "reason", err)))
-    if status != 200:
-        sys.exit("setting the timeout failed: %s %s" % (status, body))
-    print("type %r: timeout %s s" % (args.type, body["timeout"]))
+        # 1. Give the type a timeout (idempotent: fine to do every time).
+        jtype = client.put_type(args.type, args.timeout)
+        print("type %r: timeout %s s" % (args.type, jtype["timeout"]))
 
-    # 2. Add the jobs. An id names a job; adding an id that already exists
-    #    replaces that job, so we make ids unique with a timestamp.
-    prefix = "job-%d" % int(time.time() * 1000)
-    for n in range(args.count):
-        job_id = "%s-%d" % (prefix, n)
-        status, body = call(url, args.token, "POST", "/v1/jobs/" + jtype,
-                            {"id": job_id, "data": {"n": n}}, context)
-        if status != 200:
-            sys.exit("adding %s failed: %s %s" % (job_id, status, body))
-        print("added %s" % job_id)
-    print("added %d jobs of type %r to %s" % (args.count, args.type, url))
+        # 2. Add the jobs. An id names a job; adding an id that exists replaces that job, so
+        #    we make ids unique with a timestamp.
+        prefix = "job-%d" % int(time.time() * 1000)
+        ids = ["%s-%d" % (prefix, n) for n in range(args.count)]
+        for start in range(0, len(ids), 1000):
+            client.add_many(args.type, [(jid, {"n": n})
+                                        for n, jid in enumerate(ids[start:start + 1000], start)])
+        for jid in ids:
+            print("added %s" % jid)
+        print("added %d jobs of type %r to %s" % (args.count, args.type, args.url))
+
+        # 3. Optionally, await the results.
+        if args.wait:
+            for jid in ids:
+                try:
+                    print("result of %s: %s" % (jid, client.result(args.type, jid, timeout=600)))
+                except kvq.JobFailed as err:
+                    print("%s: %s" % (jid, err))
+    except kvq.KvqError as err:
+        sys.exit("kvq: %s" % err)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
-"""The Python examples in examples/python work against a real server."""
+"""The Python examples in examples/python (which use the kvq package, clients/python) work
+against a real server."""
 
 import os
 import signal
 import subprocess
 import sys
-import time
 import unittest
 
 from kvq_server import ServerTestCase, uniq, wait_until
@@ -45,6 +45,7 @@ class Examples(ServerTestCase):
         r = self.run_example(PRODUCER, "--url", self.server.url, "--type", t, "--count", "3")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("added 3 jobs", r.stdout)
+        self.assertNotIn("Traceback", r.stderr)
         jobs = self.assertStatus(self.c.get("/v1/jobs/%s" % t), 200)["jobs"]
         self.assertEqual([j["state"] for j in jobs], ["pending"] * 3)
 
@@ -56,14 +57,27 @@ class Examples(ServerTestCase):
         self.stop_worker(p, signal.SIGINT)
         self.assertEqual(self.c.get("/v1/workers/%s" % t).json["workers"], [])
 
+    def test_producer_waits_for_the_results(self):
+        t = uniq("ex")
+        self.c.set_timeout(t, 30)
+        p = self.start_worker("--type", t, "--id", "exr", "--work-seconds", "0.1",
+                              "--concurrency", "2")
+        r = self.run_example(PRODUCER, "--url", self.server.url, "--type", t, "--count", "2",
+                             "--wait")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.count("{'done': True}"), 2, r.stdout)
+        self.stop_worker(p, signal.SIGTERM)
+
     def test_worker_sigterm_gives_its_job_back_at_once(self):
         t = uniq("ex")
         self.c.set_timeout(t, 60)
         self.assertStatus(self.c.add(t, "slow"), 200)
-        p = self.start_worker("--type", t, "--id", "slowpoke", "--work-seconds", "60")
+        p = self.start_worker("--type", t, "--id", "slowpoke", "--work-seconds", "60",
+                              "--grace", "0.5")
         wait_until(lambda: self.c.job(t, "slow").json["state"] == "running", 10, 0.05,
                    "the example worker to accept the job")
-        self.stop_worker(p, signal.SIGTERM)
+        out = self.stop_worker(p, signal.SIGTERM)
+        self.assertIn("handed back %s/slow" % t, out)
         self.assertJobState(t, "slow", "pending")
         job = self.c.job(t, "slow").json
         # handed back as it came, not lost: it counts nothing towards max_lost_runs, nor an
@@ -98,9 +112,9 @@ class Examples(ServerTestCase):
         self.assertEqual((good["outcome"], good["result"], good["data"], good["errors"]),
                          ("succeeded", {"done": True}, {"to": "ada"}, []))
         out = self.stop_worker(p, signal.SIGINT)
-        self.assertIn("failed bad: retries at ", out)
-        self.assertIn("failed bad: dead\n", out)
-        self.assertIn("finished good\n", out)
+        self.assertIn("failed %s/bad: retries at " % t, out)
+        self.assertIn("failed %s/bad: dead (no such user)\n" % t, out)
+        self.assertIn("finished %s/good\n" % t, out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,31 @@
+"""kvq: the Python client of kvq, a durable background-job system.
+
+- :class:`Client` — every call of kvq's HTTP API: types, add / add_many, get, list, wait,
+  events, result, remove, cancel, rerun, and the workers' calls.
+- :class:`Worker` — a runner: handlers per job type, concurrency, heartbeats, fencing,
+  retries with backoff and a graceful shutdown on SIGTERM.
+- :mod:`kvq.testing` — :class:`~kvq.testing.InlineClient`, to run handlers in your unit
+  tests without a server.
+- Errors: :class:`KvqError` and its subclasses, each with ``status``, ``code``, ``message``.
+
+Standard library only; Python 3.9 or later.
+"""
+
+import logging
+
+from .client import DEFAULT_URL, Client, Page
+from .errors import (AlreadyExists, Conflict, Halted, InvalidArgument, JobCancelled, JobDead,
+                     JobFailed, KvqError, NetworkError, NoTimeout, NotFound, ServerError,
+                     TypeHasJobs, Unauthorized, Unavailable, WrongState, WrongToken)
+from .worker import Job, Worker
+from . import testing
+
+__version__ = "0.1.0"
+
+# The runner logs to "kvq.worker"; configure logging (logging.basicConfig) to see it.
+logging.getLogger("kvq").addHandler(logging.NullHandler())
+
+__all__ = ["Client", "Page", "DEFAULT_URL", "Worker", "Job", "testing", "KvqError",
+           "InvalidArgument", "Unauthorized", "WrongToken", "NotFound", "Conflict", "Halted",
+           "WrongState", "NoTimeout", "AlreadyExists", "TypeHasJobs", "Unavailable",
+           "ServerError", "NetworkError", "JobFailed", "JobDead", "JobCancelled"]

@@ -1,0 +1,490 @@
+"""The kvq HTTP client: :class:`Client`, one method per route of docs/http-api.md."""
+
+import collections
+import http.client
+import json
+import socket
+import ssl
+import time
+import urllib.parse
+
+from . import errors
+
+__all__ = ["Client", "Page", "DEFAULT_URL"]
+
+DEFAULT_URL = "http://127.0.0.1:7411"
+
+_UNSET = object()
+
+Page = collections.namedtuple("Page", ["jobs", "next_cursor"])
+Page.__doc__ = """One page of :meth:`Client.list`: ``jobs`` (a list of job dicts, in id order) and
+``next_cursor`` (pass it as ``cursor`` for the next page; ``""`` after the last page)."""
+
+
+def _q(segment):
+    if not isinstance(segment, str) or not segment:
+        raise ValueError("a type, id or worker id must be a non-empty string, not %r" % (segment,))
+    return urllib.parse.quote(segment, safe="")
+
+
+def _drop_unset(body):
+    return {k: v for k, v in body.items() if v is not _UNSET}
+
+
+class Client:
+    """A client of one kvq server (or any of several sharing a store: they are alike).
+
+    Thread-safe: every call opens its own connection, so one ``Client`` may be shared by
+    threads. Every method raises a :class:`kvq.KvqError` subclass on an error answer
+    (:class:`kvq.NotFound`, :class:`kvq.Halted`, :class:`kvq.Unavailable`, ...) and
+    :class:`kvq.NetworkError` when no answer arrived; the client itself never retries.
+
+    Args:
+        url: the server's base URL, ``http://HOST:PORT`` or ``https://HOST:PORT``.
+        token: the server's bearer token, if it has one (``kvq serve --token``).
+        timeout: seconds to wait for an answer (long polls wait that much longer than the
+            time they ask the server to wait).
+        ssl_context: for ``https://``, an :class:`ssl.SSLContext` saying whom to trust and
+            which client certificate to present; default: the system's trusted CAs.
+    """
+
+    def __init__(self, url=DEFAULT_URL, token=None, timeout=30.0, ssl_context=None):
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("a kvq URL is http://HOST:PORT or https://HOST:PORT, not %r" % url)
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port or (443 if self._https else 80)
+        self._prefix = parts.path.rstrip("/")
+        if self._https and ssl_context is None:
+            ssl_context = ssl.create_default_context()
+        self._ssl_context = ssl_context
+
+    def __repr__(self):
+        return "kvq.Client(%r)" % self.url
+
+    # -- transport ---------------------------------------------------------------------
+    def _connection(self, timeout):
+        if self._https:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout,
+                                               context=self._ssl_context)
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+
+    def _headers(self, accept="application/json"):
+        h = {"Accept": accept}
+        if self.token:
+            h["Authorization"] = "Bearer " + self.token
+        return h
+
+    def _target(self, path, query=None):
+        target = self._prefix + path
+        if query:
+            query = {k: v for k, v in query.items() if v is not None}
+            if query:
+                target += "?" + urllib.parse.urlencode(query)
+        return target
+
+    def _request(self, method, path, body=None, query=None, timeout=None):
+        """One request; returns (status, parsed body or None) for 2xx, raises otherwise."""
+        headers = self._headers()
+        data = None
+        if body is not None:
+            try:
+                data = json.dumps(body, allow_nan=False).encode()
+            except (TypeError, ValueError) as err:
+                raise TypeError("the request body is not JSON: %s" % err) from None
+            headers["Content-Type"] = "application/json"
+        conn = self._connection(self.timeout if timeout is None else timeout)
+        try:
+            try:
+                conn.request(method, self._target(path, query), body=data, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read()
+            except (OSError, http.client.HTTPException) as err:
+                raise errors.NetworkError("%s %s: no answer from %s: %s"
+                                          % (method, path, self.url, err or type(err).__name__)) from err
+        finally:
+            conn.close()
+        parsed = None
+        if raw:
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                parsed = {"message": raw[:200].decode(errors="replace")}
+        if 200 <= resp.status < 300:
+            return resp.status, parsed
+        raise errors.error_for(resp.status, parsed)
+
+    # -- health ------------------------------------------------------------------------
+    def health(self):
+        """``GET /healthz``: the server's health, e.g. ``{"status": "ok", "store": ...}``.
+        Raises :class:`kvq.Unavailable` when the store cannot serve."""
+        return self._request("GET", "/healthz")[1]
+
+    # -- types -------------------------------------------------------------------------
+    def put_type(self, type, timeout=None, *, max_attempts=None, backoff=None,
+                 finished_retention=_UNSET, max_lost_runs=_UNSET):
+        """Create a job type or change its settings; returns the type (as :meth:`get_type`).
+
+        Args:
+            type: the type's name (1-64 bytes of ``A-Z a-z 0-9 _ . : -``).
+            timeout: seconds a worker may go without an update before its run is lost
+                (required to create a type).
+            max_attempts: attempts before a job ends dead (default 25).
+            backoff: a dict of ``base``, ``factor``, ``cap``, ``jitter`` (the retry delay).
+            finished_retention: seconds finished jobs are kept, or ``None`` for ever.
+            max_lost_runs: lost runs in a row before a job ends dead, or ``None`` for never.
+        Omitted settings are left as they are.
+        """
+        body = _drop_unset({"timeout": timeout if timeout is not None else _UNSET,
+                            "max_attempts": max_attempts if max_attempts is not None else _UNSET,
+                            "backoff": backoff if backoff is not None else _UNSET,
+                            "finished_retention": finished_retention,
+                            "max_lost_runs": max_lost_runs})
+        return self._request("PUT", "/v1/types/" + _q(type), body)[1]
+
+    def get_type(self, type):
+        """The type's settings: ``{"type", "timeout", "max_attempts", "backoff", ...}``.
+        Raises :class:`kvq.NotFound`."""
+        return self._request("GET", "/v1/types/" + _q(type))[1]
+
+    def list_types(self):
+        """Every type that has a timeout, as a list of dicts like :meth:`get_type`'s."""
+        return self._request("GET", "/v1/types")[1]["types"]
+
+    def delete_type(self, type):
+        """Delete a type that has no jobs. Raises :class:`kvq.TypeHasJobs` otherwise (empty
+        it first with :meth:`remove_all`), :class:`kvq.NotFound`."""
+        self._request("DELETE", "/v1/types/" + _q(type))
+
+    def pending_count(self, type, limit=None):
+        """How many due pending jobs the type has (counted up to ``limit``)."""
+        return self._request("GET", "/v1/types/%s/pending" % _q(type),
+                             query={"limit": limit})[1]["pending"]
+
+    # -- producing ---------------------------------------------------------------------
+    def add(self, type, id, data=None, *, priority=None, scheduled_time=None, if_exists=None):
+        """Add a job; returns True if it was added or changed, False if ``if_exists="keep"``
+        left an existing job alone.
+
+        Args:
+            type: the job's type (it must have a timeout: else :class:`kvq.NoTimeout`).
+            id: the job's id, unique within its type.
+            data: the job's input, a JSON object (default ``{}``).
+            priority: lower runs first (default 0).
+            scheduled_time: when it falls due, in milliseconds since the epoch (default now).
+            if_exists: ``"update"`` (the default: replace a pending job, resubmit a running
+                one, start a finished one over) or ``"keep"`` (leave an existing job as it is).
+        """
+        body = {"id": id, "data": {} if data is None else data}
+        if priority is not None:
+            body["priority"] = priority
+        if scheduled_time is not None:
+            body["scheduled_time"] = scheduled_time
+        if if_exists is not None:
+            body["if_exists"] = if_exists
+        return self._request("POST", "/v1/jobs/" + _q(type), body)[1]["added"]
+
+    def add_many(self, type, jobs, *, if_exists=None):
+        """Add up to 1,000 jobs in one transaction (all or none).
+
+        Args:
+            jobs: dicts ``{"id", "data", "priority"?, "scheduled_time"?, "if_exists"?}`` or
+                ``(id, data)`` pairs.
+            if_exists: the default for jobs that name none (see :meth:`add`).
+        Returns:
+            ``{"added": N, "kept": [ids that "keep" left alone]}``.
+        """
+        entries = []
+        for job in jobs:
+            if isinstance(job, dict):
+                entry = dict(job)
+                entry.setdefault("data", {})
+            else:
+                jid, data = job
+                entry = {"id": jid, "data": {} if data is None else data}
+            entries.append(entry)
+        body = {"jobs": entries}
+        if if_exists is not None:
+            body["if_exists"] = if_exists
+        return self._request("POST", "/v1/jobs/%s/batch" % _q(type), body)[1]
+
+    # -- reading -----------------------------------------------------------------------
+    def get(self, type, id):
+        """The job, as a dict (``state``, ``outcome``, ``data``, ``result``, ``attempts``,
+        ``errors``, ...; docs/http-api.md "Jobs"). Raises :class:`kvq.NotFound`."""
+        return self._request("GET", "/v1/jobs/%s/%s" % (_q(type), _q(id)))[1]
+
+    def list(self, type, state=None, *, worker=None, worker_type=None, limit=None, cursor=None):
+        """One page of the type's jobs, in id order, as a :class:`Page`.
+
+        Args:
+            state: ``pending``, ``running``, ``finished``, ``scheduled``, ``due``,
+                ``succeeded``, ``dead`` or ``cancelled`` (default: all).
+            worker, worker_type: keep only the jobs with that value.
+            limit: jobs per page, 1-10,000 (default 100).
+            cursor: the previous page's ``next_cursor``.
+        """
+        body = self._request("GET", "/v1/jobs/" + _q(type),
+                             query={"state": state, "worker": worker, "worker_type": worker_type,
+                                    "limit": limit, "cursor": cursor or None})[1]
+        return Page(body["jobs"], body.get("next_cursor", ""))
+
+    def iter_jobs(self, type, state=None, *, page_size=None, **filters):
+        """Every job of the type (filtered as :meth:`list`), page by page: a generator."""
+        cursor = None
+        while True:
+            page = self.list(type, state, limit=page_size, cursor=cursor, **filters)
+            yield from page.jobs
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    # -- changing jobs -----------------------------------------------------------------
+    def remove(self, type, id):
+        """Delete a job (a running job's worker is halted). Raises :class:`kvq.NotFound`."""
+        self._request("DELETE", "/v1/jobs/%s/%s" % (_q(type), _q(id)))
+
+    def remove_all(self, type):
+        """Delete every job of the type; returns how many were removed."""
+        return self._request("DELETE", "/v1/types/%s/jobs" % _q(type))[1]["removed"]
+
+    def cancel(self, type, id):
+        """Cancel a job: it ends with outcome ``"cancelled"`` (a running job's worker is
+        halted). Returns the job. Raises :class:`kvq.WrongState` if it already finished."""
+        return self._request("POST", "/v1/jobs/%s/%s/cancel" % (_q(type), _q(id)))[1]
+
+    def rerun(self, type, id, *, scheduled_time=None, priority=None):
+        """Run a finished job (any outcome) again, its attempts starting over; returns the
+        job. Raises :class:`kvq.WrongState` if it is not finished."""
+        body = {}
+        if scheduled_time is not None:
+            body["scheduled_time"] = scheduled_time
+        if priority is not None:
+            body["priority"] = priority
+        return self._request("POST", "/v1/jobs/%s/%s/rerun" % (_q(type), _q(id)), body)[1]
+
+    def rerun_all(self, type, outcome="dead"):
+        """Rerun every job of the type that ended ``outcome`` (``"dead"`` or
+        ``"cancelled"``); returns how many."""
+        return self._request("POST", "/v1/types/%s/rerun" % _q(type),
+                             {"outcome": outcome})[1]["rerun"]
+
+    # -- watching ----------------------------------------------------------------------
+    def wait(self, type, id, state="finished", timeout=30):
+        """Long-poll until the job is in ``state`` (``pending``, ``running`` or ``finished``)
+        or removed; returns the job event (``{"found": True, "state", "outcome", "result",
+        ...}`` or ``{"found": False}``), or ``None`` if ``timeout`` seconds (at most 300)
+        passed first. Note that the server's wait, begun on a job already finished, waits
+        for its next change: :meth:`result` and :meth:`events` see the current state first."""
+        status, body = self._request("GET", "/v1/jobs/%s/%s/wait" % (_q(type), _q(id)),
+                                     query={"state": state, "timeout": timeout},
+                                     timeout=timeout + self.timeout)
+        return body if status == 200 else None
+
+    def events(self, type, id, follow=False, timeout=None):
+        """Follow a job's changes: a generator of job events (dicts as :meth:`wait`
+        returns), the current state first. It ends after ``finished`` or when the job is
+        removed (``found: False``); with ``follow=True`` only when it is removed. With
+        ``timeout`` (seconds) it raises :class:`TimeoutError` once that passes. Close the
+        generator (or leave the ``for`` loop) to stop early."""
+        path = "/v1/jobs/%s/%s/events" % (_q(type), _q(id))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for name, data in self._sse(path, {"follow": "true" if follow else None}, deadline):
+            if name == "job":
+                yield data
+
+    def worker_events(self, worker_type, timeout=None):
+        """Follow a worker type's membership: a generator of ``{"version", "workers"}``,
+        now, then on every change. With ``timeout`` it raises :class:`TimeoutError`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for name, data in self._sse("/v1/workers/%s/events" % _q(worker_type), None, deadline):
+            if name == "membership":
+                yield data
+
+    def _sse(self, path, query, deadline):
+        def read_timeout():
+            limit = 60.0  # the server sends a keep-alive every 15 s
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("no end of %s within its timeout" % path)
+                limit = min(limit, left)
+            return limit
+
+        conn = self._connection(read_timeout())
+        try:
+            try:
+                conn.connect()
+                sock = conn.sock  # the response owns it once it reads to the end
+                conn.request("GET", self._target(path, query),
+                             headers=self._headers("text/event-stream"))
+                resp = conn.getresponse()
+            except (OSError, http.client.HTTPException) as err:
+                raise errors.NetworkError("GET %s: no answer from %s: %s"
+                                          % (path, self.url, err)) from err
+            if resp.status != 200:
+                raw = resp.read()
+                try:
+                    parsed = json.loads(raw) if raw else None
+                except ValueError:
+                    parsed = None
+                raise errors.error_for(resp.status, parsed)
+            name, data = None, []
+            while True:
+                sock.settimeout(read_timeout())
+                try:
+                    line = resp.readline()
+                except socket.timeout:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise TimeoutError("no end of %s within its timeout" % path) from None
+                    raise errors.NetworkError("GET %s: the event stream went silent" % path)
+                except (OSError, http.client.HTTPException) as err:
+                    raise errors.NetworkError("GET %s: the event stream broke: %s"
+                                              % (path, err)) from err
+                if not line:
+                    return
+                line = line.decode("utf-8", errors="replace").rstrip("\r\n")
+                if line == "":
+                    if data:
+                        yield name or "message", json.loads("\n".join(data))
+                    name, data = None, []
+                    continue
+                if line.startswith(":"):
+                    continue
+                field, _, value = line.partition(":")
+                value = value[1:] if value.startswith(" ") else value
+                if field == "event":
+                    name = value
+                elif field == "data":
+                    data.append(value)
+        finally:
+            conn.close()
+
+    def result(self, type, id, timeout=None):
+        """Wait for the job to end and return its result (what the worker's handler
+        returned).
+
+        Raises:
+            kvq.JobDead: it ended dead; ``.last_error`` is its last error.
+            kvq.JobCancelled: it was cancelled.
+            kvq.NotFound: it does not exist, or was removed while waiting.
+            TimeoutError: ``timeout`` seconds passed first.
+        """
+        for event in self.events(type, id, timeout=timeout):
+            if not event.get("found", True):
+                raise errors.NotFound("job %s/%s was removed" % (type, id), status=404,
+                                      code="not_found")
+            if event.get("state") != "finished":
+                continue
+            outcome = event.get("outcome")
+            if outcome == "succeeded":
+                return event.get("result")
+            job = self.get(type, id)
+            if outcome == "cancelled":
+                raise errors.JobCancelled(job)
+            raise errors.JobDead(job)
+        # The stream ended without a finished event: the job went away meanwhile.
+        raise errors.NotFound("job %s/%s was removed" % (type, id), status=404, code="not_found")
+
+    # -- workers' job calls ------------------------------------------------------------
+    def accept(self, type, count=1, timeout=0, *, worker=None, worker_type=None,
+               max_priority=None, max_scheduled_time=None):
+        """Take up to ``count`` (1-100) due jobs, waiting up to ``timeout`` seconds (at most
+        300) for the first. Returns a list of ``{"type", "id", "lock", "data"}`` (empty if
+        none became due in time). Most programs use :class:`kvq.Worker` instead."""
+        body = {"count": count, "timeout": timeout}
+        for key, value in (("worker", worker), ("worker_type", worker_type),
+                           ("max_priority", max_priority),
+                           ("max_scheduled_time", max_scheduled_time)):
+            if value is not None:
+                body[key] = value
+        status, answer = self._request("POST", "/v1/accept/" + _q(type), body,
+                                       timeout=timeout + self.timeout)
+        return answer["jobs"] if status == 200 and answer else []
+
+    def _job_call(self, type, id, verb, body):
+        return self._request("POST", "/v1/jobs/%s/%s/%s" % (_q(type), _q(id), verb), body)[1]
+
+    def update(self, type, id, lock, *, progress=_UNSET, data=None):
+        """Heartbeat a running job (and set its ``progress``, any JSON value, and its data if
+        given); returns whether an add resubmitted it meanwhile. Raises :class:`kvq.Halted`
+        when the job is no longer this lock's."""
+        body = _drop_unset({"lock": lock, "progress": progress})
+        if data is not None:
+            body["data"] = data
+        return self._job_call(type, id, "update", body).get("resubmitted", False)
+
+    def finish(self, type, id, lock, result=None, *, data=None):
+        """End a running job as succeeded with ``result`` (any JSON value). Raises
+        :class:`kvq.Halted`. A repeat with the same lock is harmless."""
+        body = {"lock": lock, "result": result}
+        if data is not None:
+            body["data"] = data
+        self._job_call(type, id, "finish", body)
+
+    def fail(self, type, id, lock, message, *, kind=None, details=None, retry_in=None,
+             retry=None):
+        """Fail this attempt of a running job: the error (``message``, ``kind``,
+        ``details``) is recorded and the job retried after ``retry_in`` seconds or its
+        type's backoff, or ends dead when ``retry`` is False or its attempts are used up.
+        Returns ``{"dead": bool, "retry_at": ms or None, "attempt": n}``. Raises
+        :class:`kvq.Halted`."""
+        error = {"message": message}
+        if kind is not None:
+            error["kind"] = kind
+        if details is not None:
+            error["details"] = details
+        body = {"lock": lock, "error": error}
+        if retry_in is not None:
+            body["retry_in"] = retry_in
+        if retry is not None:
+            body["retry"] = retry
+        return self._job_call(type, id, "fail", body)
+
+    def snooze(self, type, id, lock, *, delay=None, scheduled_time=None):
+        """Hand a running job back, pending again after ``delay`` seconds (default 0) or at
+        ``scheduled_time`` (ms), without counting the attempt or a lost run. Raises
+        :class:`kvq.Halted`."""
+        body = {"lock": lock}
+        if delay is not None:
+            body["delay"] = delay
+        if scheduled_time is not None:
+            body["scheduled_time"] = scheduled_time
+        self._job_call(type, id, "snooze", body)
+
+    # -- workers (membership) ----------------------------------------------------------
+    def register_worker(self, worker_type, id, *, info=None, health_timeout=None,
+                        take_over=False):
+        """Register a worker; returns its token (keep it secret). Without a heartbeat for
+        ``health_timeout`` seconds (default 10) it is declared dead and the jobs it
+        accepted go back to pending at once. Raises :class:`kvq.AlreadyExists` if the id is
+        alive (unless ``take_over``)."""
+        body = {"id": id}
+        if info is not None:
+            body["info"] = info
+        if health_timeout is not None:
+            body["health_timeout"] = health_timeout
+        if take_over:
+            body["take_over"] = True
+        return self._request("POST", "/v1/workers/" + _q(worker_type), body)[1]["token"]
+
+    def heartbeat_worker(self, worker_type, id, token):
+        """Tell the server the worker is alive. Raises :class:`kvq.Halted` once it was
+        declared dead (register again), :class:`kvq.WrongToken`."""
+        self._request("POST", "/v1/workers/%s/%s/heartbeat" % (_q(worker_type), _q(id)),
+                      {"token": token})
+
+    def deregister_worker(self, worker_type, id, token):
+        """Unregister the worker; jobs it still holds go back to pending at once (each a
+        lost run: hand them back with :meth:`snooze` first)."""
+        self._request("DELETE", "/v1/workers/%s/%s" % (_q(worker_type), _q(id)),
+                      query={"token": token})
+
+    def list_workers(self, worker_type):
+        """The live workers of a worker type: ``{"version", "workers": [{"id", "info",
+        "registered_at", "last_heartbeat", "health_timeout"}]}``."""
+        return self._request("GET", "/v1/workers/" + _q(worker_type))[1]

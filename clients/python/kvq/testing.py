@@ -1,0 +1,450 @@
+"""Inline mode, for your own unit tests: :class:`InlineClient` keeps jobs in memory, with
+the semantics of a kvq server, so a test runs its handlers in process without a server::
+
+    client = kvq.testing.InlineClient()
+    client.put_type("email", timeout=30, max_attempts=3)
+    worker = kvq.Worker(client)
+
+    @worker.handler("email")
+    def send(job):
+        return {"sent_to": job.data["to"]}
+
+    client.add("email", "welcome-1", {"to": "ada@example.com"})
+    assert worker.drain() == 1
+    assert client.get("email", "welcome-1")["result"] == {"sent_to": "ada@example.com"}
+
+A handler that raises fails its job as on a server (attempts, ``errors``, the type's
+backoff, dead at ``max_attempts``); ``worker.drain(run_scheduled=True)`` also runs the
+retries, moving the client's clock forward (:meth:`InlineClient.advance`).
+"""
+
+import copy
+import json
+import random
+import secrets
+import threading
+import time
+
+from . import errors
+from .client import Page, _UNSET
+
+__all__ = ["InlineClient"]
+
+_DEFAULT_BACKOFF = {"base": 1.0, "factor": 2.0, "cap": 3600.0, "jitter": 0.2}
+
+
+def _err(cls, status, code, message):
+    return cls(message, status=status, code=code, body={"error": code, "message": message})
+
+
+def _json(value, what):
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as err:
+        raise TypeError("%s is not JSON: %s" % (what, err)) from None
+
+
+class InlineClient:
+    """An in-memory stand-in for :class:`kvq.Client`: the same methods (types, add,
+    add_many, get, list, remove, cancel, rerun, result, and the workers' accept, update,
+    finish, fail and snooze) with the same answers and exceptions, and no server.
+    Workers' registration calls are accepted and do nothing. Thread-safe.
+
+    Its clock is the real one plus an offset that :meth:`advance` moves, so tests can make
+    scheduled jobs and retries fall due without sleeping.
+    """
+
+    url = "inline"
+
+    def __init__(self):
+        self._mu = threading.Condition(threading.RLock())
+        self._types = {}
+        self._jobs = {}  # (type, id) -> job dict as the server shows it, plus "_lock"
+        self._offset_ms = 0
+
+    # -- the clock ---------------------------------------------------------------------
+    def now_ms(self):
+        """The client's clock, in milliseconds since the epoch."""
+        return int(time.time() * 1000) + self._offset_ms
+
+    def advance(self, seconds):
+        """Move the client's clock forward by ``seconds``."""
+        with self._mu:
+            self._offset_ms += int(seconds * 1000)
+            self._mu.notify_all()
+
+    def advance_to_next(self, types=None):
+        """Move the clock to the earliest scheduled pending job (of ``types``, default
+        all); returns False if there is none."""
+        with self._mu:
+            times = [j["scheduled_time"] for (t, _), j in self._jobs.items()
+                     if j["state"] == "pending" and (types is None or t in types)]
+            if not times:
+                return False
+            later = min(times) - self.now_ms()
+            if later > 0:
+                self._offset_ms += later
+            return True
+
+    # -- types -------------------------------------------------------------------------
+    def put_type(self, type, timeout=None, *, max_attempts=None, backoff=None,
+                 finished_retention=_UNSET, max_lost_runs=_UNSET):
+        """As :meth:`kvq.Client.put_type`."""
+        with self._mu:
+            t = self._types.get(type)
+            if t is None:
+                if timeout is None:
+                    raise _err(errors.NotFound, 404, "not_found", "type %r does not exist" % type)
+                t = {"type": type, "timeout": None, "finished_retention": None,
+                     "max_lost_runs": None, "max_attempts": 25, "backoff": dict(_DEFAULT_BACKOFF)}
+            t = copy.deepcopy(t)
+            if timeout is not None:
+                if timeout <= 0:
+                    raise _err(errors.InvalidArgument, 400, "invalid_argument",
+                               "timeout must be > 0")
+                t["timeout"] = float(timeout)
+            if max_attempts is not None:
+                if not 1 <= max_attempts <= 1000000:
+                    raise _err(errors.InvalidArgument, 400, "invalid_argument",
+                               "max_attempts must be 1..1000000")
+                t["max_attempts"] = int(max_attempts)
+            for key, value in (backoff or {}).items():
+                if key not in _DEFAULT_BACKOFF:
+                    raise _err(errors.InvalidArgument, 400, "unknown_field",
+                               "unknown field backoff.%s" % key)
+                t["backoff"][key] = float(value)
+            if finished_retention is not _UNSET:
+                t["finished_retention"] = finished_retention
+            if max_lost_runs is not _UNSET:
+                t["max_lost_runs"] = max_lost_runs
+            self._types[type] = t
+            return copy.deepcopy(t)
+
+    def get_type(self, type):
+        """As :meth:`kvq.Client.get_type`."""
+        with self._mu:
+            return copy.deepcopy(self._type(type))
+
+    def list_types(self):
+        """As :meth:`kvq.Client.list_types`."""
+        with self._mu:
+            return [copy.deepcopy(self._types[t]) for t in sorted(self._types)]
+
+    def _type(self, type):
+        t = self._types.get(type)
+        if t is None:
+            raise _err(errors.NotFound, 404, "not_found", "type %r does not exist" % type)
+        return t
+
+    # -- jobs --------------------------------------------------------------------------
+    def _job(self, type, id):
+        j = self._jobs.get((type, id))
+        if j is None:
+            raise _err(errors.NotFound, 404, "not_found", "job %s/%s does not exist" % (type, id))
+        return j
+
+    @staticmethod
+    def _view(job):
+        return {k: copy.deepcopy(v) for k, v in job.items() if not k.startswith("_")}
+
+    def _changed(self, job):
+        job["updated_at"] = self.now_ms()
+        self._mu.notify_all()
+
+    def add(self, type, id, data=None, *, priority=None, scheduled_time=None, if_exists=None):
+        """As :meth:`kvq.Client.add`."""
+        with self._mu:
+            return self._add(type, {"id": id, "data": data, "priority": priority,
+                                    "scheduled_time": scheduled_time}, if_exists)
+
+    def _add(self, type, entry, if_exists):
+        if self._types.get(type) is None or self._types[type]["timeout"] is None:
+            raise _err(errors.NoTimeout, 409, "no_timeout", "type %r has no timeout" % type)
+        if if_exists not in (None, "update", "keep"):
+            raise _err(errors.InvalidArgument, 400, "invalid_argument",
+                       "if_exists must be \"update\" or \"keep\"")
+        jid = entry["id"]
+        data = _json({} if entry.get("data") is None else entry["data"], "the job's data")
+        now = self.now_ms()
+        job = self._jobs.get((type, jid))
+        if job is not None and if_exists == "keep":
+            return False
+        priority = entry.get("priority")
+        when = entry.get("scheduled_time")
+        if job is not None and job["state"] == "running":
+            job["resubmitted"] = True
+            job["_next"] = {"data": data, "priority": priority, "scheduled_time": when}
+            self._changed(job)
+            return True
+        if job is not None and job["state"] == "pending":
+            job["data"] = data
+            if priority is not None:
+                job["priority"] = priority
+            if when is not None:
+                job["scheduled_time"] = when
+            self._changed(job)
+            return True
+        self._jobs[(type, jid)] = {
+            "type": type, "id": jid, "state": "pending", "outcome": None, "data": data,
+            "result": None, "progress": None, "scheduled_time": now if when is None else when,
+            "priority": priority or 0, "resubmitted": False, "worker": "", "worker_type": "",
+            "attempts": 0, "lost_runs": 0, "errors": [], "gave_up": False,
+            "created_at": now if job is None else job["created_at"], "updated_at": now,
+            "started_at": None, "ended_at": None, "_lock": None}
+        self._mu.notify_all()
+        return True
+
+    def add_many(self, type, jobs, *, if_exists=None):
+        """As :meth:`kvq.Client.add_many` (all or none)."""
+        with self._mu:
+            entries = [dict(j) if isinstance(j, dict) else {"id": j[0], "data": j[1]}
+                       for j in jobs]
+            if not 1 <= len(entries) <= 1000:
+                raise _err(errors.InvalidArgument, 400, "invalid_argument",
+                           "jobs must have 1..1000 entries")
+            saved = copy.deepcopy(self._jobs)
+            added, kept = 0, []
+            try:
+                for e in entries:
+                    if self._add(type, e, e.get("if_exists", if_exists)):
+                        added += 1
+                    else:
+                        kept.append(e["id"])
+            except Exception:
+                self._jobs = saved
+                raise
+            return {"added": added, "kept": kept}
+
+    def get(self, type, id):
+        """As :meth:`kvq.Client.get`."""
+        with self._mu:
+            return self._view(self._job(type, id))
+
+    def list(self, type, state=None, *, worker=None, worker_type=None, limit=None, cursor=None):
+        """As :meth:`kvq.Client.list` (the cursor is the last id of the previous page)."""
+        with self._mu:
+            self._type(type)
+            now = self.now_ms()
+
+            def keep(j):
+                if worker is not None and j["worker"] != worker:
+                    return False
+                if worker_type is not None and j["worker_type"] != worker_type:
+                    return False
+                if state in (None, j["state"], j["outcome"]):
+                    return True
+                if state == "scheduled":
+                    return j["state"] == "pending" and j["scheduled_time"] > now
+                if state == "due":
+                    return j["state"] == "pending" and j["scheduled_time"] <= now
+                if state not in ("pending", "running", "finished", "succeeded", "dead",
+                                 "cancelled"):
+                    raise _err(errors.InvalidArgument, 400, "invalid_argument",
+                               "unknown state %r" % state)
+                return False
+
+            ids = sorted(i for (t, i) in self._jobs if t == type and (not cursor or i > cursor))
+            matched = [self._jobs[(type, i)] for i in ids if keep(self._jobs[(type, i)])]
+            limit = limit or 100
+            page = matched[:limit]
+            more = len(matched) > limit
+            return Page([self._view(j) for j in page], page[-1]["id"] if more else "")
+
+    def iter_jobs(self, type, state=None, *, page_size=None, **filters):
+        """As :meth:`kvq.Client.iter_jobs`."""
+        cursor = None
+        while True:
+            page = self.list(type, state, limit=page_size, cursor=cursor, **filters)
+            yield from page.jobs
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def remove(self, type, id):
+        """As :meth:`kvq.Client.remove`."""
+        with self._mu:
+            self._job(type, id)
+            del self._jobs[(type, id)]
+            self._mu.notify_all()
+
+    def remove_all(self, type):
+        """As :meth:`kvq.Client.remove_all`."""
+        with self._mu:
+            keys = [k for k in self._jobs if k[0] == type]
+            for k in keys:
+                del self._jobs[k]
+            self._mu.notify_all()
+            return len(keys)
+
+    def _end(self, job, outcome, result=None):
+        job.update(state="finished", outcome=outcome, result=result, ended_at=self.now_ms(),
+                   _lock=None)
+        self._changed(job)
+
+    def cancel(self, type, id):
+        """As :meth:`kvq.Client.cancel`."""
+        with self._mu:
+            job = self._job(type, id)
+            if job["state"] == "finished":
+                raise _err(errors.WrongState, 409, "wrong_state", "job %s/%s is finished"
+                           % (type, id))
+            self._end(job, "cancelled")
+            return self._view(job)
+
+    def rerun(self, type, id, *, scheduled_time=None, priority=None):
+        """As :meth:`kvq.Client.rerun`."""
+        with self._mu:
+            job = self._job(type, id)
+            if job["state"] != "finished":
+                raise _err(errors.WrongState, 409, "wrong_state", "job %s/%s is not finished"
+                           % (type, id))
+            job.update(state="pending", outcome=None, result=None, progress=None, attempts=0,
+                       ended_at=None, gave_up=False, lost_runs=0,
+                       scheduled_time=self.now_ms() if scheduled_time is None else scheduled_time)
+            if priority is not None:
+                job["priority"] = priority
+            self._changed(job)
+            return self._view(job)
+
+    def result(self, type, id, timeout=None):
+        """As :meth:`kvq.Client.result`: waits (another thread must run the job, e.g. a
+        ``Worker.run`` in a thread) unless the job already ended."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._mu:
+            while True:
+                job = self._jobs.get((type, id))
+                if job is None:
+                    raise _err(errors.NotFound, 404, "not_found",
+                               "job %s/%s does not exist" % (type, id))
+                if job["state"] == "finished":
+                    if job["outcome"] == "succeeded":
+                        return copy.deepcopy(job["result"])
+                    cls = errors.JobCancelled if job["outcome"] == "cancelled" else errors.JobDead
+                    raise cls(self._view(job))
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError("job %s/%s did not end in time" % (type, id))
+                self._mu.wait(left)
+
+    # -- workers' job calls ------------------------------------------------------------
+    def accept(self, type, count=1, timeout=0, *, worker=None, worker_type=None,
+               max_priority=None, max_scheduled_time=None):
+        """As :meth:`kvq.Client.accept` (due jobs by priority, then scheduled time)."""
+        deadline = time.monotonic() + timeout
+        with self._mu:
+            self._type(type)
+            while True:
+                now = self.now_ms()
+                due = sorted((j for (t, _), j in self._jobs.items()
+                              if t == type and j["state"] == "pending"
+                              and j["scheduled_time"] <= (max_scheduled_time or now)
+                              and (max_priority is None or j["priority"] <= max_priority)),
+                             key=lambda j: (j["priority"], j["scheduled_time"], j["id"]))
+                if due:
+                    taken = []
+                    for job in due[:count]:
+                        job.update(state="running", _lock=secrets.token_hex(16),
+                                   worker=worker or "", worker_type=worker_type or "",
+                                   started_at=now, progress=None,
+                                   attempts=job["attempts"] + 1)
+                        self._changed(job)
+                        taken.append({"type": type, "id": job["id"], "lock": job["_lock"],
+                                      "data": copy.deepcopy(job["data"])})
+                    return taken
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return []
+                self._mu.wait(min(left, 0.1))
+
+    def _held(self, type, id, lock):
+        job = self._jobs.get((type, id))
+        if job is None or job["state"] != "running" or job["_lock"] != lock:
+            raise _err(errors.Halted, 409, "halted", "job %s/%s is no longer this lock's"
+                       % (type, id))
+        return job
+
+    def _resubmitted(self, job):
+        nxt = job.pop("_next", None) or {}
+        job.update(state="pending", resubmitted=False, _lock=None, attempts=0,
+                   data=nxt.get("data", job["data"]),
+                   scheduled_time=nxt.get("scheduled_time") or self.now_ms())
+        if nxt.get("priority") is not None:
+            job["priority"] = nxt["priority"]
+        self._changed(job)
+
+    def update(self, type, id, lock, *, progress=_UNSET, data=None):
+        """As :meth:`kvq.Client.update`."""
+        with self._mu:
+            job = self._held(type, id, lock)
+            if progress is not _UNSET:
+                job["progress"] = _json(progress, "progress")
+            if data is not None:
+                job["data"] = _json(data, "data")
+            self._changed(job)
+            return job["resubmitted"]
+
+    def finish(self, type, id, lock, result=None, *, data=None):
+        """As :meth:`kvq.Client.finish`."""
+        with self._mu:
+            result = _json(result, "the result")
+            job = self._held(type, id, lock)
+            if data is not None:
+                job["data"] = _json(data, "data")
+            job["lost_runs"] = 0
+            if job["resubmitted"]:
+                self._resubmitted(job)
+            else:
+                self._end(job, "succeeded", result)
+
+    def fail(self, type, id, lock, message, *, kind=None, details=None, retry_in=None,
+             retry=None):
+        """As :meth:`kvq.Client.fail`: records the error, then the job is pending again
+        after ``retry_in`` or the type's backoff, or ends dead."""
+        with self._mu:
+            if not message:
+                raise _err(errors.InvalidArgument, 400, "invalid_argument",
+                           "error.message must not be empty")
+            job = self._held(type, id, lock)
+            t = self._type(type)
+            now = self.now_ms()
+            attempt = job["attempts"]
+            job["errors"] = (job["errors"] + [{
+                "attempt": attempt, "at": now, "worker": job["worker"],
+                "kind": kind or "error", "message": message[:4096],
+                "details": _json(details, "details")}])[-10:]
+            if job["resubmitted"]:
+                self._resubmitted(job)
+                return {"dead": False, "retry_at": job["scheduled_time"], "attempt": attempt}
+            if retry is False or attempt >= t["max_attempts"]:
+                self._end(job, "dead")
+                return {"dead": True, "retry_at": None, "attempt": attempt}
+            if retry_in is None:
+                b = t["backoff"]
+                d = min(b["cap"], b["base"] * b["factor"] ** (attempt - 1))
+                retry_in = random.uniform(d * (1 - b["jitter"]), d)
+            job.update(state="pending", _lock=None,
+                       scheduled_time=now + int(retry_in * 1000))
+            self._changed(job)
+            return {"dead": False, "retry_at": job["scheduled_time"], "attempt": attempt}
+
+    def snooze(self, type, id, lock, *, delay=None, scheduled_time=None):
+        """As :meth:`kvq.Client.snooze`: pending again, the attempt not counted."""
+        with self._mu:
+            job = self._held(type, id, lock)
+            when = scheduled_time if scheduled_time is not None else \
+                self.now_ms() + int((delay or 0) * 1000)
+            job.update(state="pending", _lock=None, scheduled_time=when,
+                       attempts=job["attempts"] - 1)
+            self._changed(job)
+
+    # -- workers (membership): accepted, and nothing to do in process -------------------
+    def register_worker(self, worker_type, id, *, info=None, health_timeout=None,
+                        take_over=False):
+        """Accepted; returns a token. Nothing watches an inline worker's health."""
+        return secrets.token_hex(16)
+
+    def heartbeat_worker(self, worker_type, id, token):
+        """Accepted; does nothing."""
+
+    def deregister_worker(self, worker_type, id, token):
+        """Accepted; does nothing."""
