@@ -17,6 +17,7 @@ import select
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 from html.parser import HTMLParser
@@ -274,7 +275,7 @@ def populate(c):
     ok(c.add(s["main"], s["finished"], {"step": "done"}))
     finish(c, s["main"], *accept_one(c, s["main"]))
     ok(c.add(s["main"], s["running"], {"step": "run"}))
-    accept_one(c, s["main"], worker=s["worker"])
+    s["running_lock"] = accept_one(c, s["main"], worker=s["worker"])[1]
     for i, jid in enumerate(s["pending"]):
         ok(c.add(s["main"], jid, {"n": i, "html": "<i>not markup</i>"}))
     ok(c.add(s["other"], s["gave_up"], {"why": "kills its worker"}))
@@ -408,6 +409,23 @@ class Rendered(ServerTestCase):
     def setUpClass(cls):
         super().setUpClass()
         cls.s = populate(cls.c)
+        # Its worker reports, as a live one would: rendering every page takes longer than the
+        # running job's 30 s timeout on a loaded machine, and the monitor would take it back.
+        cls.reporting = threading.Event()
+        cls.reporter = threading.Thread(target=cls.report, daemon=True)
+        cls.reporter.start()
+
+    @classmethod
+    def report(cls):
+        path = "/v1/jobs/%s/%s/update" % (q(cls.s["main"]), q(cls.s["running"]))
+        while not cls.reporting.wait(5):
+            cls.server.client().post(path, {"lock": cls.s["running_lock"]})
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.reporting.set()
+        cls.reporter.join(30)
+        super().tearDownClass()
 
     def page(self, path="/", **view):
         fragment = "&".join("%s=%s" % (k, q(v)) for k, v in view.items())
