@@ -231,6 +231,9 @@ class OpenApi:
 
     def check_event(self, target, name, data):
         pattern, operation = self.route("GET", target)
+        if os.environ.get("KVQ_E2E_SCHEMA_LOG"):
+            with open(os.environ["KVQ_E2E_SCHEMA_LOG"], "a") as f:
+                f.write("GET %s event:%s\n" % (pattern, name))
         events = {}
         if operation is not None:
             content = self.resolve(operation["responses"]["200"])["content"]

@@ -277,6 +277,37 @@ class EveryOperationIsServedTest(ServerTestCase):
             else:
                 self.assertStatus(r, 401, "unauthorized")
 
+    def test_streams_and_waits_answer_as_described(self):
+        # The client checks each answer and event against the spec; these are the ones the rest
+        # of the suite exercises least.
+        jtype, wtype = uniq("openapi"), uniq("openapi-w")
+        self.c.set_timeout(jtype, 30)
+        self.assertStatus(self.c.add(jtype, "j", {"k": 1}), 200)
+        self.assertStatus(self.c.get("/v1/jobs/%s/j/wait?state=nope" % q(jtype)), 400,
+                          "invalid_argument")
+        stream = self.c.events("/v1/jobs/%s/j/events" % q(jtype))
+        try:
+            self.assertEqual(stream.status, 200)
+            name, event = stream.next_event()
+            self.assertEqual((name, event["state"], event["found"]), ("job", "pending", True))
+            self.assertStatus(self.c.delete("/v1/jobs/%s/j" % q(jtype)), 200)
+            name, event = stream.next_event()
+            self.assertEqual((name, event), ("job", {"type": jtype, "id": "j", "found": False}))
+        finally:
+            stream.close()
+        reg = self.assertStatus(self.c.post("/v1/workers/%s" % q(wtype),
+                                            {"id": "w1", "info": {"host": "h"}}), 200)
+        stream = self.c.events("/v1/workers/%s/events" % q(wtype))
+        try:
+            self.assertEqual(stream.status, 200)
+            name, membership = stream.next_event()
+            self.assertEqual(name, "membership")
+            self.assertEqual([w["id"] for w in membership["workers"]], ["w1"])
+        finally:
+            stream.close()
+        self.assertStatus(self.c.delete("/v1/workers/%s/w1?token=%s" % (q(wtype), reg["token"])),
+                          200)
+
     def test_dashboard_and_metrics_are_not_json(self):
         self.assertTrue(self.c.get("/").headers["content-type"].startswith("text/html"))
         self.assertTrue(self.c.get("/metrics").headers["content-type"].startswith("text/plain"))
