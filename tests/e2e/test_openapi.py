@@ -215,6 +215,8 @@ class CheckerTest(unittest.TestCase):
             self.check("POST", "/v1/jobs/t/j/finish", 200, {"extra": 1})
         with self.assertRaisesRegex(AssertionError, r"no body"):
             self.check("GET", "/v1/types", 200, b"")
+        with self.assertRaisesRegex(AssertionError, r"GET /v1/types answered 204 with no body"):
+            self.check("GET", "/v1/types", 204, b"", ctype=None)
         with self.assertRaisesRegex(AssertionError, r"described as"):
             self.check("GET", "/v1/types", 200, "<html>", "text/html")
         with self.assertRaisesRegex(AssertionError, r"event 'nope'"):
