@@ -94,6 +94,13 @@ bool Router::path_matches(const Route& route, const Request& request,
   return true;
 }
 
+std::vector<Router::RouteInfo> Router::routes() const {
+  std::vector<RouteInfo> out;
+  out.reserve(routes_.size());
+  for (const auto& route : routes_) out.push_back({route.method, route.pattern, route.access});
+  return out;
+}
+
 std::variant<Router::Match, ApiError> Router::match(Request& request) const {
   bool path_matched = false;
   for (const auto& route : routes_) {

@@ -38,6 +38,15 @@ class Router {
   // Fills request.params and request.route; no_route or method_not_allowed otherwise.
   std::variant<Match, ApiError> match(Request& request) const;
 
+  // The table, in the order routes were added: what docs/openapi.yaml must describe
+  // (openapi_routes_test checks it).
+  struct RouteInfo {
+    std::string method;
+    std::string pattern;
+    Access access;
+  };
+  std::vector<RouteInfo> routes() const;
+
  private:
   struct Route {
     std::string method;

@@ -106,6 +106,163 @@ def serve_supports(flag):
     return flag in r.stdout + r.stderr
 
 
+# -- every JSON answer checked against docs/openapi.yaml -------------------------------------
+# The spec is loaded once; each (operation, status) gets one compiled validator, its $refs
+# inlined (the components do not recurse), so validating needs no shared resolver and is safe
+# from many threads. KVQ_E2E_NO_SCHEMA=1 turns the check off (for a spec under repair only);
+# KVQ_E2E_SCHEMA_LOG=FILE appends "METHOD route status" for each answer checked.
+OPENAPI_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                            "openapi.yaml")
+
+
+class OpenApi:
+    """docs/openapi.yaml as a checker of answers: check(method, target, status, content_type,
+    body) raises AssertionError naming the route, status and what the schema refuses."""
+
+    _lock = threading.Lock()
+    _loaded = None
+
+    @classmethod
+    def get(cls):
+        with cls._lock:
+            if cls._loaded is None:
+                cls._loaded = cls(OPENAPI_FILE)
+            return cls._loaded
+
+    def __init__(self, path):
+        import jsonschema  # Debian's python3-jsonschema and python3-yaml
+        import yaml
+        with open(path) as f:  # libyaml's loader when there is one: 20 times as fast
+            self.spec = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        self._draft = jsonschema.Draft202012Validator
+        self._best_match = jsonschema.exceptions.best_match
+        self._validators = {}
+        self._vlock = threading.Lock()
+        # (method, pattern segments, pattern) for every operation
+        self.operations = [(m.upper(), self.split(p), p)
+                           for p, item in self.spec["paths"].items()
+                           for m in item if m in ("get", "put", "post", "delete")]
+
+    def resolve(self, node):
+        """`node` with every local $ref replaced by what it names (siblings kept, as allOf)."""
+        if isinstance(node, list):
+            return [self.resolve(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: self.resolve(v) for k, v in node.items() if k != "$ref"}
+        if "$ref" in node:
+            target = self.spec
+            for part in node["$ref"].lstrip("#/").split("/"):
+                target = target[part]
+            target = self.resolve(target)
+            if not set(out) - {"description", "summary", "title"}:  # annotations only
+                return target
+            out.setdefault("allOf", []).append(target)
+        return out
+
+    @staticmethod
+    def split(path):
+        """Path segments as the server splits a request's (router.cc's split_target)."""
+        segments = [urllib.parse.unquote(s) for s in path.split("?")[0].split("/")[1:]]
+        if segments and segments[-1] == "":
+            segments.pop()
+        return segments
+
+    def route(self, method, target):
+        """(pattern, method's operation or None); pattern None when no path matches."""
+        segments = self.split(target)
+        matches = []
+        for op_method, parts, pattern in self.operations:
+            if len(parts) == len(segments) and all(
+                    (p.startswith("{") and s) or p == s for p, s in zip(parts, segments)):
+                literal = sum(not p.startswith("{") for p in parts)
+                matches.append((op_method == method, literal, pattern))
+        if not matches:
+            return None, None
+        allowed, _, pattern = max(matches)
+        return pattern, (self.spec["paths"][pattern][method.lower()] if allowed else None)
+
+    def _media(self, method, pattern, operation, status):
+        """The described answer's media types: {type: schema or None}, computed once (for
+        text/event-stream, its media type object)."""
+        key = ("media", method, pattern, operation is None, status)
+        with self._vlock:
+            media = self._validators.get(key)
+        if media is None:
+            media = self._describe(method, pattern, operation, status)
+            with self._vlock:
+                self._validators[key] = media
+        return media
+
+    def _describe(self, method, pattern, operation, status):
+        if operation is None:  # no route, or not this method: the server's error answer
+            response = self.spec["components"]["responses"]["Error"]
+        else:
+            responses = operation["responses"]
+            response = responses.get(str(status), responses.get("default"))
+            if response is None:
+                raise AssertionError("OpenAPI: %s %s does not describe status %d"
+                                     % (method, pattern, status))
+            response = self.resolve(response)
+        # An event stream's entry is its media type object, whose x-event-data has the schemas.
+        return {t.split(";")[0].strip(): m if t == "text/event-stream" else m.get("schema")
+                for t, m in response.get("content", {}).items()}
+
+    def validator(self, key, schema):
+        with self._vlock:
+            v = self._validators.get(key)
+            if v is None:
+                v = self._validators[key] = self._draft(self.resolve(schema))
+            return v
+
+    def check_value(self, what, key, schema, value):
+        error = self._best_match(self.validator(key, schema).iter_errors(value))
+        if error is not None:
+            raise AssertionError("OpenAPI: %s: %s at %s; body %.600s"
+                                 % (what, error.message, "/".join(map(str, error.absolute_path))
+                                    or "(top)", json.dumps(value)))
+
+    def check(self, method, target, status, content_type, body):
+        pattern, operation = self.route(method, target)
+        if os.environ.get("KVQ_E2E_SCHEMA_LOG"):  # which answers the suite checked
+            with open(os.environ["KVQ_E2E_SCHEMA_LOG"], "a") as f:
+                f.write("%s %s %d\n" % (method, pattern, status))
+        what = "%s %s answered %d" % (method, pattern or target, status)
+        media = self._media(method, pattern, operation, status)
+        ctype = (content_type or "").split(";")[0].strip()
+        if not body:
+            if media:
+                raise AssertionError("OpenAPI: %s with no body, described with %s"
+                                     % (what, sorted(media)))
+            return
+        if ctype not in media:
+            raise AssertionError("OpenAPI: %s as %r, described as %s"
+                                 % (what, content_type, sorted(media) or "no body"))
+        if ctype == "application/json":
+            self.check_value(what, (pattern, method, status), media[ctype], json.loads(body))
+
+    def check_event(self, target, name, data):
+        pattern, operation = self.route("GET", target)
+        if os.environ.get("KVQ_E2E_SCHEMA_LOG"):
+            with open(os.environ["KVQ_E2E_SCHEMA_LOG"], "a") as f:
+                f.write("GET %s event:%s\n" % (pattern, name))
+        media = self._media("GET", pattern, operation, 200) if operation is not None else {}
+        events = (media.get("text/event-stream") or {}).get("x-event-data", {})
+        if name not in events:
+            raise AssertionError("OpenAPI: GET %s sent an event %r it does not describe"
+                                 % (pattern or target, name))
+        self.check_value("GET %s event %r" % (pattern, name), (pattern, "event", name),
+                         events[name], data)
+
+
+def check_answer(method, target, response):
+    """Raise AssertionError if `response` is not what docs/openapi.yaml describes."""
+    if os.environ.get("KVQ_E2E_NO_SCHEMA") != "1" and method != "HEAD":
+        OpenApi.get().check(method, target, response.status,
+                            response.headers.get("content-type"), response.body)
+    return response
+
+
 class Client:
     """A tiny blocking HTTP client: one connection per request. For an https:// URL it
     speaks TLS, with `ssl_context` (an ssl.SSLContext) deciding whom to trust."""
@@ -149,7 +306,8 @@ class Client:
             conn.request(method, path, body=data, headers=h)
             r = conn.getresponse()
             payload = r.read()
-            return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, payload)
+            return check_answer(method, path, Response(
+                r.status, {k.lower(): v for k, v in r.getheaders()}, payload))
         finally:
             conn.close()
 
@@ -176,7 +334,8 @@ class Client:
                 raise AssertionError("no response (send error: %r, read error: %r)"
                                      % (send_error, e))
             payload = r.read()
-            return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, payload)
+            return check_answer(method, path, Response(
+                r.status, {k.lower(): v for k, v in r.getheaders()}, payload))
         finally:
             sock.close()
 
@@ -228,6 +387,9 @@ class EventStream:
         self.status = self.response.status
         self.headers = {k.lower(): v for k, v in self.response.getheaders()}
         self.body = self.response.read() if self.status != 200 else None
+        self.path = path
+        if self.status != 200:
+            check_answer("GET", path, Response(self.status, self.headers, self.body))
 
     def next_event(self):
         """(event name, parsed data) of the next event, or None when the stream ends.
@@ -241,7 +403,11 @@ class EventStream:
             if line == "":
                 if name is None and not data:
                     continue
-                return name or "message", json.loads("\n".join(data)) if data else None
+                name = name or "message"
+                value = json.loads("\n".join(data)) if data else None
+                if os.environ.get("KVQ_E2E_NO_SCHEMA") != "1":
+                    OpenApi.get().check_event(self.path, name, value)
+                return name, value
             if line.startswith(":"):
                 continue
             field, _, value = line.partition(":")
