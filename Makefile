@@ -37,11 +37,13 @@ test-reliability: deps-test
 	cmake --build --preset release -j $(JOBS)
 	ctest --preset release -L reliability
 
-# The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer.
+# The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer, less the reliability
+# suite and the client libraries' own suites (label clients: they drive the same HTTP routes as
+# the end-to-end tests, which do run here) and the packaging tests (label packaging).
 test-asan: deps-test
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan -j $(JOBS)
-	ctest --preset asan -j $(JOBS) -LE reliability
+	ctest --preset asan -j $(JOBS) -LE 'reliability|clients|packaging'
 
 # Builds with clang and runs the suite.
 test-clang: deps-test
