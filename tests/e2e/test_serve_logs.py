@@ -32,6 +32,7 @@ class ServeLogTest(unittest.TestCase):
     def test_a_request_is_one_text_line_with_status_and_latency(self):
         s = self.server()
         t = uniq("log")
+        s.client().set_timeout(t, 30)
         self.assertEqual(s.client().add(t, "j1").status, 200)
         self.assertEqual(s.client().job(t, "missing").status, 404)
         added = wait_until(lambda: lines_with(s, "path=/v1/jobs/%s " % t), 5,
@@ -50,6 +51,7 @@ class ServeLogTest(unittest.TestCase):
     def test_json_lines_are_objects_with_fixed_keys(self):
         s = self.server("--log-format", "json")
         t = uniq("json")
+        s.client().set_timeout(t, 30)
         self.assertEqual(s.client().add(t, "j1").status, 200)
         found = wait_until(lambda: lines_with(s, '"path":"/v1/jobs/%s"' % t), 5,
                            message="the add's log line")
@@ -73,6 +75,7 @@ class ServeLogTest(unittest.TestCase):
     def test_warn_logs_no_request(self):
         s = self.server("--log-level", "warn")
         t = uniq("quiet")
+        s.client().set_timeout(t, 30)
         for i in range(5):
             self.assertEqual(s.client().add(t, "j%d" % i).status, 200)
         self.assertEqual(s.client().get("/healthz").status, 200)
