@@ -1,6 +1,8 @@
 // cli/args.cc — see args.h.
 #include "args.h"
 
+#include <CLI/CLI.hpp>
+
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -8,53 +10,69 @@
 
 namespace kvq::cli {
 
+namespace {
+
+// CLI11's wording of a parse error, in ours.
+std::string our_message(const CLI::ParseError& e) {
+  const std::string what = e.what();
+  auto dashed = [](std::string name) { return name.rfind("--", 0) == 0 ? name : "--" + name; };
+  if (auto at = what.find(" was given a disallowed flag override"); at != std::string::npos)
+    return "option '" + dashed(what.substr(0, at)) + "' takes no value";
+  if (auto colon = what.find(':'); colon != std::string::npos && what.rfind("--", 0) == 0 &&
+                                   what.find(" missing", colon) != std::string::npos)
+    return "option '" + what.substr(0, colon) + "' needs a value";
+  return what;
+}
+
+}  // namespace
+
 Result<ParsedArgs> parse_args(const std::vector<std::string>& args,
                               const std::vector<OptionSpec>& specs) {
-  static const std::vector<OptionSpec> kCommon = {
-      {"url", true},        {"token", true}, {"ca-cert", true}, {"client-cert", true},
-      {"client-key", true}, {"json", false}, {"help", false}};
-  auto find = [&](std::string_view name) -> const OptionSpec* {
-    for (const auto* list : {&specs, &kCommon}) {
-      for (const auto& spec : *list) {
-        if (spec.name == name) return &spec;
-      }
-    }
-    return nullptr;
-  };
+  static const std::vector<OptionSpec> kCommon = {{"url", true},        {"token", true},
+                                                  {"ca-cert", true},    {"client-cert", true},
+                                                  {"client-key", true}, {"json", false}};
+  CLI::App app;
+  app.set_help_flag();
+  app.allow_extras();  // unknown options are reported below, in our words
+  app.positionals_at_end(false);
   ParsedArgs out;
-  bool options_done = false;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (options_done || arg.size() < 2 || arg[0] != '-' || (arg[1] != '-' && arg != "-h")) {
-      out.positional.push_back(arg);  // includes "-" and negative numbers
-      continue;
+  app.add_option("positional", out.positional);
+  bool help = false;
+  app.add_flag("-h,--help", help)->disable_flag_override();
+  std::map<std::string, std::string> values;
+  std::map<std::string, bool> flags;
+  std::vector<std::pair<const OptionSpec*, CLI::Option*>> given;
+  for (const auto* list : {&specs, &kCommon}) {
+    for (const auto& spec : *list) {
+      if (app.get_option_no_throw("--" + spec.name) != nullptr) continue;  // a command's own
+      CLI::Option* option =
+          spec.takes_value
+              ? app.add_option("--" + spec.name, values[spec.name])
+                    ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+              : app.add_flag("--" + spec.name, flags[spec.name])->disable_flag_override();
+      given.emplace_back(&spec, option);
     }
-    if (arg == "--") {
-      options_done = true;
-      continue;
+  }
+  // CLI11 wants argv order from the end, as its parse(vector) takes it.
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  if (!reversed.empty()) reversed.pop_back();  // args[0], the command name
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    return InvalidArgument(our_message(e));
+  }
+  for (const auto& extra : app.remaining()) {
+    if (extra == "--") continue;  // CLI11 keeps the end of the options there
+    return InvalidArgument("unknown option '" + extra.substr(0, extra.find('=')) + "'");
+  }
+  if (help) out.flags.insert("help");
+  for (const auto& [spec, option] : given) {
+    if (option->count() == 0) continue;
+    if (spec->takes_value) {
+      out.values[spec->name] = values[spec->name];
+    } else {
+      out.flags.insert(spec->name);
     }
-    if (arg == "-h") {
-      out.flags.insert("help");
-      continue;
-    }
-    std::string name = arg.substr(2);
-    std::optional<std::string> value;
-    if (auto eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name.resize(eq);
-    }
-    const OptionSpec* spec = find(name);
-    if (spec == nullptr) return InvalidArgument("unknown option '--" + name + "'");
-    if (!spec->takes_value) {
-      if (value) return InvalidArgument("option '--" + name + "' takes no value");
-      out.flags.insert(name);
-      continue;
-    }
-    if (!value) {
-      if (i + 1 >= args.size()) return InvalidArgument("option '--" + name + "' needs a value");
-      value = args[++i];
-    }
-    out.values[name] = *value;
   }
   return out;
 }

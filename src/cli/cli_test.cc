@@ -58,6 +58,22 @@ TEST(ParseArgs, Errors) {
   EXPECT_EQ(error, "option '--json' takes no value");
 }
 
+TEST(ParseArgs, TheLastOfARepeatedOptionWinsAndCommonOptionsAreAlwaysThere) {
+  std::string error;
+  auto a = parse({"--lock", "a", "t", "--lock=b", "--url", "http://h:1", "--json", "--json"},
+                 {{"lock", true}}, &error);
+  ASSERT_TRUE(a) << error;
+  EXPECT_EQ(a->value("lock"), "b");
+  EXPECT_EQ(a->value("url"), "http://h:1");
+  EXPECT_TRUE(a->flag("json"));
+  EXPECT_FALSE(a->has("token"));
+  EXPECT_EQ(a->positional, (std::vector<std::string>{"t"}));
+  EXPECT_FALSE(parse({"--nope=1", "x"}, {}, &error));
+  EXPECT_EQ(error, "unknown option '--nope'");
+  EXPECT_FALSE(parse({"x", "--url"}, {}, &error));
+  EXPECT_EQ(error, "option '--url' needs a value");
+}
+
 TEST(ParseArgs, Connection) {
   std::string error;
   auto a = parse({}, {}, &error);

@@ -197,6 +197,17 @@ class Session : public SessionBase {
   }
 
   void start() override {
+    if (server_.options.request_log) {
+      beast::error_code ec;
+      const auto peer = tcp().socket().remote_endpoint(ec);
+      if (ec) {
+        client_ = "-";
+      } else {
+        const auto ip = peer.address().to_string();
+        client_ = peer.address().is_v6() ? "[" + ip + "]" : ip;
+        client_ += ":" + std::to_string(peer.port());
+      }
+    }
     asio::dispatch(stream_.get_executor(), [self = self()] {
       if constexpr (kTls) {
         self->tcp().expires_after(self->server_.options.handshake_timeout);
@@ -272,6 +283,9 @@ class Session : public SessionBase {
     if (closed_) return;
     if (server_.stopping) return close(true);
     busy_ = false;
+    log_method_.clear();
+    log_path_.clear();
+    started_ = {};
     parser_.emplace();
     parser_->body_limit(server_.options.max_body);
     parser_->header_limit(kHeaderLimit);
@@ -286,6 +300,12 @@ class Session : public SessionBase {
     busy_ = true;
     tcp().expires_never();
     const auto& header = parser_->get();
+    if (server_.options.request_log) {
+      started_ = std::chrono::steady_clock::now();
+      log_method_.assign(header.method_string().data(), header.method_string().size());
+      const std::string_view full(header.target().data(), header.target().size());
+      log_path_.assign(full.substr(0, full.find('?')));
+    }
     keep_alive_ = header.keep_alive();
     if (header.version() != 10 && header.version() != 11) {
       return refuse(error_response(505, "http_version_not_supported",
@@ -402,6 +422,7 @@ class Session : public SessionBase {
     disconnect_ = nullptr;
     release_body();
     if (server_.observer) server_.observer(route_, response.status);
+    if (server_.options.request_log) log_request(response.status);
     if (gone_) return close();
     if (server_.stopping) keep_alive_ = false;
     std::string head =
@@ -425,12 +446,27 @@ class Session : public SessionBase {
     streaming_ = true;
     release_body();
     if (server_.observer) server_.observer(route_, 200);
+    if (server_.options.request_log) log_request(200);
     after_write_ = After::kNothing;
     queue_write(
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
         "Connection: close\r\n\r\n");
     arm_keep_alive();
     if (!watching_) watch_for_disconnect();
+  }
+
+  void log_request(unsigned status) {
+    const auto now = std::chrono::steady_clock::now();
+    HttpOptions::RequestRecord record;
+    record.method = log_method_.empty() ? std::string_view("-") : std::string_view(log_method_);
+    record.path = log_path_.empty() ? std::string_view("-") : std::string_view(log_path_);
+    record.route = route_;
+    record.status = status;
+    record.latency = started_ == std::chrono::steady_clock::time_point{}
+                         ? std::chrono::nanoseconds(0)
+                         : now - started_;
+    record.client = client_;
+    server_.options.request_log(record);
   }
 
   void arm_keep_alive() {
@@ -597,6 +633,9 @@ class Session : public SessionBase {
   std::unique_ptr<std::array<char, 4096>> drain_;
   std::function<void()> disconnect_;
   std::string route_;
+  // For HttpOptions::request_log only (empty when it is not set).
+  std::string client_, log_method_, log_path_;
+  std::chrono::steady_clock::time_point started_{};
   After after_write_ = After::kNothing;
   uint64_t request_ = 1;  // which request of this connection is being served
   bool keep_alive_ = false, busy_ = false, done_ = false, streaming_ = false, writing_ = false;

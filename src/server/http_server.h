@@ -62,6 +62,19 @@ struct HttpOptions {
   std::function<void(std::string_view reason)> on_accept_error;
   // Lines for the operator (accept failures, rate-limited); nullptr: not logged.
   std::function<void(const std::string& line)> log;
+
+  // One answered request, for the request log. The views last only for the call.
+  struct RequestRecord {
+    std::string_view method;  // "-" when the request line could not be parsed
+    std::string_view path;    // the target as sent, without its query; "-" when unparsed
+    std::string_view route;   // the matched route pattern, "" if none
+    unsigned status = 0;
+    std::chrono::nanoseconds latency{0};  // header read -> answer queued (a stream: started)
+    std::string_view client;              // "IP:PORT" of the peer
+  };
+  // Called on the I/O thread as each request is answered (a stream as it starts); must not
+  // block. nullptr (the default): nothing is measured or copied for it.
+  std::function<void(const RequestRecord& record)> request_log;
 };
 
 class HttpServer {

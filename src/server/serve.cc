@@ -1,12 +1,18 @@
 #include "kvq/server.h"
 
+#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <thread>
+#include <variant>
 
 #include "kvq/etcd_store.h"
 #include "kvq/jobs.h"
@@ -14,6 +20,7 @@
 #include "kvq/workers.h"
 #include "server/api.h"
 #include "server/http_server.h"
+#include "server/log.h"
 #include "server/serve_options.h"
 
 namespace kvq::server {
@@ -31,10 +38,114 @@ void raise_descriptor_limit() {
   }
 }
 
-int fail(const std::string& message) {
-  std::fprintf(stderr, "kvq serve: %s\n", message.c_str());
-  return 1;
+// A numeric address as given, else the host name's first IPv4 address (else its first IPv6
+// one): "localhost" listens on 127.0.0.1.
+std::variant<std::string, std::string> resolve_host(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int e = getaddrinfo(host.c_str(), nullptr, &hints, &found); e != 0) {
+    return std::variant<std::string, std::string>(
+        std::in_place_index<1>,
+        "cannot resolve the --listen host '" + host + "': " + gai_strerror(e));
+  }
+  const addrinfo* pick = found;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      pick = a;
+      break;
+    }
+  }
+  char text[NI_MAXHOST] = {};
+  const int e =
+      getnameinfo(pick->ai_addr, pick->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST);
+  freeaddrinfo(found);
+  if (e != 0) {
+    return std::variant<std::string, std::string>(
+        std::in_place_index<1>,
+        "cannot resolve the --listen host '" + host + "': " + gai_strerror(e));
+  }
+  return std::variant<std::string, std::string>(std::in_place_index<0>, text);
 }
+
+// What the library's background work did, from its counters, logged once a second when it
+// did something: monitor re-enqueues and give-ups of lost runs, retention removals, workers
+// declared dead.
+class BackgroundLog {
+ public:
+  BackgroundLog(log::Logger& logger, jobs::Jobs& jobs, workers::Workers& workers)
+      : logger_(logger), jobs_(jobs), workers_(workers) {
+    last_ = jobs_.stats();
+    last_workers_ = workers_.stats();
+    last_types_ = jobs_.type_stats();
+    thread_ = std::thread([this] { run(); });
+  }
+  ~BackgroundLog() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) check();
+    check();
+  }
+  void check() {
+    const auto now = jobs_.stats();
+    const auto now_workers = workers_.stats();
+    if (now.reenqueued_by_monitor > last_.reenqueued_by_monitor) {
+      logger_.info("monitor re-enqueued lost runs",
+                   {{"count", now.reenqueued_by_monitor - last_.reenqueued_by_monitor},
+                    {"total", now.reenqueued_by_monitor}});
+    }
+    if (now.gave_up_by_monitor > last_.gave_up_by_monitor) {
+      logger_.warn("monitor gave up lost runs (max_lost_runs)",
+                   {{"count", now.gave_up_by_monitor - last_.gave_up_by_monitor},
+                    {"total", now.gave_up_by_monitor}});
+    }
+    if (now.removed_by_retention > last_.removed_by_retention) {
+      logger_.info("retention removed finished jobs",
+                   {{"count", now.removed_by_retention - last_.removed_by_retention},
+                    {"total", now.removed_by_retention}});
+    }
+    if (now_workers.declared_dead > last_workers_.declared_dead) {
+      logger_.info("workers declared dead (no heartbeat within their health timeout)",
+                   {{"count", now_workers.declared_dead - last_workers_.declared_dead},
+                    {"total", now_workers.declared_dead}});
+    }
+    if (logger_.enabled(log::Level::kDebug)) {
+      // Which types lost runs (the monitor's, and departed workers' jobs).
+      auto types = jobs_.type_stats();
+      for (const auto& [type, stats] : types) {
+        auto before = last_types_.find(type);
+        const uint64_t lost_before = before == last_types_.end() ? 0 : before->second.lost;
+        if (stats.lost > lost_before) {
+          logger_.debug("lost runs ended", {{"type", type}, {"count", stats.lost - lost_before}});
+        }
+      }
+      last_types_ = std::move(types);
+    }
+    last_ = now;
+    last_workers_ = now_workers;
+  }
+
+  log::Logger& logger_;
+  jobs::Jobs& jobs_;
+  workers::Workers& workers_;
+  jobs::Jobs::Stats last_;
+  workers::Workers::Stats last_workers_;
+  std::map<std::string, jobs::Jobs::TypeStats> last_types_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
 
 }  // namespace
 
@@ -49,11 +160,21 @@ int run_serve(int argc, char** argv) {
     std::fputs(kServeUsage, stdout);
     return 0;
   }
+  // parse_serve_options has checked both names.
+  log::Logger logger(*log::parse_format(options.log_format), *log::parse_level(options.log_level));
+  // From here on a reason to stop is logged (in the chosen format) as an error.
+  auto fatal = [&logger](const std::string& message) {
+    logger.error(message);
+    return 1;
+  };
   HttpOptions http;
   const auto colon = options.listen.rfind(':');
   http.host = options.listen.substr(0, colon);
   if (http.host.size() > 1 && http.host.front() == '[')
     http.host = http.host.substr(1, http.host.size() - 2);
+  auto resolved = resolve_host(http.host);
+  if (resolved.index() == 1) return fatal(std::get<1>(resolved));
+  http.host = std::get<0>(resolved);
   // parse_serve_options has checked the port: digits, at most 65535.
   http.port =
       static_cast<unsigned short>(std::strtoul(options.listen.c_str() + colon + 1, nullptr, 10));
@@ -84,35 +205,34 @@ int run_serve(int argc, char** argv) {
   Result<std::shared_ptr<kv::Store>> store = InvalidArgument("no store");
   if (options.store.empty()) {
     store = open_lmdb_store({.path = options.data, .durability = options.durability});
-    if (!store.ok()) return fail("cannot open the data directory: " + store.status().to_string());
+    if (!store.ok()) return fatal("cannot open the data directory: " + store.status().to_string());
   } else {
     auto etcd = parse_etcd_url(options.store);
-    if (!etcd.ok()) return fail(etcd.status().to_string());
+    if (!etcd.ok()) return fatal(etcd.status().to_string());
     etcd->ca_file = options.etcd_ca;
     etcd->cert_file = options.etcd_cert;
     etcd->key_file = options.etcd_key;
     etcd->username = options.etcd_user;
     etcd->password = options.etcd_password;
     store = open_etcd_store(*etcd);
-    if (!store.ok()) return fail("cannot use etcd: " + store.status().to_string());
+    if (!store.ok()) return fatal("cannot use etcd: " + store.status().to_string());
     // Refused credentials or certificates are a configuration error: say so now. An
     // unreachable cluster is not; the server starts and retries.
     auto probe = (*store)->begin();
     Status reached = probe.ok() ? (*probe)->read_version().status() : probe.status();
     if (!reached.ok() && !reached.retryable())
-      return fail("cannot use etcd: " + reached.to_string());
-    if (!reached.ok())
-      std::fprintf(stderr, "kvq serve: etcd not reachable yet: %s\n", reached.to_string().c_str());
+      return fatal("cannot use etcd: " + reached.to_string());
+    if (!reached.ok()) logger.warn("etcd not reachable yet", {{"error", reached.to_string()}});
   }
   auto jobs = jobs::Jobs::open(*store);
-  if (!jobs.ok()) return fail(jobs.status().to_string());
+  if (!jobs.ok()) return fatal(jobs.status().to_string());
   jobs::Jobs& jobs_ref = **jobs;
   auto workers = workers::Workers::open(
       *store, {.on_departure = [&jobs_ref](kv::Transaction& txn, const std::string& type,
                                            const std::string& id) {
         return jobs_ref.release_worker(txn, type, id).status();
       }});
-  if (!workers.ok()) return fail(workers.status().to_string());
+  if (!workers.ok()) return fatal(workers.status().to_string());
 
   Metrics metrics;
   // Destroyed before the server (below), so that exchanges it still holds (a subscription being
@@ -124,35 +244,51 @@ int run_serve(int argc, char** argv) {
   // The hot routes (add, accept, finish) then run where their request was read, and a commit
   // that waits for an fsync holds up no thread: the reply goes out once it is on disk.
   http.nonblocking_store = (*store)->nonblocking();
-  const bool debug = options.log_level == "debug";
   http.on_accept_error = [&metrics](std::string_view reason) { metrics.accept_error(reason); };
-  http.log = [](const std::string& line) { std::fprintf(stderr, "kvq serve: %s\n", line.c_str()); };
-  HttpServer server(
-      http, std::move(router), [&metrics, debug](const std::string& route, unsigned status) {
-        metrics.request(route, status);
-        if (debug)
-          std::fprintf(stderr, "kvq serve: %u %s\n", status, route.empty() ? "-" : route.c_str());
-      });
+  http.log = [&logger](const std::string& line) { logger.warn(line); };
+  // At warn only 5xx answers are logged (Logger::request formats nothing for the others); at
+  // error none is, and the server measures and copies nothing for the log.
+  if (logger.enabled(log::Level::kWarn)) {
+    http.request_log = [&logger](const HttpOptions::RequestRecord& r) {
+      logger.request({.method = r.method,
+                      .path = r.path,
+                      .route = r.route,
+                      .client = r.client,
+                      .status = r.status,
+                      .latency = r.latency});
+    };
+  }
+  HttpServer server(http, std::move(router), [&metrics](const std::string& route, unsigned status) {
+    metrics.request(route, status);
+  });
   auto bound = server.listen();
-  if (auto* error = std::get_if<std::string>(&bound)) return fail(*error);
+  if (auto* error = std::get_if<std::string>(&bound)) return fatal(*error);
   const bool ipv6 = http.host.find(':') != std::string::npos;
-  std::printf("kvq serve: listening on %s://%s%s%s:%u store %s\n",
-              http.tls_cert.empty() ? "http" : "https", ipv6 ? "[" : "", http.host.c_str(),
-              ipv6 ? "]" : "", std::get<unsigned short>(bound), (*store)->describe().c_str());
+  const std::string url = std::string(http.tls_cert.empty() ? "http" : "https") + "://" +
+                          (ipv6 ? "[" : "") + http.host + (ipv6 ? "]" : "") + ":" +
+                          std::to_string(std::get<unsigned short>(bound));
+  // On stdout, as it always was: scripts and tests read the URL from this line.
+  std::printf("kvq serve: listening on %s store %s\n", url.c_str(), (*store)->describe().c_str());
   std::fflush(stdout);
+  logger.info("listening", {{"url", url},
+                            {"store", (*store)->describe()},
+                            {"io_threads", http.io_threads},
+                            {"worker_threads", http.worker_threads}});
+  std::optional<BackgroundLog> background;
+  background.emplace(logger, jobs_ref, **workers);
 
   std::thread stopper([&] {
     int signal_number = 0;
     sigwait(&stop_signals, &signal_number);
-    if (options.log_level != "error")
-      std::fprintf(stderr, "kvq serve: stopping (signal %d)\n", signal_number);
+    logger.info("stopping", {{"signal", signal_number}});
     api->end_all_waiting();
     server.stop(kStopGrace);
   });
   server.run();
   stopper.join();
+  background.reset();
   api.reset();
-  if (options.log_level != "error") std::fprintf(stderr, "kvq serve: stopped\n");
+  logger.info("stopped");
   return 0;
 }
 

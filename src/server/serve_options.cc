@@ -1,5 +1,7 @@
 #include "server/serve_options.h"
 
+#include <CLI/CLI.hpp>
+
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -12,9 +14,9 @@ const char kServeUsage[] =
     "Serves the kvq HTTP/JSON API (docs/http-api.md) over an embedded LMDB data directory.\n"
     "\n"
     "options:\n"
-    "  --listen HOST:PORT   address to listen on (default 127.0.0.1:7411; port 0 picks a free "
-    "one;\n"
-    "                       0.0.0.0 listens on all interfaces, only if you ask for it)\n"
+    "  --listen HOST:PORT   address or host name to listen on (default 127.0.0.1:7411; port 0\n"
+    "                       picks a free one; 0.0.0.0 listens on all interfaces, only if you\n"
+    "                       ask for it)\n"
     "  --data DIR           data directory, created if missing (default ./kvq-data)\n"
     "  --store URL          etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: keep everything in an etcd\n"
     "                       cluster instead of --data, so servers on many machines share it\n"
@@ -34,7 +36,9 @@ const char kServeUsage[] =
     "  --tls-cert FILE      with --tls-key: serve HTTPS with this certificate chain (PEM)\n"
     "  --tls-key FILE       the certificate's private key (PEM)\n"
     "  --tls-client-ca FILE also require a client certificate signed by this CA (PEM)\n"
-    "  --log-level LEVEL    error, warn, info (default) or debug (logs every request)\n"
+    "  --log-level LEVEL    error, warn, info (default: a line per request and what the\n"
+    "                       server does on its own) or debug (more detail)\n"
+    "  --log-format FORMAT  text (default) or json (one JSON object per line) on stderr\n"
     "  --io-threads N       threads serving connections (default 2)\n"
     "  --worker-threads N   threads running store operations; 0 runs them on the I/O threads\n"
     "                       (default: 0 for an LMDB store with relaxed, else 32)\n"
@@ -45,6 +49,13 @@ const char kServeUsage[] =
     "204, event streams close.\n";
 
 namespace {
+
+// Every option that takes a value, --config aside (it is read first, whatever its place).
+constexpr const char* kOptionNames[] = {
+    "listen",        "data",          "store",         "etcd-ca",   "etcd-cert",  "etcd-key",
+    "etcd-user",     "etcd-password", "durability",    "token",     "max-body",   "max-body-memory",
+    "tls-cert",      "tls-key",       "tls-client-ca", "log-level", "log-format", "io-threads",
+    "worker-threads"};
 
 bool to_number(const std::string& text, unsigned long long max, unsigned long long& out) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return false;
@@ -106,6 +117,9 @@ std::string apply(ServeOptions& o, const std::string& name, const std::string& v
       return "--log-level wants error, warn, info or debug";
     }
     o.log_level = value;
+  } else if (name == "log-format") {
+    if (value != "text" && value != "json") return "--log-format wants text or json";
+    o.log_format = value;
   } else if (name == "io-threads") {
     if (!to_number(value, 256, n) || n == 0) return "--io-threads wants 1..256";
     o.io_threads = static_cast<unsigned>(n);
@@ -146,32 +160,48 @@ std::variant<ServeOptions, std::string> parse_serve_options(int argc, char** arg
   ServeOptions o;
   if (const char* t = std::getenv("KVQ_TOKEN")) o.token = t;
   if (const char* p = std::getenv("KVQ_ETCD_PASSWORD")) o.etcd_password = p;
+  // CLI11 reads the command line; apply() judges each value, with the messages the config file
+  // shares. Values are kept as given, in order, so the last of a repeated flag wins.
+  CLI::App app("kvq serve");
+  app.set_help_flag();
+  app.allow_extras();
+  app.positionals_at_end(false);
+  bool help = false;
+  app.add_flag("-h,--help", help);
+  std::vector<std::string> configs;
+  app.add_option("--config", configs)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   std::vector<std::pair<std::string, std::string>> flags;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      o.help = true;
-      return o;
-    }
-    if (arg.rfind("--", 0) != 0) return "unexpected argument '" + arg + "'";
-    std::string name = arg.substr(2), value;
-    if (auto eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return "option --" + name + " needs a value";
-    }
-    flags.emplace_back(name, value);
+  for (const char* name : kOptionNames) {
+    app.add_option_function<std::vector<std::string>>(
+           std::string("--") + name,
+           [&flags, name](const std::vector<std::string>& values) {
+             for (const auto& value : values) flags.emplace_back(name, value);
+           })
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->trigger_on_parse();
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 names the option first: "--data: 1 required TEXT missing".
+    const std::string what = e.what();
+    const auto colon = what.find(':');
+    if (colon != std::string::npos && what.rfind("--", 0) == 0)
+      return "option " + what.substr(0, colon) + " needs a value";
+    return what;
+  }
+  if (help) {
+    o.help = true;
+    return o;
+  }
+  for (const auto& arg : app.remaining()) {
+    if (arg.rfind("--", 0) != 0 || arg == "--") return "unexpected argument '" + arg + "'";
+    return "unknown option '" + arg.substr(2, arg.find('=') - 2) + "'";
+  }
+  for (const auto& path : configs) {
+    if (auto e = read_config(o, path); !e.empty()) return e;
   }
   for (const auto& [name, value] : flags) {
-    if (name == "config") {
-      if (auto e = read_config(o, value); !e.empty()) return e;
-    }
-  }
-  for (const auto& [name, value] : flags) {
-    if (name == "config") continue;
     if (auto e = apply(o, name, value); !e.empty()) return e;
   }
   if (o.tls_cert.empty() != o.tls_key.empty()) return "--tls-cert and --tls-key go together";

@@ -23,6 +23,7 @@ struct ServeOptions {
   size_t max_body_memory = 64 * 1024 * 1024;     // request bodies held at once, all connections
   std::string tls_cert, tls_key, tls_client_ca;  // PEM files; serve HTTPS when tls_cert is set
   std::string log_level = "info";                // error, warn, info, debug
+  std::string log_format = "text";               // text, json
   unsigned io_threads = 2;
   // Unset: 0 (store operations run on the I/O threads) for an LMDB store with nosync, whose
   // calls never wait on the disk; 32 otherwise.

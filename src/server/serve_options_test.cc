@@ -109,5 +109,33 @@ TEST(ServeOptionsTest, ConfigFileErrorsNameTheLine) {
   EXPECT_NE(error.find("bad.conf:2"), std::string::npos) << error;
 }
 
+TEST(ServeOptionsTest, LogFlagsAreCheckedByName) {
+  auto o = std::get<ServeOptions>(parse({}));
+  EXPECT_EQ(o.log_level, "info");
+  EXPECT_EQ(o.log_format, "text");
+  o = std::get<ServeOptions>(parse({"--log-format", "json", "--log-level=warn"}));
+  EXPECT_EQ(o.log_format, "json");
+  EXPECT_EQ(o.log_level, "warn");
+  EXPECT_EQ(std::get<std::string>(parse({"--log-format", "xml"})),
+            "--log-format wants text or json");
+  EXPECT_EQ(std::get<std::string>(parse({"--log-level", "warning"})),
+            "--log-level wants error, warn, info or debug");
+}
+
+TEST(ServeOptionsTest, TheCommandLineKeepsItsWording) {
+  EXPECT_EQ(std::get<std::string>(parse({"--data"})), "option --data needs a value");
+  EXPECT_EQ(std::get<std::string>(parse({"stray"})), "unexpected argument 'stray'");
+  EXPECT_EQ(std::get<std::string>(parse({"--frobnicate=1"})), "unknown option 'frobnicate'");
+  EXPECT_TRUE(std::get<ServeOptions>(parse({"--frobnicate", "-h"})).help);
+  EXPECT_TRUE(std::get<ServeOptions>(parse({"--help"})).help);
+  // The last of a repeated flag wins, as on the command line of any tool.
+  EXPECT_EQ(std::get<ServeOptions>(parse({"--data", "a", "--data=b"})).data, "b");
+}
+
+TEST(ServeOptionsTest, AListenHostMayBeAName) {
+  EXPECT_EQ(std::get<ServeOptions>(parse({"--listen", "localhost:7411"})).listen, "localhost:7411");
+  EXPECT_EQ(std::get<ServeOptions>(parse({"--listen", "localhost:0"})).listen, "localhost:0");
+}
+
 }  // namespace
 }  // namespace kvq::server
