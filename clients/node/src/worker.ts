@@ -256,11 +256,9 @@ export class Worker {
     void this.stop();
   }
 
-  private callOptions(extra: { attempts?: number; signal?: AbortSignal } = {}) {
-    return {
-      retry: { ...this.retry, ...(extra.attempts !== undefined ? { attempts: extra.attempts } : {}) },
-      signal: extra.signal ?? this.stopController.signal,
-    };
+  /** Options of a call that a stop abandons (starting up, registering). */
+  private callOptions() {
+    return { retry: this.retry, signal: this.stopController.signal };
   }
 
   private async start(): Promise<void> {
@@ -297,7 +295,12 @@ export class Worker {
     if (this.memberBeating || !this.token) return;
     this.memberBeating = true;
     try {
-      await this.client.heartbeatWorker(this.workerType, this.id, this.token, this.callOptions({ attempts: 2 }));
+      // Not aborted by stop: the registration must stay alive through the drain, or the
+      // server would hand out the jobs still finishing within the grace.
+      await this.client.heartbeatWorker(this.workerType, this.id, this.token, {
+        retry: { ...this.retry, attempts: 2 },
+        timeoutMs: Math.max(1000, (this.healthTimeout * 1000) / 2),
+      });
     } catch (err) {
       if (err instanceof KvqError && (err.halted || err.code === 'wrong_token')) {
         // Declared dead (or replaced): its jobs were handed out again, and their next calls

@@ -262,6 +262,25 @@ test('stop lets handlers finish within the grace, and hands the rest back withou
   assert.ok(reasons[0] instanceof ShutdownError);
 });
 
+test('the registration stays alive through a grace longer than its health timeout', async () => {
+  const type = uniq('drain');
+  const wtype = uniq('wt');
+  await kvq.putType(type, { timeout: 10 });
+  const { w, running } = worker(
+    { [type]: async () => { await pause(2500); return 'finished in the grace'; } },
+    { workerType: wtype, healthTimeout: 0.5, grace: 5 },
+  );
+  await kvq.add(type, 'j');
+  await kvq.wait(type, 'j', { state: 'running', timeout: 5 });
+  await w.stop();
+  await running;
+  const job = await kvq.get(type, 'j');
+  assert.equal(job.outcome, 'succeeded', JSON.stringify(job));
+  assert.equal(job.result, 'finished in the grace');
+  assert.equal(job.attempts, 1);
+  assert.equal(job.lost_runs, 0);
+});
+
 test('a worker on a type that does not exist fails instead of idling', async () => {
   const { running } = worker({ [uniq('missing')]: async () => null });
   await assert.rejects(running, (e: unknown) => e instanceof KvqError && e.code === 'not_found' && /does not exist/.test(e.message));
