@@ -271,7 +271,7 @@ test('the registration stays alive through a grace longer than its health timeou
     { workerType: wtype, healthTimeout: 0.5, grace: 5 },
   );
   await kvq.add(type, 'j');
-  await kvq.wait(type, 'j', { state: 'running', timeout: 5 });
+  await until(() => w.active === 1, 5000, 'the handler to start'); // (a job accepted after the stop is handed back)
   await w.stop();
   await running;
   const job = await kvq.get(type, 'j');
