@@ -1,10 +1,11 @@
 // The Client against a real `kvq serve`: every call, its answers and its errors.
 
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 
 import { Client, JobFailedError, KvqError, type JobEvent } from '../src/index';
-import { KvqServer, freePort, uniq } from './support';
+import { KvqServer, freePort, uniq, until } from './support';
 
 let server: KvqServer;
 let kvq: Client;
@@ -273,6 +274,35 @@ describe('retries', () => {
       assert.equal((await asking).status, 'ok');
     } finally {
       await late.stop();
+    }
+  });
+
+  test('a 503 answer is retried with backoff until the server takes the call', async () => {
+    // A server whose request-body budget one held-open request fills: every other request
+    // with a body is answered 503 until that one is done.
+    const busy = await KvqServer.start({ args: ['--max-body-memory', '4096', '--max-body', '4096'] });
+    try {
+      const c = new Client({ url: busy.url, retry: { attempts: 1 } });
+      const type = uniq('busy');
+      await c.putType(type, { timeout: 5 });
+      const port = Number(new URL(busy.url).port);
+      const hog = connect(port, '127.0.0.1');
+      await new Promise((r) => hog.once('connect', r));
+      hog.write(`PUT /v1/types/${type} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4090\r\n\r\n{`);
+      const refused = await until(
+        () => c.add(type, 'j').then(() => null, (e: unknown) => e),
+        3000,
+        'a 503 while the budget is held',
+      );
+      assert.ok(refused instanceof KvqError && refused.status === 503 && refused.retryable, String(refused));
+      const retrying = new Client({ url: busy.url, retry: { attempts: Infinity, baseMs: 50, capMs: 200 } });
+      const adding = retrying.add(type, 'j', { n: 1 });
+      await new Promise((r) => setTimeout(r, 400));
+      hog.destroy(); // frees the budget
+      assert.deepEqual(await adding, { id: 'j', added: true });
+      assert.deepEqual((await c.get(type, 'j')).data, { n: 1 });
+    } finally {
+      await busy.stop();
     }
   });
 });

@@ -50,9 +50,9 @@ export class KvqServer {
   ) {}
 
   /** Starts one (on `port`, else a free one) and waits for its URL. */
-  static async start(options: { port?: number; dataDir?: string } = {}): Promise<KvqServer> {
+  static async start(options: { port?: number; dataDir?: string; args?: string[] } = {}): Promise<KvqServer> {
     const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'kvq-node-'));
-    const args = ['serve', '--listen', `127.0.0.1:${options.port ?? 0}`, '--data', dataDir, '--durability', 'nosync'];
+    const args = ['serve', '--listen', `127.0.0.1:${options.port ?? 0}`, '--data', dataDir, '--durability', 'nosync', ...(options.args ?? [])];
     const env = { ...process.env };
     delete env.KVQ_TOKEN;
     const proc = spawn(KVQ_BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
