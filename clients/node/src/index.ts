@@ -1,0 +1,41 @@
+/**
+ * kvq's TypeScript client: a {@link Client} for the HTTP API of `kvq serve`, a {@link Worker}
+ * runner that runs handlers on jobs correctly (heartbeats, fencing, failures, graceful
+ * shutdown, retries), and an {@link InlineClient} that runs the same handlers in-process for
+ * unit tests.
+ *
+ * @packageDocumentation
+ */
+
+export { Client } from './client';
+export type {
+  AcceptOptions,
+  AddOptions,
+  CallOptions,
+  ClientOptions,
+  FailAnswer,
+  FailError,
+  JobPage,
+  ListOptions,
+  RawAnswer,
+  RetryOptions,
+} from './client';
+export { KvqError, JobFailedError } from './errors';
+export type { JobErrorRecord } from './errors';
+export { Worker, ShutdownError } from './worker';
+export type { Handler, JobContext, Logger, WorkerOptions } from './worker';
+export { InlineClient } from './inline';
+export type { DrainOptions, InlineOptions } from './inline';
+export type {
+  AcceptedJob,
+  Backoff,
+  Job,
+  JobEvent,
+  JobOutcome,
+  JobState,
+  ListState,
+  NewJob,
+  TypeInfo,
+  TypeSettings,
+  WorkerInfo,
+} from './types';
