@@ -43,6 +43,79 @@ install(TARGETS ${kvq_installed_targets} EXPORT kvqTargets
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/kvq DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         COMPONENT dev FILES_MATCHING PATTERN "*.h")
 
+# What the exported targets link from outside kvq, and how a consumer finds each: the
+# namespace of its imported target (PkgConfig::NAME for pkg-config's), find_dependency's
+# arguments, its pkg-config module ("-" when header-only: nothing to link), its Debian package.
+# An imported target linked by an exported one and missing here stops the configure, so that
+# find_package(kvq), kvq.pc and kvq-dev's Depends stay complete.
+set(KVQ_DEPENDENCIES
+    "Threads|Threads|-|libc6-dev"
+    "OpenSSL|OpenSSL|openssl|libssl-dev"
+    "nlohmann_json|nlohmann_json 3.10|-|nlohmann-json3-dev"
+    "simdjson|simdjson|simdjson|libsimdjson-dev"
+    "protobuf|Protobuf|protobuf|libprotobuf-dev"
+    "Boost|Boost 1.74|-|libboost-dev"
+    "spdlog|spdlog|spdlog|libspdlog-dev"
+    "fmt|fmt|fmt|libfmt-dev"
+    "CLI11|CLI11|-|libcli11-dev"
+    "PkgConfig::LMDB|lmdb|lmdb|liblmdb-dev"
+    "PkgConfig::GRPCPP|grpc++|grpc++|libgrpc++-dev"
+    "PkgConfig::JEMALLOC|jemalloc|jemalloc|libjemalloc-dev")
+set(kvq_used)
+foreach(target IN LISTS kvq_installed_targets)
+  get_target_property(links ${target} INTERFACE_LINK_LIBRARIES)
+  foreach(link IN LISTS links)
+    string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" link "${link}")
+    # kvq's own targets are kvq_*, without "::"; the imported ones (seen here by name only: most
+    # are imported in a src/ folder's scope) all have a namespace.
+    if(NOT link MATCHES "::")
+      continue()
+    endif()
+    string(REGEX REPLACE "::.*" "" namespace "${link}")
+    set(key ${namespace})
+    if(namespace STREQUAL "PkgConfig")
+      set(key ${link})
+    endif()
+    set(found FALSE)
+    foreach(entry IN LISTS KVQ_DEPENDENCIES)
+      string(REPLACE "|" ";" fields "${entry}")
+      list(GET fields 0 name)
+      if(name STREQUAL key)
+        set(found TRUE)
+      endif()
+    endforeach()
+    if(NOT found)
+      message(FATAL_ERROR "cmake/install.cmake: ${target} links ${link}: add its package to "
+                          "KVQ_DEPENDENCIES, so that installed consumers find it")
+    endif()
+    list(APPEND kvq_used ${key})
+  endforeach()
+endforeach()
+list(REMOVE_DUPLICATES kvq_used)
+set(KVQ_FIND_DEPENDENCIES "")
+set(KVQ_PC_REQUIRES "")
+set(KVQ_DEB_DEV_DEPENDS "pkg-config")
+foreach(entry IN LISTS KVQ_DEPENDENCIES)
+  string(REPLACE "|" ";" fields "${entry}")
+  list(GET fields 0 name)
+  list(GET fields 1 find)
+  list(GET fields 2 module)
+  list(GET fields 3 deb)
+  if(NOT name IN_LIST kvq_used)
+    continue()
+  endif()
+  if(name MATCHES "^PkgConfig::(.*)")
+    string(APPEND KVQ_FIND_DEPENDENCIES "kvq_find_pkg_config(${CMAKE_MATCH_1} ${find})\n")
+  else()
+    string(APPEND KVQ_FIND_DEPENDENCIES "find_dependency(${find})\n")
+  endif()
+  if(NOT module STREQUAL "-")
+    string(APPEND KVQ_PC_REQUIRES " ${module}")
+  endif()
+  string(APPEND KVQ_DEB_DEV_DEPENDS ", ${deb}")
+endforeach()
+string(STRIP "${KVQ_PC_REQUIRES}" KVQ_PC_REQUIRES)
+
 set(kvq_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/kvq)
 install(EXPORT kvqTargets NAMESPACE kvq:: DESTINATION ${kvq_cmake_dir} COMPONENT dev)
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/kvqConfig.cmake.in
@@ -88,7 +161,10 @@ install(CODE [[
   set(KVQ_EXECUTABLE "${CMAKE_INSTALL_PREFIX}/${KVQ_BINDIR}/kvq")
   set(KVQ_ENV_FILE "${KVQ_SYSCONFDIR}/kvq/kvq.env")
   set(KVQ_DATA_DIR "${KVQ_STATEDIR}/kvq")
-  set(staging "${KVQ_BUILD_DIR}/packaging-staging")
+  # One staging folder per destination, so that concurrent installs (the packaging tests) do
+  # not write each other's unit.
+  string(MD5 destination "$ENV{DESTDIR}${CMAKE_INSTALL_PREFIX}")
+  set(staging "${KVQ_BUILD_DIR}/packaging-staging/${destination}")
   configure_file("${KVQ_PACKAGING_DIR}/kvq.service.in" "${staging}/kvq.service" @ONLY)
   file(INSTALL DESTINATION "${KVQ_UNITDIR}" TYPE FILE
        FILES "${staging}/kvq.service")

@@ -42,9 +42,9 @@ set(CPACK_DEBIAN_SERVER_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME kvq-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
-# What find_package(kvq) and pkg-config --libs kvq find in turn (cmake/kvqConfig.cmake.in).
-set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-    "liblmdb-dev, libgrpc++-dev, libprotobuf-dev, libssl-dev, libsimdjson-dev, nlohmann-json3-dev, libboost-dev, pkg-config")
+# What find_package(kvq) and pkg-config --libs kvq find in turn (KVQ_DEPENDENCIES in
+# cmake/install.cmake).
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "${KVQ_DEB_DEV_DEPENDS}")
 set(CPACK_COMPONENT_DEV_DESCRIPTION
     "The kvq libraries for C++20 programs: jobs and workers on LMDB or etcd (static libraries,\n\
 headers, a CMake package for find_package(kvq) and kvq.pc for pkg-config).")
