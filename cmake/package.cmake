@@ -6,6 +6,10 @@
 #   kvq-dev  the dev component: static libraries, headers, the CMake package, kvq.pc
 # The packages install with the prefix /usr and DESTDIR set (CPACK_SET_DESTDIR), so the install
 # rules see CMAKE_INSTALL_PREFIX=/usr and put the config in /etc.
+# CPack runs the preinstall target first, which would build everything (the tests too); the
+# packages need only what they hold, which `make package` builds (and ctest runs after the whole
+# build). cmake --install never builds anything either way.
+set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME kvq)
 set(CPACK_PACKAGE_VENDOR "kvq")

@@ -136,13 +136,13 @@ class Server:
         self.proc = subprocess.Popen(
             ["setpriv", "--reuid", user, "--regid", group, "--init-groups", "--no-new-privs",
              "--"] + self.argv,
-            env=env, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            env=env, cwd="/", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines = []
         found = threading.Event()
         self.url = None
 
         def read():
-            for line in self.proc.stderr:
+            for line in self.proc.stdout:  # "listening on" is on stdout
                 self.lines.append(line)
                 m = re.search(r"listening on http://(\S+)", line)
                 if m and not self.url:
@@ -174,6 +174,7 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.proc.stdout.close()
         return self.proc.returncode
 
 
