@@ -5,12 +5,13 @@ JOBS ?= $(shell nproc)
 DATA ?= ./kvq-data
 LISTEN ?= 127.0.0.1:7411
 
-.PHONY: run test test-reliability test-asan test-clang fuzz build deps deps-test bench bench-layers format check-format clean
+.PHONY: run package test test-reliability test-asan test-clang fuzz build deps deps-test bench bench-layers format check-format clean
 
-# Starts kvq serve on the embedded default (an LMDB data directory) in the foreground.
+# Starts kvq serve on the embedded default (an LMDB data directory) in the foreground. Builds
+# what the README's examples run too: the C++ examples (build/release/examples/).
 run: deps
 	cmake --preset release >/dev/null
-	cmake --build --preset release -j $(JOBS) --target kvq
+	cmake --build --preset release -j $(JOBS) --target kvq library_quickstart registered_worker
 	@echo "kvq: starting the server on http://$(LISTEN) with data in $(DATA) (Ctrl-C stops it)"
 	@echo "kvq: the dashboard is at http://$(LISTEN)/"
 	@echo "kvq: try, from another terminal:"
@@ -19,6 +20,15 @@ run: deps
 	@echo "  curl -X POST http://$(LISTEN)/v1/accept/email -d '{\"timeout\": 30}'"
 	@echo "  ./build/release/src/cli/kvq ls email        (the CLI: ./build/release/src/cli/kvq help)"
 	./build/release/src/cli/kvq serve --listen $(LISTEN) --data $(DATA)
+
+# The Debian packages (cmake/package.cmake, docs/install.md): build/package/kvq_VERSION_ARCH.deb
+# (the server, its systemd unit, /etc/kvq/kvq.env, kvq(1)) and kvq-dev_VERSION_ARCH.deb (the
+# libraries, headers, CMake package and kvq.pc). Install with: sudo apt install ./build/package/kvq_*.deb
+package: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS) --target kvq kvq_jobs kvq_workers kvq_kv_lmdb kvq_kv_etcd kvq_server
+	cpack --config build/release/CPackConfig.cmake -B build/package
+	@ls -1 build/package/*.deb
 
 # The whole suite: the format check (scripts/check-format.sh), unit, conformance and end-to-end
 # tests, then the reliability suite.
