@@ -187,6 +187,7 @@ class TwoServersOnOneCluster(unittest.TestCase):
             while not stop.is_set():
                 jid = "p%d" % n
                 c = client_for(n)
+                n += 1  # a new id each time: adding an id again would run a finished job again
                 try:
                     r = c.add("load", jid, {"n": n})
                 except Exception:
@@ -195,7 +196,6 @@ class TwoServersOnOneCluster(unittest.TestCase):
                     with lock:
                         added.append(jid)
                         add_times.append(time.monotonic())
-                    n += 1
 
         done = threading.Event()
         self.addCleanup(done.set)  # a failing test must not leave threads spinning
