@@ -296,13 +296,9 @@ func (w *Worker) start(a AcceptedJob, s typeSettings, slots chan struct{}, handl
 // execute runs the handler and reports how it ended.
 func (r *run) execute() {
 	result, err := call(r.ctx, r.s.handler, r.job)
-	r.mu.Lock()
-	if r.state != stateRunning { // fenced or handed back: the job is not ours to end
-		r.mu.Unlock()
+	if !r.leaveRunning(stateEnding) { // fenced or handed back: the job is not ours to end
 		return
 	}
-	r.state = stateEnding
-	r.mu.Unlock()
 	defer r.settled()
 	defer r.cancel()
 
@@ -362,15 +358,23 @@ func (r *run) progress(ctx context.Context, v any) error {
 	return err
 }
 
+// leaveRunning moves a running job to state and reports whether it was running: only the first
+// of fence, handBack and the handler's own end settles a run.
+func (r *run) leaveRunning(state runState) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state != stateRunning {
+		return false
+	}
+	r.state = state
+	return true
+}
+
 // fence gives up a job the server says is no longer ours: its handler's context is cancelled.
 func (r *run) fence() {
-	r.mu.Lock()
-	if r.state != stateRunning {
-		r.mu.Unlock()
+	if !r.leaveRunning(stateFenced) {
 		return
 	}
-	r.state = stateFenced
-	r.mu.Unlock()
 	r.w.o.Logger.Printf("job %s/%s is halted (cancelled, removed or lost): cancelling its handler", r.job.Type, r.job.ID)
 	r.cancel()
 	r.settled()
@@ -378,13 +382,9 @@ func (r *run) fence() {
 
 // handBack cancels a job's handler and snoozes the job, if it is still running.
 func (r *run) handBack() {
-	r.mu.Lock()
-	if r.state != stateRunning {
-		r.mu.Unlock()
+	if !r.leaveRunning(stateHandedBack) {
 		return
 	}
-	r.state = stateHandedBack
-	r.mu.Unlock()
 	defer r.settled()
 	r.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
