@@ -104,7 +104,8 @@ test('a second signal exits at once', async () => {
     await until(() => child.out().includes('started x'), 10000, 'the handler to start');
     const t0 = Date.now();
     child.proc.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 200));
+    // A second signal only once the first was taken: sent sooner, both may read as one.
+    await until(() => child.out().includes('SIGTERM: draining'), 5000, 'the first signal to be taken');
     child.proc.kill('SIGTERM');
     const { code } = await withDeadline(child.exited, 5000, 'exiting');
     assert.equal(code, 128 + 15, child.out());

@@ -1,6 +1,7 @@
 """The kvq worker runner: :class:`Worker` runs handlers on accepted jobs, and :class:`Job`
 is what a handler receives."""
 
+import itertools
 import logging
 import os
 import signal
@@ -290,14 +291,18 @@ class Worker:
         if not self._handle_signals or threading.current_thread() is not threading.main_thread():
             return []
         restore = []
+        # A signal can interrupt this handler itself (CPython runs handlers between any two
+        # bytecodes of the main thread), so which signal is the first is decided by one call
+        # that no handler can split, and the stop is under way before anything is logged.
+        taken = itertools.count()
 
         def on_signal(signum, frame):
-            if self._stopping.is_set():
+            if next(taken) > 0 or self._stopping.is_set():
                 log.warning("second signal (%d): exiting now", signum)
                 self._hard_exit.set()
                 raise SystemExit(128 + signum)
-            log.info("signal %d: stopping (a second one exits at once)", signum)
             self.stop()
+            log.info("signal %d: stopping (a second one exits at once)", signum)
 
         for signum in (signal.SIGTERM, signal.SIGINT):
             restore.append((signum, signal.signal(signum, on_signal)))
