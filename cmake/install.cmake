@@ -60,7 +60,8 @@ set(KVQ_DEPENDENCIES
     "CLI11|CLI11|-|libcli11-dev"
     "PkgConfig::LMDB|lmdb|lmdb|liblmdb-dev"
     "PkgConfig::GRPCPP|grpc++|grpc++|libgrpc++-dev"
-    "PkgConfig::JEMALLOC|jemalloc|jemalloc|libjemalloc-dev")
+    "PkgConfig::JEMALLOC|jemalloc|jemalloc|libjemalloc-dev"
+    "absl|absl|absl_time|libabsl-dev")
 set(kvq_used)
 foreach(target IN LISTS kvq_installed_targets)
   get_target_property(links ${target} INTERFACE_LINK_LIBRARIES)

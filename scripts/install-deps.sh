@@ -19,6 +19,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   python3
   libspdlog-dev libcli11-dev
+  libabsl-dev tzdata
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
 )

@@ -123,6 +123,9 @@ struct JobsOptions {
   // so with kMaxErrorsKept errors a job row stays under kv::kMaxValueSize: open() refuses a
   // max_data_bytes above kMaxDataBytesLimit.
   kv::RetryOptions retry;
+  // Run the scheduler in this process: it enqueues the due occurrences of every schedule
+  // (put_schedule). Every process may, at once: each occurrence is enqueued exactly once.
+  bool run_scheduler = true;
 };
 
 inline constexpr uint32_t kMaxAttemptsLimit = 1'000'000;
@@ -150,6 +153,15 @@ Millis jittered_backoff_delay(const RetryPolicy& policy, uint32_t n, double unit
 // kInvalidArgument naming the first field out of range.
 Status validate_retry_policy(const RetryPolicy& policy);
 
+// At most `limit` accepts of a type in any window of `period` (a sliding window, not fixed
+// buckets: no burst of 2 * limit across a boundary), counted over every process sharing the
+// store by the accepting transactions' wall clocks.
+struct RateLimit {
+  uint32_t limit = 0;  // 1..kMaxRateLimit
+  Millis period{0};    // 1 ms..kMaxRatePeriod
+  friend bool operator==(const RateLimit&, const RateLimit&) = default;
+};
+
 // What a type is: its activity timeout, how long its finished jobs are kept, and its retry
 // policy.
 struct TypeSettings {
@@ -162,9 +174,22 @@ struct TypeSettings {
   // limits lost runs (the default).
   std::optional<uint32_t> max_lost_runs;
   RetryPolicy retry;
+  // Flow control (pause_type, set_max_running, set_rate_limit). Each is decided in the accept
+  // transaction itself, so it holds exactly across every process sharing the store; a type
+  // with none of them set pays nothing for them.
+  bool paused = false;                     // accepts get nothing; adds and running jobs go on
+  std::optional<int64_t> paused_until_ms;  // while paused: resumes by itself then (wall clock)
+  std::optional<uint32_t> max_running;     // at most this many of its jobs run at once
+  std::optional<RateLimit> rate;           // at most rate->limit accepts per rate->period
 };
 
 inline constexpr uint32_t kMaxLostRunsLimit = 1'000'000;
+inline constexpr uint32_t kMaxRunningLimit = 1'000'000;
+inline constexpr uint32_t kMaxRateLimit = 1000;
+inline constexpr Millis kMaxRatePeriod{24 * 3600 * 1000};
+// kInvalidArgument naming the field out of range (limit 1..kMaxRateLimit, period
+// 1 ms..kMaxRatePeriod).
+Status validate_rate_limit(const RateLimit& rate);
 
 // What an add does to a job that already exists (in any state).
 enum class IfExists {
@@ -352,6 +377,47 @@ struct JobEvent {
   bool gave_up = false;  // deprecated: outcome kDead because of lost runs
 };
 
+// What a schedule does with occurrences that came due while no process ran the scheduler
+// (downtime), found late: enqueue none of them, only the latest (the default), or all of them.
+enum class CatchUp { kNone, kOne, kAll };
+std::string_view catch_up_name(CatchUp catch_up);  // "none", "one", "all"
+// kInvalidArgument for anything else.
+Result<CatchUp> parse_catch_up(std::string_view name);
+
+inline constexpr size_t kMaxScheduleNameBytes = 128;
+
+// A schedule (put_schedule): a job of `type` at every time its cron expression names.
+//
+// `cron` is five fields — minute hour day-of-month month day-of-week — as crontab(5) has them
+// (lists, ranges, steps, month and day names, day-of-week 0 or 7 for Sunday, and when both day
+// fields are restricted a day matching either), or six with a seconds field first, or one of
+// @yearly (@annually), @monthly, @weekly, @daily (@midnight), @hourly. The times are wall times
+// in `timezone` (an IANA name from the system's tz database, such as "Europe/Paris"): when
+// clocks go forward, an occurrence whose wall time does not exist that day runs at the instant
+// the gap ends; when they go back, a wall time that comes twice runs once, the first time.
+struct ScheduleSpec {
+  std::string type;  // a type that exists
+  std::string cron;
+  std::string timezone = "UTC";
+  std::string data = "{}";  // each occurrence's job data: a JSON object
+  int64_t priority = 0;     // each occurrence's job priority
+  CatchUp catch_up = CatchUp::kOne;
+};
+
+// A schedule as stored, with where it stands.
+struct ScheduleInfo {
+  std::string name;
+  ScheduleSpec spec;
+  int64_t next_run_ms = 0;  // the next occurrence to enqueue
+  int64_t last_run_ms = 0;  // the latest occurrence enqueued; 0 if none yet
+  std::string last_job_id;  // its job's id ("" if none yet)
+  uint64_t enqueued = 0;    // occurrences enqueued since the schedule was created
+  uint64_t skipped = 0;     // occurrences its catch_up left out
+  std::string last_error;   // why the latest occurrence could not be enqueued ("" if it was)
+  int64_t created_at_ms = 0;
+  int64_t updated_at_ms = 0;
+};
+
 class Subscription;
 
 struct SubscribeOptions {
@@ -419,6 +485,61 @@ class Jobs {
   // kInvalidArgument (validate_retry_policy) for a policy out of range.
   Status set_retry_policy(std::string_view type, const RetryPolicy& policy);
   Status set_retry_policy(kv::Transaction& txn, std::string_view type, const RetryPolicy& policy);
+
+  // ---- Flow control ----
+  // Each of these is read by every accept of the type in its own transaction, so it holds
+  // from the commit that sets it on, in every process sharing the store. kNotFound if the type
+  // does not exist.
+  //
+  // Pauses the type: accepts — waiting ones included — get nothing until resume_type, or until
+  // `until_ms` (wall clock) when given; adds are still taken and running jobs go on and end as
+  // usual. Pausing a paused type replaces its until_ms.
+  Status pause_type(std::string_view type, std::optional<int64_t> until_ms = std::nullopt);
+  Status pause_type(kv::Transaction& txn, std::string_view type,
+                    std::optional<int64_t> until_ms = std::nullopt);
+  // Ends a pause (nothing if not paused) and wakes the type's waiting accepts.
+  Status resume_type(std::string_view type);
+  Status resume_type(kv::Transaction& txn, std::string_view type);
+  // At most `max_running` jobs of the type run at once across the cluster: an accept that
+  // would exceed it takes nothing (or fewer), and waits, if it may, until a run ends. nullopt:
+  // no limit (the default). Lowering it below what runs now stops accepts until enough end.
+  // REQUIRES: 1 <= max_running <= kMaxRunningLimit.
+  Status set_max_running(std::string_view type, std::optional<uint32_t> max_running);
+  Status set_max_running(kv::Transaction& txn, std::string_view type,
+                         std::optional<uint32_t> max_running);
+  // At most rate->limit accepts of the type in any window of rate->period (RateLimit), across
+  // the cluster; an accept over it takes nothing (or fewer) and waits, if it may, until the
+  // window has room. nullopt: no limit (the default). kInvalidArgument (validate_rate_limit).
+  Status set_rate_limit(std::string_view type, std::optional<RateLimit> rate);
+  Status set_rate_limit(kv::Transaction& txn, std::string_view type, std::optional<RateLimit> rate);
+
+  // ---- Schedules ----
+  // Creates or replaces the schedule `name` (1..kMaxScheduleNameBytes, the characters of a
+  // type name). Every process that runs the scheduler (JobsOptions::run_scheduler) enqueues its
+  // occurrences, and each occurrence exactly once however many do: its job's id is
+  // occurrence_job_id(name, time), and enqueuing it (an add with IfExists::kKeep, scheduled
+  // at the occurrence's time) advances the schedule's next_run_ms in the same transaction.
+  // A new schedule's first occurrence is the first after now; a replaced one keeps its counts
+  // and never re-enqueues an occurrence at or before its last_run_ms. kInvalidArgument naming
+  // the problem (a bad cron expression or one that never matches, an unknown timezone, data that
+  // is not a JSON object); kNotFound if spec.type does not exist.
+  Result<ScheduleInfo> put_schedule(std::string_view name, const ScheduleSpec& spec);
+  // kNotFound if there is no such schedule.
+  Result<ScheduleInfo> get_schedule(std::string_view name);
+  // Every schedule, by name.
+  Result<std::vector<ScheduleInfo>> schedules();
+  // Deletes the schedule (jobs it enqueued stay). kNotFound if absent.
+  Status remove_schedule(std::string_view name);
+  // The first `count` (1..1000) times after `after_ms` that `spec` names, without storing
+  // anything: what put_schedule would do, for previews. kInvalidArgument as put_schedule.
+  static Result<std::vector<int64_t>> next_runs(const ScheduleSpec& spec, int64_t after_ms,
+                                                size_t count);
+  // The id of the job an occurrence at `occurrence_ms` of schedule `name` is enqueued as:
+  // "<name>@<the time in UTC, ISO 8601 to the second>", e.g. "nightly@2026-12-01T02:00:00Z".
+  static std::string occurrence_job_id(std::string_view name, int64_t occurrence_ms);
+  // Runs this process's scheduler once, now: enqueues whatever is due. Returns how many
+  // occurrences it enqueued. For tools and tests; the scheduler runs by itself otherwise.
+  Result<size_t> run_due_schedules();
 
   // ---- Producers ----
   // new -> pending; pending -> data, time and priority replaced; running -> marked resubmitted

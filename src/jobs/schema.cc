@@ -300,6 +300,18 @@ std::pair<std::string, std::string> Keys::ended_with(std::string_view type, Outc
   return space(kEnded).range({type, static_cast<int64_t>(outcome)});
 }
 
+std::string Keys::schedule(std::string_view name) const { return space(kSchedules).pack({name}); }
+std::pair<std::string, std::string> Keys::schedules() const { return space(kSchedules).range(); }
+std::string Keys::schedules_token() const { return space(kSchedulesToken).pack({int64_t{0}}); }
+Result<std::string> Keys::parse_schedule_name(std::string_view key) const {
+  KVQ_ASSIGN_OR_RETURN(Tuple t, space(kSchedules).unpack(key));
+  if (t.size() != 1 || !t[0].is_string()) return InvalidArgument("not a schedule key");
+  return t[0].as_string();
+}
+std::string Keys::rate_window(std::string_view type) const {
+  return space(kRateWindows).pack({type});
+}
+
 Result<std::string> Keys::parse_ended_id(std::string_view key) const {
   KVQ_ASSIGN_OR_RETURN(Tuple t, space(kEnded).unpack(key));
   if (t.size() != 3 || !t[1].is_int() || !t[2].is_string())

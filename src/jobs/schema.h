@@ -38,6 +38,12 @@
 //                                          row's `updated`), so expired ones are found at once
 //   (11, type, outcome, id)             -> ""  finished jobs whose outcome is dead or cancelled
 //                                          (Outcome as an integer), for rerun_all and the counts
+//   (12, name)                          -> schedule row (schedules.cc; format in its encoder)
+//   (13)                                -> random token, rewritten when a schedule is put or
+//                                          removed (every process's scheduler watches it)
+//   (14, type)                          -> the rate window of a type with a rate limit: the
+//                                          accept times (ms) within its period, oldest first
+//                                          (flow_control.cc)
 //
 // Subspace ids 1–19 belong to the jobs layer; the workers layer uses 20–39 of the same prefix.
 //
@@ -151,6 +157,12 @@ class Keys {
   // The outcome-index entry of a finished job (I5), and every entry of one outcome.
   std::string ended(std::string_view type, Outcome outcome, std::string_view id) const;
   std::pair<std::string, std::string> ended_with(std::string_view type, Outcome outcome) const;
+  std::string schedule(std::string_view name) const;
+  std::pair<std::string, std::string> schedules() const;
+  std::string schedules_token() const;
+  // The name of a schedule key.
+  Result<std::string> parse_schedule_name(std::string_view key) const;
+  std::string rate_window(std::string_view type) const;
 
   // Decoders for index keys; kInvalidArgument for a key of another shape.
   struct PendingEntry {
@@ -189,6 +201,9 @@ class Keys {
     kFinished = 9,
     kHeldByTyped = 10,
     kEnded = 11,
+    kSchedules = 12,
+    kSchedulesToken = 13,
+    kRateWindows = 14,
   };
   Subspace space(Space s) const { return root_.sub(Tuple{static_cast<int64_t>(s)}); }
 

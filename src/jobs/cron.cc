@@ -1,0 +1,1 @@
+// cron.cc: placeholder of the base commit, filled by its owner.

@@ -1,0 +1,1 @@
+// cron_test.cc: placeholder of the base commit, filled by its owner.

@@ -1,0 +1,1 @@
+// scheduler.cc: placeholder of the base commit, filled by its owner.

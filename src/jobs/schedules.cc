@@ -1,0 +1,1 @@
+// schedules.cc: placeholder of the base commit, filled by its owner.
