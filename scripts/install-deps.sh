@@ -10,7 +10,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config make
+  build-essential cmake pkg-config make lld
   liblmdb-dev lmdb-utils
   libjemalloc-dev
   nlohmann-json3-dev libsimdjson-dev
