@@ -27,9 +27,10 @@ func helperWorker() int {
 		return 1
 	}
 	grace, _ := time.ParseDuration(os.Getenv("KVQ_GRACE"))
+	health, _ := time.ParseDuration(os.Getenv("KVQ_HEALTH_TIMEOUT")) // "" leaves the default
 	w := kvq.NewWorker(c, kvq.WorkerOptions{ID: os.Getenv("KVQ_WORKER_ID"),
 		WorkerType: os.Getenv("KVQ_WORKER_TYPE"), Concurrency: 2, Grace: grace,
-		PollTimeout: 2 * time.Second, Logger: logger})
+		PollTimeout: 2 * time.Second, HealthTimeout: health, Logger: logger})
 	w.Handle(os.Getenv("KVQ_TYPE"), func(ctx context.Context, job *kvq.Job) (any, error) {
 		var in struct {
 			SleepMS  int  `json:"sleep_ms"`
@@ -63,12 +64,13 @@ type helper struct {
 	workerID string
 }
 
-func startHelper(t *testing.T, typ string, grace time.Duration) *helper {
+func startHelper(t *testing.T, typ string, grace time.Duration, env ...string) *helper {
 	t.Helper()
 	h := &helper{wtype: uniq("wt"), workerID: uniq("w"), done: make(chan struct{})}
 	h.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	h.cmd.Env = append(os.Environ(), "KVQ_GO_HELPER=worker", "KVQ_URL="+serverURL, "KVQ_TYPE="+typ,
 		"KVQ_GRACE="+grace.String(), "KVQ_WORKER_TYPE="+h.wtype, "KVQ_WORKER_ID="+h.workerID)
+	h.cmd.Env = append(h.cmd.Env, env...)
 	if os.Getenv("KVQ_GO_VERBOSE") != "" {
 		h.cmd.Stderr = os.Stderr
 	}
@@ -184,5 +186,33 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	}
 	if code := h.exitCode(5 * time.Second); code != 2 {
 		t.Fatalf("after a second SIGTERM the worker's exit: %d, want 2 within 5 s", code)
+	}
+}
+
+// A worker killed outright (no drain, no unregister) loses its jobs' runs, but they come back as
+// soon as the server declares the registered worker dead: its health timeout (1 s here), not
+// the type's activity timeout (a minute).
+func TestAKilledWorkersJobsComeBackAfterItsHealthTimeout(t *testing.T) {
+	c := newClient(t)
+	typ := newType(t, c, kvq.TypeConfig{Timeout: time.Minute})
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := c.Add(ctx, typ, "orphan", nil); err != nil {
+		t.Fatal(err)
+	}
+	h := startHelper(t, typ, time.Minute, "KVQ_HEALTH_TIMEOUT=1s")
+	waitRunning(t, c, typ, "orphan")
+	if err := h.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// Well inside the type's minute: only the worker's death can bring it back by then.
+	j := waitJob(t, c, typ, "orphan", 15*time.Second, "pending again", func(j *kvq.JobInfo) bool {
+		return j.State == kvq.StatePending
+	})
+	if last := j.LastError(); j.LostRuns != 1 || last == nil || last.Kind != "worker_lost" {
+		t.Errorf("the job after its worker died: lost_runs %d, last error %+v; want 1 and worker_lost",
+			j.LostRuns, last)
+	}
+	if m, err := c.Workers(ctx, h.wtype); err != nil || len(m.Workers) != 0 {
+		t.Errorf("the dead worker's registration: %+v, %v; want none", m, err)
 	}
 }
