@@ -135,7 +135,13 @@ install(FILES ${PROJECT_BINARY_DIR}/kvq.pc DESTINATION ${kvq_pc_dir} COMPONENT d
 
 # The server.
 install(TARGETS kvq RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT server)
-install(FILES ${PROJECT_SOURCE_DIR}/packaging/kvq.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1
+# The man page compressed, as Debian policy (and man-db) expect; -n keeps the build reproducible.
+find_program(KVQ_GZIP gzip REQUIRED)
+add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/kvq.1.gz
+                   COMMAND ${KVQ_GZIP} -9nc ${PROJECT_SOURCE_DIR}/packaging/kvq.1 > ${PROJECT_BINARY_DIR}/kvq.1.gz
+                   DEPENDS ${PROJECT_SOURCE_DIR}/packaging/kvq.1 VERBATIM)
+add_custom_target(kvq_man_page ALL DEPENDS ${PROJECT_BINARY_DIR}/kvq.1.gz)
+install(FILES ${PROJECT_BINARY_DIR}/kvq.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1
         COMPONENT server)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/install.md
               ${PROJECT_SOURCE_DIR}/docs/http-api.md ${PROJECT_SOURCE_DIR}/docs/operations.md

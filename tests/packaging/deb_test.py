@@ -189,7 +189,7 @@ class DebTest(unittest.TestCase):
         self.assertEqual(len(glob.glob(os.path.join(out, "kvq-dev_*.deb"))), 1)
         deb = debs[0]
         contents = run(["dpkg-deb", "-c", deb]).stdout
-        for path in ["./usr/bin/kvq", "." + UNIT, "." + ENV_FILE, "./usr/share/man/man1/kvq.1"]:
+        for path in ["./usr/bin/kvq", "." + UNIT, "." + ENV_FILE, "./usr/share/man/man1/kvq.1.gz"]:
             self.assertIn(path, contents)
         control = run(["dpkg-deb", "-f", deb, "Depends"]).stdout
         self.assertIn("adduser", control)
@@ -247,7 +247,7 @@ class DebTest(unittest.TestCase):
         run(["dpkg", "--purge", "kvq"])
 
     def check_installed(self):
-        for path in ["/usr/bin/kvq", UNIT, ENV_FILE, "/usr/share/man/man1/kvq.1",
+        for path in ["/usr/bin/kvq", UNIT, ENV_FILE, "/usr/share/man/man1/kvq.1.gz",
                      "/usr/share/doc/kvq/install.md"]:
             self.assertTrue(os.path.isfile(path), path)
         conffiles = run(["dpkg-query", "-W", "-f=${Conffiles}", "kvq"]).stdout
@@ -260,7 +260,7 @@ class DebTest(unittest.TestCase):
         st = os.stat(ENV_FILE)
         self.assertEqual((st.st_uid, grp.getgrgid(st.st_gid).gr_name, stat.S_IMODE(st.st_mode)),
                          (0, "kvq", 0o640))
-        page = subprocess.run(["man", "-l", "/usr/share/man/man1/kvq.1"], text=True,
+        page = subprocess.run(["man", "-l", "/usr/share/man/man1/kvq.1.gz"], text=True,
                               env=dict(os.environ, MANPAGER="cat", MANWIDTH="100"),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.assertEqual(page.returncode, 0, page.stderr)

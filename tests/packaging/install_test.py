@@ -46,7 +46,7 @@ class InstallTest(unittest.TestCase):
                     "include/kvq/lmdb_store.h", "include/kvq/etcd_store.h",
                     "lib/cmake/kvq/kvqConfig.cmake", "lib/cmake/kvq/kvqConfigVersion.cmake",
                     "lib/cmake/kvq/kvqTargets.cmake", "lib/pkgconfig/kvq.pc",
-                    "share/man/man1/kvq.1", "share/doc/kvq/install.md"]:
+                    "share/man/man1/kvq.1.gz", "share/doc/kvq/install.md"]:
             self.assertTrue(os.path.isfile(self.path(rel)), rel)
         for lib in ["kvq_jobs", "kvq_workers", "kvq_kv", "kvq_kv_lmdb", "kvq_kv_etcd",
                     "kvq_etcd_proto", "kvq_util", "kvq_server"]:
