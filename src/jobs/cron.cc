@@ -74,6 +74,13 @@ class FieldParser {
 
   Status parse() {
     bits_.reset();
+    for (char c : text_) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '*' && c != '?' && c != ',' &&
+          c != '-' && c != '/') {
+        return error(std::string("character '") + c +
+                     "' is not allowed (fields use digits, names, * ? , - /)");
+      }
+    }
     size_t start = 0;
     while (true) {
       size_t comma = text_.find(',', start);
@@ -207,22 +214,17 @@ constexpr std::array<Shortcut, 7> kShortcuts = {{
     {"@HOURLY", "0 * * * *"},
 }};
 
-Status check_characters(std::string_view expression) {
+// Printable characters are checked field by field, where errors can name the field; bytes
+// that would not print are refused here, before any message quotes the text.
+Status check_bytes(std::string_view expression) {
   for (size_t i = 0; i < expression.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(expression[i]);
-    if (is_blank(static_cast<char>(c))) continue;
-    if (c < 0x21 || c > 0x7E) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      return InvalidArgument(std::string("cron: byte 0x") + kHex[c >> 4] + kHex[c & 0xF] +
-                             " at offset " + std::to_string(i) +
-                             " is not allowed (fields are printable ASCII separated by spaces "
-                             "or tabs)");
-    }
-    if (!std::isalnum(c) && c != '*' && c != '?' && c != ',' && c != '-' && c != '/' && c != '@') {
-      return InvalidArgument(std::string("cron: character '") + static_cast<char>(c) +
-                             "' at offset " + std::to_string(i) +
-                             " is not allowed (fields use digits, names, * ? , - /)");
-    }
+    if (is_blank(static_cast<char>(c)) || (c >= 0x21 && c <= 0x7E)) continue;
+    static constexpr char kHex[] = "0123456789abcdef";
+    return InvalidArgument(std::string("cron: byte 0x") + kHex[c >> 4] + kHex[c & 0xF] +
+                           " at offset " + std::to_string(i) +
+                           " is not allowed (fields are printable ASCII separated by spaces or "
+                           "tabs)");
   }
   return Status::OK();
 }
@@ -279,7 +281,7 @@ Result<CronSchedule> CronSchedule::parse(std::string_view expression, std::strin
     return InvalidArgument("cron expression is " + std::to_string(expression.size()) +
                            " bytes; the limit is " + std::to_string(kMaxExpressionBytes));
   }
-  KVQ_RETURN_IF_ERROR(check_characters(expression));
+  KVQ_RETURN_IF_ERROR(check_bytes(expression));
   std::vector<std::string_view> fields = split_blanks(expression);
   if (fields.empty()) return InvalidArgument("cron expression is empty");
 

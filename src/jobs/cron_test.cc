@@ -290,7 +290,12 @@ TEST(CronTest, TheExpressionAsAWholeIsChecked) {
             "day-of-week) or 6 (second minute hour day-of-month month day-of-week)");
   EXPECT_EQ(error_of(std::string(257, '*')), "cron expression is 257 bytes; the limit is 256");
   EXPECT_EQ(error_of("0 0 * * 1#2"),
-            "cron: character '#' at offset 9 is not allowed (fields use digits, names, * ? , - /)");
+            "cron: day-of-week field \"1#2\": character '#' is not allowed (fields use digits, "
+            "names, * ? , - /)");
+  EXPECT_EQ(error_of("0 0 1W * *"), "cron: day-of-month field \"1W\": \"1W\" is not a number");
+  EXPECT_EQ(error_of("0;0 * * * *"),
+            "cron: minute field \"0;0\": character ';' is not allowed (fields use digits, names, * "
+            "? , - /)");
   EXPECT_EQ(error_of("0 0 L * *"), "cron: day-of-month field \"L\": \"L\" is not a number");
   EXPECT_EQ(error_of("0 0 * * *\n0 1 * * *"),
             "cron: byte 0x0a at offset 9 is not allowed (fields are printable ASCII separated by "
@@ -304,7 +309,9 @@ TEST(CronTest, ShortcutsAreKnownAndStandAlone) {
             "cron: unknown shortcut \"@reboot\" (known: @yearly @annually @monthly @weekly @daily "
             "@midnight @hourly)");
   EXPECT_EQ(error_of("@daily 5"), "cron \"@daily 5\": a shortcut such as @daily stands alone");
-  EXPECT_EQ(error_of("0 @daily * * *"), "cron: hour field \"@daily\": \"@daily\" is not a number");
+  EXPECT_EQ(error_of("0 @daily * * *"),
+            "cron: hour field \"@daily\": character '@' is not allowed (fields use digits, names, "
+            "* ? , - /)");
 }
 
 TEST(CronTest, ExpressionsThatNeverMatchAreRefused) {
