@@ -322,20 +322,24 @@ Result<CronSchedule> CronSchedule::parse(std::string_view expression, std::strin
   }
   KVQ_RETURN_IF_ERROR(parse_field(kMinute, fields[i++], cron.minutes_));
   KVQ_RETURN_IF_ERROR(parse_field(kHour, fields[i++], cron.hours_));
-  // POSIX's rule: a day field is unrestricted only when it is "*" (or "?"); "*/2" restricts it.
-  // Vixie cron and cronie differ here: they test only the field's first character, so for them
-  // "*/2" is unrestricted and combines with the other day field by AND.
-  cron.day_of_month_any_ = fields[i] == "*" || fields[i] == "?";
+  // crontab(5)'s rule, as Vixie cron and cronie apply it: a day field is restricted when it does
+  // not start with "*" (or Quartz's "?"), so "*/2" leaves it unrestricted and it combines with
+  // the other day field by AND. (POSIX would call "*/2" restricted; the crontabs users bring
+  // were written for Vixie's reading.)
+  cron.day_of_month_any_ = fields[i].front() == '*' || fields[i].front() == '?';
   KVQ_RETURN_IF_ERROR(parse_field(kDayOfMonth, fields[i++], cron.days_of_month_));
   KVQ_RETURN_IF_ERROR(parse_field(kMonth, fields[i++], cron.months_));
-  cron.day_of_week_any_ = fields[i] == "*" || fields[i] == "?";
+  cron.day_of_week_any_ = fields[i].front() == '*' || fields[i].front() == '?';
   std::bitset<8> days_of_week;  // 0..7 while parsing; parse_field folds 7 into 0
   KVQ_RETURN_IF_ERROR(parse_field(kDayOfWeek, fields[i++], days_of_week));
   cron.days_of_week_ = std::bitset<7>(days_of_week.to_ulong() & 0x7F);
 
   // With the day of week unrestricted, the day of month alone decides, and it may name only
   // days the months it is combined with never have (30 February). Every other expression
-  // matches within kSearchYears: the longest wait, for 29 February, is 8 years (2096 to 2104).
+  // matches within kSearchYears. The longest waits: 29 February, 8 years (2096 to 2104); and a
+  // day-of-month field starting with `*` (so ANDed with the day of week, and holding the 1st)
+  // in one month on one weekday, such as `0 0 */7 2 MON`: the 1st of a month falls on a given
+  // weekday at most 12 years apart (across 2100).
   if (!cron.day_of_month_any_ && cron.day_of_week_any_) {
     bool possible = false;
     const int first_day = next_set(cron.days_of_month_, 1);

@@ -97,9 +97,17 @@ TEST(CronTest, BothDayFieldsRestrictedMatchEither) {
   EXPECT_EQ(runs("0 0 13 * FRI", "UTC", "2026-01-01T00:00:00Z", 4),
             (Runs{"2026-01-02T00:00:00Z", "2026-01-09T00:00:00Z", "2026-01-13T00:00:00Z",
                   "2026-01-16T00:00:00Z"}));
-  // `*/2` restricts the day of month (POSIX), so Monday the 12th matches too.
+  // A field starting with `*` is unrestricted (crontab(5), Vixie cron): `*/2 * MON` is the
+  // Mondays that fall on an odd day of the month, not every odd day and every Monday.
   EXPECT_EQ(runs("0 0 */2 * MON", "UTC", "2026-01-10T00:00:00Z", 3),
-            (Runs{"2026-01-11T00:00:00Z", "2026-01-12T00:00:00Z", "2026-01-13T00:00:00Z"}));
+            (Runs{"2026-01-19T00:00:00Z", "2026-02-09T00:00:00Z", "2026-02-23T00:00:00Z"}));
+}
+
+TEST(CronTest, AnAndOfTheDayFieldsMayWaitYears) {
+  // February's Mondays on days 1, 8, 15, 22 or 29: after 2027's, the next is in 2038 (2032's
+  // 29th is a Sunday) — past 8 years, inside kSearchYears.
+  EXPECT_EQ(runs("0 0 */7 2 MON", "UTC", "2027-02-23T00:00:00Z", 1),
+            (Runs{"2038-02-01T00:00:00Z"}));
 }
 
 TEST(CronTest, OneDayFieldUnrestrictedLetsTheOtherDecide) {
