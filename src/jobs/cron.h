@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/time/civil_time.h"
 #include "absl/time/time.h"
 #include "kvq/status.h"
 
@@ -30,10 +31,16 @@ class CronSchedule {
   // True for six fields (a seconds field): occurrences may be less than a minute apart.
   bool has_seconds() const { return has_seconds_; }
 
-  static constexpr int kSearchYears = 8;
+  static constexpr int kSearchYears = 14;
 
  private:
   CronSchedule() = default;
+
+  // crontab's day rule: both day fields restricted, either matches; otherwise both must.
+  bool day_matches(absl::CivilDay day) const;
+  // The first wall time at or after `from`, and not after `limit`, that the fields match.
+  std::optional<absl::CivilSecond> next_wall_time(absl::CivilSecond from,
+                                                  absl::CivilSecond limit) const;
 
   std::bitset<60> seconds_;
   std::bitset<60> minutes_;
