@@ -15,7 +15,8 @@ constexpr size_t kErrorFields = 6;
 // Tuple has no double: a type's backoff factor and jitter are stored in millionths.
 constexpr double kMillionths = 1'000'000.0;
 constexpr size_t kTypeFieldsBeforeRetry = 3;
-constexpr size_t kTypeFields = 8;
+constexpr size_t kTypeFieldsBeforeFlow = 8;
+constexpr size_t kTypeFields = 13;
 
 // The outcome a row written before outcomes existed has: finished, and dead if it gave up.
 Outcome implied_outcome(const JobRow& r) {
@@ -179,7 +180,9 @@ int64_t to_millionths(double x) { return static_cast<int64_t>(std::llround(x * k
 
 std::string encode_type(const TypeSettings& settings) {
   Tuple t{static_cast<int64_t>(settings.timeout.count())};
-  const bool retry = !is_default(settings.retry);
+  // Flow control comes after the retry policy, so a type using it writes every field before it.
+  const bool flow = settings.paused || settings.max_running || settings.rate;
+  const bool retry = flow || !is_default(settings.retry);
   if (settings.finished_retention || settings.max_lost_runs || retry) {
     if (settings.finished_retention) {
       t.append(static_cast<int64_t>(settings.finished_retention->count()));
@@ -200,32 +203,64 @@ std::string encode_type(const TypeSettings& settings) {
     t.append(static_cast<int64_t>(p.backoff_cap.count()));
     t.append(to_millionths(p.jitter));
   }
+  if (flow) {
+    auto optional_int = [&](std::optional<int64_t> v) {
+      if (v) {
+        t.append(*v);
+      } else {
+        t.append(nullptr);
+      }
+    };
+    t.append(settings.paused);
+    // A pause's end means nothing once it is not paused.
+    optional_int(settings.paused ? settings.paused_until_ms : std::nullopt);
+    optional_int(settings.max_running);
+    optional_int(settings.rate ? std::optional<int64_t>(settings.rate->limit) : std::nullopt);
+    optional_int(settings.rate ? std::optional<int64_t>(settings.rate->period.count())
+                               : std::nullopt);
+  }
   return t.pack();
 }
 
 Result<TypeSettings> decode_type(std::string_view bytes) {
   auto t = Tuple::unpack(bytes);
-  if (!t.ok() || t->empty() || (t->size() > kTypeFieldsBeforeRetry && t->size() != kTypeFields))
+  if (!t.ok() || t->empty() ||
+      (t->size() > kTypeFieldsBeforeRetry && t->size() != kTypeFieldsBeforeFlow &&
+       t->size() != kTypeFields))
     return Internal("corrupt type settings");
   const auto& e = t->elements();
-  // max_lost_runs is null only when a retry policy follows it.
-  const bool shaped = e[0].is_int() && (e.size() < 2 || e[1].is_int() || e[1].is_null()) &&
-                      (e.size() < 3 || (e[2].is_int() && e[2].as_int() > 0) ||
-                       (e[2].is_null() && e.size() == kTypeFields)) &&
-                      (e.size() < kTypeFields || (e[3].is_int() && e[4].is_int() && e[5].is_int() &&
-                                                  e[6].is_int() && e[7].is_int()));
+  auto int_or_null = [](const Element& x) { return x.is_int() || x.is_null(); };
+  // max_lost_runs is null only when a retry policy follows it; limit and period of a rate are
+  // both there or both null.
+  const bool shaped =
+      e[0].is_int() && (e.size() < 2 || int_or_null(e[1])) &&
+      (e.size() < 3 || (e[2].is_int() && e[2].as_int() > 0) ||
+       (e[2].is_null() && e.size() >= kTypeFieldsBeforeFlow)) &&
+      (e.size() < kTypeFieldsBeforeFlow ||
+       (e[3].is_int() && e[4].is_int() && e[5].is_int() && e[6].is_int() && e[7].is_int())) &&
+      (e.size() < kTypeFields ||
+       (e[8].is_bool() && int_or_null(e[9]) &&
+        (e[10].is_null() || (e[10].is_int() && e[10].as_int() > 0)) && int_or_null(e[11]) &&
+        e[11].is_int() == e[12].is_int() && int_or_null(e[12])));
   if (!shaped) return Internal("corrupt type settings");
   TypeSettings settings;
   settings.timeout = Millis(e[0].as_int());
   if (e.size() >= 2 && e[1].is_int()) settings.finished_retention = Millis(e[1].as_int());
   if (e.size() >= 3 && e[2].is_int()) settings.max_lost_runs = static_cast<uint32_t>(e[2].as_int());
-  if (e.size() == kTypeFields) {
+  if (e.size() >= kTypeFieldsBeforeFlow) {
     RetryPolicy& p = settings.retry;
     p.max_attempts = static_cast<uint32_t>(e[3].as_int());
     p.backoff_base = Millis(e[4].as_int());
     p.backoff_factor = static_cast<double>(e[5].as_int()) / kMillionths;
     p.backoff_cap = Millis(e[6].as_int());
     p.jitter = static_cast<double>(e[7].as_int()) / kMillionths;
+  }
+  if (e.size() == kTypeFields) {
+    settings.paused = e[8].as_bool();
+    if (e[9].is_int()) settings.paused_until_ms = e[9].as_int();
+    if (e[10].is_int()) settings.max_running = static_cast<uint32_t>(e[10].as_int());
+    if (e[11].is_int())
+      settings.rate = RateLimit{static_cast<uint32_t>(e[11].as_int()), Millis(e[12].as_int())};
   }
   return settings;
 }

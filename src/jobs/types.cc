@@ -1,8 +1,9 @@
 // The type operations: a type's settings (timeout, finished retention, max lost runs, retry
-// policy) and the list of types.
+// policy; flow control's setters are in flow_control.cc) and the list of types.
 #include <algorithm>
 #include <functional>
 
+#include "jobs/flow_control.h"
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
 #include "jobs/types.h"
@@ -30,7 +31,8 @@ Status write_type(kv::Transaction& txn, const Keys& keys, std::string_view type,
   return Status::OK();
 }
 
-// Changes one setting of a type that exists (kNotFound otherwise), keeping the others.
+}  // namespace
+
 Status change_type(kv::Transaction& txn, const Keys& keys, std::string_view type,
                    const std::function<void(TypeSettings&)>& change) {
   KVQ_ASSIGN_OR_RETURN(auto current, txn.get(keys.timeout(type)));
@@ -39,8 +41,6 @@ Status change_type(kv::Transaction& txn, const Keys& keys, std::string_view type
   change(settings);
   return write_type(txn, keys, type, settings, current);
 }
-
-}  // namespace
 
 Status Jobs::set_type_timeout(std::string_view type, Millis timeout) {
   return kv::run(
@@ -115,7 +115,13 @@ Result<TypeSettings> Jobs::get_type(kv::Transaction& txn, std::string_view type)
   KVQ_RETURN_IF_ERROR(validate_type(type));
   KVQ_ASSIGN_OR_RETURN(auto value, txn.get(impl_->keys.timeout(type)));
   if (!value) return NotFound("type '" + std::string(type) + "' has no timeout");
-  return decode_type(*value);
+  KVQ_ASSIGN_OR_RETURN(TypeSettings settings, decode_type(*value));
+  // A pause past its end is over, though nothing rewrote the row.
+  if (settings.paused && !paused_at(settings, now_ms())) {
+    settings.paused = false;
+    settings.paused_until_ms.reset();
+  }
+  return settings;
 }
 
 Result<Millis> Jobs::get_type_timeout(std::string_view type) {

@@ -4,6 +4,7 @@
 // empty.
 #pragma once
 
+#include <functional>
 #include <string_view>
 
 #include "jobs/schema.h"
@@ -18,5 +19,10 @@ Status require_type(kv::Transaction& txn, const Keys& keys, std::string_view typ
 // commit's completion may call it).
 Status require_type(kv::Store& store, const Keys& keys, std::string_view type,
                     const kv::RetryOptions& retry);
+
+// Changes the settings of a type that exists (kNotFound otherwise), keeping the others; writes
+// its row (and tells the activity monitors) only when they change.
+Status change_type(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                   const std::function<void(TypeSettings&)>& change);
 
 }  // namespace kvq::jobs

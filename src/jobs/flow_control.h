@@ -1,0 +1,56 @@
+// jobs/flow_control.h — a type's flow control (pause, max_running, rate) as an accept meets it:
+// how many jobs one accept may take now, decided in the accept's own transaction by reading the
+// store, so that accepts in different processes that would together exceed a limit conflict
+// and retry instead of both passing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "jobs/schema.h"
+#include "kvq/kv.h"
+
+namespace kvq::jobs {
+
+// What the type's flow control lets one accept take.
+struct FlowGate {
+  size_t allowed = 0;  // at most this many jobs
+  // max_running held it below what it wanted: only a run's end frees a slot (it changes the
+  // type's activity token, which a waiter then watches).
+  bool full = false;
+  // Held below what it wanted until this wall time, when the answer changes by itself (a pause
+  // with an end, or a rate window whose oldest entry leaves).
+  std::optional<int64_t> reopens_ms;
+  // Rate-limited types: the time this accept's jobs are stamped with (their started time) and
+  // the window's entries still inside the period, which record_flow writes back with them.
+  std::optional<int64_t> stamp_ms;
+  std::vector<int64_t> window;
+  std::optional<RateLimit> rate;
+};
+
+// Reads the type's row (4, type) without snapshot — a pause or a limit committed meanwhile
+// makes the accept retry under it — and, only for a type with such a limit, what it limits:
+// the running jobs (at most max_running activity entries) and the rate window (14, type).
+// `wanted` is how many jobs the accept would take. A type that does not exist gates nothing
+// (the look then finds nothing of it).
+Result<FlowGate> open_flow_gate(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                                size_t wanted, int64_t now);
+// After the accept took `taken` jobs (at most gate.allowed): a rate-limited type's window gets
+// them appended, its expired entries dropped. Nothing for other types.
+void record_flow(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                 const FlowGate& gate, size_t taken);
+
+// Looks in this process held back by flow control, per Jobs (its Keys) and type. A look of its
+// own that a caller makes before waiting saw nothing of what it should wait for (a run's end, a
+// time); the accept waiters compare this count with the one of their watch's arming to know
+// whether that watch still covers such a caller (AcceptWaiters::submit).
+void note_held_back(const Keys& keys, std::string_view type);
+uint64_t held_back_looks(const Keys& keys, std::string_view type);
+
+// Whether `settings` pause accepts at wall time `now` (a pause past its end is over).
+bool paused_at(const TypeSettings& settings, int64_t now);
+
+}  // namespace kvq::jobs
