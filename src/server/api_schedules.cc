@@ -35,7 +35,7 @@ nlohmann::json schedule_json(const jobs::ScheduleInfo& s) {
           {"data", embed(s.spec.data)},
           {"priority", s.spec.priority},
           {"catch_up", std::string(jobs::catch_up_name(s.spec.catch_up))},
-          {"next_run", s.next_run_ms},
+          {"next_run", time_or_null(s.next_run_ms)},  // null once the cron names no later time
           {"last_run", time_or_null(s.last_run_ms)},
           {"last_job_id", text_or_null(s.last_job_id)},
           {"enqueued", s.enqueued},
