@@ -6,12 +6,14 @@ server 2 resumes the type; acceptors spread over the three servers never hold mo
 max_running jobs at once; and no window of the rate's period sees more than its limit of
 accepts. Also the routes' validation, and the metrics that show the settings."""
 
+import json
 import shutil
 import threading
 import time
 import unittest
 
 from kvq_server import KvqServer, q, uniq, wait_until
+from test_cli import run_kvq
 from test_etcd_cluster import EtcdCluster
 
 
@@ -265,6 +267,41 @@ class ThreeServers:
 
 
 class ThreeServersOnOneLmdbDirectory(ThreeServers, unittest.TestCase):
+
+    def test_the_cli_pauses_resumes_and_sets_limits(self):
+        url = self.servers[1].url
+        t = self.new_type("cli")
+        r = run_kvq("types", "set", t, "--max-running", "2", "--rate", "30/1m", url=url)
+        self.assertEqual(r.returncode, 0, r)
+        fields = dict(line.split(":", 1) for line in r.stdout.splitlines())
+        self.assertEqual((fields["max_running"].strip(), fields["rate"].strip(),
+                          fields["paused"].strip()), ("2", "30/60s", "no"), r.stdout)
+        body = self.ok(self.clients[2].get("/v1/types/%s" % q(t)))
+        self.assertEqual((body["max_running"], body["rate"]), (2, {"limit": 30, "period_ms": 60000}))
+
+        r = run_kvq("pause", t, url=url)
+        self.assertEqual((r.returncode, r.stdout), (0, "paused %s\n" % t), r)
+        self.assertTrue(self.ok(self.clients[0].get("/v1/types/%s" % q(t)))["paused"])
+        r = run_kvq("types", url=url)
+        row = next(line.split() for line in r.stdout.splitlines() if line.startswith(t + " "))
+        self.assertEqual(row[-3:], ["yes", "2", "30/60s"], r.stdout)
+        r = run_kvq("resume", t, url=url)
+        self.assertEqual((r.returncode, r.stdout), (0, "resumed %s\n" % t), r)
+        self.assertFalse(self.ok(self.clients[0].get("/v1/types/%s" % q(t)))["paused"])
+        r = run_kvq("pause", t, "--for", "10m", "--json", url=url)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertTrue(json.loads(r.stdout)["paused_until"] > time.time() * 1000 + 590000)
+
+        r = run_kvq("types", "set", t, "--max-running", "none", "--rate", "none", url=url)
+        self.assertEqual(r.returncode, 0, r)
+        body = self.ok(self.clients[2].get("/v1/types/%s" % q(t)))
+        self.assertEqual((body["max_running"], body["rate"]), (None, None))
+        for bad in (("pause", t, "--for", "soon"), ("types", "set", t, "--rate", "5"),
+                    ("types", "set", t, "--max-running", "0")):
+            r = run_kvq(*bad, url=url)
+            self.assertEqual(r.returncode, 2, r)
+        r = run_kvq("pause", uniq("absent"), url=url)
+        self.assertEqual(r.returncode, 5, r)
 
     def start_servers(self):
         first = KvqServer().start()
