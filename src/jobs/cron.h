@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/time/civil_time.h"
 #include "absl/time/time.h"
 #include "kvq/status.h"
 
@@ -34,6 +35,12 @@ class CronSchedule {
 
  private:
   CronSchedule() = default;
+
+  // crontab's day rule: both day fields restricted, either matches; otherwise both must.
+  bool day_matches(absl::CivilDay day) const;
+  // The first wall time at or after `from`, and not after `limit`, that the fields match.
+  std::optional<absl::CivilSecond> next_wall_time(absl::CivilSecond from,
+                                                  absl::CivilSecond limit) const;
 
   std::bitset<60> seconds_;
   std::bitset<60> minutes_;
