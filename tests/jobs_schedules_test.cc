@@ -387,7 +387,7 @@ TEST_P(SchedulesTest, ALongBacklogIsCaughtUpOverSeveralTransactions) {
   EXPECT_GE(all.enqueued, 250u);
   EXPECT_EQ(all.enqueued, static_cast<uint64_t>((all.last_run_ms - all_first) / kSecond) + 1);
   EXPECT_EQ(one.enqueued, 1u);
-  EXPECT_GE(one.skipped, 12'000u);
+  EXPECT_GE(one.skipped, 11'999u) << "more than one transaction counts";
   EXPECT_EQ(one.skipped, static_cast<uint64_t>((one.last_run_ms - one_first) / kSecond));
   if (!a_commit_result_was_hidden()) {
     EXPECT_EQ(*enqueued, all.enqueued + 1);
