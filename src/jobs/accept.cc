@@ -80,8 +80,7 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
     const uint64_t ticket = waiters.reserve();
     attempt_accept_many_async(
         *store_, impl_->keys, options_, type_name, options,
-        {{lock, options.worker, options.worker_type}},
-        /*arm_watch=*/false,
+        {{lock, options.worker, options.worker_type}}, ArmWatch::kNone,
         [this, &waiters, type_name, options, lock, deadline, generation, ticket,
          done = std::move(done)](AcceptOutcome outcome) {
           auto& jobs = outcome.jobs;
@@ -145,7 +144,7 @@ void Jobs::accept_due_async(std::string_view type, size_t max_count, const Accep
   };
   attempt_accept_many_async(
       *store_, impl_->keys, options_, std::string(type), options, std::move(*takers),
-      /*arm_watch=*/false,
+      ArmWatch::kNone,
       [this, type_name = std::string(type), done = std::move(done)](AcceptOutcome outcome) {
         if (outcome.jobs.ok() || outcome.jobs.status().code() != Code::kNotFound) {
           return done(std::move(outcome.jobs));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "jobs/flow_control.h"
 #include "jobs/job_store.h"
 #include "util/thread_pool.h"
 
@@ -28,6 +29,10 @@ Status timed_out(const std::string& type) {
 }
 
 }  // namespace
+
+ArmWatch AcceptWaiters::arm_of(const Batch& batch) {
+  return batch.arm_pending ? ArmWatch::kAlways : ArmWatch::kWhenFull;
+}
 
 AcceptWaiters::AcceptWaiters(kv::Store& store, const Keys& keys, const JobsOptions& options)
     : store_(store), keys_(keys), options_(options) {
@@ -109,8 +114,11 @@ uint64_t AcceptWaiters::submit(const std::string& type, const AcceptOptions& opt
   // it. Otherwise (or when the caller made no look) the next round looks for this waiter, with
   // every waiter of its kind in one transaction.
   auto watch = watches_.find(type);
+  // And no look of the caller's kind was held back by flow control since that watch was
+  // armed: such a look waits for what only a round's look arranges (ArmWatch, next_due).
   const bool covered = generation && *generation != 0 && watch != watches_.end() &&
-                       watch->second.live() && watch->second.generation == *generation;
+                       watch->second.live() && watch->second.generation == *generation &&
+                       watch->second.held_back_looks == held_back_looks(keys_, type);
   if (!covered) it->second.attempt = true;
   cv_.notify_all();
   return ticket;
@@ -272,9 +280,12 @@ std::optional<AcceptWaiters::Batch> AcceptWaiters::next_batch(const std::string&
     if (it->commit == Commit::kAsync) batch.commit = Commit::kAsync;
   }
   // No live watch: this batch's look arms the next one (one batch of a type is in flight at a
-  // time, so no other is arming it).
+  // time, so no other is arming it). Held back by max_running, it arms one on the activity
+  // token whatever watch is live.
   auto& watch = watches_[type];
-  if (!watch.live()) batch.arm = next_watch_generation_++;
+  batch.arm = next_watch_generation_++;
+  batch.arm_pending = !watch.live();
+  batch.held_back_looks = held_back_looks(keys_, type);
   return batch;
 }
 
@@ -282,13 +293,13 @@ void AcceptWaiters::start_batch(const std::string& type, Batch batch) {
   if (batch.commit == Commit::kBlocking) {
     AcceptOutcome outcome{NotFound(""), std::nullopt, {}};
     outcome.jobs = attempt_accept_many(store_, keys_, options_, type, batch.options, batch.takers,
-                                       &outcome.next_due, batch.arm ? &outcome.watch : nullptr);
+                                       &outcome.next_due, &outcome.watch, arm_of(batch));
     return finish_batch(type, batch, std::move(outcome));
   }
   // The batch moves into the completion; the attempt gets copies of what it reads.
   auto shared = std::make_shared<Batch>(std::move(batch));
   attempt_accept_many_async(store_, keys_, options_, type, shared->options, shared->takers,
-                            shared->arm != 0, [this, type, shared](AcceptOutcome outcome) {
+                            arm_of(*shared), [this, type, shared](AcceptOutcome outcome) {
                               finish_batch(type, *shared, std::move(outcome));
                             });
 }
@@ -299,7 +310,7 @@ void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
   const auto& next_due = outcome.next_due;
   const bool looked = jobs.ok() || jobs.status().code() == Code::kNotFound;
   kv::Watch retired;  // a replaced watch, cancelled outside mu_ (its callback runs at once)
-  if (batch.arm && outcome.watch.valid() && looked) {
+  if (outcome.watch.valid() && looked) {
     // Before it is installed, while this thread alone holds it; a fire before the install is
     // caught there (ready()).
     outcome.watch.on_ready([sink = sink_, type, generation = batch.arm](const Status& s) {
@@ -346,11 +357,12 @@ void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
         }
       }
     }
-    if (batch.arm && outcome.watch.valid() && looked && !stopping_) {
+    if (outcome.watch.valid() && looked && !stopping_) {
       auto& watch = watches_[type];
       retired = std::move(watch.watch);
       watch.watch = std::move(outcome.watch);
       watch.generation = batch.arm;
+      watch.held_back_looks = batch.held_back_looks;
       // Fired before it was installed: its callback found another generation and did nothing.
       if (!watch.live() && qit != queues_.end()) qit->second.attempt = true;
     }

@@ -15,6 +15,13 @@
 // after its look will fire it, else the acceptor looks for it in its next round. Rounds also run
 // when the earliest delayed job falls due, and waiters expire at their deadlines.
 //
+// Flow control (flow_control.h) changes what a round waits for. A paused type's rounds wait on
+// the pending token, which resume writes, or until the pause's end; a rate-limited one's until
+// its window has room (both as a delayed job's due time). A type that max_running holds back
+// waits for a run to end, which rewrites the activity token but not the pending one: its round
+// arms the watch there instead (ArmWatch). A caller's own look held back by flow control has
+// arranged none of this, so it is not covered by the watch it read before (held_back_looks).
+//
 // A batch with a waiter that came through an asynchronous accept on a nonblocking store commits
 // asynchronously, like its caller's own look: the thread does not wait for that commit (with
 // fsync, for a disk), so rounds of different types run side by side and share group commits,
@@ -103,13 +110,21 @@ class AcceptWaiters {
     std::vector<uint64_t> tickets;
     std::vector<Taker> takers;
     Commit commit = Commit::kBlocking;
-    uint64_t arm = 0;  // the generation of the watch its transaction arms; 0: none
+    // The generation of the watch its transaction arms: on the pending token when the type
+    // has no live watch (arm_pending), and on the activity token when max_running holds it
+    // back (ArmWatch).
+    uint64_t arm = 0;
+    bool arm_pending = false;
+    uint64_t held_back_looks = 0;  // held_back_looks() before its look
   };
   // The pending watch of a type: kept while the type has no waiters, so that the next waiter
   // needs no look of the acceptor's.
   struct PendingWatch {
     kv::Watch watch;
     uint64_t generation = 0;
+    // held_back_looks() before the look that armed it: a caller's own look held back by flow
+    // control since then saw nothing this watch may stand for (a run's end, a time to wake).
+    uint64_t held_back_looks = 0;
     // Armed and not fired since (a fire marks the watch ready before its callback runs).
     bool live() const { return watch.valid() && !watch.ready(); }
   };
@@ -120,6 +135,8 @@ class AcceptWaiters {
     AcceptWaiters* acceptor KVQ_GUARDED_BY(mu) = nullptr;
   };
   using Done = std::vector<std::pair<Callback, Result<Job>>>;
+
+  static ArmWatch arm_of(const Batch& batch);
 
   void run() KVQ_EXCLUDES(mu_);
   // The open round's next batch of `queue`, or nullopt when every kind waiting there found

@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "jobs/flow_control.h"
 #include "jobs/job_store.h"
 #include "util/mutex.h"
 #include "util/random.h"
@@ -95,14 +96,23 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
                                          const JobsOptions& options, std::string_view type,
                                          const AcceptOptions& accept,
                                          const std::vector<Taker>& takers,
-                                         std::optional<int64_t>* next_due, Pick pick) {
-  const int64_t max_time = accept.max_scheduled_time_ms.value_or(now_ms());
+                                         std::optional<int64_t>* next_due, Pick pick,
+                                         HeldBack* held) {
+  const int64_t now = now_ms();
+  const int64_t max_time = accept.max_scheduled_time_ms.value_or(now);
+  KVQ_ASSIGN_OR_RETURN(FlowGate gate, open_flow_gate(txn, keys, type, takers.size(), now));
+  if (gate.allowed < takers.size()) {
+    if (held) *held = HeldBack{true, gate.full};
+    if (next_due && gate.reopens_ms && (!*next_due || *gate.reopens_ms < **next_due))
+      *next_due = gate.reopens_ms;
+  }
+  if (gate.allowed == 0) return NotFound("no job of type '" + std::string(type) + "' may start");
   const auto end = keys.pending_of(type).second;
   std::string from = keys.pending_of(type).first;
   std::vector<Job> taken;
   const size_t spread = std::max(options.accept_spread, takers.size());
   // Each priority level costs one look, or two when it held fewer due jobs than wanted.
-  for (int look = 0; look < 2 * kMaxPriorityLevels && taken.size() < takers.size(); ++look) {
+  for (int look = 0; look < 2 * kMaxPriorityLevels && taken.size() < gate.allowed; ++look) {
     // Snapshot reads: only the jobs finally picked add conflicts, so acceptors that pick
     // different jobs never collide. One read per level: the index orders a level's entries by
     // scheduled time, so its due jobs are the first entries read, up to the level's due bound
@@ -123,7 +133,7 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
     }
     // In order: the first due jobs. Spread: a random choice among the first `spread`, so that
     // acceptors that collided on the same snapshot seldom pick the same ones again.
-    const size_t want = std::min(due.size(), takers.size() - taken.size());
+    const size_t want = std::min(due.size(), gate.allowed - taken.size());
     for (size_t i = 0; i < want; ++i) {
       if (pick == Pick::kSpread) std::swap(due[i], due[i + util::random_below(due.size() - i)]);
       KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_pending(due[i].key));
@@ -138,7 +148,8 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
       after.worker = taker.worker;
       after.worker_type = taker.worker_type;
       after.attempts += 1;
-      after.started = now_ms();
+      // A rate-limited type's accepts are stamped as its window records them.
+      after.started = gate.stamp_ms.value_or(now_ms());
       note_queue_latency(taker.lock, Millis(after.started - before->scheduled));
       after.progress.reset();  // progress is of one run
       KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, entry.id, before, after));
@@ -150,6 +161,7 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
     // nothing) and moves on from there.
   }
   if (taken.empty()) return NotFound("no job of type '" + std::string(type) + "' is due");
+  record_flow(txn, keys, type, gate, taken.size());
   return taken;
 }
 
@@ -225,10 +237,13 @@ class InFlight {
 // that started alone in this process takes the due jobs in order; a retry (after a conflict,
 // with an acceptor of another process that took the same head) or an attempt that overlaps
 // another here spreads its pick.
-Result<std::vector<Job>> accept_attempt(
-    kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
-    const AcceptOptions& accept, const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-    std::optional<uint64_t>& attempt_version, bool& tried, bool alone, kv::Watch* watch) {
+Result<std::vector<Job>> accept_attempt(kv::Transaction& txn, const Keys& keys,
+                                        const JobsOptions& options, std::string_view type,
+                                        const AcceptOptions& accept,
+                                        const std::vector<Taker>& takers,
+                                        std::optional<int64_t>* next_due,
+                                        std::optional<uint64_t>& attempt_version, bool& tried,
+                                        bool alone, kv::Watch* watch, ArmWatch arm) {
   const Pick pick = tried || !alone ? Pick::kSpread : Pick::kInOrder;
   tried = true;
   if (attempt_version) {
@@ -236,11 +251,23 @@ Result<std::vector<Job>> accept_attempt(
     if (!taken.empty()) return taken;
   }
   if (next_due) next_due->reset();
-  if (watch) {
+  if (watch && arm == ArmWatch::kAlways) {
     // At the look's own read version: an add the look cannot see changes the token after it.
     KVQ_ASSIGN_OR_RETURN(*watch, txn.watch(keys.pending_token(type)));
+  } else if (watch) {
+    *watch = kv::Watch();  // an earlier try's
   }
-  auto taken = try_accept_many(txn, keys, options, type, accept, takers, next_due, pick);
+  HeldBack held;
+  auto taken = try_accept_many(txn, keys, options, type, accept, takers, next_due, pick, &held);
+  if (held.by_running && watch && arm != ArmWatch::kNone) {
+    // Full: a slot frees only when a run ends, which rewrites the activity token, not the
+    // pending one. Watching it also fires on every other change of the type's jobs (adds,
+    // updates of running ones), each a look that finds it full again: a cost that only types
+    // with max_running pay, where run ends writing the pending token instead would cost every
+    // type's run ends a read of its settings.
+    KVQ_ASSIGN_OR_RETURN(*watch, txn.watch(keys.activity_token(type)));
+  }
+  if (held.any && arm == ArmWatch::kNone) note_held_back(keys, type);
   // Read after the look, whose first read fixed it: on etcd asking first would cost a round trip.
   KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
   return taken;
@@ -252,7 +279,8 @@ Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys,
                                              const JobsOptions& options, std::string_view type,
                                              const AcceptOptions& accept,
                                              const std::vector<Taker>& takers,
-                                             std::optional<int64_t>* next_due, kv::Watch* watch) {
+                                             std::optional<int64_t>* next_due, kv::Watch* watch,
+                                             ArmWatch arm) {
   std::optional<uint64_t> attempt_version;
   bool tried = false;
   const InFlight in_flight(keys, type);
@@ -260,41 +288,34 @@ Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys,
       store,
       [&](kv::Transaction& txn) {
         return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version,
-                              tried, in_flight.alone(), watch);
+                              tried, in_flight.alone(), watch, watch ? arm : ArmWatch::kNone);
       },
       options.retry);
 }
 
 void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options,
                                std::string type, AcceptOptions accept, std::vector<Taker> takers,
-                               bool arm_watch, std::function<void(AcceptOutcome)> done) {
+                               ArmWatch arm, std::function<void(AcceptOutcome)> done) {
   struct Attempt {
     std::string type;
     AcceptOptions accept;
     std::vector<Taker> takers;
-    bool arm_watch;
+    ArmWatch arm;
     std::optional<uint64_t> attempt_version;
     bool tried = false;
     std::optional<int64_t> next_due;      // of the last try, the one whose outcome `done` gets
     kv::Watch watch;                      // likewise
     std::unique_ptr<InFlight> in_flight;  // until the attempt settles
   };
-  auto a = std::make_shared<Attempt>(Attempt{std::move(type),
-                                             std::move(accept),
-                                             std::move(takers),
-                                             arm_watch,
-                                             {},
-                                             false,
-                                             {},
-                                             {},
-                                             nullptr});
+  auto a = std::make_shared<Attempt>(Attempt{
+      std::move(type), std::move(accept), std::move(takers), arm, {}, false, {}, {}, nullptr});
   a->in_flight = std::make_unique<InFlight>(keys, a->type);
   kv::run_async(
       store,
       [a, &keys, &options](kv::Transaction& txn) {
         return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, &a->next_due,
                               a->attempt_version, a->tried, a->in_flight->alone(),
-                              a->arm_watch ? &a->watch : nullptr);
+                              a->arm == ArmWatch::kNone ? nullptr : &a->watch, a->arm);
       },
       [a, done = std::move(done)](Result<std::vector<Job>> jobs) {
         a->in_flight.reset();

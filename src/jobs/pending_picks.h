@@ -41,15 +41,26 @@ enum class Pick {
              // collided on one snapshot seldom collide again
 };
 
+// Whether the type's flow control (flow_control.h) let a look take fewer jobs than it had
+// takers, and whether max_running was why (then only a run's end can free a slot).
+struct HeldBack {
+  bool any = false;
+  bool by_running = false;
+};
+
 // The non-blocking heart of accept, in the caller's transaction: takes up to takers.size()
-// distinct due jobs (highest priority first, then as `pick` says), the i-th for takers[i]. On
-// nothing due: kNotFound. When fewer jobs than takers were due, *next_due (if given) receives
-// the earliest scheduled time of a pending job not yet due, if any.
+// distinct due jobs (highest priority first, then as `pick` says), the i-th for takers[i], and
+// no more than the type's flow control lets it (a paused type gives none). On nothing due (or
+// nothing allowed): kNotFound. When fewer jobs than takers were due, *next_due (if given)
+// receives the earliest scheduled time of a pending job not yet due, if any, or the earlier
+// time flow control lets more through by itself (a pause's end, room in the rate window);
+// *held (if given) says whether flow control held it back.
 Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
                                          const JobsOptions& options, std::string_view type,
                                          const AcceptOptions& accept,
                                          const std::vector<Taker>& takers,
-                                         std::optional<int64_t>* next_due, Pick pick);
+                                         std::optional<int64_t>* next_due, Pick pick,
+                                         HeldBack* held = nullptr);
 // try_accept_many for one taker (`lock`, accept.worker and accept.worker_type), in order.
 Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
                        std::string_view type, const AcceptOptions& accept, const std::string& lock,
@@ -60,30 +71,40 @@ Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys,
                                        std::string_view type, uint64_t version,
                                        const std::vector<Taker>& takers);
 
+// Which watch an accept attempt arms for a caller that will wait, at its look's read version.
+enum class ArmWatch {
+  kNone,
+  // Only when max_running held the look back: on the type's activity token, which every
+  // change of one of its jobs rewrites — a run's end among them, and every add too.
+  kWhenFull,
+  // On the type's pending token (every add, resubmit and return to pending rewrites it), or
+  // as kWhenFull when max_running held the look back.
+  kAlways,
+};
+
 // One accept attempt in its own transaction (with retries, recognising its own earlier commit
 // after an unknown result): up to takers.size() due jobs, the i-th for takers[i], in order on
 // the first try of an attempt that started while no other of its type was in flight in this
 // process, else spread (Pick). kNotFound
 // when nothing is due; when fewer than wanted were due, *next_due then holds the earliest
-// scheduled time of a pending job not yet due, if any. With `watch`, the last try also arms a
-// watch on the type's pending token there.
-Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys,
-                                             const JobsOptions& options, std::string_view type,
-                                             const AcceptOptions& accept,
-                                             const std::vector<Taker>& takers,
-                                             std::optional<int64_t>* next_due,
-                                             kv::Watch* watch = nullptr);
+// scheduled time of a pending job not yet due, if any (or of flow control's reopening, as
+// try_accept_many's). With `watch`, the last try also arms a watch there as `arm` says. An
+// attempt that arms none and was held back by flow control is noted (note_held_back).
+Result<std::vector<Job>> attempt_accept_many(
+    kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
+    const AcceptOptions& accept, const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
+    kv::Watch* watch = nullptr, ArmWatch arm = ArmWatch::kAlways);
 // What attempt_accept_many_async hands its caller.
 struct AcceptOutcome {
   Result<std::vector<Job>> jobs;
   std::optional<int64_t> next_due;  // as attempt_accept_many's
-  kv::Watch watch;                  // armed when asked for
+  kv::Watch watch;                  // armed when asked for (ArmWatch)
 };
 // attempt_accept_many for a caller that must not block (kv::run_async): `done` gets the outcome,
 // perhaps on another thread. The Jobs behind `keys` and `options` must outlive the call.
 void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options,
                                std::string type, AcceptOptions accept, std::vector<Taker> takers,
-                               bool arm_watch, std::function<void(AcceptOutcome)> done);
+                               ArmWatch arm, std::function<void(AcceptOutcome)> done);
 // Undoes the accept of `job` for a caller that is gone — it cancelled while the accept's
 // transaction committed — so that the job does not sit running until its activity timeout
 // and then count a lost attempt: if `job.lock` still holds it, the job is pending again at its

@@ -33,8 +33,9 @@ void Scheduler::watch_token(kv::Watch watch) {
 }
 
 Result<kv::Clock::time_point> Scheduler::turn() {
-  // The watch first: a put committed after it fires it, however late the read below comes.
-  {
+  // The watch first: a put committed after it fires it, however late the read below comes. A
+  // watch that has not fired still covers every change since it was made, so it is kept.
+  if (!watch_.valid() || watch_.ready()) {
     KVQ_ASSIGN_OR_RETURN(auto txn, jobs_.store().begin());
     KVQ_ASSIGN_OR_RETURN(kv::Watch watch, txn->watch(keys_.schedules_token()));
     watch_token(std::move(watch));

@@ -34,8 +34,9 @@ class Scheduler {
 
  private:
   void run() KVQ_EXCLUDES(mu_);
-  // One turn: a watch on the schedules token, then the schedules; runs the due ones. Returns
-  // when to look again (steady clock), or max() for "when the token changes".
+  // One turn: a watch on the schedules token (unless the last one still waits), then the
+  // schedules; runs the due ones. Returns when to look again (steady clock), or max() for "when
+  // the token changes".
   Result<kv::Clock::time_point> turn();
   // Makes a change of the schedules token wake the loop.
   void watch_token(kv::Watch watch) KVQ_EXCLUDES(mu_);

@@ -292,12 +292,17 @@ Result<std::vector<ScheduleInfo>> Jobs::schedules() {
 
 Status Jobs::remove_schedule(std::string_view name) {
   KVQ_RETURN_IF_ERROR(validate_schedule_name(name));
+  // An attempt that got as far as removing it may have committed with its result unknown: then
+  // the retry finds it gone, and that is this call's doing.
+  bool removing = false;
   return kv::run(
       *store_,
       [&](kv::Transaction& txn) -> Status {
         const std::string key = impl_->keys.schedule(name);
         KVQ_ASSIGN_OR_RETURN(auto stored, txn.get(key));
+        if (!stored && removing) return Status::OK();
         if (!stored) return NotFound("no schedule '" + std::string(name) + "'");
+        removing = true;
         txn.clear(key);
         txn.set(impl_->keys.schedules_token(), util::random_hex(8));
         return Status::OK();

@@ -16,12 +16,16 @@
 //   (4, type)                           -> Tuple(timeout_ms[, retention_ms|null[, max_lost_runs
 //                                          |null[, max_attempts, backoff_base_ms,
 //                                          backoff_factor_millionths, backoff_cap_ms,
-//                                          jitter_millionths]]])
+//                                          jitter_millionths[, paused, paused_until_ms|null,
+//                                          max_running|null, rate_limit|null,
+//                                          rate_period_ms|null]]]])
 //                                          a type exists while this does; retention_ms only when
 //                                          finished jobs expire, max_lost_runs only when lost
 //                                          runs give up (null only before a retry policy), the
 //                                          retry policy only when not RetryPolicy's defaults
-//                                          (Tuple has no double: factor and jitter * 10^6)
+//                                          (Tuple has no double: factor and jitter * 10^6) or
+//                                          flow control follows, flow control only when a type
+//                                          is paused or limited (flow_control.h)
 //   (5, type)                           -> random token, rewritten whenever a job of the type
 //                                          becomes pending (accept waiters watch it)
 //   (6, type)                           -> random token, rewritten on every change of a job of

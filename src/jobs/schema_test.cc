@@ -282,6 +282,66 @@ TEST(SchemaTest, ARetryPolicyIsStoredOnlyWhenNotTheDefault) {
   EXPECT_FALSE(decode_type(Tuple{int64_t{1}, nullptr, nullptr}.pack()).ok());
 }
 
+TEST(SchemaTest, FlowControlIsStoredOnlyWhenSetAndRoundTrips) {
+  // Nothing set, or a pause lifted and limits cleared: the row encodes as before flow control.
+  TypeSettings s{.timeout = Millis(1500), .max_lost_runs = 2};
+  const std::string before = encode_type(s);
+  EXPECT_EQ(before, (Tuple{int64_t{1500}, nullptr, int64_t{2}}.pack()));
+  s.paused_until_ms = 99;  // without a pause it means nothing
+  EXPECT_EQ(encode_type(s), before);
+
+  s.paused = true;
+  auto decoded = decode_type(encode_type(s));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_TRUE(decoded->paused);
+  EXPECT_EQ(decoded->paused_until_ms, 99);
+  EXPECT_FALSE(decoded->max_running);
+  EXPECT_FALSE(decoded->rate);
+  EXPECT_EQ(decoded->max_lost_runs, 2u);
+  EXPECT_FALSE(decoded->finished_retention);
+  EXPECT_EQ(decoded->retry.max_attempts, RetryPolicy{}.max_attempts);
+  EXPECT_DOUBLE_EQ(decoded->retry.backoff_factor, RetryPolicy{}.backoff_factor);
+  EXPECT_DOUBLE_EQ(decoded->retry.jitter, RetryPolicy{}.jitter);
+  EXPECT_EQ(encode_type(*decoded), encode_type(s));
+
+  s.paused = false;
+  s.paused_until_ms.reset();
+  s.max_running = 7;
+  s.rate = RateLimit{20, Millis(500)};
+  s.retry.max_attempts = 4;
+  decoded = decode_type(encode_type(s));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_FALSE(decoded->paused);
+  EXPECT_FALSE(decoded->paused_until_ms);
+  EXPECT_EQ(decoded->max_running, 7u);
+  EXPECT_EQ(decoded->rate, (RateLimit{20, Millis(500)}));
+  EXPECT_EQ(decoded->retry.max_attempts, 4u);
+
+  s.max_running.reset();
+  s.rate.reset();
+  s.retry = RetryPolicy{};
+  EXPECT_EQ(encode_type(s), before);
+
+  // Corrupt flow fields are errors, not crashes.
+  auto with_flow = [](Element paused, Element until, Element max_running, Element limit,
+                      Element period) {
+    return Tuple{int64_t{1}, nullptr, nullptr, int64_t{3},  int64_t{4}, int64_t{5}, int64_t{6},
+                 int64_t{7}, paused,  until,   max_running, limit,      period}
+        .pack();
+  };
+  EXPECT_TRUE(decode_type(with_flow(true, nullptr, nullptr, nullptr, nullptr)).ok());
+  EXPECT_FALSE(decode_type(with_flow(int64_t{1}, nullptr, nullptr, nullptr, nullptr)).ok());
+  EXPECT_FALSE(decode_type(with_flow(false, "x", nullptr, nullptr, nullptr)).ok());
+  EXPECT_FALSE(decode_type(with_flow(false, nullptr, int64_t{0}, nullptr, nullptr)).ok());
+  EXPECT_FALSE(decode_type(with_flow(false, nullptr, "x", nullptr, nullptr)).ok());
+  EXPECT_FALSE(decode_type(with_flow(false, nullptr, nullptr, int64_t{3}, nullptr)).ok());
+  EXPECT_FALSE(decode_type(with_flow(false, nullptr, nullptr, "3", "4")).ok());
+  EXPECT_FALSE(decode_type(Tuple{int64_t{1}, nullptr, nullptr, int64_t{3}, int64_t{4}, int64_t{5},
+                                 int64_t{6}, int64_t{7}, false}
+                               .pack())
+                   .ok());
+}
+
 TEST(SchemaTest, OutcomeIndexKeysParseBackAndOutcomesDoNotShareRanges) {
   Keys keys("p");
   const auto dead = keys.ended("work", Outcome::kDead, "j1");
