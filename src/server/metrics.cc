@@ -139,7 +139,7 @@ void write_schedules(std::ostream& out, jobs::Jobs& jobs) {
         << label(s.spec.type) << "\"} " << s.enqueued << "\n";
   }
   out << "# HELP kvq_schedule_skipped_total Occurrences the schedule's catch_up left out after "
-         "downtime.\n"
+         "downtime, or whose add failed.\n"
       << "# TYPE kvq_schedule_skipped_total counter\n";
   for (const auto& s : *schedules) {
     out << "kvq_schedule_skipped_total{schedule=\"" << label(s.name) << "\",type=\""
