@@ -379,6 +379,14 @@ struct JobEvent {
 
 // What a schedule does with occurrences that came due while no process ran the scheduler
 // (downtime), found late: enqueue none of them, only the latest (the default), or all of them.
+// When the scheduler finds occurrences o1 < ... < ok all due by now:
+//   kAll   enqueues every one (at most 100 per transaction, the rest in the next ones);
+//   kOne   enqueues ok and counts the others as skipped;
+//   kNone  enqueues ok only if it is on time — at most a grace late, the grace being the
+//          shorter of 60 s and the gap from ok to the occurrence after it — and skips the rest.
+//          Since ok is the latest due, it is always within that gap: kNone differs from kOne
+//          only for an occurrence found more than a minute late.
+// Either way the schedule's next_run_ms becomes the first occurrence after now.
 enum class CatchUp { kNone, kOne, kAll };
 std::string_view catch_up_name(CatchUp catch_up);  // "none", "one", "all"
 // kInvalidArgument for anything else.
@@ -410,11 +418,11 @@ struct ScheduleSpec {
 struct ScheduleInfo {
   std::string name;
   ScheduleSpec spec;
-  int64_t next_run_ms = 0;  // the next occurrence to enqueue
+  int64_t next_run_ms = 0;  // the next occurrence to enqueue; 0 if the expression names no more
   int64_t last_run_ms = 0;  // the latest occurrence enqueued; 0 if none yet
   std::string last_job_id;  // its job's id ("" if none yet)
   uint64_t enqueued = 0;    // occurrences enqueued since the schedule was created
-  uint64_t skipped = 0;     // occurrences its catch_up left out
+  uint64_t skipped = 0;     // occurrences its catch_up left out, or whose add failed
   std::string last_error;   // why the latest occurrence could not be enqueued ("" if it was)
   int64_t created_at_ms = 0;
   int64_t updated_at_ms = 0;

@@ -102,6 +102,25 @@ std::optional<double> parse_double(std::string_view text) {
   return v;
 }
 
+std::optional<int64_t> parse_duration_ms(std::string_view text) {
+  static constexpr std::pair<std::string_view, double> kUnits[] = {
+      {"ms", 1}, {"s", 1e3}, {"m", 60e3}, {"h", 3600e3}, {"d", 86400e3}};
+  constexpr double kMaxMillis = 3650 * 86400e3;
+  double unit = 1e3;
+  std::string_view number = text;
+  // "ms" before "m" and "s": the first unit the text ends with is the one it names.
+  for (const auto& [suffix, millis] : kUnits) {
+    if (text.size() > suffix.size() && text.substr(text.size() - suffix.size()) == suffix) {
+      number = text.substr(0, text.size() - suffix.size());
+      unit = millis;
+      break;
+    }
+  }
+  auto v = parse_double(number);
+  if (!v || !(*v > 0) || *v * unit > kMaxMillis) return std::nullopt;
+  return static_cast<int64_t>(std::ceil(*v * unit));
+}
+
 Connection connection_from(const ParsedArgs& args, const char* env_url, const char* env_token) {
   Connection c;
   c.url =

@@ -44,6 +44,10 @@ Result<ParsedArgs> parse_args(const std::vector<std::string>& args,
 // Strict number parsing: the whole text must be the number.
 std::optional<int64_t> parse_int(std::string_view text);
 std::optional<double> parse_double(std::string_view text);
+// A duration as a number and a unit — "500ms", "30s", "5m", "2h", "1d" — or a bare number of
+// seconds ("1.5"), in whole milliseconds (rounded up); nullopt unless it is > 0 and at most
+// 3650 days.
+std::optional<int64_t> parse_duration_ms(std::string_view text);
 
 // The connection options: --url, else $KVQ_URL, else http://127.0.0.1:7411; --token, else
 // $KVQ_TOKEN.

@@ -102,6 +102,23 @@ TEST(Numbers, Strict) {
   EXPECT_FALSE(parse_double("1s"));
 }
 
+TEST(Numbers, Durations) {
+  EXPECT_EQ(parse_duration_ms("500ms"), 500);
+  EXPECT_EQ(parse_duration_ms("30s"), 30'000);
+  EXPECT_EQ(parse_duration_ms("1.5"), 1'500);
+  EXPECT_EQ(parse_duration_ms("5m"), 300'000);
+  EXPECT_EQ(parse_duration_ms("2h"), 7'200'000);
+  EXPECT_EQ(parse_duration_ms("1d"), 86'400'000);
+  EXPECT_EQ(parse_duration_ms("0.0001s"), 1);  // rounded up, never to 0
+  EXPECT_FALSE(parse_duration_ms("0s"));
+  EXPECT_FALSE(parse_duration_ms("-1s"));
+  EXPECT_FALSE(parse_duration_ms("s"));
+  EXPECT_FALSE(parse_duration_ms("ms"));
+  EXPECT_FALSE(parse_duration_ms("5w"));
+  EXPECT_FALSE(parse_duration_ms(""));
+  EXPECT_FALSE(parse_duration_ms("3651d"));
+}
+
 TEST(ParseArgs, TlsFlagsWinOverTheEnvironment) {
   std::string error;
   auto a = parse({}, {}, &error);
@@ -440,6 +457,70 @@ TEST(Requests, TypeSettings) {
             "--backoff-cap needs a number of seconds >= 0, not '-5'");
   EXPECT_EQ(error_of(type_settings_body(args_of({"t", "--backoff-factor", "x"}, specs))),
             "--backoff-factor needs a number, not 'x'");
+}
+
+TEST(Requests, TypeLimits) {
+  const std::vector<OptionSpec> specs = {{"max-running", true}, {"rate", true}};
+  auto body = type_settings_body(args_of({"t", "--max-running", "4", "--rate", "10/1s"}, specs));
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(*body,
+            nlohmann::json::parse(R"({"max_running":4,"rate":{"limit":10,"period_ms":1000}})"));
+  body = type_settings_body(args_of({"t", "--max-running", "none", "--rate", "none"}, specs));
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(*body, nlohmann::json::parse(R"({"max_running":null,"rate":null})"));
+  body = type_settings_body(args_of({"t", "--rate", "600/1h"}, specs));
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(*body, nlohmann::json::parse(R"({"rate":{"limit":600,"period_ms":3600000}})"));
+  EXPECT_EQ(error_of(type_settings_body(args_of({"t", "--max-running", "0"}, specs))),
+            "--max-running needs a whole number >= 1 or none, not '0'");
+  for (const char* bad : {"10", "10/", "/1s", "x/1s", "10/0s", "0/1s", "10/1w"}) {
+    EXPECT_EQ(error_of(type_settings_body(args_of({"t", "--rate", bad}, specs))),
+              std::string("--rate needs LIMIT/DURATION (such as 10/1s or 100/1m) or none, not '") +
+                  bad + "'")
+        << bad;
+  }
+}
+
+TEST(Requests, Pause) {
+  const std::vector<OptionSpec> specs = {{"for", true}};
+  auto body = pause_body(args_of({"t"}, specs));
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ(*body, nlohmann::json::object());
+  body = pause_body(args_of({"t", "--for", "10m"}, specs));
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ(*body, nlohmann::json::parse(R"({"for_ms":600000})"));
+  EXPECT_EQ(error_of(pause_body(args_of({"t", "--for", "soon"}, specs))),
+            "--for needs a duration such as 90s, 10m or 2h, not 'soon'");
+}
+
+TEST(Requests, Schedule) {
+  const std::vector<OptionSpec> specs = {{"type", true}, {"cron", true},     {"timezone", true},
+                                         {"data", true}, {"priority", true}, {"catch-up", true}};
+  std::istringstream in;
+  auto body = schedule_body(args_of({"nightly", "--type", "t", "--cron", "0 2 * * *"}, specs), in);
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(*body, nlohmann::json::parse(R"({"type":"t","cron":"0 2 * * *"})"));
+  body =
+      schedule_body(args_of({"n", "--type", "t", "--cron", "@hourly", "--timezone", "Europe/Paris",
+                             "--data", R"({"k":1})", "--priority", "-3", "--catch-up", "all"},
+                            specs),
+                    in);
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(*body, nlohmann::json::parse(R"({"type":"t","cron":"@hourly","timezone":"Europe/Paris",
+                                             "data":{"k":1},"priority":-3,"catch_up":"all"})"));
+  EXPECT_EQ(error_of(schedule_body(args_of({"n", "--cron", "@hourly"}, specs), in)),
+            "--type is required");
+  EXPECT_EQ(error_of(schedule_body(args_of({"n", "--type", "t"}, specs), in)),
+            "--cron is required");
+  EXPECT_EQ(
+      error_of(schedule_body(
+          args_of({"n", "--type", "t", "--cron", "@daily", "--catch-up", "some"}, specs), in)),
+      "--catch-up takes none, one or all, not 'some'");
+  EXPECT_EQ(
+      error_of(schedule_body(
+                   args_of({"n", "--type", "t", "--cron", "@daily", "--data", "{nope"}, specs), in))
+          .rfind("--data is not valid JSON", 0),
+      0u);
 }
 
 TEST(Metrics, ParsesSamples) {

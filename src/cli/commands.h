@@ -34,6 +34,11 @@ int run_types(int argc, char** argv);
 int run_timeout(int argc, char** argv);
 int run_retention(int argc, char** argv);
 int run_max_lost_runs(int argc, char** argv);
+int run_pause(int argc, char** argv);
+int run_resume(int argc, char** argv);
+
+// Cron schedules (commands_schedules.cc).
+int run_schedule(int argc, char** argv);
 
 // Worker membership (commands_workers.cc).
 int run_workers(int argc, char** argv);

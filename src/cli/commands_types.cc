@@ -1,5 +1,5 @@
-// cli/commands_types.cc — kvq types (list, get, set, clear-jobs, rm), timeout, retention and
-// max-lost-runs.
+// cli/commands_types.cc — kvq types (list, get, set, clear-jobs, rm), timeout, retention,
+// max-lost-runs, pause and resume.
 #include <cstdio>
 #include <functional>
 #include <string_view>
@@ -19,13 +19,18 @@ constexpr char kTypesUsage[] =
     "       kvq types get TYPE\n"
     "       kvq types set TYPE [--max-attempts N] [--backoff-base SECONDS] [--backoff-factor X]\n"
     "                          [--backoff-cap SECONDS] [--backoff-jitter X]\n"
+    "                          [--max-running N|none] [--rate LIMIT/DURATION|none]\n"
     "       kvq types clear-jobs TYPE\n"
     "       kvq types rm TYPE [--with-jobs]\n"
     "\n"
     "Lists the job types with their timeouts, max lost runs, finished-job retentions, max\n"
-    "attempts and backoffs.\n"
+    "attempts, backoffs, pauses (kvq pause) and limits.\n"
     "  get TYPE                prints TYPE's settings\n"
-    "  set TYPE ...            sets TYPE's retry policy; only what is given changes. A failed job\n"
+    "  set TYPE ...            sets TYPE's retry policy and limits; only what is given changes.\n"
+    "                          --max-running N: at most N of its jobs run at once across every\n"
+    "                          server; --rate LIMIT/DURATION (10/1s, 600/1h): at most LIMIT\n"
+    "                          accepts in any window of DURATION (1 to 1000 per 1ms to 1d); none\n"
+    "                          clears either. A failed job\n"
     "                          (kvq fail) runs again after its backoff, and ends dead when its\n"
     "                          attempts reach --max-attempts (default 25). The wait after the\n"
     "                          n-th failure is min(cap, base * factor^(n-1)), less a random part\n"
@@ -59,6 +64,18 @@ constexpr char kMaxLostRunsUsage[] =
     "when its worker stops updating the job for the type's timeout, or unregisters or dies; a job\n"
     "given up is finished with gave_up set and its data kept. TYPE must have a timeout.\n";
 
+constexpr char kPauseUsage[] =
+    "usage: kvq pause TYPE [--for DURATION]\n"
+    "\n"
+    "Pauses TYPE in every server sharing the store: accepts, waiting ones included, get nothing\n"
+    "until kvq resume TYPE (or, with --for, until DURATION has passed: 90s, 10m, 2h, 1d; a bare\n"
+    "number is seconds). Adds are still taken and running jobs go on. Pausing a paused type\n"
+    "replaces when its pause ends.\n";
+constexpr char kResumeUsage[] =
+    "usage: kvq resume TYPE\n"
+    "\n"
+    "Ends TYPE's pause (nothing if it is not paused); waiting accepts get its jobs at once.\n";
+
 constexpr char kTypesGetUsage[] = "usage: kvq types get TYPE\n\nPrints TYPE's settings.\n";
 
 // Removing every job of a type is one request that the server carries out in batches.
@@ -90,6 +107,26 @@ std::string backoff_cell(const Json& backoff) {
          number_cell(value_of(backoff, "jitter", Json()));
 }
 
+// A type's pause: "no", "yes", or "until TIME" for one that ends by itself.
+std::string paused_cell(const Json& t) {
+  if (!value_of(t, "paused", false)) return "no";
+  const Json until = value_of(t, "paused_until", Json());
+  return until.is_null() ? "yes" : "until " + time_cell(until);
+}
+
+// A max_running or rate: null means no limit.
+std::string max_running_cell(const Json& value) {
+  return value.is_null() ? "none" : compact(value);
+}
+
+// A rate {"limit", "period_ms"} as "10/1s", as --rate takes it.
+std::string rate_cell(const Json& rate) {
+  if (rate.is_null()) return "none";
+  if (!rate.is_object()) return compact(rate);
+  return compact(value_of(rate, "limit", Json())) + "/" +
+         format_seconds(value_of(rate, "period_ms", 0.0) / 1000.0);
+}
+
 // A type (GET /v1/types/{type}) as key: value lines.
 std::string format_type(const Json& t) {
   return format_key_values(
@@ -98,7 +135,10 @@ std::string format_type(const Json& t) {
        {"max_lost_runs", max_lost_runs_cell(value_of(t, "max_lost_runs", Json()))},
        {"retention", retention_cell(value_of(t, "finished_retention", Json()))},
        {"max_attempts", cell(t, "max_attempts")},
-       {"backoff", backoff_cell(value_of(t, "backoff", Json()))}});
+       {"backoff", backoff_cell(value_of(t, "backoff", Json()))},
+       {"paused", paused_cell(t)},
+       {"max_running", max_running_cell(value_of(t, "max_running", Json()))},
+       {"rate", rate_cell(value_of(t, "rate", Json()))}});
 }
 
 int list_types(const Invocation& inv) {
@@ -118,10 +158,13 @@ int list_types(const Invocation& inv) {
     rows.push_back({cell(t, "type"), seconds_cell(value_of(t, "timeout", Json())),
                     max_lost_runs_cell(value_of(t, "max_lost_runs", Json())),
                     retention_cell(value_of(t, "finished_retention", Json())),
-                    cell(t, "max_attempts"), backoff_cell(value_of(t, "backoff", Json()))});
+                    cell(t, "max_attempts"), backoff_cell(value_of(t, "backoff", Json())),
+                    paused_cell(t), max_running_cell(value_of(t, "max_running", Json())),
+                    rate_cell(value_of(t, "rate", Json()))});
   }
-  std::fputs(format_table(
-                 {"TYPE", "TIMEOUT", "MAX-LOST-RUNS", "RETENTION", "MAX-ATTEMPTS", "BACKOFF"}, rows)
+  std::fputs(format_table({"TYPE", "TIMEOUT", "MAX-LOST-RUNS", "RETENTION", "MAX-ATTEMPTS",
+                           "BACKOFF", "PAUSED", "MAX-RUNNING", "RATE"},
+                          rows)
                  .c_str(),
              stdout);
   return kExitOk;
@@ -163,7 +206,9 @@ int run_types_set(int argc, char** argv) {
                               {"backoff-base", true},
                               {"backoff-factor", true},
                               {"backoff-cap", true},
-                              {"backoff-jitter", true}},
+                              {"backoff-jitter", true},
+                              {"max-running", true},
+                              {"rate", true}},
                              1, 1);
   if (!begun.invocation) return begun.exit_code;
   const Invocation& inv = *begun.invocation;
@@ -352,6 +397,40 @@ int run_max_lost_runs(int argc, char** argv) {
   } else {
     std::printf("%s: jobs are given up after %s lost runs in a row\n", type.c_str(),
                 compact(value).c_str());
+  }
+  return kExitOk;
+}
+
+int run_pause(int argc, char** argv) {
+  auto begun = begin_command(argc, argv, "pause", kPauseUsage, {{"for", true}}, 1, 1);
+  if (!begun.invocation) return begun.exit_code;
+  const Invocation& inv = *begun.invocation;
+  auto body = pause_body(inv.args);
+  if (!body.ok()) return inv.usage_error(body.status().message());
+  const std::string& type = inv.args.positional[0];
+  Response r = inv.client->post(path("/v1/types", {type, "pause"}), *body);
+  if (!r.ok()) return inv.fail(r);
+  if (inv.json) {
+    print_json(r.body);
+  } else {
+    const Json until = value_of(r.body, "paused_until", Json());
+    const std::string ends = until.is_null() ? "" : " until " + time_cell(until);
+    std::printf("paused %s%s\n", type.c_str(), ends.c_str());
+  }
+  return kExitOk;
+}
+
+int run_resume(int argc, char** argv) {
+  auto begun = begin_command(argc, argv, "resume", kResumeUsage, {}, 1, 1);
+  if (!begun.invocation) return begun.exit_code;
+  const Invocation& inv = *begun.invocation;
+  const std::string& type = inv.args.positional[0];
+  Response r = inv.client->post(path("/v1/types", {type, "resume"}), Json::object());
+  if (!r.ok()) return inv.fail(r);
+  if (inv.json) {
+    print_json(r.body);
+  } else {
+    std::printf("resumed %s\n", type.c_str());
   }
   return kExitOk;
 }

@@ -32,10 +32,17 @@ constexpr char kUsage[] =
     "  types get TYPE                   a type's settings\n"
     "  types set TYPE [--max-attempts N] [--backoff-base S --backoff-factor X\n"
     "                 --backoff-cap S --backoff-jitter X]   a type's retry policy\n"
+    "                 [--max-running N|none] [--rate LIMIT/DURATION|none]   its limits,\n"
+    "                                   exact across every server\n"
+    "  pause TYPE [--for DURATION]      accepts of TYPE get nothing until resume TYPE\n"
+    "  resume TYPE                      end TYPE's pause\n"
     "  types clear-jobs TYPE            remove every job of TYPE\n"
     "  types rm TYPE [--with-jobs]      remove TYPE (and its jobs)\n"
     "  retention TYPE [SECONDS|--clear] how long finished jobs are kept\n"
     "  max-lost-runs TYPE [N|--clear]   give a job up after N lost runs in a row\n"
+    "  schedule put NAME --type T --cron EXPR [--timezone Z] [--data JSON] [--priority N]\n"
+    "               [--catch-up none|one|all]   add a job of T at every time EXPR names\n"
+    "  schedule ls | get NAME | rm NAME list, show (with its next runs) or remove schedules\n"
     "  workers WTYPE                    list workers         top [--once]    live counts per type\n"
     "  bench [--jobs J ...]             load-test a server on a throwaway type of its own\n"
     "  (client commands: --url URL (default $KVQ_URL or http://127.0.0.1:7411; https:// for TLS),\n"
@@ -84,6 +91,9 @@ int main(int argc, char** argv) {
   if (command == "timeout") return kvq::cli::run_timeout(argc - 1, argv + 1);
   if (command == "retention") return kvq::cli::run_retention(argc - 1, argv + 1);
   if (command == "max-lost-runs") return kvq::cli::run_max_lost_runs(argc - 1, argv + 1);
+  if (command == "pause") return kvq::cli::run_pause(argc - 1, argv + 1);
+  if (command == "resume") return kvq::cli::run_resume(argc - 1, argv + 1);
+  if (command == "schedule") return kvq::cli::run_schedule(argc - 1, argv + 1);
   if (command == "workers") return kvq::cli::run_workers(argc - 1, argv + 1);
   if (command == "top") return kvq::cli::run_top(argc - 1, argv + 1);
   if (command == "bench") return kvq::cli::run_bench(argc - 1, argv + 1);

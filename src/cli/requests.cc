@@ -188,10 +188,69 @@ Result<Json> type_settings_body(const ParsedArgs& args) {
     if (value) backoff[field] = *value;
   }
   if (!backoff.empty()) body["backoff"] = std::move(backoff);
+  if (args.has("max-running")) {
+    const std::string text = args.value("max-running");
+    auto n = parse_int(text);
+    if (text == "none") {
+      body["max_running"] = nullptr;
+    } else if (n && *n >= 1) {
+      body["max_running"] = *n;
+    } else {
+      return InvalidArgument("--max-running needs a whole number >= 1 or none, not '" + text + "'");
+    }
+  }
+  if (args.has("rate")) {
+    const std::string text = args.value("rate");
+    const size_t slash = text.find('/');
+    std::optional<int64_t> limit, period_ms;
+    if (slash != std::string::npos) {
+      limit = parse_int(std::string_view(text).substr(0, slash));
+      period_ms = parse_duration_ms(std::string_view(text).substr(slash + 1));
+    }
+    if (text == "none") {
+      body["rate"] = nullptr;
+    } else if (limit && *limit >= 1 && period_ms) {
+      body["rate"] = {{"limit", *limit}, {"period_ms", *period_ms}};
+    } else {
+      return InvalidArgument(
+          "--rate needs LIMIT/DURATION (such as 10/1s or 100/1m) or none, not '" + text + "'");
+    }
+  }
   if (body.empty()) {
     return InvalidArgument(
-        "nothing to set: give --max-attempts, --backoff-base, --backoff-factor, --backoff-cap or "
-        "--backoff-jitter");
+        "nothing to set: give --max-attempts, --backoff-base, --backoff-factor, --backoff-cap, "
+        "--backoff-jitter, --max-running or --rate");
+  }
+  return body;
+}
+
+Result<Json> pause_body(const ParsedArgs& args) {
+  Json body = Json::object();
+  if (args.has("for")) {
+    auto ms = parse_duration_ms(args.value("for"));
+    if (!ms) {
+      return InvalidArgument("--for needs a duration such as 90s, 10m or 2h, not '" +
+                             args.value("for") + "'");
+    }
+    body["for_ms"] = *ms;
+  }
+  return body;
+}
+
+Result<Json> schedule_body(const ParsedArgs& args, std::istream& in) {
+  KVQ_RETURN_IF_ERROR(need(args, "type"));
+  KVQ_RETURN_IF_ERROR(need(args, "cron"));
+  Json body = {{"type", args.value("type")}, {"cron", args.value("cron")}};
+  if (args.has("timezone")) body["timezone"] = args.value("timezone");
+  KVQ_RETURN_IF_ERROR(data_option(args, in, body));
+  KVQ_ASSIGN_OR_RETURN(auto priority, int_arg(args, "priority"));
+  if (priority) body["priority"] = *priority;
+  if (args.has("catch-up")) {
+    const std::string mode = args.value("catch-up");
+    if (mode != "none" && mode != "one" && mode != "all") {
+      return InvalidArgument("--catch-up takes none, one or all, not '" + mode + "'");
+    }
+    body["catch_up"] = mode;
   }
   return body;
 }

@@ -1,5 +1,6 @@
 // cli/requests.h — the request bodies of the client commands whose options need more than
-// copying: what `kvq add`, `update`, `finish`, `fail`, `snooze`, `rerun` and `types set` send.
+// copying: what `kvq add`, `update`, `finish`, `fail`, `snooze`, `rerun`, `types set`, `pause` and
+// `schedule put` send.
 // Pure functions of the parsed command line (tested in cli_test.cc); the server makes every
 // decision about the job, these only check that each option is well formed and that no two
 // contradict each other. Each error is kInvalidArgument, its message for the user.
@@ -50,8 +51,17 @@ struct RerunRequest {
 Result<RerunRequest> rerun_request(const ParsedArgs& args);
 
 // kvq types set TYPE [--max-attempts N] [--backoff-base S] [--backoff-factor X]
-// [--backoff-cap S] [--backoff-jitter X]: {"max_attempts"?, "backoff"?: {"base"?, "factor"?,
-// "cap"?, "jitter"?}}, only what is given (the rest stays as it is). At least one is needed.
+// [--backoff-cap S] [--backoff-jitter X] [--max-running N|none] [--rate LIMIT/DURATION|none]:
+// {"max_attempts"?, "backoff"?: {"base"?, "factor"?, "cap"?, "jitter"?}, "max_running"?,
+// "rate"?: {"limit", "period_ms"}}, only what is given (the rest stays as it is; "none" sends
+// null, which clears the limit). At least one is needed.
 Result<nlohmann::json> type_settings_body(const ParsedArgs& args);
+
+// kvq pause TYPE [--for DURATION]: {"for_ms"?}.
+Result<nlohmann::json> pause_body(const ParsedArgs& args);
+
+// kvq schedule put NAME --type T --cron EXPR [--timezone Z] [--data JSON] [--priority N]
+// [--catch-up none|one|all]: {"type", "cron", "timezone"?, "data"?, "priority"?, "catch_up"?}.
+Result<nlohmann::json> schedule_body(const ParsedArgs& args, std::istream& in);
 
 }  // namespace kvq::cli

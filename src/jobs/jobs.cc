@@ -65,6 +65,7 @@ Result<IfExists> parse_if_exists(std::string_view name) {
 Jobs::Jobs(std::shared_ptr<kv::Store> store, JobsOptions options)
     : store_(std::move(store)), options_(std::move(options)) {
   impl_ = std::make_unique<Impl>(*store_, options_);
+  if (options_.run_scheduler) impl_->scheduler = std::make_unique<Scheduler>(*this, impl_->keys);
 }
 
 Jobs::~Jobs() = default;

@@ -6,6 +6,7 @@
 #include "jobs/accept_waiters.h"
 #include "jobs/activity_monitor.h"
 #include "jobs/notifier.h"
+#include "jobs/scheduler.h"
 #include "jobs/schema.h"
 #include "jobs/type_stats.h"
 #include "kvq/jobs.h"
@@ -30,6 +31,9 @@ struct Jobs::Impl {
   // Where accept_batch_async's second look runs on a store that is not nonblocking (it blocks
   // there), off the accept waiters' threads. Null elsewhere. Last: its tasks use the members above.
   std::unique_ptr<util::ThreadPool> blocking_looks;
+  // The schedules' loop (JobsOptions::run_scheduler), started by Jobs once this Impl is whole,
+  // as it calls the Jobs back. Declared last so that it stops first: its ticks add jobs.
+  std::unique_ptr<Scheduler> scheduler;
 };
 
 }  // namespace kvq::jobs

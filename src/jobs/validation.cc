@@ -28,6 +28,19 @@ Status validate_type(std::string_view type) {
   return Status::OK();
 }
 
+Status validate_schedule_name(std::string_view name) {
+  if (name.empty()) return InvalidArgument("schedule name is empty");
+  if (name.size() > kMaxScheduleNameBytes) {
+    return InvalidArgument("schedule name is " + std::to_string(name.size()) +
+                           " bytes; the limit is " + std::to_string(kMaxScheduleNameBytes));
+  }
+  for (char c : name) {
+    if (!util::is_name_char(c))
+      return InvalidArgument("schedule name may only contain A-Z a-z 0-9 _ . : -");
+  }
+  return Status::OK();
+}
+
 Status validate_id(std::string_view id) {
   if (id.empty()) return InvalidArgument("job id is empty");
   if (id.size() > kMaxIdBytes) {

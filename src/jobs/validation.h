@@ -13,6 +13,9 @@ namespace kvq::jobs {
 
 // Types: 1..kMaxTypeBytes of [A-Za-z0-9_.:-] (they appear in URLs and metric labels).
 Status validate_type(std::string_view type);
+// Schedule names: 1..kMaxScheduleNameBytes of the characters a type may contain (they appear
+// in URLs and in the ids of the jobs a schedule enqueues).
+Status validate_schedule_name(std::string_view name);
 // Ids: 1..kMaxIdBytes bytes, no ASCII control characters.
 Status validate_id(std::string_view id);
 // Worker names (recorded on accepted jobs): 0..256 bytes, no ASCII control characters.

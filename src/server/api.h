@@ -63,6 +63,8 @@ void add_meta_routes(Router& router, Api& api);
 void add_type_routes(Router& router, Api& api);
 void add_job_routes(Router& router, Api& api);
 void add_worker_routes(Router& router, Api& api);
+// The schedule routes (api_schedules.cc).
+void add_schedule_routes(Router& router, Api& api);
 // The dashboard's page (public) and GET /v1/stats.
 void add_dashboard_routes(Router& router, Api& api);
 // Every route above: the whole API of docs/http-api.md.
@@ -78,7 +80,9 @@ nlohmann::json embed(const std::string& json_text);
 nlohmann::json job_json(const jobs::JobInfo& info);
 nlohmann::json event_json(const jobs::JobEvent& event);
 // {"type", "timeout", "finished_retention", "max_lost_runs", "max_attempts", "backoff": {"base",
-// "factor", "cap", "jitter"}}: times in seconds, the retention null when there is none.
+// "factor", "cap", "jitter"}, "paused", "paused_until", "max_running", "rate": {"limit",
+// "period_ms"}}: durations in seconds but for the rate's period (ms), paused_until in ms since the
+// epoch; each unset setting null.
 nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& settings);
 // A query parameter as a number; nullopt if absent; an ApiError if malformed or beyond
 // ±kMaxJsonInteger (json_body.h), so that a cast to int64_t never wraps.

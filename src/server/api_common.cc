@@ -86,6 +86,7 @@ void add_api_routes(Router& router, Api& api) {
   add_type_routes(router, api);
   add_job_routes(router, api);
   add_worker_routes(router, api);
+  add_schedule_routes(router, api);
   add_dashboard_routes(router, api);
 }
 
@@ -219,6 +220,13 @@ nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& sett
   if (settings.finished_retention) retention = seconds(*settings.finished_retention);
   nlohmann::json max_lost_runs = nullptr;
   if (settings.max_lost_runs) max_lost_runs = *settings.max_lost_runs;
+  nlohmann::json paused_until = nullptr;
+  if (settings.paused && settings.paused_until_ms) paused_until = *settings.paused_until_ms;
+  nlohmann::json max_running = nullptr;
+  if (settings.max_running) max_running = *settings.max_running;
+  nlohmann::json rate = nullptr;
+  if (settings.rate)
+    rate = {{"limit", settings.rate->limit}, {"period_ms", settings.rate->period.count()}};
   return {{"type", type},
           {"timeout", seconds(settings.timeout)},
           {"finished_retention", retention},
@@ -228,7 +236,11 @@ nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& sett
            {{"base", seconds(settings.retry.backoff_base)},
             {"factor", settings.retry.backoff_factor},
             {"cap", seconds(settings.retry.backoff_cap)},
-            {"jitter", settings.retry.jitter}}}};
+            {"jitter", settings.retry.jitter}}},
+          {"paused", settings.paused},
+          {"paused_until", paused_until},
+          {"max_running", max_running},
+          {"rate", rate}};
 }
 
 Field<jobs::Millis> seconds_field(const Field<double>& value, double max_seconds,

@@ -1,4 +1,6 @@
-// /healthz, /metrics and the type routes.
+// /healthz, /metrics and the type routes (settings, flow control, bulk calls).
+#include <chrono>
+
 #include "server/api.h"
 #include "server/json_body.h"
 
@@ -35,6 +37,14 @@ namespace {
 
 constexpr double kMaxTimeoutSeconds = 365.0 * 24 * 3600;
 constexpr double kMaxRetentionSeconds = 10 * kMaxTimeoutSeconds;
+// A pause's for_ms: at most ten years, ending far inside int64 milliseconds.
+constexpr int64_t kMaxPauseMillis = int64_t{10} * 365 * 24 * 3600 * 1000;
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // PUT's "finished_retention": absent (nullopt: unchanged), null (keep finished jobs), or seconds.
 Field<std::optional<jobs::Millis>> retention_field(const JsonBody& body) {
@@ -62,6 +72,48 @@ Field<std::optional<uint32_t>> max_lost_runs_field(const JsonBody& body) {
                             std::to_string(jobs::kMaxLostRunsLimit) + ", or null");
   }
   return std::optional<uint32_t>(static_cast<uint32_t>(*n.value()));
+}
+
+// PUT's "max_running": absent (nullopt: unchanged), null (no limit), or a count.
+Field<std::optional<uint32_t>> max_running_field(const JsonBody& body) {
+  if (!body.has("max_running")) return std::nullopt;
+  // In place, as max_lost_runs_field does.
+  if (body.json().at("max_running").is_null())
+    return std::optional<std::optional<uint32_t>>(std::in_place);
+  auto n = body.integer("max_running");
+  if (!n.ok()) return *n.error();
+  if (*n.value() < 1 || *n.value() > jobs::kMaxRunningLimit) {
+    return invalid_argument("'max_running' must be an integer from 1 to " +
+                            std::to_string(jobs::kMaxRunningLimit) + ", or null");
+  }
+  return std::optional<uint32_t>(static_cast<uint32_t>(*n.value()));
+}
+
+// PUT's "rate": absent (nullopt: unchanged), null (no limit), or {"limit": N, "period_ms": M}.
+// Only the form is checked here; the ranges are the library's (validate_rate_limit).
+Field<std::optional<jobs::RateLimit>> rate_field(const JsonBody& body) {
+  if (!body.has("rate")) return std::nullopt;
+  const auto& rate = body.json().at("rate");
+  if (rate.is_null()) return std::optional<std::optional<jobs::RateLimit>>(std::in_place);
+  if (!rate.is_object())
+    return invalid_argument("field 'rate' must be an object {\"limit\", \"period_ms\"}, or null");
+  for (const auto& [key, value] : rate.items()) {
+    if (key != "limit" && key != "period_ms")
+      return unknown_field("'rate' does not take a field '" + key + "'");
+  }
+  const JsonBody fields(rate);
+  auto limit = fields.integer("limit", 1, jobs::kMaxRateLimit);
+  auto period = fields.integer("period_ms", 1, jobs::kMaxRatePeriod.count());
+  if (!limit.ok())
+    return invalid_argument("'rate.limit' must be an integer from 1 to " +
+                            std::to_string(jobs::kMaxRateLimit));
+  if (!period.ok())
+    return invalid_argument("'rate.period_ms' must be an integer from 1 to " +
+                            std::to_string(jobs::kMaxRatePeriod.count()));
+  if (!limit.value() || !period.value())
+    return invalid_argument("field 'rate' needs both 'limit' and 'period_ms'");
+  jobs::RateLimit out{static_cast<uint32_t>(*limit.value()), jobs::Millis(*period.value())};
+  return std::optional<jobs::RateLimit>(out);
 }
 
 // PUT's retry policy fields, each absent = unchanged: "max_attempts" and "backoff": {"base",
@@ -130,8 +182,8 @@ void add_type_routes(Router& router, Api& api) {
     reply_json(*ex, 200, type_json(r.params["type"], *settings));
   });
   router.add("PUT", "/v1/types/{type}", [&api](Request& r, std::shared_ptr<Exchange> ex) {
-    auto parsed = JsonBody::parse(
-        r.body, {"timeout", "finished_retention", "max_lost_runs", "max_attempts", "backoff"});
+    auto parsed = JsonBody::parse(r.body, {"timeout", "finished_retention", "max_lost_runs",
+                                           "max_attempts", "backoff", "max_running", "rate"});
     if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*ex, *e);
     const auto& body = std::get<JsonBody>(parsed);
     auto retention_read = retention_field(body);
@@ -140,12 +192,19 @@ void add_type_routes(Router& router, Api& api) {
     auto max_lost_runs_read = max_lost_runs_field(body);
     if (!max_lost_runs_read.ok()) return reply_error(*ex, *max_lost_runs_read.error());
     const auto& max_lost_runs = max_lost_runs_read.value();
+    auto max_running_read = max_running_field(body);
+    if (!max_running_read.ok()) return reply_error(*ex, *max_running_read.error());
+    const auto& max_running = max_running_read.value();
+    auto rate_read = rate_field(body);
+    if (!rate_read.ok()) return reply_error(*ex, *rate_read.error());
+    const auto& rate = rate_read.value();
     auto retry_read = read_retry_change(body);
     if (auto* e = std::get_if<ApiError>(&retry_read)) return reply_error(*ex, *e);
     const auto& retry = std::get<RetryChange>(retry_read);
     // The timeout may be left out only to change the other settings of a type that exists.
     std::optional<jobs::Millis> timeout;
-    if (body.has("timeout") || (!retention && !max_lost_runs && !retry.any())) {
+    if (body.has("timeout") ||
+        (!retention && !max_lost_runs && !retry.any() && !max_running && !rate)) {
       auto seconds = body.number("timeout");
       if (!seconds.ok()) return reply_error(*ex, *seconds.error());
       if (!seconds.value() || *seconds.value() <= 0)
@@ -164,6 +223,8 @@ void add_type_routes(Router& router, Api& api) {
             KVQ_RETURN_IF_ERROR(api.jobs.set_finished_retention(txn, type, *retention));
           if (max_lost_runs)
             KVQ_RETURN_IF_ERROR(api.jobs.set_max_lost_runs(txn, type, *max_lost_runs));
+          if (max_running) KVQ_RETURN_IF_ERROR(api.jobs.set_max_running(txn, type, *max_running));
+          if (rate) KVQ_RETURN_IF_ERROR(api.jobs.set_rate_limit(txn, type, *rate));
           if (retry.any()) {
             // Fields left out keep the type's current values (the library's defaults for a
             // type that never set them).
@@ -172,6 +233,42 @@ void add_type_routes(Router& router, Api& api) {
             KVQ_RETURN_IF_ERROR(
                 api.jobs.set_retry_policy(txn, type, retry.applied_to(current->retry)));
           }
+          return api.jobs.get_type(txn, type);
+        },
+        api.jobs.options().retry);
+    if (!settings.ok()) return reply_status(*ex, settings.status());
+    reply_json(*ex, 200, type_json(type, *settings));
+  });
+  // Pauses the type in every server sharing the store; the answer is the type as the pausing
+  // transaction left it.
+  router.add("POST", "/v1/types/{type}/pause", [&api](Request& r, std::shared_ptr<Exchange> ex) {
+    auto parsed = JsonBody::parse(r.body, {"for_ms"});
+    if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*ex, *e);
+    auto for_ms = std::get<JsonBody>(parsed).integer("for_ms", 1, kMaxPauseMillis);
+    if (!for_ms.ok()) return reply_error(*ex, *for_ms.error());
+    // A duration, not a time, so that the client's clock never matters: it ends by this
+    // server's clock, the one the accepts it holds back compare with.
+    std::optional<int64_t> until;
+    if (for_ms.value()) until = now_ms() + *for_ms.value();
+    const std::string& type = r.params["type"];
+    auto settings = kv::run(
+        api.jobs.store(),
+        [&](kv::Transaction& txn) -> Result<jobs::TypeSettings> {
+          KVQ_RETURN_IF_ERROR(api.jobs.pause_type(txn, type, until));
+          return api.jobs.get_type(txn, type);
+        },
+        api.jobs.options().retry);
+    if (!settings.ok()) return reply_status(*ex, settings.status());
+    reply_json(*ex, 200, type_json(type, *settings));
+  });
+  router.add("POST", "/v1/types/{type}/resume", [&api](Request& r, std::shared_ptr<Exchange> ex) {
+    auto parsed = JsonBody::parse(r.body, {});
+    if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*ex, *e);
+    const std::string& type = r.params["type"];
+    auto settings = kv::run(
+        api.jobs.store(),
+        [&](kv::Transaction& txn) -> Result<jobs::TypeSettings> {
+          KVQ_RETURN_IF_ERROR(api.jobs.resume_type(txn, type));
           return api.jobs.get_type(txn, type);
         },
         api.jobs.options().retry);

@@ -104,6 +104,49 @@ void write_type_stats(std::ostream& out, const std::map<std::string, jobs::Jobs:
   }
 }
 
+// Each type's flow control as the store has it at scrape time: read by every server alike, so
+// these are the cluster's, not this process's.
+void write_flow_control(std::ostream& out, jobs::Jobs& jobs) {
+  auto types = jobs.types();
+  if (!types.ok()) return;
+  std::vector<std::pair<std::string, jobs::TypeSettings>> settings;
+  for (const auto& type : *types) {
+    if (auto s = jobs.get_type(type); s.ok()) settings.emplace_back(type, *s);
+  }
+  out << "# HELP kvq_type_paused Whether the type is paused (1) or not (0), read from the store.\n"
+      << "# TYPE kvq_type_paused gauge\n";
+  for (const auto& [type, s] : settings)
+    out << "kvq_type_paused{type=\"" << label(type) << "\"} " << (s.paused ? 1 : 0) << "\n";
+  out << "# HELP kvq_type_max_running The most jobs of the type that may run at once across the "
+         "cluster, for types that set one.\n"
+      << "# TYPE kvq_type_max_running gauge\n";
+  for (const auto& [type, s] : settings) {
+    if (s.max_running)
+      out << "kvq_type_max_running{type=\"" << label(type) << "\"} " << *s.max_running << "\n";
+  }
+}
+
+// Each schedule's counts from the store (ScheduleInfo): occurrences enqueued and skipped by
+// every server's scheduler together.
+void write_schedules(std::ostream& out, jobs::Jobs& jobs) {
+  auto schedules = jobs.schedules();
+  if (!schedules.ok()) return;
+  out << "# HELP kvq_schedule_enqueued_total Occurrences the schedule enqueued since it was "
+         "created, by every server.\n"
+      << "# TYPE kvq_schedule_enqueued_total counter\n";
+  for (const auto& s : *schedules) {
+    out << "kvq_schedule_enqueued_total{schedule=\"" << label(s.name) << "\",type=\""
+        << label(s.spec.type) << "\"} " << s.enqueued << "\n";
+  }
+  out << "# HELP kvq_schedule_skipped_total Occurrences the schedule's catch_up left out after "
+         "downtime, or whose add failed.\n"
+      << "# TYPE kvq_schedule_skipped_total counter\n";
+  for (const auto& s : *schedules) {
+    out << "kvq_schedule_skipped_total{schedule=\"" << label(s.name) << "\",type=\""
+        << label(s.spec.type) << "\"} " << s.skipped << "\n";
+  }
+}
+
 }  // namespace
 
 Result<std::vector<TypeCounts>> count_jobs(jobs::Jobs& jobs) {
@@ -164,6 +207,8 @@ std::string Metrics::render(jobs::Jobs& jobs) {
         out << "kvq_jobs{type=\"" << label(type) << "\",state=\"" << state << "\"} " << n << "\n";
     }
   }
+  write_flow_control(out, jobs);
+  write_schedules(out, jobs);
   const auto retries = kv::retry_counts();
   const auto stats = jobs.stats();
   write_type_stats(out, jobs.type_stats());

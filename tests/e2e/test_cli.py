@@ -14,9 +14,11 @@ import unittest
 
 from kvq_server import KVQ_BIN, ServerTestCase, q, uniq
 
-# A type's retry policy when none was set (kvq types get shows it too).
-RETRY_DEFAULTS = {"max_attempts": 25,
-                  "backoff": {"base": 1.0, "factor": 2.0, "cap": 3600.0, "jitter": 0.2}}
+# A type's retry policy and flow control as GET shows them when none was set (kvq/jobs.h
+# RetryPolicy's defaults; not paused, no limits).
+SETTING_DEFAULTS = {"max_attempts": 25,
+                    "backoff": {"base": 1.0, "factor": 2.0, "cap": 3600.0, "jitter": 0.2},
+                    "paused": False, "paused_until": None, "max_running": None, "rate": None}
 
 CRASH_SIGNS = ("Traceback", "terminate called", "Segmentation fault", "Aborted", "core dumped")
 
@@ -106,7 +108,7 @@ class TypesTimeoutsAndRetention(CliTestCase):
         r = self.ok("timeout", t)
         self.assertEqual(r.stdout.strip(), "%s: timeout 2.5s" % t)
         self.assertEqual(self.ok_json("timeout", t),
-                         dict({"type": t, "timeout": 2.5, "finished_retention": None, "max_lost_runs": None}, **RETRY_DEFAULTS))
+                         dict({"type": t, "timeout": 2.5, "finished_retention": None, "max_lost_runs": None}, **SETTING_DEFAULTS))
         r = self.ok("timeout", t, "--clear")
         self.assertIn("cleared", r.stdout)
         self.assertIn(t, r.stdout)
@@ -136,9 +138,9 @@ class TypesTimeoutsAndRetention(CliTestCase):
         r = self.ok("types")
         header, rows = table(r.stdout)
         self.assertEqual(header, ["TYPE", "TIMEOUT", "MAX-LOST-RUNS", "RETENTION", "MAX-ATTEMPTS",
-                                  "BACKOFF"])
+                                  "BACKOFF", "PAUSED", "MAX-RUNNING", "RATE"])
         by_type = {row[0]: row[1:] for row in rows}
-        policy = ["25", "1s", "x2", "cap", "3600s", "jitter", "0.2"]
+        policy = ["25", "1s", "x2", "cap", "3600s", "jitter", "0.2", "no", "none", "none"]
         self.assertEqual(by_type.get(kept), ["30s", "never", "kept"] + policy, r.stdout)
         self.assertEqual(by_type.get(expiring), ["2.5s", "never", "removed", "after", "1.5s"] + policy,
                          r.stdout)
@@ -152,12 +154,12 @@ class TypesTimeoutsAndRetention(CliTestCase):
         r = self.ok("max-lost-runs", t, "3")
         self.assertEqual(r.stdout, "%s: jobs are given up after 3 lost runs in a row\n" % t)
         self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % q(t)), 200),
-                         dict({"type": t, "timeout": 30.0, "finished_retention": 60.0, "max_lost_runs": 3}, **RETRY_DEFAULTS))
+                         dict({"type": t, "timeout": 30.0, "finished_retention": 60.0, "max_lost_runs": 3}, **SETTING_DEFAULTS))
         header, rows = table(self.ok("types").stdout)
         self.assertIn([t, "30s", "3", "removed", "after", "60s", "25", "1s", "x2", "cap", "3600s",
-                       "jitter", "0.2"], rows)
+                       "jitter", "0.2", "no", "none", "none"], rows)
         body = self.ok_json("max-lost-runs", t, "--clear")
-        self.assertEqual(body, dict({"type": t, "timeout": 30.0, "finished_retention": 60.0, "max_lost_runs": None}, **RETRY_DEFAULTS))
+        self.assertEqual(body, dict({"type": t, "timeout": 30.0, "finished_retention": 60.0, "max_lost_runs": None}, **SETTING_DEFAULTS))
         for bad in (["0"], ["1.5"], ["x"], ["1000001"], ["3", "--clear"]):
             r = self.assertExit(self.kvq("max-lost-runs", t, *bad), 2)
             self.assertIn("kvq max-lost-runs:", r.stderr)
@@ -170,8 +172,8 @@ class TypesTimeoutsAndRetention(CliTestCase):
         self.ok("timeout", expiring, "10")
         self.ok("retention", expiring, "3600")
         types = self.ok_json("types")["types"]
-        self.assertIn(dict({"type": kept, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None}, **RETRY_DEFAULTS), types)
-        self.assertIn(dict({"type": expiring, "timeout": 10.0, "finished_retention": 3600.0, "max_lost_runs": None}, **RETRY_DEFAULTS), types)
+        self.assertIn(dict({"type": kept, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None}, **SETTING_DEFAULTS), types)
+        self.assertIn(dict({"type": expiring, "timeout": 10.0, "finished_retention": 3600.0, "max_lost_runs": None}, **SETTING_DEFAULTS), types)
         names = [x["type"] for x in types]
         self.assertEqual(names, sorted(names))
 
@@ -182,15 +184,15 @@ class TypesTimeoutsAndRetention(CliTestCase):
         r = self.ok("retention", t, "3600")
         self.assertEqual(r.stdout.strip(), "%s: finished jobs removed after 3600s" % t)
         self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % t), 200),
-                         dict({"type": t, "timeout": 30.0, "finished_retention": 3600.0, "max_lost_runs": None}, **RETRY_DEFAULTS))
+                         dict({"type": t, "timeout": 30.0, "finished_retention": 3600.0, "max_lost_runs": None}, **SETTING_DEFAULTS))
         r = self.ok("retention", t)
         self.assertEqual(r.stdout.strip(), "%s: finished jobs removed after 3600s" % t)
         self.assertEqual(self.ok_json("retention", t, "1.5"),
-                         dict({"type": t, "timeout": 30.0, "finished_retention": 1.5, "max_lost_runs": None}, **RETRY_DEFAULTS))
+                         dict({"type": t, "timeout": 30.0, "finished_retention": 1.5, "max_lost_runs": None}, **SETTING_DEFAULTS))
         r = self.ok("retention", t, "--clear")
         self.assertEqual(r.stdout.strip(), "%s: finished jobs kept" % t)
         self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % t), 200),
-                         dict({"type": t, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None}, **RETRY_DEFAULTS))
+                         dict({"type": t, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None}, **SETTING_DEFAULTS))
 
     def test_retention_of_a_type_without_timeout_exits_5_and_creates_nothing(self):
         t = uniq("ret-none")
@@ -217,7 +219,7 @@ class TypesTimeoutsAndRetention(CliTestCase):
         t = self.new_type("ret-keep")
         self.ok("retention", t, "120")
         body = self.ok_json("timeout", t, "5")
-        self.assertEqual(body, dict({"type": t, "timeout": 5.0, "finished_retention": 120.0, "max_lost_runs": None}, **RETRY_DEFAULTS))
+        self.assertEqual(body, dict({"type": t, "timeout": 5.0, "finished_retention": 120.0, "max_lost_runs": None}, **SETTING_DEFAULTS))
         self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % t), 200), body)
         r = self.ok("retention", t)
         self.assertEqual(r.stdout.strip(), "%s: finished jobs removed after 120s" % t)

@@ -732,5 +732,36 @@ class Actions(ServerTestCase):
         b.wait_for("document.getElementById('job-result') !== null", "the job's details")
         self.assertEqual(json.loads(b.js("document.getElementById('job-result').textContent")), [1, 2])
 
+    def test_pause_and_resume_a_type_from_its_row(self):
+        b, t = self.browser, self.t
+        ok(self.c.put("/v1/types/%s" % q(t), {"max_running": 4, "rate": {"limit": 10, "period_ms": 1000}}))
+        self.open()
+        row = "#types-body tr[data-type=%s]" % json.dumps(t)
+        paused = "document.querySelector('%s [data-field=paused]')" % row
+        b.wait_for("%s !== null && %s.textContent === 'no'" % (paused, paused), "the type's row, not paused")
+        self.assertEqual(b.js("document.querySelector('%s [data-field=limits]').textContent" % row),
+                         "4 running, 10 per 1 s")
+        b.click(row + " button[data-action=pause]")
+        b.wait_for("%s.textContent === 'yes'" % paused, "the row to show the pause")
+        self.assertTrue(ok(self.c.get("/v1/types/%s" % q(t)))["paused"], "the click paused the type")
+        self.assertEqual(self.c.accept(t, timeout=0).status, 204)
+        b.click(row + " button[data-action=resume]")
+        b.wait_for("%s.textContent === 'no'" % paused, "the row to show the type resumed")
+        self.assertFalse(ok(self.c.get("/v1/types/%s" % q(t)))["paused"], "the click resumed the type")
+
+    def test_schedules_are_listed_with_their_next_run_and_counts(self):
+        b, t = self.browser, self.t
+        name = uniq("yearly")
+        s = ok(self.c.put("/v1/schedules/%s" % q(name), {"type": t, "cron": "@yearly", "timezone": "Europe/Paris"}))
+        self.open()
+        row = "#schedules-table tr[data-schedule=%s]" % json.dumps(name)
+        b.wait_for("document.querySelector('%s') !== null" % row, "the schedule's row")
+        field = lambda f: b.js("document.querySelector('%s [data-field=%s]').textContent" % (row, f))
+        self.assertEqual([field(f) for f in ("name", "type", "cron", "timezone", "enqueued", "skipped", "last_error")],
+                         [name, t, "@yearly", "Europe/Paris", "0", "0", ""])
+        # The page's clock() of next_run: the browser's local time, the same instant.
+        self.assertEqual(field("next_run"), b.js("clock(%d)" % s["next_run"]))
+        ok(self.c.delete("/v1/schedules/%s" % q(name)))
+
 if __name__ == "__main__":
     unittest.main()

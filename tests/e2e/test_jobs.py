@@ -9,9 +9,11 @@ from kvq_server import KvqServer, ServerTestCase, q, uniq
 JOB_FIELDS = {"type", "id", "state", "data", "scheduled_time", "priority", "resubmitted",
               "worker", "worker_type", "attempts", "lost_runs", "gave_up", "created_at", "updated_at",
               "outcome", "result", "progress", "errors", "started_at", "ended_at"}
-# A type's retry policy as GET shows it when none was set (kvq/jobs.h RetryPolicy's defaults).
-RETRY_DEFAULTS = {"max_attempts": 25,
-                  "backoff": {"base": 1.0, "factor": 2.0, "cap": 3600.0, "jitter": 0.2}}
+# A type's retry policy and flow control as GET shows them when none was set (kvq/jobs.h
+# RetryPolicy's defaults; not paused, no limits).
+SETTING_DEFAULTS = {"max_attempts": 25,
+                    "backoff": {"base": 1.0, "factor": 2.0, "cap": 3600.0, "jitter": 0.2},
+                    "paused": False, "paused_until": None, "max_running": None, "rate": None}
 
 
 class HealthAndTypes(ServerTestCase):
@@ -28,14 +30,14 @@ class HealthAndTypes(ServerTestCase):
         t = uniq("types")
         self.assertStatus(self.c.get("/v1/types/%s" % t), 404, "not_found")
         body = self.assertStatus(self.c.put("/v1/types/%s" % t, {"timeout": 30}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None, **RETRY_DEFAULTS})
+        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None, **SETTING_DEFAULTS})
         body = self.assertStatus(self.c.get("/v1/types/%s" % t), 200)
-        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None, **RETRY_DEFAULTS})
+        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": None, "max_lost_runs": None, **SETTING_DEFAULTS})
         # a fractional timeout, replacing the old one
         body = self.assertStatus(self.c.put("/v1/types/%s" % t, {"timeout": 2.5}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 2.5, "finished_retention": None, "max_lost_runs": None, **RETRY_DEFAULTS})
+        self.assertEqual(body, {"type": t, "timeout": 2.5, "finished_retention": None, "max_lost_runs": None, **SETTING_DEFAULTS})
         types = self.assertStatus(self.c.get("/v1/types"), 200)["types"]
-        self.assertIn({"type": t, "timeout": 2.5, "finished_retention": None, "max_lost_runs": None, **RETRY_DEFAULTS}, types)
+        self.assertIn({"type": t, "timeout": 2.5, "finished_retention": None, "max_lost_runs": None, **SETTING_DEFAULTS}, types)
         self.assertEqual(self.assertStatus(self.c.delete("/v1/types/%s" % t), 200), {})
         self.assertStatus(self.c.get("/v1/types/%s" % t), 404, "not_found")
         self.assertStatus(self.c.delete("/v1/types/%s" % t), 404, "not_found")
@@ -46,17 +48,17 @@ class HealthAndTypes(ServerTestCase):
         t = uniq("retained")
         body = self.assertStatus(self.c.put("/v1/types/%s" % t,
                                             {"timeout": 30, "finished_retention": 86400}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": 86400.0, "max_lost_runs": None, **RETRY_DEFAULTS})
+        self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": 86400.0, "max_lost_runs": None, **SETTING_DEFAULTS})
         # a PUT without the field changes the timeout only
         body = self.assertStatus(self.c.put("/v1/types/%s" % t, {"timeout": 10}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": 86400.0, "max_lost_runs": None, **RETRY_DEFAULTS})
+        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": 86400.0, "max_lost_runs": None, **SETTING_DEFAULTS})
         self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % t), 200), body)
         body = self.assertStatus(self.c.put("/v1/types/%s" % t,
                                             {"timeout": 10, "finished_retention": None}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": None, "max_lost_runs": None, **RETRY_DEFAULTS})
+        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": None, "max_lost_runs": None, **SETTING_DEFAULTS})
         # the retention alone, for a type that exists
         body = self.assertStatus(self.c.put("/v1/types/%s" % t, {"finished_retention": 60}), 200)
-        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": 60.0, "max_lost_runs": None, **RETRY_DEFAULTS})
+        self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": 60.0, "max_lost_runs": None, **SETTING_DEFAULTS})
         absent = uniq("absent")
         self.assertStatus(self.c.put("/v1/types/%s" % absent, {"finished_retention": 60}), 404,
                           "not_found")

@@ -8,9 +8,11 @@ import unittest
 
 from kvq_server import ServerTestCase, q, uniq, wait_until
 
-# A type's retry policy as GET shows it when none was set (kvq/jobs.h RetryPolicy's defaults).
-RETRY_DEFAULTS = {"max_attempts": 25,
-                  "backoff": {"base": 1.0, "factor": 2.0, "cap": 3600.0, "jitter": 0.2}}
+# A type's retry policy and flow control as GET shows them when none was set (kvq/jobs.h
+# RetryPolicy's defaults; not paused, no limits).
+SETTING_DEFAULTS = {"max_attempts": 25,
+                    "backoff": {"base": 1.0, "factor": 2.0, "cap": 3600.0, "jitter": 0.2},
+                    "paused": False, "paused_until": None, "max_running": None, "rate": None}
 
 
 class MaxLostRuns(ServerTestCase):
@@ -22,13 +24,13 @@ class MaxLostRuns(ServerTestCase):
         t = uniq("lost")
         body = self.put_type(t, {"timeout": 30, "max_lost_runs": 3})
         self.assertEqual(body, {"type": t, "timeout": 30.0, "finished_retention": None,
-                                "max_lost_runs": 3, **RETRY_DEFAULTS})
+                                "max_lost_runs": 3, **SETTING_DEFAULTS})
         # other settings leave it as it is, and it may be changed alone
         body = self.put_type(t, {"timeout": 10, "finished_retention": 60})
         self.assertEqual(body["max_lost_runs"], 3)
         body = self.put_type(t, {"max_lost_runs": 5})
         self.assertEqual(body, {"type": t, "timeout": 10.0, "finished_retention": 60.0,
-                                "max_lost_runs": 5, **RETRY_DEFAULTS})
+                                "max_lost_runs": 5, **SETTING_DEFAULTS})
         self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % t), 200), body)
         body = self.put_type(t, {"max_lost_runs": None})
         self.assertIsNone(body["max_lost_runs"])
