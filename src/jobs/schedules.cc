@@ -272,21 +272,22 @@ Result<ScheduleInfo> Jobs::get_schedule(std::string_view name) {
       options_.retry);
 }
 
+Result<std::vector<ScheduleInfo>> read_schedules(kv::Transaction& txn, const Keys& keys) {
+  auto [begin, end] = keys.schedules();
+  KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end, {.snapshot = true}));
+  std::vector<ScheduleInfo> out;
+  out.reserve(rows.size());
+  for (const auto& kv : rows) {
+    KVQ_ASSIGN_OR_RETURN(std::string name, keys.parse_schedule_name(kv.key));
+    KVQ_ASSIGN_OR_RETURN(ScheduleInfo info, decode_schedule(name, kv.value));
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
 Result<std::vector<ScheduleInfo>> Jobs::schedules() {
   return kv::run(
-      *store_,
-      [&](kv::Transaction& txn) -> Result<std::vector<ScheduleInfo>> {
-        auto [begin, end] = impl_->keys.schedules();
-        KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end, {.snapshot = true}));
-        std::vector<ScheduleInfo> out;
-        out.reserve(rows.size());
-        for (const auto& kv : rows) {
-          KVQ_ASSIGN_OR_RETURN(std::string name, impl_->keys.parse_schedule_name(kv.key));
-          KVQ_ASSIGN_OR_RETURN(ScheduleInfo info, decode_schedule(name, kv.value));
-          out.push_back(std::move(info));
-        }
-        return out;
-      },
+      *store_, [&](kv::Transaction& txn) { return read_schedules(txn, impl_->keys); },
       options_.retry);
 }
 
