@@ -398,8 +398,9 @@ inline constexpr size_t kMaxScheduleNameBytes = 128;
 //
 // `cron` is five fields — minute hour day-of-month month day-of-week — as crontab(5) has them
 // (lists, ranges, steps, month and day names, day-of-week 0 or 7 for Sunday, `?` for `*` in the
-// day fields, and when both day fields are restricted — neither is `*` or `?`, so `*/2` counts
-// as restricted — a day matching either), or six with a seconds field first, or one of
+// day fields, and when both day fields are restricted — neither starts with `*` or `?`, as
+// crontab(5) has it, so `*/2` leaves its field unrestricted — a day matching either), or six with a
+// seconds field first, or one of
 // @yearly (@annually), @monthly, @weekly, @daily (@midnight), @hourly. The times are wall times
 // in `timezone` (an IANA name from the system's tz database, such as "Europe/Paris"): when
 // clocks go forward, an occurrence whose wall time does not exist that day runs at the instant

@@ -74,6 +74,13 @@ class FieldParser {
 
   Status parse() {
     bits_.reset();
+    for (char c : text_) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '*' && c != '?' && c != ',' &&
+          c != '-' && c != '/') {
+        return error(std::string("character '") + c +
+                     "' is not allowed (fields use digits, names, * ? , - /)");
+      }
+    }
     size_t start = 0;
     while (true) {
       size_t comma = text_.find(',', start);
@@ -207,22 +214,17 @@ constexpr std::array<Shortcut, 7> kShortcuts = {{
     {"@HOURLY", "0 * * * *"},
 }};
 
-Status check_characters(std::string_view expression) {
+// Printable characters are checked field by field, where errors can name the field; bytes
+// that would not print are refused here, before any message quotes the text.
+Status check_bytes(std::string_view expression) {
   for (size_t i = 0; i < expression.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(expression[i]);
-    if (is_blank(static_cast<char>(c))) continue;
-    if (c < 0x21 || c > 0x7E) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      return InvalidArgument(std::string("cron: byte 0x") + kHex[c >> 4] + kHex[c & 0xF] +
-                             " at offset " + std::to_string(i) +
-                             " is not allowed (fields are printable ASCII separated by spaces "
-                             "or tabs)");
-    }
-    if (!std::isalnum(c) && c != '*' && c != '?' && c != ',' && c != '-' && c != '/' && c != '@') {
-      return InvalidArgument(std::string("cron: character '") + static_cast<char>(c) +
-                             "' at offset " + std::to_string(i) +
-                             " is not allowed (fields use digits, names, * ? , - /)");
-    }
+    if (is_blank(static_cast<char>(c)) || (c >= 0x21 && c <= 0x7E)) continue;
+    static constexpr char kHex[] = "0123456789abcdef";
+    return InvalidArgument(std::string("cron: byte 0x") + kHex[c >> 4] + kHex[c & 0xF] +
+                           " at offset " + std::to_string(i) +
+                           " is not allowed (fields are printable ASCII separated by spaces or "
+                           "tabs)");
   }
   return Status::OK();
 }
@@ -279,7 +281,7 @@ Result<CronSchedule> CronSchedule::parse(std::string_view expression, std::strin
     return InvalidArgument("cron expression is " + std::to_string(expression.size()) +
                            " bytes; the limit is " + std::to_string(kMaxExpressionBytes));
   }
-  KVQ_RETURN_IF_ERROR(check_characters(expression));
+  KVQ_RETURN_IF_ERROR(check_bytes(expression));
   std::vector<std::string_view> fields = split_blanks(expression);
   if (fields.empty()) return InvalidArgument("cron expression is empty");
 
@@ -320,20 +322,24 @@ Result<CronSchedule> CronSchedule::parse(std::string_view expression, std::strin
   }
   KVQ_RETURN_IF_ERROR(parse_field(kMinute, fields[i++], cron.minutes_));
   KVQ_RETURN_IF_ERROR(parse_field(kHour, fields[i++], cron.hours_));
-  // POSIX's rule: a day field is unrestricted only when it is "*" (or "?"); "*/2" restricts it.
-  // Vixie cron and cronie differ here: they test only the field's first character, so for them
-  // "*/2" is unrestricted and combines with the other day field by AND.
-  cron.day_of_month_any_ = fields[i] == "*" || fields[i] == "?";
+  // crontab(5)'s rule, as Vixie cron and cronie apply it: a day field is restricted when it does
+  // not start with "*" (or Quartz's "?"), so "*/2" leaves it unrestricted and it combines with
+  // the other day field by AND. (POSIX would call "*/2" restricted; the crontabs users bring
+  // were written for Vixie's reading.)
+  cron.day_of_month_any_ = fields[i].front() == '*' || fields[i].front() == '?';
   KVQ_RETURN_IF_ERROR(parse_field(kDayOfMonth, fields[i++], cron.days_of_month_));
   KVQ_RETURN_IF_ERROR(parse_field(kMonth, fields[i++], cron.months_));
-  cron.day_of_week_any_ = fields[i] == "*" || fields[i] == "?";
+  cron.day_of_week_any_ = fields[i].front() == '*' || fields[i].front() == '?';
   std::bitset<8> days_of_week;  // 0..7 while parsing; parse_field folds 7 into 0
   KVQ_RETURN_IF_ERROR(parse_field(kDayOfWeek, fields[i++], days_of_week));
   cron.days_of_week_ = std::bitset<7>(days_of_week.to_ulong() & 0x7F);
 
   // With the day of week unrestricted, the day of month alone decides, and it may name only
   // days the months it is combined with never have (30 February). Every other expression
-  // matches within kSearchYears: the longest wait, for 29 February, is 8 years (2096 to 2104).
+  // matches within kSearchYears. The longest waits: 29 February, 8 years (2096 to 2104); and a
+  // day-of-month field starting with `*` (so ANDed with the day of week, and holding the 1st)
+  // in one month on one weekday, such as `0 0 */7 2 MON`: the 1st of a month falls on a given
+  // weekday at most 12 years apart (across 2100).
   if (!cron.day_of_month_any_ && cron.day_of_week_any_) {
     bool possible = false;
     const int first_day = next_set(cron.days_of_month_, 1);

@@ -31,7 +31,7 @@ class CronSchedule {
   // True for six fields (a seconds field): occurrences may be less than a minute apart.
   bool has_seconds() const { return has_seconds_; }
 
-  static constexpr int kSearchYears = 8;
+  static constexpr int kSearchYears = 14;
 
  private:
   CronSchedule() = default;

@@ -97,9 +97,17 @@ TEST(CronTest, BothDayFieldsRestrictedMatchEither) {
   EXPECT_EQ(runs("0 0 13 * FRI", "UTC", "2026-01-01T00:00:00Z", 4),
             (Runs{"2026-01-02T00:00:00Z", "2026-01-09T00:00:00Z", "2026-01-13T00:00:00Z",
                   "2026-01-16T00:00:00Z"}));
-  // `*/2` restricts the day of month (POSIX), so Monday the 12th matches too.
+  // A field starting with `*` is unrestricted (crontab(5), Vixie cron): `*/2 * MON` is the
+  // Mondays that fall on an odd day of the month, not every odd day and every Monday.
   EXPECT_EQ(runs("0 0 */2 * MON", "UTC", "2026-01-10T00:00:00Z", 3),
-            (Runs{"2026-01-11T00:00:00Z", "2026-01-12T00:00:00Z", "2026-01-13T00:00:00Z"}));
+            (Runs{"2026-01-19T00:00:00Z", "2026-02-09T00:00:00Z", "2026-02-23T00:00:00Z"}));
+}
+
+TEST(CronTest, AnAndOfTheDayFieldsMayWaitYears) {
+  // February's Mondays on days 1, 8, 15, 22 or 29: after 2027's, the next is in 2038 (2032's
+  // 29th is a Sunday) — past 8 years, inside kSearchYears.
+  EXPECT_EQ(runs("0 0 */7 2 MON", "UTC", "2027-02-23T00:00:00Z", 1),
+            (Runs{"2038-02-01T00:00:00Z"}));
 }
 
 TEST(CronTest, OneDayFieldUnrestrictedLetsTheOtherDecide) {
@@ -290,7 +298,12 @@ TEST(CronTest, TheExpressionAsAWholeIsChecked) {
             "day-of-week) or 6 (second minute hour day-of-month month day-of-week)");
   EXPECT_EQ(error_of(std::string(257, '*')), "cron expression is 257 bytes; the limit is 256");
   EXPECT_EQ(error_of("0 0 * * 1#2"),
-            "cron: character '#' at offset 9 is not allowed (fields use digits, names, * ? , - /)");
+            "cron: day-of-week field \"1#2\": character '#' is not allowed (fields use digits, "
+            "names, * ? , - /)");
+  EXPECT_EQ(error_of("0 0 1W * *"), "cron: day-of-month field \"1W\": \"1W\" is not a number");
+  EXPECT_EQ(error_of("0;0 * * * *"),
+            "cron: minute field \"0;0\": character ';' is not allowed (fields use digits, names, * "
+            "? , - /)");
   EXPECT_EQ(error_of("0 0 L * *"), "cron: day-of-month field \"L\": \"L\" is not a number");
   EXPECT_EQ(error_of("0 0 * * *\n0 1 * * *"),
             "cron: byte 0x0a at offset 9 is not allowed (fields are printable ASCII separated by "
@@ -304,7 +317,9 @@ TEST(CronTest, ShortcutsAreKnownAndStandAlone) {
             "cron: unknown shortcut \"@reboot\" (known: @yearly @annually @monthly @weekly @daily "
             "@midnight @hourly)");
   EXPECT_EQ(error_of("@daily 5"), "cron \"@daily 5\": a shortcut such as @daily stands alone");
-  EXPECT_EQ(error_of("0 @daily * * *"), "cron: hour field \"@daily\": \"@daily\" is not a number");
+  EXPECT_EQ(error_of("0 @daily * * *"),
+            "cron: hour field \"@daily\": character '@' is not allowed (fields use digits, names, "
+            "* ? , - /)");
 }
 
 TEST(CronTest, ExpressionsThatNeverMatchAreRefused) {
