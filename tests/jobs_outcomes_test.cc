@@ -245,7 +245,8 @@ TEST_P(JobsOutcomesTest, AKeepAddRetriedAfterAnUnknownCommitReportsItsAddAndNeve
       ASSERT_TRUE(jobs().finish(*job).ok());
       ran = job->id;
     });
-    auto producer = Jobs::open(hooked, {.key_prefix = "t", .run_activity_monitor = false});
+    auto producer = Jobs::open(
+        hooked, {.key_prefix = "t", .run_activity_monitor = false, .run_scheduler = false});
     ASSERT_TRUE(producer.ok());
     const jobs::AddOptions keep{.if_exists = IfExists::kKeep};
     if (batch) {
@@ -506,7 +507,8 @@ TEST_P(JobsOutcomesTest, RerunAndCancelRetriedAfterAnUnknownCommitRecogniseTheir
     ASSERT_EQ(job->id, "s");
     ASSERT_TRUE(jobs().finish(*job).ok());
   });
-  auto producer = Jobs::open(hooked, {.key_prefix = "t", .run_activity_monitor = false});
+  auto producer = Jobs::open(
+      hooked, {.key_prefix = "t", .run_activity_monitor = false, .run_scheduler = false});
   ASSERT_TRUE(producer.ok());
 
   run_it = true;

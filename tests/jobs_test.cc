@@ -341,7 +341,8 @@ TEST_P(JobsTest, ABatchAddRetriedAfterAnUnknownCommitDoesNotRunAJobAcceptedMeanw
       ASSERT_TRUE(job.ok()) << job.status().to_string();
       taken = *job;
     });
-    auto producer = Jobs::open(hooked, {.key_prefix = "t", .run_activity_monitor = false});
+    auto producer = Jobs::open(
+        hooked, {.key_prefix = "t", .run_activity_monitor = false, .run_scheduler = false});
     ASSERT_TRUE(producer.ok());
     const std::vector<jobs::NewJob> batch = {{"b1", R"({"n":1})", {}}, {"b2", R"({"n":2})", {}}};
     Status added;

@@ -33,14 +33,17 @@ void Scheduler::watch_token(kv::Watch watch) {
 }
 
 Result<kv::Clock::time_point> Scheduler::turn() {
-  // The watch first: a put committed after it fires it, however late the read below comes. A
-  // watch that has not fired still covers every change since it was made, so it is kept.
-  if (!watch_.valid() || watch_.ready()) {
+  std::vector<ScheduleInfo> all;
+  {
     KVQ_ASSIGN_OR_RETURN(auto txn, jobs_.store().begin());
-    KVQ_ASSIGN_OR_RETURN(kv::Watch watch, txn->watch(keys_.schedules_token()));
-    watch_token(std::move(watch));
+    KVQ_ASSIGN_OR_RETURN(all, read_schedules(*txn, keys_));
+    // At the read's version: a put committed after the read fires it. A watch that has not
+    // fired still covers every change since it was made, so it is kept.
+    if (!watch_.valid() || watch_.ready()) {
+      KVQ_ASSIGN_OR_RETURN(kv::Watch watch, txn->watch(keys_.schedules_token()));
+      watch_token(std::move(watch));
+    }
   }
-  KVQ_ASSIGN_OR_RETURN(std::vector<ScheduleInfo> all, jobs_.schedules());
   int64_t earliest = std::numeric_limits<int64_t>::max();
   for (const ScheduleInfo& info : all) {
     if (info.next_run_ms != 0) earliest = std::min(earliest, info.next_run_ms);

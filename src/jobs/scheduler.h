@@ -13,12 +13,16 @@
 
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
 #include "util/mutex.h"
 
 namespace kvq::jobs {
+
+// Every schedule stored, by name, read in `txn` with snapshot (schedules.cc).
+Result<std::vector<ScheduleInfo>> read_schedules(kv::Transaction& txn, const Keys& keys);
 
 class Scheduler {
  public:
@@ -34,9 +38,10 @@ class Scheduler {
 
  private:
   void run() KVQ_EXCLUDES(mu_);
-  // One turn: a watch on the schedules token (unless the last one still waits), then the
-  // schedules; runs the due ones. Returns when to look again (steady clock), or max() for "when
-  // the token changes".
+  // One turn: reads the schedules and watches the schedules token (unless the last watch still
+  // waits) in one transaction it never commits, so a turn that finds nothing due commits
+  // nothing; then runs the due ones. Returns when to look again (steady clock), or max() for
+  // "when the token changes".
   Result<kv::Clock::time_point> turn();
   // Makes a change of the schedules token wake the loop.
   void watch_token(kv::Watch watch) KVQ_EXCLUDES(mu_);

@@ -120,14 +120,13 @@ int64_t occurrence_after(const CronSchedule& cron, int64_t after_ms) {
   return cron.next_after(after_ms).value_or(0);
 }
 
-Status write_schedule(kv::Transaction& txn, const Keys& keys, const ScheduleInfo& info) {
+void write_schedule(kv::Transaction& txn, const Keys& keys, const ScheduleInfo& info) {
   txn.set(keys.schedule(info.name), encode_schedule(info));
-  return Status::OK();
 }
 
-// The occurrences of `row` due by `now`, as far as one transaction goes: the first
-// `counted` of them (at most kMaxCountedPerTransaction), and the occurrence after those —
-// `after` — which is past now when the count is complete.
+// A schedule's occurrences from `first` that are due by `now`, as far as one transaction goes
+// (at most kMaxCountedPerTransaction of them), and the occurrence after those: past now when
+// they are all the due ones.
 struct DueOccurrences {
   std::vector<int64_t> times;  // ascending; all <= now
   int64_t after = 0;           // the next occurrence after times.back(); 0 if none
@@ -170,7 +169,7 @@ Result<ScheduleTick> tick_schedule(Jobs& jobs, kv::Transaction& txn, const Keys&
     // a minute rather than never.
     row.last_error = cron.status().message();
     row.next_run_ms = now + kMaxGraceMs;
-    KVQ_RETURN_IF_ERROR(write_schedule(txn, keys, row));
+    write_schedule(txn, keys, row);
     return tick;
   }
   const DueOccurrences due = due_occurrences(*cron, row.next_run_ms, now);
@@ -222,7 +221,7 @@ Result<ScheduleTick> tick_schedule(Jobs& jobs, kv::Transaction& txn, const Keys&
     }
   }
   row.next_run_ms = next_run;
-  KVQ_RETURN_IF_ERROR(write_schedule(txn, keys, row));
+  write_schedule(txn, keys, row);
   return tick;
 }
 
@@ -253,7 +252,7 @@ Result<ScheduleInfo> Jobs::put_schedule(std::string_view name, const ScheduleSpe
         info.spec = normalized;
         info.updated_at_ms = now;
         info.next_run_ms = occurrence_after(cron, std::max(now, info.last_run_ms));
-        KVQ_RETURN_IF_ERROR(write_schedule(txn, keys, info));
+        write_schedule(txn, keys, info);
         txn.set(keys.schedules_token(), util::random_hex(8));
         return info;
       },
@@ -272,21 +271,22 @@ Result<ScheduleInfo> Jobs::get_schedule(std::string_view name) {
       options_.retry);
 }
 
+Result<std::vector<ScheduleInfo>> read_schedules(kv::Transaction& txn, const Keys& keys) {
+  auto [begin, end] = keys.schedules();
+  KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end, {.snapshot = true}));
+  std::vector<ScheduleInfo> out;
+  out.reserve(rows.size());
+  for (const auto& kv : rows) {
+    KVQ_ASSIGN_OR_RETURN(std::string name, keys.parse_schedule_name(kv.key));
+    KVQ_ASSIGN_OR_RETURN(ScheduleInfo info, decode_schedule(name, kv.value));
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
 Result<std::vector<ScheduleInfo>> Jobs::schedules() {
   return kv::run(
-      *store_,
-      [&](kv::Transaction& txn) -> Result<std::vector<ScheduleInfo>> {
-        auto [begin, end] = impl_->keys.schedules();
-        KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range(begin, end, {.snapshot = true}));
-        std::vector<ScheduleInfo> out;
-        out.reserve(rows.size());
-        for (const auto& kv : rows) {
-          KVQ_ASSIGN_OR_RETURN(std::string name, impl_->keys.parse_schedule_name(kv.key));
-          KVQ_ASSIGN_OR_RETURN(ScheduleInfo info, decode_schedule(name, kv.value));
-          out.push_back(std::move(info));
-        }
-        return out;
-      },
+      *store_, [&](kv::Transaction& txn) { return read_schedules(txn, impl_->keys); },
       options_.retry);
 }
 
