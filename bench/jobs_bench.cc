@@ -5,6 +5,9 @@
 //                            own transaction (3 store transactions per job). Every thread adds its
 //                            own job ids ("t<thread>-<n>") to one shared type, then accepts (any
 //                            due job of that type) and finishes it. 1, 4 and 16 threads.
+//   BM_JobLifecycle/nosync/max_running, /nosync/rate
+//                            the same on a type whose limit never binds (max_running 1000; a
+//                            rate of 1000 per 100 ms): the cost of the limit itself. 1 and 16.
 //   BM_JobLifecycle/etcd     the same on the etcd backend, registered only when KVQ_BENCH_ETCD
 //                            names the members' client endpoints ("host:port,host:port"). Each run
 //                            uses a fresh key_prefix ("kvq-jobs-bench/<pid>-<time>-<n>/") and
@@ -194,6 +197,25 @@ void PlainSetup(const benchmark::State&) {
   g_fx.open(kMode, uint64_t{1} << 30);
 }
 
+// The lifecycle on a type with a flow-control limit that never binds here, so that what it
+// measures is the limit's own cost in the accept: max_running 1000 (16 threads hold at most
+// 16), or a rate of 1000 per 100 ms (10k accepts/s, above what one machine's lifecycle
+// reaches, so its window holds hundreds of stamps that every accept reads and writes back).
+void MaxRunningSetup(const benchmark::State&) {
+  g_fx.open(Durability::kNoSync, uint64_t{1} << 30);
+  if (g_fx.error.empty()) {
+    if (Status st = g_fx.jobs->set_max_running(kType, 1000); !st.ok()) g_fx.error = st.to_string();
+  }
+}
+void RateSetup(const benchmark::State&) {
+  g_fx.open(Durability::kNoSync, uint64_t{1} << 30);
+  if (g_fx.error.empty()) {
+    Status st =
+        g_fx.jobs->set_rate_limit(kType, jobs::RateLimit{1000, std::chrono::milliseconds(100)});
+    if (!st.ok()) g_fx.error = st.to_string();
+  }
+}
+
 template <Durability kMode>
 void ContentionSetup(const benchmark::State&) {
   g_fx.open(kMode, uint64_t{1} << 30);
@@ -350,6 +372,8 @@ void register_all() {
   const Variant variants[] = {
       {"BM_JobLifecycle/nosync", BM_JobLifecycle, PlainSetup<Durability::kNoSync>, {1, 4, 16}},
       {"BM_JobLifecycle/sync", BM_JobLifecycle, PlainSetup<Durability::kSync>, {1, 4, 16}},
+      {"BM_JobLifecycle/nosync/max_running", BM_JobLifecycle, MaxRunningSetup, {1, 16}},
+      {"BM_JobLifecycle/nosync/rate", BM_JobLifecycle, RateSetup, {1, 16}},
       {"BM_AcceptContention/nosync",
        BM_AcceptContention,
        ContentionSetup<Durability::kNoSync>,
