@@ -735,7 +735,8 @@ class Jobs {
   // this (WorkersOptions::on_departure) in the transaction that removes a worker that
   // unregistered or was declared dead. Each such run counts as lost (set_max_lost_runs), so a
   // job past its type's limit is finished with gave_up set instead. Returns how many jobs it
-  // took back either way.
+  // took back either way (the form with its own transaction counts, after an unknown commit
+  // result, the jobs its applied try took back).
   //
   // Which jobs: those accepted with AcceptOptions{.worker = worker, .worker_type = worker_type},
   // and also those accepted under the bare name `worker` (worker_type ""), which may be this
@@ -801,6 +802,11 @@ class Jobs {
 
  private:
   Jobs(std::shared_ptr<kv::Store> store, JobsOptions options);
+  // release_worker at wall time `now`, adding to `released_ids` (when given) each (type, id)
+  // it released.
+  Result<size_t> release_worker_at(kv::Transaction& txn, std::string_view worker_type,
+                                   std::string_view worker, int64_t now,
+                                   std::vector<std::pair<std::string, std::string>>* released_ids);
   // accept_async; `look_async`: its own look must not block this thread.
   uint64_t queue_accept(std::string_view type, const AcceptOptions& options,
                         std::function<void(Result<Job>)> done, bool look_async);

@@ -454,13 +454,38 @@ Status Jobs::snooze(kv::Transaction& txn, Job& job, const SnoozeOptions& options
 }
 
 Result<size_t> Jobs::release_worker(std::string_view worker_type, std::string_view worker) {
+  // A try whose commit result was unknown (kv.h) may have applied: its retry then finds none of
+  // those jobs held any more. It counts those whose last error is that try's lost run (its
+  // kind, worker and time), so that the count says what the call did.
+  std::vector<std::pair<std::string, std::string>> tried;  // what the previous try released
+  int64_t tried_at = 0;
   return kv::run(
-      *store_, [&](kv::Transaction& txn) { return release_worker(txn, worker_type, worker); },
+      *store_,
+      [&](kv::Transaction& txn) -> Result<size_t> {
+        size_t recognised = 0;
+        for (const auto& [type, id] : tried) {
+          KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, impl_->keys, type, id));
+          if (row && !row->errors.empty() && row->errors.back().kind == "worker_lost" &&
+              row->errors.back().at_ms == tried_at && row->errors.back().worker == worker)
+            ++recognised;
+        }
+        tried.clear();
+        tried_at = now_ms();
+        KVQ_ASSIGN_OR_RETURN(size_t released,
+                             release_worker_at(txn, worker_type, worker, tried_at, &tried));
+        return recognised + released;
+      },
       options_.retry);
 }
 
 Result<size_t> Jobs::release_worker(kv::Transaction& txn, std::string_view worker_type,
                                     std::string_view worker) {
+  return release_worker_at(txn, worker_type, worker, now_ms(), nullptr);
+}
+
+Result<size_t> Jobs::release_worker_at(
+    kv::Transaction& txn, std::string_view worker_type, std::string_view worker, int64_t now,
+    std::vector<std::pair<std::string, std::string>>* released_ids) {
   KVQ_RETURN_IF_ERROR(validate_worker(worker));
   if (worker.empty()) return InvalidArgument("release_worker needs a worker name");
   KVQ_RETURN_IF_ERROR(validate_worker_type(worker_type));
@@ -473,7 +498,7 @@ Result<size_t> Jobs::release_worker(kv::Transaction& txn, std::string_view worke
                      "worker '" + std::string(worker) +
                          (worker_type.empty() ? "" : "' of type '" + std::string(worker_type)) +
                          "' left or was declared dead",
-                     now_ms()};
+                     now};
   size_t released = 0;
   for (std::string_view held_type : worker_types) {
     auto [begin, end] = keys.held_by(held_type, worker);
@@ -494,6 +519,7 @@ Result<size_t> Jobs::release_worker(kv::Transaction& txn, std::string_view worke
       KVQ_RETURN_IF_ERROR(
           save_job(txn, keys, type, id, before, after_lost_run(*before, settings->second, lost)));
       ++released;
+      if (released_ids) released_ids->emplace_back(type, id);
     }
   }
   return released;
