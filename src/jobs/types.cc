@@ -131,15 +131,20 @@ Result<Millis> Jobs::get_type_timeout(std::string_view type) {
 
 Status Jobs::clear_type_timeout(std::string_view type) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
+  // A try that got as far as clearing it may have committed with its result unknown (kv.h):
+  // then the retry finds the type gone, and that is this call's doing.
+  bool clearing = false;
   Status cleared = kv::run(
       *store_,
       [&](kv::Transaction& txn) -> Status {
         KVQ_ASSIGN_OR_RETURN(auto current, txn.get(impl_->keys.timeout(type)));
+        if (!current && clearing) return Status::OK();
         if (!current) return NotFound("type '" + std::string(type) + "' has no timeout");
         // Not a snapshot read: an add committing meanwhile conflicts, and the retry sees its job.
         auto [begin, end] = impl_->keys.jobs_of(type);
         KVQ_ASSIGN_OR_RETURN(auto jobs, txn.get_range(begin, end, {.limit = 1}));
         if (!jobs.empty()) return TypeHasJobs("");
+        clearing = true;
         txn.clear(impl_->keys.timeout(type));
         txn.set(impl_->keys.types_token(), util::random_hex(8));
         return Status::OK();
