@@ -230,7 +230,9 @@ Result<ScheduleTick> tick_schedule(Jobs& jobs, kv::Transaction& txn, const Keys&
 Result<ScheduleInfo> Jobs::put_schedule(std::string_view name, const ScheduleSpec& spec) {
   KVQ_RETURN_IF_ERROR(validate_schedule_name(name));
   KVQ_ASSIGN_OR_RETURN(auto checked, validate_spec(spec, options_.max_data_bytes));
-  const auto& [normalized, cron] = checked;
+  // Named references, not a structured binding: clang 14 cannot capture those in a lambda.
+  const ScheduleSpec& normalized = checked.first;
+  const CronSchedule& cron = checked.second;
   const Keys& keys = impl_->keys;
   return kv::run(
       *store_,
