@@ -181,10 +181,18 @@ struct TypeSettings {
   std::optional<int64_t> paused_until_ms;  // while paused: resumes by itself then (wall clock)
   std::optional<uint32_t> max_running;     // at most this many of its jobs run at once
   std::optional<RateLimit> rate;           // at most rate->limit accepts per rate->period
+  // At most this many jobs of any one group (AddOptions::group) run at once, across the
+  // cluster; jobs without a group are not limited by it. nullopt: no limit (the default).
+  std::optional<uint32_t> max_running_per_group;
+  // Set by the first add of a job with a group, never cleared while the type exists: only then
+  // does an accept of the type look at its groups, so a type that never had one pays nothing.
+  bool has_groups = false;
 };
 
 inline constexpr uint32_t kMaxLostRunsLimit = 1'000'000;
 inline constexpr uint32_t kMaxRunningLimit = 1'000'000;
+// Group keys (AddOptions::group): 1..kMaxGroupBytes bytes, no ASCII control characters.
+inline constexpr size_t kMaxGroupBytes = 128;
 inline constexpr uint32_t kMaxRateLimit = 1000;
 inline constexpr Millis kMaxRatePeriod{24 * 3600 * 1000};
 // kInvalidArgument naming the field out of range (limit 1..kMaxRateLimit, period
@@ -204,6 +212,13 @@ struct AddOptions {
   std::optional<int64_t> scheduled_time_ms;  // default: now
   int64_t priority = 0;
   IfExists if_exists = IfExists::kUpdate;
+  // The job's group ("" for none): a tenant, a customer, an account. Accepts take turns
+  // between the groups that have due jobs (round-robin, highest priority first), so one group
+  // with a million pending jobs cannot starve one with ten; a type can also cap the running
+  // jobs of each group (TypeSettings::max_running_per_group). An add to a pending or finished
+  // job sets its group; a running job keeps its group for this run and the resubmitted next
+  // one. REQUIRES: "" or 1..kMaxGroupBytes bytes without ASCII control characters.
+  std::string group;
 };
 
 struct AddResult {
@@ -269,6 +284,20 @@ struct JobInfo {
   int64_t updated_at_ms = 0;
   int64_t started_at_ms = 0;  // when its current or last run was accepted; 0 if never
   int64_t ended_at_ms = 0;    // when it finished, while finished
+  std::string group;          // AddOptions::group; "" for none
+};
+
+inline constexpr uint64_t kGroupPendingCountLimit = 10'000;
+// A group of a type as Jobs::groups lists it.
+struct GroupInfo {
+  std::string group;
+  uint32_t running = 0;  // its running jobs
+  uint64_t pending = 0;  // its pending jobs, due or not, counted up to kGroupPendingCountLimit
+  // Waiting for one of its runs to end: it holds max_running_per_group running jobs.
+  bool full = false;
+  // When it is next in turn (its first pending job's scheduled time, or its last accept's
+  // time if later), while it has pending jobs and is not full; nullopt otherwise.
+  std::optional<int64_t> in_turn_at_ms;
 };
 
 // A running job as its worker holds it. Copyable; the lock is what fences.
@@ -522,6 +551,20 @@ class Jobs {
   // window has room. nullopt: no limit (the default). kInvalidArgument (validate_rate_limit).
   Status set_rate_limit(std::string_view type, std::optional<RateLimit> rate);
   Status set_rate_limit(kv::Transaction& txn, std::string_view type, std::optional<RateLimit> rate);
+  // At most `max_running` jobs of each group (AddOptions::group) of the type run at once,
+  // across the cluster, enforced in the accept transaction like set_max_running; a group at
+  // its limit is passed over (its jobs wait, other groups' are taken) until one of its runs
+  // ends. nullopt: no limit (the default). 1 gives "one at a time per customer".
+  // REQUIRES: 1 <= max_running <= kMaxRunningLimit.
+  Status set_max_running_per_group(std::string_view type, std::optional<uint32_t> max_running);
+  Status set_max_running_per_group(kv::Transaction& txn, std::string_view type,
+                                   std::optional<uint32_t> max_running);
+  // The groups of the type that have pending or running jobs, by name, `limit` (1..1000) at a
+  // time after `after` (exclusive; "" from the start). Each with its running jobs, its pending
+  // ones (counted up to kGroupPendingCountLimit), and when it is next in turn. kNotFound if
+  // the type does not exist.
+  Result<std::vector<GroupInfo>> groups(std::string_view type, size_t limit = 100,
+                                        std::string_view after = "");
 
   // ---- Schedules ----
   // Creates or replaces the schedule `name` (1..kMaxScheduleNameBytes, the characters of a
