@@ -116,7 +116,7 @@ TEST(EtcdFailoverTest, APausedMemberIsLeftWithinAboutASecondByReadsCommitsAndWat
   auto watch = reader->watch("w");  // its stream is on the first endpoint, about to be paused
   ASSERT_TRUE(watch.ok());
 
-  cluster.pause(order[0]);
+  ASSERT_TRUE(cluster.pause(order[0])) << "the member's threads did not all stop";
   auto started = kv::Clock::now();
   EXPECT_EQ(read(**store, "k"), "1");
   const auto read_took = kv::Clock::now() - started;
@@ -131,7 +131,7 @@ TEST(EtcdFailoverTest, APausedMemberIsLeftWithinAboutASecondByReadsCommitsAndWat
   // so it must end kUnknownResult (for kv::run's re-reading retry), never be sent again here.
   auto txn = begin(**store);
   ASSERT_TRUE(txn->get("k").ok());  // from the second endpoint, where the calls went
-  cluster.pause(order[1]);
+  ASSERT_TRUE(cluster.pause(order[1])) << "the member's threads did not all stop";
   txn->set("k", "2");
   started = kv::Clock::now();
   const Status commit = txn->commit();

@@ -87,7 +87,24 @@ class EtcdCluster:
         m["proc"].wait()
 
     def pause(self, m):
+        """SIGSTOP, then wait until every thread of the member is stopped: the signal is only
+        queued by kill(), and on a loaded machine a member answered a read 1 ms after it."""
         m["proc"].send_signal(signal.SIGSTOP)
+        task_dir = "/proc/%d/task" % m["proc"].pid
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            states = []
+            for tid in os.listdir(task_dir):
+                try:
+                    with open(os.path.join(task_dir, tid, "stat")) as f:
+                        stat = f.read()
+                except FileNotFoundError:
+                    continue  # the thread has just exited
+                states.append(stat[stat.rindex(")") + 2])
+            if states and all(s == "T" for s in states):
+                return
+            time.sleep(0.001)
+        raise AssertionError("etcd member %s did not stop" % m["name"])
 
     def resume(self, m):
         m["proc"].send_signal(signal.SIGCONT)

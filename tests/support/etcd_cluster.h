@@ -4,11 +4,13 @@
 // the object goes away (a paused one too: SIGKILL ends a stopped process).
 #pragma once
 
+#include <dirent.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -44,7 +46,18 @@ class EtcdCluster {
   bool ready() const { return ready_; }
   size_t size() const { return members_.size(); }
   std::string endpoint(size_t i) const { return "127.0.0.1:" + std::to_string(members_[i].client); }
-  void pause(size_t i) { kill(members_[i].pid, SIGSTOP); }
+  // Returns once every thread of the member is stopped: kill() only queues SIGSTOP, and a
+  // member whose threads had not yet been scheduled to take it answered a read in 1 ms after
+  // kill() returned (on a loaded machine), so a test that paused it measured nothing.
+  bool pause(size_t i) {
+    kill(members_[i].pid, SIGSTOP);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!all_threads_stopped(members_[i].pid)) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  }
   void resume(size_t i) { kill(members_[i].pid, SIGCONT); }
 
   // The index of the Raft leader, from Debian's etcdctl (`endpoint status`); -1 if none said so.
@@ -124,6 +137,30 @@ class EtcdCluster {
     posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
     if (posix_spawnp(&m.pid, "etcd", &files, nullptr, argv.data(), environ) != 0) m.pid = -1;
     posix_spawn_file_actions_destroy(&files);
+  }
+
+  // Whether every thread of `pid` is in state T (stopped), from /proc/<pid>/task/*/stat.
+  static bool all_threads_stopped(pid_t pid) {
+    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+    DIR* dir = opendir(tasks.c_str());
+    if (!dir) return false;
+    bool stopped = true;
+    int seen = 0;
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] == '.') continue;
+      std::ifstream stat(tasks + "/" + entry->d_name + "/stat");
+      std::string line;
+      if (!std::getline(stat, line)) continue;  // the thread has just exited
+      ++seen;
+      // "tid (comm) S ...": the state follows the last ')' (comm may hold one).
+      const size_t close = line.rfind(')');
+      if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'T') {
+        stopped = false;
+        break;
+      }
+    }
+    closedir(dir);
+    return stopped && seen > 0;
   }
 
   bool wait_ready() {
