@@ -34,11 +34,13 @@ set(CPACK_DEBIAN_SERVER_PACKAGE_SECTION net)
 # adduser for the postinst.
 set(CPACK_DEBIAN_SERVER_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_SERVER_PACKAGE_DEPENDS "adduser")
+# Description lines stay under 80 columns (lintian's extended-description-line-too-long).
 set(CPACK_COMPONENT_SERVER_DESCRIPTION
-    "kvq keeps typed background jobs (an id, JSON data, a priority, a schedule) in an embedded\n\
-LMDB data directory or an etcd cluster and serves them over HTTP/JSON: workers accept, heartbeat,\n\
-finish, fail or snooze jobs; failed jobs are retried with backoff; stale workers are fenced out.\n\
-This package holds kvq serve, the kvq command-line client and a hardened systemd service.")
+    "kvq keeps typed background jobs (an id, JSON data, a priority, a schedule)\n\
+in an embedded LMDB data directory or an etcd cluster and serves them over\n\
+HTTP/JSON: workers accept, heartbeat, finish, fail or snooze jobs; failed jobs\n\
+are retried with backoff; stale workers are fenced out. This package holds\n\
+kvq serve, the kvq command-line client and a hardened systemd service.")
 set(CPACK_DEBIAN_SERVER_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/packaging/debian/conffiles ${PROJECT_SOURCE_DIR}/packaging/debian/postinst
     ${PROJECT_SOURCE_DIR}/packaging/debian/prerm ${PROJECT_SOURCE_DIR}/packaging/debian/postrm)
@@ -50,8 +52,9 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # cmake/install.cmake).
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "${KVQ_DEB_DEV_DEPENDS}")
 set(CPACK_COMPONENT_DEV_DESCRIPTION
-    "The kvq libraries for C++20 programs: jobs and workers on LMDB or etcd (static libraries,\n\
-headers, a CMake package for find_package(kvq) and kvq.pc for pkg-config).")
+    "The kvq libraries for C++20 programs: jobs and workers on LMDB or etcd\n\
+(static libraries, headers, a CMake package for find_package(kvq) and kvq.pc\n\
+for pkg-config).")
 
 include(CPack)
 

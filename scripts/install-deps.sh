@@ -26,9 +26,9 @@ packages=(
 if [ "${1:-}" = "--test" ]; then
   # The clients' own test runners (clients/: go test, node --test with typescript from npm),
   # the OpenAPI check (python3-jsonschema, python3-yaml), the packaging tests (dpkg-dev,
-  # systemd-analyze) and the power-loss test's reflink snapshots (xfsprogs).
+  # systemd-analyze, lintian) and the power-loss test's reflink snapshots (xfsprogs).
   packages+=(chromium clang-format golang-go python3-jsonschema python3-yaml dpkg-dev systemd
-             xfsprogs)
+             lintian xfsprogs)
   # Node.js 18 or later (its built-in fetch) with npm: Debian's, unless a node is already there
   # (a machine may carry another vendor's build, which Debian's npm would conflict with).
   command -v node >/dev/null || packages+=(nodejs)
