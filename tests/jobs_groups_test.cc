@@ -531,6 +531,7 @@ TEST_P(GroupsTest, InvariantsHoldAfterARandomMixOfEverything) {
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   const std::vector<std::string> groups{"", "g1", "g2", "g3", "g4"};
   std::vector<Job> held;
+  size_t accepted = 0;
   const int ops = etcd() ? 300 : 1000;
   for (int op = 0; op < ops; ++op) {
     const std::string id = "j" + std::to_string(pick(40));
@@ -546,7 +547,10 @@ TEST_P(GroupsTest, InvariantsHoldAfterARandomMixOfEverything) {
       case 2:
       case 3: {
         auto taken = jobs().accept_many("work", 1 + pick(3), {.worker = pick(2) ? "w" : ""});
-        if (taken.ok()) held.insert(held.end(), taken->begin(), taken->end());
+        if (taken.ok()) {
+          held.insert(held.end(), taken->begin(), taken->end());
+          accepted += taken->size();
+        }
         break;
       }
       case 4:
@@ -555,15 +559,20 @@ TEST_P(GroupsTest, InvariantsHoldAfterARandomMixOfEverything) {
           const size_t i = pick(static_cast<int>(held.size()));
           Job job = held[i];
           held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
-          Status s = pick(2) ? jobs().finish(job)
-                             : jobs().fail(job, {.message = "x", .retry_in = 0ms}).status();
+          const int how = pick(3);
+          Status s = how == 0   ? jobs().finish(job)
+                     : how == 1 ? jobs().fail(job, {.message = "x", .retry_in = 0ms}).status()
+                                : jobs().snooze(job, {.delay = 0ms});
           // Halted: the job was removed, cancelled or released meanwhile.
           EXPECT_TRUE(s.ok() || s.code() == Code::kFailedPrecondition) << s.to_string();
         }
         break;
       case 6: {
-        Status s = pick(2) ? jobs().remove("work", id) : jobs().cancel("work", id);
-        // Absent, or (cancel) already finished.
+        const int how = pick(3);
+        Status s = how == 0   ? jobs().remove("work", id)
+                   : how == 1 ? jobs().cancel("work", id)
+                              : jobs().rerun("work", id);
+        // Absent, or (cancel) already finished, or (rerun) not finished.
         EXPECT_TRUE(s.ok() || s.code() == Code::kNotFound || s.code() == Code::kWrongState)
             << s.to_string();
         break;
@@ -587,6 +596,13 @@ TEST_P(GroupsTest, InvariantsHoldAfterARandomMixOfEverything) {
     }
   }
   ASSERT_NO_FATAL_FAILURE(check_invariants("work"));
+  auto counts = jobs().count("work");
+  ASSERT_TRUE(counts.ok());
+  std::printf("random mix: %zu accepted; at the end %llu pending, %llu running, %llu finished\n",
+              accepted, static_cast<unsigned long long>(counts->pending),
+              static_cast<unsigned long long>(counts->running),
+              static_cast<unsigned long long>(counts->finished));
+  EXPECT_GT(accepted, static_cast<size_t>(ops / 20));
   // Drained and removed, nothing of the groups is left.
   ASSERT_TRUE(jobs().remove_all_jobs("work").ok());
   EXPECT_TRUE(space_of(15, "work").empty());
