@@ -13,6 +13,8 @@
 //                            job n of thread t in group (t * 7919 + n) % kGroups), so accepts
 //                            take turns through the queue of groups; _limited adds
 //                            max_running_per_group 1000, which never binds. 1 and 16.
+//                            Every lifecycle reports aborted_per_job: transactions retried after
+//                            a conflict (kv::retry_counts, the whole process) per job.
 //   BM_JobLifecycle/etcd     the same on the etcd backend, registered only when KVQ_BENCH_ETCD
 //                            names the members' client endpoints ("host:port,host:port"). Each run
 //                            uses a fresh key_prefix ("kvq-jobs-bench/<pid>-<time>-<n>/") and
@@ -309,6 +311,7 @@ void BM_JobLifecycle(benchmark::State& state) {
   jobs::Jobs& j = *g_fx.jobs;
   int64_t n = 0, add_failures = 0, accept_failures = 0, finish_failures = 0;
   jobs::AddOptions options;
+  const kv::RetryCounts retries_before = kv::retry_counts();
   for (auto _ : state) {
     if (g_groups > 0)
       options.group = "g" + std::to_string((state.thread_index() * 7919 + n) % g_groups);
@@ -319,6 +322,14 @@ void BM_JobLifecycle(benchmark::State& state) {
     accept_and_finish(j, accept_failures, finish_failures);
   }
   state.SetItemsProcessed(state.iterations());
+  // Transactions of the whole process retried after a conflict while thread 0 ran, over about
+  // as many jobs as all threads did meanwhile (counters are summed over threads: one reports).
+  if (state.thread_index() == 0) {
+    const auto aborted = kv::retry_counts().aborted - retries_before.aborted;
+    const auto jobs_done = std::max<int64_t>(1, state.iterations() * state.threads());
+    state.counters["aborted_per_job"] =
+        static_cast<double>(aborted) / static_cast<double>(jobs_done);
+  }
   // add + accept + finish: three store transactions per job.
   state.counters["txns_per_s"] = benchmark::Counter(3.0 * static_cast<double>(state.iterations()),
                                                     benchmark::Counter::kIsRate);

@@ -32,7 +32,9 @@
 //                                          groups only once a job of the type had a group or
 //                                          its groups are limited
 //   (5, type)                           -> random token, rewritten whenever a job of the type
-//                                          becomes pending (accept waiters watch it)
+//                                          becomes pending, a group gets back in line, or a run
+//                                          of a group with pending jobs ends (accept waiters
+//                                          watch it)
 //   (6, type)                           -> random token, rewritten on every change of a job of
 //                                          the type (the notifier watches it)
 //   (7)                                 -> random token, rewritten when a type timeout is set or
