@@ -100,9 +100,9 @@ std::string format_bytes(uint64_t bytes) {
 
 std::string format_job(const nlohmann::json& job) {
   static const std::vector<std::string> kOrder = {
-      "type",     "id",     "state",       "outcome",    "priority",   "scheduled_time",
-      "attempts", "worker", "resubmitted", "created_at", "updated_at", "started_at",
-      "ended_at", "lock",   "seq",         "found"};
+      "type",           "id",       "state",  "outcome",     "group",      "priority",
+      "scheduled_time", "attempts", "worker", "resubmitted", "created_at", "updated_at",
+      "started_at",     "ended_at", "lock",   "seq",         "found"};
   // Shown after the other fields, in this order: what the job is, and what its runs made of it.
   static const std::vector<std::string> kLast = {"data", "result", "progress", "errors"};
   static const std::set<std::string> kTimes = {"scheduled_time", "created_at", "updated_at",
@@ -111,6 +111,8 @@ std::string format_job(const nlohmann::json& job) {
   auto render = [&](const std::string& key, const nlohmann::json& value) {
     const bool json_valued = key == "data" || key == "result" || key == "progress";
     std::string text = compact(value, /*bare_strings=*/!json_valued);
+    // A job without a group shows an empty one, as one without a worker does.
+    if (key == "group" && value.is_null()) text.clear();
     if (kTimes.count(key) != 0 && value.is_number_integer()) {
       text += " (" + format_time_ms(value.get<int64_t>()) + ")";
     }
