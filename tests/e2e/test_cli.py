@@ -158,7 +158,7 @@ class TypesTimeoutsAndRetention(CliTestCase):
                          dict({"type": t, "timeout": 30.0, "finished_retention": 60.0, "max_lost_runs": 3}, **SETTING_DEFAULTS))
         header, rows = table(self.ok("types").stdout)
         self.assertIn([t, "30s", "3", "removed", "after", "60s", "25", "1s", "x2", "cap", "3600s",
-                       "jitter", "0.2", "no", "none", "none"], rows)
+                       "jitter", "0.2", "no", "none", "none", "none"], rows)
         body = self.ok_json("max-lost-runs", t, "--clear")
         self.assertEqual(body, dict({"type": t, "timeout": 30.0, "finished_retention": 60.0, "max_lost_runs": None}, **SETTING_DEFAULTS))
         for bad in (["0"], ["1.5"], ["x"], ["1000001"], ["3", "--clear"]):
