@@ -650,7 +650,9 @@ class Jobs {
   // Jobs in id order, a page at a time. kNotFound if the type does not exist.
   Result<JobPage> list(std::string_view type, const ListOptions& options = {});
   // Pending jobs due by options.max_scheduled_time_ms, counting at most options.limit.
-  // kNotFound if the type does not exist.
+  // kNotFound if the type does not exist. For a type that had jobs with a group, counting
+  // walks its groups: a read or two per group and priority (O(groups)); count() likewise for
+  // `scheduled`.
   Result<uint64_t> pending_count(std::string_view type, const PendingCountOptions& options = {});
 
   // Pending (due or not), running and finished jobs of `type`, each counted up to `limit`,
@@ -679,6 +681,19 @@ class Jobs {
   // job can be handed out before up to accept_spread - 1 that were due before it
   // (bench/accept_order measures it: docs/performance.md). Priorities are never inverted among
   // jobs due at the look.
+  //
+  // Groups (AddOptions::group): a group stands in line as one entry, at the priority of its
+  // first pending job (by priority, then scheduled time) and at its turn: that job's scheduled
+  // time, or the time a job of the group was last accepted if later. So a group just served
+  // goes to the back of its priority's line, behind every group (and every job without a
+  // group) that was due before, and one group with a million jobs takes one turn in each
+  // round. Jobs without a group keep their place by scheduled time, and each accept takes the
+  // better of the first job without a group and the first group in turn — by priority, then
+  // by scheduled time against turn (on a tie, the job without a group). Within a priority,
+  // groups are taken in turn order as jobs are in time order above (at random among the first
+  // accept_spread when spread). A group at max_running_per_group is passed over until one of
+  // its runs ends. One group's job not yet due holds back the group's due jobs of a worse
+  // priority until it is due (a group has one place in line, that of its first job).
   //
   // Hands one due job to the caller with a fresh lock. Waits (on a store watch, never polling)
   // until one is due or options.timeout passes — a deadline that wake-ups do not restart —

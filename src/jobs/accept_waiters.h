@@ -21,6 +21,9 @@
 // waits for a run to end, which rewrites the activity token but not the pending one: its round
 // arms the watch there instead (ArmWatch). A caller's own look held back by flow control has
 // arranged none of this, so it is not covered by the watch it read before (held_back_looks).
+// A look that found only groups at max_running_per_group needs neither: the end of a run of a
+// group that still has pending jobs rewrites the pending token (group_queue.h), whether or not
+// the look's marking the group full committed, so the pending watch covers it.
 //
 // A batch with a waiter that came through an asynchronous accept on a nonblocking store commits
 // asynchronously, like its caller's own look: the thread does not wait for that commit (with

@@ -14,10 +14,9 @@
 #include "util/random.h"
 
 namespace kvq::jobs {
-namespace {
 
-// Changes a flow setting and wakes the type's waiting accepts everywhere, so that they look
-// again under it: a waiter of a type that is not full watches the pending token, one held by
+// Wakes the type's waiting accepts everywhere, so that they look again under the change: a
+// waiter of a type that is not full watches the pending token, one held by
 // max_running the activity token (accept_waiters.h), and a resume or a raised limit must reach
 // both. Flow settings change seldom; the activity token's other watcher, the notifier, reads
 // nothing new on a spurious fire.
@@ -29,6 +28,8 @@ Status change_flow(kv::Transaction& txn, const Keys& keys, std::string_view type
   txn.set(keys.activity_token(type), util::random_hex(8));
   return Status::OK();
 }
+
+namespace {
 
 Result<std::vector<int64_t>> decode_window(std::string_view bytes) {
   auto t = Tuple::unpack(bytes);
@@ -134,6 +135,8 @@ Result<FlowGate> open_flow_gate(kv::Transaction& txn, const Keys& keys, std::str
   KVQ_ASSIGN_OR_RETURN(auto row, txn.get(keys.timeout(type)));
   if (!row) return gate;
   KVQ_ASSIGN_OR_RETURN(TypeSettings settings, decode_type(*row));
+  gate.has_groups = settings.has_groups;
+  gate.max_running_per_group = settings.max_running_per_group;
   if (paused_at(settings, now)) {
     gate.allowed = 0;
     gate.reopens_ms = settings.paused_until_ms;

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,10 @@ struct FlowGate {
   std::optional<int64_t> stamp_ms;
   std::vector<int64_t> window;
   std::optional<RateLimit> rate;
+  // The type's groups (TypeSettings::has_groups, max_running_per_group), read with the rest:
+  // only a type that had a grouped job has its queue of groups looked at.
+  bool has_groups = false;
+  std::optional<uint32_t> max_running_per_group;
 };
 
 // Reads the type's row (4, type) without snapshot — a pause or a limit committed meanwhile
@@ -42,6 +47,11 @@ Result<FlowGate> open_flow_gate(kv::Transaction& txn, const Keys& keys, std::str
 // them appended, its expired entries dropped. Nothing for other types.
 void record_flow(kv::Transaction& txn, const Keys& keys, std::string_view type,
                  const FlowGate& gate, size_t taken);
+
+// Changes a flow setting of an existing type (kNotFound otherwise) and wakes the type's waiting
+// accepts everywhere (both tokens they may watch), so that they look again under it.
+Status change_flow(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                   const std::function<void(TypeSettings&)>& change);
 
 // Looks in this process held back by flow control, per Jobs (its Keys) and type. A look of its
 // own that a caller makes before waiting saw nothing of what it should wait for (a run's end, a

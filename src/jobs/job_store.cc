@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "jobs/group_queue.h"
 #include "util/random.h"
 
 namespace kvq::jobs {
@@ -17,11 +18,24 @@ bool gave_up(const JobRow& row) {
   return row.finished && row.outcome == Outcome::kDead && row.gave_up;
 }
 
+// The pending-index entry of a pending job: in (2) without a group, in its group's (15) with
+// one (I1, I6).
+std::string pending_key(const Keys& keys, std::string_view type, std::string_view id,
+                        const JobRow& row) {
+  if (row.group.empty()) return keys.pending(type, row.priority, row.scheduled, id);
+  return keys.group_pending_index(type, row.group).key(row.priority, row.scheduled, id);
+}
+
 }  // namespace
 
 int64_t now_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+int64_t now_us() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
 }
 
 Result<std::optional<JobRow>> load_job(kv::Transaction& txn, const Keys& keys,
@@ -42,7 +56,7 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
     txn.clear(keys.finished(type, before->updated, id));
     if (is_indexed(before->outcome)) txn.clear(keys.ended(type, before->outcome, id));
   }
-  if (was_pending) txn.clear(keys.pending(type, before->priority, before->scheduled, id));
+  if (was_pending) txn.clear(pending_key(keys, type, id, *before));
   if (was_running) {
     txn.clear(keys.activity(type, before->seq, id));
     if (!before->worker.empty())
@@ -56,7 +70,7 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
     txn.set(keys.job(type, id), encode_row(*after));
     switch (state_of(*after)) {
       case State::kPending:
-        txn.set(keys.pending(type, after->priority, after->scheduled, id), "");
+        txn.set(pending_key(keys, type, id, *after), "");
         txn.set(keys.pending_token(type), util::random_hex(8));
         break;
       case State::kRunning:
@@ -71,6 +85,8 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
     }
   }
   txn.set(keys.activity_token(type), util::random_hex(8));
+  if ((before && !before->group.empty()) || (after && !after->group.empty()))
+    return save_groups(txn, keys, type, before, after);
   return Status::OK();
 }
 
@@ -140,6 +156,7 @@ JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row) {
   info.updated_at_ms = row.updated;
   info.started_at_ms = row.started;
   if (row.finished) info.ended_at_ms = row.updated;
+  info.group = row.group;
   return info;
 }
 

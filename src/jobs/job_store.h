@@ -1,6 +1,7 @@
 // jobs/job_store.h — reading and writing job rows inside a transaction. save_job is the only
-// writer of job rows and their index entries, so invariants I1–I5 of schema.h hold by
-// construction: it removes the entries `before` implied and adds those `after` implies.
+// writer of job rows and their index entries, so invariants I1–I8 of schema.h hold by
+// construction: it removes the entries `before` implied and adds those `after` implies, and
+// keeps the rows and the queue of the groups they belong to (group_queue.h).
 #pragma once
 
 #include <optional>
@@ -13,6 +14,8 @@
 namespace kvq::jobs {
 
 int64_t now_ms();
+// Wall time in microseconds: the unit of the queue of groups (schema.h).
+int64_t now_us();
 
 // The row of (type, id), read without snapshot (so a later change conflicts); nullopt if absent.
 Result<std::optional<JobRow>> load_job(kv::Transaction& txn, const Keys& keys,
@@ -20,7 +23,8 @@ Result<std::optional<JobRow>> load_job(kv::Transaction& txn, const Keys& keys,
 
 // Replaces `before` (nullopt: absent) by `after` (nullopt: delete). Sets after->seq to the
 // transaction's read version and after->updated to now, and rewrites the type's tokens so
-// waiters and subscribers hear of it.
+// waiters and subscribers hear of it. When either has a group, also save_groups (group_queue.h):
+// a job without one before and after costs no read or write for groups.
 Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, std::string_view id,
                 const std::optional<JobRow>& before, std::optional<JobRow> after);
 

@@ -3,6 +3,8 @@
 #include <functional>
 #include <limits>
 
+#include "jobs/group_queue.h"
+#include "jobs/index_levels.h"
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
 #include "jobs/types.h"
@@ -108,6 +110,7 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
     row.scheduled = o.scheduled_time_ms.value_or(now);
     row.priority = o.priority;
     row.created = now;
+    row.group = o.group;
     return row;
   }
   JobRow after = *before;
@@ -117,8 +120,9 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
       after.scheduled = o.scheduled_time_ms.value_or(before->scheduled);
       after.priority = o.priority;
       after.data = data;
+      after.group = o.group;
       if (after.scheduled == before->scheduled && after.priority == before->priority &&
-          after.data == before->data) {
+          after.data == before->data && after.group == before->group) {
         return std::nullopt;
       }
       after.lost_runs = 0;
@@ -146,6 +150,7 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
       after.data = data;
       after.scheduled = o.scheduled_time_ms.value_or(now);
       after.priority = o.priority;
+      after.group = o.group;
       return after;
   }
   return std::nullopt;
@@ -169,15 +174,24 @@ Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_
   }
   auto after = row_after_add(before, data, options, now_ms());
   if (!after) return true;
+  if (!after->group.empty()) {
+    // The type's first job with a group turns its accepts' look at groups on (only then).
+    KVQ_ASSIGN_OR_RETURN(TypeSettings settings, decode_type(*stored[0]));
+    if (!settings.has_groups) {
+      settings.has_groups = true;
+      txn.set(keys.timeout(type), encode_type(settings));
+    }
+  }
   KVQ_ASSIGN_OR_RETURN(after->add_seq, txn.read_version());
   KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, std::move(after)));
   return true;
 }
 
 Result<std::string> validate_add(std::string_view type, std::string_view id, std::string_view data,
-                                 size_t max_data_bytes) {
+                                 const AddOptions& options, size_t max_data_bytes) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   KVQ_RETURN_IF_ERROR(validate_id(id));
+  KVQ_RETURN_IF_ERROR(validate_group(options.group));
   return normalize_data(data, max_data_bytes);
 }
 
@@ -205,7 +219,7 @@ Result<AddResult> add_attempt(kv::Transaction& txn, const Keys& keys, std::strin
 Result<AddResult> Jobs::add(std::string_view type, std::string_view id, std::string_view data,
                             AddOptions options) {
   KVQ_ASSIGN_OR_RETURN(std::string normalized,
-                       validate_add(type, id, data, options_.max_data_bytes));
+                       validate_add(type, id, data, options, options_.max_data_bytes));
   std::optional<uint64_t> attempt_version;
   return kv::run(
       *store_,
@@ -217,7 +231,7 @@ Result<AddResult> Jobs::add(std::string_view type, std::string_view id, std::str
 
 void Jobs::add_async(std::string_view type, std::string_view id, std::string_view data,
                      AddOptions options, std::function<void(Result<AddResult>)> done) {
-  auto normalized = validate_add(type, id, data, options_.max_data_bytes);
+  auto normalized = validate_add(type, id, data, options, options_.max_data_bytes);
   if (!normalized.ok()) return done(normalized.status());
   struct Add {
     std::string type, id, data;
@@ -238,7 +252,7 @@ void Jobs::add_async(std::string_view type, std::string_view id, std::string_vie
 Result<AddResult> Jobs::add(kv::Transaction& txn, std::string_view type, std::string_view id,
                             std::string_view data, AddOptions options) {
   KVQ_ASSIGN_OR_RETURN(std::string normalized,
-                       validate_add(type, id, data, options_.max_data_bytes));
+                       validate_add(type, id, data, options, options_.max_data_bytes));
   KVQ_ASSIGN_OR_RETURN(bool added, add_normalized(txn, impl_->keys, type, id, normalized, options));
   return AddResult{.added = added};
 }
@@ -256,7 +270,7 @@ Result<std::vector<NewJob>> validate_add_many(std::string_view type,
   std::vector<NewJob> normalized;
   normalized.reserve(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
-    auto data = validate_add(type, jobs[i].id, jobs[i].data, max_data_bytes);
+    auto data = validate_add(type, jobs[i].id, jobs[i].data, jobs[i].options, max_data_bytes);
     if (!data.ok()) {
       return Status(data.status().code(),
                     "job " + std::to_string(i) + ": " + data.status().message());
@@ -442,52 +456,30 @@ Result<JobPage> Jobs::list(std::string_view type, const ListOptions& options) {
 
 namespace {
 
-// How many keys `range` holds, counting at most `limit`. Index entries are empty values, so
-// counting reads keys only; pages bound each read.
-Result<uint64_t> count_keys(kv::Transaction& txn, std::pair<std::string, std::string> range,
-                            uint64_t limit) {
-  constexpr size_t kPage = 1000;
-  uint64_t n = 0;
-  while (n < limit) {
-    const size_t want = std::min<uint64_t>(kPage, limit - n);
-    KVQ_ASSIGN_OR_RETURN(
-        auto page, txn.get_range(range.first, range.second, {.limit = want, .snapshot = true}));
-    n += page.size();
-    if (page.size() < want) break;
-    range.first = page.back().key + '\0';
-  }
-  return n;
+// The type's settings, or kNotFound naming it (a snapshot read, as require_type's).
+Result<TypeSettings> existing_type(kv::Transaction& txn, const Keys& keys, std::string_view type) {
+  KVQ_ASSIGN_OR_RETURN(auto value, txn.get(keys.timeout(type), {.snapshot = true}));
+  if (!value)
+    return NotFound("type '" + std::string(type) + "' does not exist (it has no timeout)");
+  return decode_type(*value);
 }
 
-// Calls `level` with each priority that has pending jobs of `type`, best first, while it
-// returns true. The pending index sorts by (priority, scheduled), so within one priority the
-// jobs due by a time are a prefix of it and the rest follow.
-Status for_each_priority(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                         const std::function<Result<bool>(int64_t)>& level) {
-  const auto end = keys.pending_of(type).second;
-  std::string from = keys.pending_of(type).first;
-  for (;;) {
-    KVQ_ASSIGN_OR_RETURN(auto first, txn.get_range(from, end, {.limit = 1, .snapshot = true}));
-    if (first.empty()) return Status::OK();
-    KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_pending(first[0].key));
-    KVQ_ASSIGN_OR_RETURN(bool more, level(entry.priority));
-    if (!more || entry.priority == INT64_MAX) return Status::OK();
-    from = keys.pending_from_priority(type, entry.priority + 1);
-  }
-}
-
-// Pending jobs of `type` not due by `now` (scheduled later), counting at most `limit`.
-Result<uint64_t> count_scheduled(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                                 int64_t now, uint64_t limit) {
-  uint64_t count = 0;
-  KVQ_RETURN_IF_ERROR(for_each_priority(txn, keys, type, [&](int64_t priority) -> Result<bool> {
-    const auto level_end =
-        keys.pending_due(type, priority, std::numeric_limits<int64_t>::max()).second;
-    const auto due_end = keys.pending_due(type, priority, now).second;
-    KVQ_ASSIGN_OR_RETURN(uint64_t n, count_keys(txn, {due_end, level_end}, limit - count));
-    count += n;
-    return count < limit;
-  }));
+// Pending jobs of `type` with a scheduled time at most `max_time` (due: true) or after it (due:
+// false), counting at most `limit`: the jobs without a group, then each group's (a type that
+// had jobs with a group pays a read or two per group).
+Result<uint64_t> count_pending_by_time(kv::Transaction& txn, const Keys& keys,
+                                       std::string_view type, const TypeSettings& settings,
+                                       int64_t max_time, bool due, uint64_t limit) {
+  KVQ_ASSIGN_OR_RETURN(uint64_t count,
+                       count_by_time(txn, keys.pending_index(type), max_time, due, limit));
+  if (!settings.has_groups || count >= limit) return count;
+  KVQ_RETURN_IF_ERROR(for_each_group(
+      txn, keys, type, [&](const std::string& group, const GroupRow&) -> Result<bool> {
+        KVQ_ASSIGN_OR_RETURN(uint64_t n, count_by_time(txn, keys.group_pending_index(type, group),
+                                                       max_time, due, limit - count));
+        count += n;
+        return count < limit;
+      }));
   return count;
 }
 
@@ -500,10 +492,16 @@ Result<Jobs::StateCounts> Jobs::count(std::string_view type, size_t limit) {
   return kv::run(
       *store_,
       [&](kv::Transaction& txn) -> Result<StateCounts> {
-        KVQ_RETURN_IF_ERROR(require_type(txn, keys, type));
+        KVQ_ASSIGN_OR_RETURN(TypeSettings settings, existing_type(txn, keys, type));
         StateCounts counts;
         KVQ_ASSIGN_OR_RETURN(counts.pending, count_keys(txn, keys.pending_of(type), limit));
-        KVQ_ASSIGN_OR_RETURN(counts.scheduled, count_scheduled(txn, keys, type, now, limit));
+        if (settings.has_groups && counts.pending < limit) {
+          KVQ_ASSIGN_OR_RETURN(uint64_t grouped, count_keys(txn, keys.group_pending_of(type),
+                                                            limit - counts.pending));
+          counts.pending += grouped;
+        }
+        KVQ_ASSIGN_OR_RETURN(counts.scheduled,
+                             count_pending_by_time(txn, keys, type, settings, now, false, limit));
         KVQ_ASSIGN_OR_RETURN(counts.running,
                              count_keys(txn, keys.activity_before(type, UINT64_MAX >> 1), limit));
         KVQ_ASSIGN_OR_RETURN(
@@ -527,18 +525,8 @@ Result<uint64_t> Jobs::pending_count(std::string_view type, const PendingCountOp
   return kv::run(
       *store_,
       [&](kv::Transaction& txn) -> Result<uint64_t> {
-        KVQ_RETURN_IF_ERROR(require_type(txn, keys, type));
-        uint64_t count = 0;
-        if (options.limit == 0) return count;
-        KVQ_RETURN_IF_ERROR(
-            for_each_priority(txn, keys, type, [&](int64_t priority) -> Result<bool> {
-              KVQ_ASSIGN_OR_RETURN(uint64_t n,
-                                   count_keys(txn, keys.pending_due(type, priority, max_time),
-                                              options.limit - count));
-              count += n;
-              return count < options.limit;
-            }));
-        return count;
+        KVQ_ASSIGN_OR_RETURN(TypeSettings settings, existing_type(txn, keys, type));
+        return count_pending_by_time(txn, keys, type, settings, max_time, true, options.limit);
       },
       options_.retry);
 }

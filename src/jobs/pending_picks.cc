@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <map>
 #include <optional>
 #include <utility>
 
 #include "jobs/flow_control.h"
+#include "jobs/group_queue.h"
+#include "jobs/index_levels.h"
 #include "jobs/job_store.h"
 #include "util/mutex.h"
 #include "util/random.h"
@@ -92,6 +95,76 @@ std::string new_lock(std::string_view type) {
   return util::secret_hex(kLockBytes) + "-" + type_tag(type);
 }
 
+namespace {
+
+// Takes the pending job `id` (its index entry at (priority, scheduled)) for `taker`.
+Result<Job> take_job(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                     const std::string& id, int64_t priority, int64_t scheduled,
+                     std::string_view group, const Taker& taker, const FlowGate& gate) {
+  KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id));
+  if (!before || state_of(*before) != State::kPending || before->priority != priority ||
+      before->scheduled != scheduled || before->group != group) {
+    return Internal("pending index entry for job '" + id + "' does not match its row");
+  }
+  JobRow after = *before;
+  after.lock = taker.lock;
+  after.worker = taker.worker;
+  after.worker_type = taker.worker_type;
+  after.attempts += 1;
+  // A rate-limited type's accepts are stamped as its window records them.
+  after.started = gate.stamp_ms.value_or(now_ms());
+  note_queue_latency(taker.lock, Millis(after.started - before->scheduled));
+  after.progress.reset();  // progress is of one run
+  KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, after));
+  return Job{std::string(type),     id,           taker.lock,
+             std::move(after.data), taker.worker, taker.worker_type,
+             after.attempts};
+}
+
+// The group whose turn `turn` (its (16) entry) is gives its first pending job to `taker` —
+// unless it already runs max_running_per_group jobs: then it is marked full and leaves the
+// queue, and nothing is taken (nullopt). A group that reaches its limit by this job is marked
+// full too.
+Result<std::optional<Job>> take_turn(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                                     const OrderedIndex::Entry& turn, const Taker& taker,
+                                     const FlowGate& gate) {
+  const std::string& group = turn.name;
+  KVQ_ASSIGN_OR_RETURN(auto row, load_group(txn, keys, type, group));
+  if (!row || row->queued != std::pair{turn.priority, turn.time})
+    return Internal("queue entry of group '" + group + "' does not match its row");
+  const auto& limit = gate.max_running_per_group;
+  if (limit && row->running >= *limit) {
+    KVQ_RETURN_IF_ERROR(mark_group_full(txn, keys, type, group, *row));
+    return std::optional<Job>();
+  }
+  KVQ_ASSIGN_OR_RETURN(auto first, first_pending(txn, keys, type, group));
+  if (!first || first->priority != turn.priority)
+    return Internal("queue entry of group '" + group + "' does not match its first job");
+  KVQ_ASSIGN_OR_RETURN(Job job, take_job(txn, keys, type, first->name, first->priority, first->time,
+                                         group, taker, gate));
+  if (limit && row->running + 1 >= *limit) {
+    KVQ_ASSIGN_OR_RETURN(auto taken, load_group(txn, keys, type, group));  // as save_job left it
+    if (!taken) return Internal("group '" + group + "' lost its row to an accept");
+    KVQ_RETURN_IF_ERROR(mark_group_full(txn, keys, type, group, *taken));
+  }
+  return std::optional<Job>(std::move(job));
+}
+
+// Whether the group standing at `turn` comes before the job without a group whose entry is
+// `job`: by priority, then by in_turn_at against the job's scheduled time (a tie: the job).
+bool turn_first(const OrderedIndex::Entry& turn, const OrderedIndex::Entry& job) {
+  return turn.priority < job.priority ||
+         (turn.priority == job.priority && turn.time < ms_to_us(job.time));
+}
+
+// The end of the millisecond `ms`, in the queue's microseconds.
+int64_t end_of_ms(int64_t ms) {
+  const int64_t us = ms_to_us(ms);
+  return us > std::numeric_limits<int64_t>::max() - 999 ? us : us + 999;
+}
+
+}  // namespace
+
 Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
                                          const JobsOptions& options, std::string_view type,
                                          const AcceptOptions& accept,
@@ -101,65 +174,62 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
   const int64_t now = now_ms();
   const int64_t max_time = accept.max_scheduled_time_ms.value_or(now);
   KVQ_ASSIGN_OR_RETURN(FlowGate gate, open_flow_gate(txn, keys, type, takers.size(), now));
+  auto note_due = [&](std::optional<int64_t> at) {
+    if (next_due && at && (!*next_due || *at < **next_due)) *next_due = at;
+  };
   if (gate.allowed < takers.size()) {
     if (held) *held = HeldBack{true, gate.full};
-    if (next_due && gate.reopens_ms && (!*next_due || *gate.reopens_ms < **next_due))
-      *next_due = gate.reopens_ms;
+    note_due(gate.reopens_ms);
   }
   if (gate.allowed == 0) return NotFound("no job of type '" + std::string(type) + "' may start");
-  const auto end = keys.pending_of(type).second;
-  std::string from = keys.pending_of(type).first;
-  std::vector<Job> taken;
   const size_t spread = std::max(options.accept_spread, takers.size());
-  // Each priority level costs one look, or two when it held fewer due jobs than wanted.
-  for (int look = 0; look < 2 * kMaxPriorityLevels && taken.size() < gate.allowed; ++look) {
-    // Snapshot reads: only the jobs finally picked add conflicts, so acceptors that pick
-    // different jobs never collide. One read per level: the index orders a level's entries by
-    // scheduled time, so its due jobs are the first entries read, up to the level's due bound
-    // (on etcd each read is a round trip).
-    KVQ_ASSIGN_OR_RETURN(auto due, txn.get_range(from, end, {.limit = spread, .snapshot = true}));
-    if (due.empty()) break;
-    KVQ_ASSIGN_OR_RETURN(auto head, keys.parse_pending(due[0].key));
-    if (accept.max_priority && head.priority > *accept.max_priority) break;
-    const std::string due_end = keys.pending_due(type, head.priority, max_time).second;
-    due.erase(std::find_if(due.begin(), due.end(),
-                           [&](const kv::KeyValue& kv) { return kv.key >= due_end; }),
-              due.end());
-    if (due.empty()) {
-      if (next_due && (!*next_due || head.scheduled < **next_due)) *next_due = head.scheduled;
-      if (head.priority == INT64_MAX) break;
-      from = keys.pending_from_priority(type, head.priority + 1);
+  const bool at_random = pick == Pick::kSpread;
+  // Each priority level costs one read, or two when it held fewer due jobs than wanted.
+  DueLevels ungrouped(txn, keys.pending_index(type), max_time, accept.max_priority, spread,
+                      2 * kMaxPriorityLevels);
+  // A type that never had a job with a group reads nothing more. One that has takes turns
+  // between its groups: a group served goes to the back of the line (save_job), so a batch
+  // takes one job per group and goes around again when they run out.
+  std::optional<DueLevels> groups;
+  if (gate.has_groups) {
+    groups.emplace(txn, keys.group_queue(type), end_of_ms(max_time), accept.max_priority, spread,
+                   2 * kMaxPriorityLevels + static_cast<int>(gate.allowed));
+  }
+  size_t full_groups = 0;
+  std::vector<Job> taken;
+  while (taken.size() < gate.allowed) {
+    // Without a bound of its own, the turn of a group served during this accept counts as due.
+    if (groups && !accept.max_scheduled_time_ms) groups->extend_due(end_of_ms(now_ms()));
+    KVQ_ASSIGN_OR_RETURN(const OrderedIndex::Entry* job, ungrouped.head());
+    const OrderedIndex::Entry* turn = nullptr;
+    if (groups) {
+      KVQ_ASSIGN_OR_RETURN(turn, groups->head());
+    }
+    if (!job && !turn) break;
+    const Taker& taker = takers[taken.size()];
+    if (!turn || (job && !turn_first(*turn, *job))) {
+      // In order: the first due job. Spread: one at random among those read, so that acceptors
+      // that collided on the same snapshot seldom pick the same ones again.
+      OrderedIndex::Entry entry = ungrouped.take(at_random);
+      KVQ_ASSIGN_OR_RETURN(Job took, take_job(txn, keys, type, entry.name, entry.priority,
+                                              entry.time, "", taker, gate));
+      taken.push_back(std::move(took));
       continue;
     }
-    // In order: the first due jobs. Spread: a random choice among the first `spread`, so that
-    // acceptors that collided on the same snapshot seldom pick the same ones again.
-    const size_t want = std::min(due.size(), gate.allowed - taken.size());
-    for (size_t i = 0; i < want; ++i) {
-      if (pick == Pick::kSpread) std::swap(due[i], due[i + util::random_below(due.size() - i)]);
-      KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_pending(due[i].key));
-      KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, entry.id));
-      if (!before || state_of(*before) != State::kPending || before->priority != entry.priority ||
-          before->scheduled != entry.scheduled) {
-        return Internal("pending index entry for job '" + entry.id + "' does not match its row");
-      }
-      const Taker& taker = takers[taken.size()];
-      JobRow after = *before;
-      after.lock = taker.lock;
-      after.worker = taker.worker;
-      after.worker_type = taker.worker_type;
-      after.attempts += 1;
-      // A rate-limited type's accepts are stamped as its window records them.
-      after.started = gate.stamp_ms.value_or(now_ms());
-      note_queue_latency(taker.lock, Millis(after.started - before->scheduled));
-      after.progress.reset();  // progress is of one run
-      KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, entry.id, before, after));
-      taken.push_back(Job{std::string(type), entry.id, taker.lock, std::move(after.data),
-                          taker.worker, taker.worker_type, after.attempts});
+    KVQ_ASSIGN_OR_RETURN(auto took,
+                         take_turn(txn, keys, type, groups->take(at_random), taker, gate));
+    if (took) {
+      taken.push_back(std::move(*took));
+    } else if (++full_groups >= spread) {
+      // Groups found full are marked so, but only an accept that commits keeps the marks: one
+      // that takes nothing must not walk every group of a type.
+      note_due(groups->earliest_not_due() ? std::optional(us_to_ms(*groups->earliest_not_due()))
+                                          : std::nullopt);
+      groups.reset();
     }
-    // Still short: look again from the same place. The jobs just taken are gone from this
-    // transaction's view, so the next look sees what is left of this level (not yet due, or
-    // nothing) and moves on from there.
   }
+  note_due(ungrouped.earliest_not_due());
+  if (groups && groups->earliest_not_due()) note_due(us_to_ms(*groups->earliest_not_due()));
   if (taken.empty()) return NotFound("no job of type '" + std::string(type) + "' is due");
   record_flow(txn, keys, type, gate, taken.size());
   return taken;

@@ -10,13 +10,16 @@ constexpr int64_t kRowFormat = 1;
 constexpr size_t kRowFieldsBeforeLostRuns = 16;
 constexpr size_t kRowFieldsBeforeWorkerType = 18;
 constexpr size_t kRowFieldsBeforeOutcome = 19;
-constexpr size_t kRowFields = 24;
+constexpr size_t kRowFieldsBeforeGroup = 24;
+constexpr size_t kRowFields = 25;
 constexpr size_t kErrorFields = 6;
 // Tuple has no double: a type's backoff factor and jitter are stored in millionths.
 constexpr double kMillionths = 1'000'000.0;
 constexpr size_t kTypeFieldsBeforeRetry = 3;
 constexpr size_t kTypeFieldsBeforeFlow = 8;
-constexpr size_t kTypeFields = 13;
+constexpr size_t kTypeFieldsBeforeGroups = 13;
+constexpr size_t kTypeFields = 15;
+constexpr size_t kGroupFields = 5;
 
 // The outcome a row written before outcomes existed has: finished, and dead if it gave up.
 Outcome implied_outcome(const JobRow& r) {
@@ -97,7 +100,8 @@ std::string encode_row(const JobRow& r) {
   // Likewise a worker_type, only on a job accepted by a typed worker.
   // And the fields of outcomes only on a row that has any of them: a finished row whose
   // outcome is the one its older fields imply (succeeded, or dead having given up) needs none.
-  const bool outcome_fields = has_outcome_fields(r);
+  // A group comes after them all, so a job with a group writes every field.
+  const bool outcome_fields = has_outcome_fields(r) || !r.group.empty();
   if (r.lost_runs != 0 || r.gave_up || !r.worker_type.empty() || outcome_fields) {
     t.append(static_cast<int64_t>(r.lost_runs));
     t.append(r.gave_up);
@@ -110,12 +114,14 @@ std::string encode_row(const JobRow& r) {
     t.append(encode_errors(r.errors));
     t.append(r.started);
   }
+  if (!r.group.empty()) t.append(r.group);
   return t.pack();
 }
 
 Result<JobRow> decode_row(std::string_view bytes) {
   KVQ_ASSIGN_OR_RETURN(Tuple t, Tuple::unpack(bytes));
-  const bool known_size = t.size() == kRowFields || t.size() == kRowFieldsBeforeOutcome ||
+  const bool known_size = t.size() == kRowFields || t.size() == kRowFieldsBeforeGroup ||
+                          t.size() == kRowFieldsBeforeOutcome ||
                           t.size() == kRowFieldsBeforeWorkerType ||
                           t.size() == kRowFieldsBeforeLostRuns;
   if (!known_size || !t[0].is_int() || t[0].as_int() != kRowFormat) {
@@ -127,10 +133,11 @@ Result<JobRow> decode_row(std::string_view bytes) {
       t[11].is_int() && t[12].is_int() && t[13].is_int() && t[14].is_string() && t[15].is_int() &&
       (t.size() == kRowFieldsBeforeLostRuns || (t[16].is_int() && t[17].is_bool())) &&
       (t.size() < kRowFieldsBeforeOutcome || t[18].is_string()) &&
-      (t.size() != kRowFields ||
+      (t.size() < kRowFieldsBeforeGroup ||
        (t[19].is_int() && t[19].as_int() >= static_cast<int64_t>(Outcome::kNone) &&
         t[19].as_int() <= static_cast<int64_t>(Outcome::kCancelled) && is_text_or_null(t[20]) &&
-        is_text_or_null(t[21]) && t[22].is_tuple() && t[23].is_int()));
+        is_text_or_null(t[21]) && t[22].is_tuple() && t[23].is_int())) &&
+      (t.size() != kRowFields || (t[24].is_string() && !t[24].as_string().empty()));
   if (!shaped) return Internal("job row has fields of the wrong kind");
   JobRow r;
   r.seq = static_cast<uint64_t>(t[1].as_int());
@@ -153,7 +160,7 @@ Result<JobRow> decode_row(std::string_view bytes) {
     r.gave_up = t[17].as_bool();
   }
   if (t.size() >= kRowFieldsBeforeOutcome) r.worker_type = t[18].as_string();
-  if (t.size() == kRowFields) {
+  if (t.size() >= kRowFieldsBeforeGroup) {
     r.outcome = static_cast<Outcome>(t[19].as_int());
     r.result = text_or_none(t[20]);
     r.progress = text_or_none(t[21]);
@@ -162,6 +169,7 @@ Result<JobRow> decode_row(std::string_view bytes) {
   } else {
     r.outcome = implied_outcome(r);
   }
+  if (t.size() == kRowFields) r.group = t[24].as_string();
   return r;
 }
 
@@ -181,7 +189,9 @@ int64_t to_millionths(double x) { return static_cast<int64_t>(std::llround(x * k
 std::string encode_type(const TypeSettings& settings) {
   Tuple t{static_cast<int64_t>(settings.timeout.count())};
   // Flow control comes after the retry policy, so a type using it writes every field before it.
-  const bool flow = settings.paused || settings.max_running || settings.rate;
+  // Groups come after flow control, so a type with them writes flow control's fields too.
+  const bool groups = settings.has_groups || settings.max_running_per_group;
+  const bool flow = settings.paused || settings.max_running || settings.rate || groups;
   const bool retry = flow || !is_default(settings.retry);
   if (settings.finished_retention || settings.max_lost_runs || retry) {
     if (settings.finished_retention) {
@@ -219,6 +229,14 @@ std::string encode_type(const TypeSettings& settings) {
     optional_int(settings.rate ? std::optional<int64_t>(settings.rate->period.count())
                                : std::nullopt);
   }
+  if (groups) {
+    if (settings.max_running_per_group) {
+      t.append(static_cast<int64_t>(*settings.max_running_per_group));
+    } else {
+      t.append(nullptr);
+    }
+    t.append(settings.has_groups);
+  }
   return t.pack();
 }
 
@@ -226,7 +244,7 @@ Result<TypeSettings> decode_type(std::string_view bytes) {
   auto t = Tuple::unpack(bytes);
   if (!t.ok() || t->empty() ||
       (t->size() > kTypeFieldsBeforeRetry && t->size() != kTypeFieldsBeforeFlow &&
-       t->size() != kTypeFields))
+       t->size() != kTypeFieldsBeforeGroups && t->size() != kTypeFields))
     return Internal("corrupt type settings");
   const auto& e = t->elements();
   auto int_or_null = [](const Element& x) { return x.is_int() || x.is_null(); };
@@ -238,10 +256,12 @@ Result<TypeSettings> decode_type(std::string_view bytes) {
        (e[2].is_null() && e.size() >= kTypeFieldsBeforeFlow)) &&
       (e.size() < kTypeFieldsBeforeFlow ||
        (e[3].is_int() && e[4].is_int() && e[5].is_int() && e[6].is_int() && e[7].is_int())) &&
-      (e.size() < kTypeFields ||
+      (e.size() < kTypeFieldsBeforeGroups ||
        (e[8].is_bool() && int_or_null(e[9]) &&
         (e[10].is_null() || (e[10].is_int() && e[10].as_int() > 0)) && int_or_null(e[11]) &&
-        e[11].is_int() == e[12].is_int() && int_or_null(e[12])));
+        e[11].is_int() == e[12].is_int() && int_or_null(e[12]))) &&
+      (e.size() < kTypeFields ||
+       ((e[13].is_null() || (e[13].is_int() && e[13].as_int() > 0)) && e[14].is_bool()));
   if (!shaped) return Internal("corrupt type settings");
   TypeSettings settings;
   settings.timeout = Millis(e[0].as_int());
@@ -255,14 +275,67 @@ Result<TypeSettings> decode_type(std::string_view bytes) {
     p.backoff_cap = Millis(e[6].as_int());
     p.jitter = static_cast<double>(e[7].as_int()) / kMillionths;
   }
-  if (e.size() == kTypeFields) {
+  if (e.size() >= kTypeFieldsBeforeGroups) {
     settings.paused = e[8].as_bool();
     if (e[9].is_int()) settings.paused_until_ms = e[9].as_int();
     if (e[10].is_int()) settings.max_running = static_cast<uint32_t>(e[10].as_int());
     if (e[11].is_int())
       settings.rate = RateLimit{static_cast<uint32_t>(e[11].as_int()), Millis(e[12].as_int())};
   }
+  if (e.size() == kTypeFields) {
+    if (e[13].is_int()) settings.max_running_per_group = static_cast<uint32_t>(e[13].as_int());
+    settings.has_groups = e[14].as_bool();
+  }
   return settings;
+}
+
+std::string encode_group(const GroupRow& row) {
+  Tuple t{static_cast<int64_t>(row.running)};
+  if (row.queued) {
+    t.append(row.queued->first);
+    t.append(row.queued->second);
+  } else {
+    t.append(nullptr);
+    t.append(nullptr);
+  }
+  t.append(row.last_accept_us);
+  t.append(row.full);
+  return t.pack();
+}
+
+Result<GroupRow> decode_group(std::string_view bytes) {
+  auto t = Tuple::unpack(bytes);
+  if (!t.ok() || t->size() != kGroupFields) return Internal("corrupt group row");
+  const auto& e = t->elements();
+  const bool shaped = e[0].is_int() && e[0].as_int() >= 0 && e[1].is_int() == e[2].is_int() &&
+                      (e[1].is_int() || e[1].is_null()) && (e[2].is_int() || e[2].is_null()) &&
+                      e[3].is_int() && e[4].is_bool();
+  if (!shaped) return Internal("corrupt group row");
+  GroupRow row;
+  row.running = static_cast<uint32_t>(e[0].as_int());
+  if (e[1].is_int()) row.queued = std::pair{e[1].as_int(), e[2].as_int()};
+  row.last_accept_us = e[3].as_int();
+  row.full = e[4].as_bool();
+  return row;
+}
+
+std::string OrderedIndex::key(int64_t priority, int64_t time, std::string_view name) const {
+  return space_.pack({priority, time, name});
+}
+std::pair<std::string, std::string> OrderedIndex::due(int64_t priority, int64_t max_time) const {
+  auto lo = space_.range({priority}).first;
+  // Every name sorts after (.., max_time) and before (.., max_time + 1).
+  auto hi = max_time == std::numeric_limits<int64_t>::max() ? space_.range({priority}).second
+                                                            : space_.pack({priority, max_time + 1});
+  return {lo, hi};
+}
+std::string OrderedIndex::from_priority(int64_t priority) const { return space_.pack({priority}); }
+Result<OrderedIndex::Entry> OrderedIndex::parse(std::string_view key) const {
+  KVQ_ASSIGN_OR_RETURN(Tuple t, space_.unpack(key));
+  if (t.size() != 3 || !t[0].is_int() || !t[1].is_int() || !t[2].is_string()) {
+    return InvalidArgument("not a key of this index");
+  }
+  return Entry{t[0].as_int(), t[1].as_int(), t[2].as_string()};
 }
 
 std::string Keys::job(std::string_view type, std::string_view id) const {
@@ -273,22 +346,40 @@ std::pair<std::string, std::string> Keys::jobs_of(std::string_view type) const {
 }
 std::string Keys::pending(std::string_view type, int64_t priority, int64_t scheduled,
                           std::string_view id) const {
-  return space(kPending).pack({type, priority, scheduled, id});
+  return pending_index(type).key(priority, scheduled, id);
 }
 std::pair<std::string, std::string> Keys::pending_of(std::string_view type) const {
-  return space(kPending).range({type});
+  return pending_index(type).all();
 }
 std::pair<std::string, std::string> Keys::pending_due(std::string_view type, int64_t priority,
                                                       int64_t max_scheduled) const {
-  auto lo = space(kPending).range({type, priority}).first;
-  // Every id sorts after (.., max_scheduled) and before (.., max_scheduled + 1).
-  auto hi = max_scheduled == std::numeric_limits<int64_t>::max()
-                ? space(kPending).range({type, priority}).second
-                : space(kPending).pack({type, priority, max_scheduled + 1});
-  return {lo, hi};
+  return pending_index(type).due(priority, max_scheduled);
 }
 std::string Keys::pending_from_priority(std::string_view type, int64_t priority) const {
-  return space(kPending).pack({type, priority});
+  return pending_index(type).from_priority(priority);
+}
+OrderedIndex Keys::pending_index(std::string_view type) const {
+  return OrderedIndex(space(kPending).sub({type}));
+}
+OrderedIndex Keys::group_pending_index(std::string_view type, std::string_view group) const {
+  return OrderedIndex(space(kGroupPending).sub({type, group}));
+}
+OrderedIndex Keys::group_queue(std::string_view type) const {
+  return OrderedIndex(space(kGroupQueue).sub({type}));
+}
+std::pair<std::string, std::string> Keys::group_pending_of(std::string_view type) const {
+  return space(kGroupPending).range({type});
+}
+std::string Keys::group(std::string_view type, std::string_view group) const {
+  return space(kGroups).pack({type, group});
+}
+std::pair<std::string, std::string> Keys::groups_of(std::string_view type) const {
+  return space(kGroups).range({type});
+}
+Result<std::string> Keys::parse_group_name(std::string_view key) const {
+  KVQ_ASSIGN_OR_RETURN(Tuple t, space(kGroups).unpack(key));
+  if (t.size() != 2 || !t[1].is_string()) return InvalidArgument("not a group key");
+  return t[1].as_string();
 }
 std::string Keys::activity(std::string_view type, uint64_t seq, std::string_view id) const {
   return space(kActivity).pack({type, static_cast<int64_t>(seq), id});

@@ -10,22 +10,27 @@
 //                                          [, worker_type[, outcome, result|null,
 //                                          progress|null, errors, started]]])
 //                                          errors: a nested Tuple of Tuple(attempt, at_ms,
-//                                          worker, kind, message, details|null), oldest first
-//   (2, type, priority, scheduled, id)  -> ""  pending index, in accept order
+//                                          worker, kind, message, details|null), oldest first;
+//                                          [, group] (25 fields) only on a job with a group
+//   (2, type, priority, scheduled, id)  -> ""  pending index of jobs WITHOUT a group, in accept
+//                                          order
 //   (3, type, seq, id)                  -> ""  activity index of running jobs, by commit order
 //   (4, type)                           -> Tuple(timeout_ms[, retention_ms|null[, max_lost_runs
 //                                          |null[, max_attempts, backoff_base_ms,
 //                                          backoff_factor_millionths, backoff_cap_ms,
 //                                          jitter_millionths[, paused, paused_until_ms|null,
 //                                          max_running|null, rate_limit|null,
-//                                          rate_period_ms|null]]]])
+//                                          rate_period_ms|null[, max_running_per_group|null,
+//                                          has_groups]]]]])
 //                                          a type exists while this does; retention_ms only when
 //                                          finished jobs expire, max_lost_runs only when lost
 //                                          runs give up (null only before a retry policy), the
 //                                          retry policy only when not RetryPolicy's defaults
 //                                          (Tuple has no double: factor and jitter * 10^6) or
 //                                          flow control follows, flow control only when a type
-//                                          is paused or limited (flow_control.h)
+//                                          is paused or limited (flow_control.h), the two of
+//                                          groups only once a job of the type had a group or
+//                                          its groups are limited
 //   (5, type)                           -> random token, rewritten whenever a job of the type
 //                                          becomes pending (accept waiters watch it)
 //   (6, type)                           -> random token, rewritten on every change of a job of
@@ -48,6 +53,25 @@
 //   (14, type)                          -> the rate window of a type with a rate limit: the
 //                                          accept times (ms) within its period, oldest first
 //                                          (flow_control.cc)
+//   (15, type, group, priority, scheduled, id) -> ""  pending index of the jobs of one group,
+//                                          in accept order (group_queue.h)
+//   (16, type, priority, in_turn_at, group) -> ""  the queue of groups ("queue of queues", as
+//                                          QuiCK's on FoundationDB): one entry per group that
+//                                          has pending jobs and is not full, at its first
+//                                          pending job's priority; in_turn_at (microseconds) =
+//                                          max(that job's scheduled time * 1000,
+//                                          last_accept_us), so a group that was just served
+//                                          goes to the back of its priority's line
+//   (17, type, group)                   -> group row: Tuple(running, queued_priority|null,
+//                                          queued_in_turn_at|null, last_accept_us, full):
+//                                          where its (16) entry is (null: none), when a job of
+//                                          it was last accepted, and whether it holds
+//                                          max_running_per_group running jobs (an accept marks
+//                                          it; the end of one of its runs clears it)
+//
+// in_turn_at and last_accept are microseconds, not milliseconds: a group served twice within
+// one millisecond must still go behind the groups served in between, else the group whose name
+// sorts first would win every tie of that millisecond and be drained.
 //
 // Subspace ids 1–19 belong to the jobs layer; the workers layer uses 20–39 of the same prefix.
 //
@@ -57,8 +81,8 @@
 // (never read inside a transaction that writes them), so they add no conflicts.
 //
 // Invariants, kept by every transaction that changes a job:
-//   I1. pending  (lock "" and !finished) <=> exactly one pending-index entry, at the row's
-//       (priority, scheduled).
+//   I1. pending  (lock "" and !finished) without a group <=> exactly one pending-index entry
+//       (2), at the row's (priority, scheduled).
 //   I2. running  (lock != "")            <=> exactly one activity-index entry, at the row's seq.
 //   I3. finished (finished)              <=> exactly one finished-index entry, at the row's
 //       updated (for jobs finished since subspace 9 exists; older ones have none).
@@ -66,6 +90,16 @@
 //       id) when the row's worker_type is "", else at (10, worker_type, worker, type, id).
 //   I5. finished with outcome dead or cancelled <=> exactly one outcome-index entry, at (11,
 //       type, outcome, id) (for jobs finished since subspace 11 exists; older dead ones have none).
+//   I6. pending with a group              <=> exactly one (15) entry, at (type, group, priority,
+//       scheduled, id), and none in (2).
+//   I7. a group row (17, type, group) exists <=> the group has pending or running jobs; its
+//       `running` is the number of its running jobs.
+//   I8. a (16) entry of a group exists     <=> the group has pending jobs and its row is not
+//       `full`; it is where the row records (queued_priority, queued_in_turn_at): at the
+//       priority of the group's first (15) entry, in turn at max(that entry's scheduled * 1000,
+//       last_accept_us).
+// I6–I8 are kept by save_job alone, for every job whose row has a group before or after; a type
+// none of whose jobs ever had a group has no key in 15–17 and pays nothing for them.
 #pragma once
 
 #include <cstdint>
@@ -105,6 +139,44 @@ struct JobRow {
   std::optional<std::string> progress;  // the latest update's progress, this run
   std::vector<JobError> errors;         // at most kMaxErrorsKept, oldest first
   int64_t started = 0;                  // when the current or last run was accepted
+  std::string group;                    // AddOptions::group; "" for none
+};
+
+// A group's row, the value of (17, type, group).
+struct GroupRow {
+  uint32_t running = 0;
+  // Where its queue-of-groups entry (16) is: (priority, in_turn_at in microseconds).
+  std::optional<std::pair<int64_t, int64_t>> queued;
+  int64_t last_accept_us = 0;
+  bool full = false;
+  friend bool operator==(const GroupRow&, const GroupRow&) = default;
+};
+std::string encode_group(const GroupRow& row);
+Result<GroupRow> decode_group(std::string_view bytes);
+
+// An index whose keys are a prefix + (priority, time, name), in accept order: the pending index
+// of jobs without a group (2, type) and of one group (15, type, group) (time: scheduled ms,
+// name: the job's id), and the queue of groups (16, type) (time: in_turn_at µs, name: the
+// group).
+class OrderedIndex {
+ public:
+  explicit OrderedIndex(Subspace space) : space_(std::move(space)) {}
+  std::string key(int64_t priority, int64_t time, std::string_view name) const;
+  std::pair<std::string, std::string> all() const { return space_.range(); }
+  // Entries of one priority whose time is at most `max_time`.
+  std::pair<std::string, std::string> due(int64_t priority, int64_t max_time) const;
+  // The first key of priority `priority` and above.
+  std::string from_priority(int64_t priority) const;
+  struct Entry {
+    int64_t priority;
+    int64_t time;
+    std::string name;
+  };
+  // kInvalidArgument for a key of another shape.
+  Result<Entry> parse(std::string_view key) const;
+
+ private:
+  Subspace space_;
 };
 
 // The one place a job's state is derived from its stored fields.
@@ -115,8 +187,9 @@ State state_of(const JobRow& row);
 // with 0, false and "". The fields of outcomes (outcome .. started) are written only when one
 // differs from what a row without them decodes to: outcome kNone for an unfinished row,
 // kDead for a finished one that gave up, kSucceeded for another finished one; no result,
-// progress or errors; started 0. So rows of 16, 18, 19 and 24 fields decode, and a row of the
-// older kinds encodes byte for byte as before.
+// progress or errors; started 0. A group is written, as a 25th field, only when not "". So rows
+// of 16, 18, 19, 24 and 25 fields decode, and a row of the older kinds encodes byte for byte as
+// before.
 std::string encode_row(const JobRow& row);
 Result<JobRow> decode_row(std::string_view bytes);
 
@@ -168,6 +241,18 @@ class Keys {
   Result<std::string> parse_schedule_name(std::string_view key) const;
   std::string rate_window(std::string_view type) const;
 
+  // The pending index of the type's jobs without a group (2), of one group's (15), and the
+  // queue of groups (16).
+  OrderedIndex pending_index(std::string_view type) const;
+  OrderedIndex group_pending_index(std::string_view type, std::string_view group) const;
+  OrderedIndex group_queue(std::string_view type) const;
+  // Every (15) entry of the type, of all its groups.
+  std::pair<std::string, std::string> group_pending_of(std::string_view type) const;
+  // The group row (17) of a group, every group row of a type, and the group of such a key.
+  std::string group(std::string_view type, std::string_view group) const;
+  std::pair<std::string, std::string> groups_of(std::string_view type) const;
+  Result<std::string> parse_group_name(std::string_view key) const;
+
   // Decoders for index keys; kInvalidArgument for a key of another shape.
   struct PendingEntry {
     int64_t priority;
@@ -208,6 +293,9 @@ class Keys {
     kSchedules = 12,
     kSchedulesToken = 13,
     kRateWindows = 14,
+    kGroupPending = 15,
+    kGroupQueue = 16,
+    kGroups = 17,
   };
   Subspace space(Space s) const { return root_.sub(Tuple{static_cast<int64_t>(s)}); }
 

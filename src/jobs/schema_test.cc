@@ -342,6 +342,123 @@ TEST(SchemaTest, FlowControlIsStoredOnlyWhenSetAndRoundTrips) {
                    .ok());
 }
 
+TEST(SchemaTest, AGroupRoundTripsAndARowWithoutOneEncodesAsBefore) {
+  JobRow row;
+  row.scheduled = 5;
+  row.data = "{}";
+  const std::string without = encode_row(row);
+  ASSERT_EQ(Tuple::unpack(without)->size(), 16u);  // a pending job, as before outcomes
+  row.group = "customer-7";
+  const std::string with = encode_row(row);
+  auto t = Tuple::unpack(with);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->size(), 25u);  // every optional field, then the group
+  EXPECT_EQ((*t)[24].as_string(), "customer-7");
+  auto decoded = decode_row(with);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->group, "customer-7");
+  EXPECT_EQ(decoded->outcome, Outcome::kNone);
+  EXPECT_EQ(encode_row(*decoded), with);
+  decoded->group.clear();
+  EXPECT_EQ(encode_row(*decoded), without);
+  // A 25th field that is not a group name is corrupt.
+  Tuple bad = *t;
+  Tuple empty_group;
+  for (size_t i = 0; i < 24; ++i) empty_group.append(bad[i]);
+  empty_group.append("");
+  EXPECT_FALSE(decode_row(empty_group.pack()).ok());
+  empty_group = Tuple();
+  for (size_t i = 0; i < 24; ++i) empty_group.append(bad[i]);
+  empty_group.append(int64_t{3});
+  EXPECT_FALSE(decode_row(empty_group.pack()).ok());
+}
+
+TEST(SchemaTest, GroupSettingsAreStoredOnlyWhenSetAndRoundTrip) {
+  TypeSettings s{.timeout = Millis(1500)};
+  const std::string before = encode_type(s);
+  EXPECT_EQ(before, (Tuple{int64_t{1500}}.pack()));
+  s.has_groups = true;
+  auto decoded = decode_type(encode_type(s));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_TRUE(decoded->has_groups);
+  EXPECT_FALSE(decoded->max_running_per_group);
+  EXPECT_FALSE(decoded->paused);
+  EXPECT_EQ(Tuple::unpack(encode_type(s))->size(), 15u);
+  s.max_running_per_group = 3;
+  decoded = decode_type(encode_type(s));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->max_running_per_group, 3u);
+  EXPECT_EQ(encode_type(*decoded), encode_type(s));
+  s.has_groups = false;
+  decoded = decode_type(encode_type(s));
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_FALSE(decoded->has_groups);
+  EXPECT_EQ(decoded->max_running_per_group, 3u);
+  s.max_running_per_group.reset();
+  EXPECT_EQ(encode_type(s), before);
+  // A type row of flow control's 13 fields still decodes, without groups.
+  const auto thirteen =
+      Tuple{int64_t{1}, nullptr, nullptr, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{6},
+            int64_t{7}, false,   nullptr, int64_t{2}, nullptr,    nullptr}
+          .pack();
+  decoded = decode_type(thirteen);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->max_running, 2u);
+  EXPECT_FALSE(decoded->has_groups);
+  EXPECT_EQ(encode_type(*decoded), thirteen);
+  Tuple bad = *Tuple::unpack(thirteen);
+  bad.append(int64_t{0});
+  bad.append(true);
+  EXPECT_FALSE(decode_type(bad.pack()).ok());  // a limit of 0
+}
+
+TEST(SchemaTest, GroupRowsRoundTripAndGroupKeysParseBack) {
+  GroupRow row{.running = 2,
+               .queued = std::pair{int64_t{-1}, int64_t{1'700'000'000'000'123}},
+               .last_accept_us = 77,
+               .full = false};
+  auto decoded = decode_group(encode_group(row));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(*decoded, row);
+  row.queued.reset();
+  row.full = true;
+  decoded = decode_group(encode_group(row));
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(*decoded, row);
+  EXPECT_FALSE(decode_group(Tuple{int64_t{1}, int64_t{2}, nullptr, int64_t{3}, false}.pack()).ok());
+  EXPECT_FALSE(decode_group("junk").ok());
+
+  Keys keys("p");
+  EXPECT_EQ(*keys.parse_group_name(keys.group("t", "g1")), "g1");
+  EXPECT_FALSE(keys.parse_group_name(keys.pending("t", 0, 0, "x")).ok());
+  auto [lo, hi] = keys.groups_of("t");
+  EXPECT_LE(lo, keys.group("t", ""));
+  EXPECT_LT(keys.group("t", "zzz"), hi);
+  EXPECT_FALSE(keys.group("tt", "a") >= lo && keys.group("tt", "a") < hi);
+  // A group's pending index and the queue of groups sort by priority, then time, then name.
+  const OrderedIndex queue = keys.group_queue("t");
+  EXPECT_LT(queue.key(0, 500, "z"), queue.key(1, 100, "a"));
+  EXPECT_LT(queue.key(0, 100, "z"), queue.key(0, 101, "a"));
+  auto [due_lo, due_hi] = queue.due(0, 100);
+  EXPECT_LE(due_lo, queue.key(0, 100, "zzz"));
+  EXPECT_LT(queue.key(0, 100, "zzz"), due_hi);
+  EXPECT_GE(queue.key(0, 101, ""), due_hi);
+  auto entry = queue.parse(queue.key(3, 9, "g"));
+  ASSERT_TRUE(entry.ok());
+  EXPECT_EQ(entry->priority, 3);
+  EXPECT_EQ(entry->time, 9);
+  EXPECT_EQ(entry->name, "g");
+  // Groups never share each other's pending index, nor the jobs without a group's.
+  const auto a = keys.group_pending_index("t", "a").all();
+  const auto ab = keys.group_pending_index("t", "ab").key(0, 0, "x");
+  EXPECT_FALSE(ab >= a.first && ab < a.second);
+  const auto all_grouped = keys.group_pending_of("t");
+  EXPECT_TRUE(ab >= all_grouped.first && ab < all_grouped.second);
+  const auto ungrouped = keys.pending("t", 0, 0, "x");
+  EXPECT_FALSE(ungrouped >= all_grouped.first && ungrouped < all_grouped.second);
+  EXPECT_EQ(keys.pending_index("t").key(0, 0, "x"), ungrouped);
+}
+
 TEST(SchemaTest, OutcomeIndexKeysParseBackAndOutcomesDoNotShareRanges) {
   Keys keys("p");
   const auto dead = keys.ended("work", Outcome::kDead, "j1");

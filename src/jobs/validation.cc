@@ -53,6 +53,17 @@ Status validate_id(std::string_view id) {
   return Status::OK();
 }
 
+Status validate_group(std::string_view group) {
+  if (group.size() > kMaxGroupBytes) {
+    return InvalidArgument("group is " + std::to_string(group.size()) + " bytes; the limit is " +
+                           std::to_string(kMaxGroupBytes));
+  }
+  for (unsigned char c : group) {
+    if (c < 0x20 || c == 0x7F) return InvalidArgument("group contains a control character");
+  }
+  return Status::OK();
+}
+
 Status validate_worker_type(std::string_view worker_type) {
   if (worker_type.empty()) return Status::OK();
   Status as_type = validate_type(worker_type);

@@ -18,6 +18,9 @@ Status validate_type(std::string_view type);
 Status validate_schedule_name(std::string_view name);
 // Ids: 1..kMaxIdBytes bytes, no ASCII control characters.
 Status validate_id(std::string_view id);
+// Groups (AddOptions::group): "" (none), or 1..kMaxGroupBytes bytes without ASCII control
+// characters.
+Status validate_group(std::string_view group);
 // Worker names (recorded on accepted jobs): 0..256 bytes, no ASCII control characters.
 Status validate_worker(std::string_view worker);
 // Worker types (workers layer) recorded beside a worker name: "" (none), or a name as types are.

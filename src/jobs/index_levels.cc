@@ -1,0 +1,109 @@
+#include "jobs/index_levels.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "util/random.h"
+
+namespace kvq::jobs {
+
+DueLevels::DueLevels(kv::Transaction& txn, OrderedIndex index, int64_t max_time,
+                     std::optional<int64_t> max_priority, size_t batch, int max_reads)
+    : txn_(txn),
+      index_(std::move(index)),
+      max_time_(max_time),
+      max_priority_(max_priority),
+      batch_(batch),
+      reads_left_(max_reads),
+      from_(index_.all().first) {}
+
+Result<const OrderedIndex::Entry*> DueLevels::head() {
+  const std::string end = index_.all().second;
+  while (due_.empty() && !done_) {
+    if (reads_left_-- <= 0) {
+      done_ = true;
+      break;
+    }
+    // One read per level: its due entries are the first ones read, up to its due bound (on
+    // etcd each read is a round trip).
+    KVQ_ASSIGN_OR_RETURN(auto read,
+                         txn_.get_range(from_, end, {.limit = batch_, .snapshot = true}));
+    if (read.empty()) {
+      done_ = true;
+      break;
+    }
+    KVQ_ASSIGN_OR_RETURN(auto first, index_.parse(read[0].key));
+    if (max_priority_ && first.priority > *max_priority_) {
+      done_ = true;
+      break;
+    }
+    from_ = index_.from_priority(first.priority);
+    const std::string due_end = index_.due(first.priority, max_time_).second;
+    for (const auto& kv : read) {
+      if (kv.key >= due_end) break;
+      KVQ_ASSIGN_OR_RETURN(auto entry, index_.parse(kv.key));
+      due_.push_back(std::move(entry));
+    }
+    if (!due_.empty()) break;
+    if (!earliest_not_due_ || first.time < *earliest_not_due_) earliest_not_due_ = first.time;
+    if (first.priority == std::numeric_limits<int64_t>::max()) {
+      done_ = true;
+      break;
+    }
+    from_ = index_.from_priority(first.priority + 1);
+  }
+  return due_.empty() ? nullptr : &due_.front();
+}
+
+OrderedIndex::Entry DueLevels::take(bool at_random) {
+  const size_t i = at_random ? util::random_below(due_.size()) : 0;
+  OrderedIndex::Entry entry = std::move(due_[i]);
+  due_.erase(due_.begin() + static_cast<std::ptrdiff_t>(i));
+  return entry;
+}
+
+Result<uint64_t> count_keys(kv::Transaction& txn, std::pair<std::string, std::string> range,
+                            uint64_t limit) {
+  constexpr size_t kPage = 1000;
+  uint64_t n = 0;
+  while (n < limit) {
+    const size_t want = std::min<uint64_t>(kPage, limit - n);
+    KVQ_ASSIGN_OR_RETURN(
+        auto page, txn.get_range(range.first, range.second, {.limit = want, .snapshot = true}));
+    n += page.size();
+    if (page.size() < want) break;
+    range.first = page.back().key + '\0';
+  }
+  return n;
+}
+
+Status for_each_priority(kv::Transaction& txn, const OrderedIndex& index,
+                         const std::function<Result<bool>(int64_t)>& level) {
+  const auto end = index.all().second;
+  std::string from = index.all().first;
+  for (;;) {
+    KVQ_ASSIGN_OR_RETURN(auto first, txn.get_range(from, end, {.limit = 1, .snapshot = true}));
+    if (first.empty()) return Status::OK();
+    KVQ_ASSIGN_OR_RETURN(auto entry, index.parse(first[0].key));
+    KVQ_ASSIGN_OR_RETURN(bool more, level(entry.priority));
+    if (!more || entry.priority == std::numeric_limits<int64_t>::max()) return Status::OK();
+    from = index.from_priority(entry.priority + 1);
+  }
+}
+
+Result<uint64_t> count_by_time(kv::Transaction& txn, const OrderedIndex& index, int64_t max_time,
+                               bool due, uint64_t limit) {
+  uint64_t count = 0;
+  if (limit == 0) return count;
+  KVQ_RETURN_IF_ERROR(for_each_priority(txn, index, [&](int64_t priority) -> Result<bool> {
+    const auto level = index.due(priority, std::numeric_limits<int64_t>::max());
+    const auto due_part = index.due(priority, max_time);
+    const auto range = due ? due_part : std::pair{due_part.second, level.second};
+    KVQ_ASSIGN_OR_RETURN(uint64_t n, count_keys(txn, range, limit - count));
+    count += n;
+    return count < limit;
+  }));
+  return count;
+}
+
+}  // namespace kvq::jobs

@@ -1,0 +1,67 @@
+// jobs/index_levels.h — reading an OrderedIndex (schema.h) one priority level at a time: for an
+// accept, the due entries of the best level that has any; for the counts, how many entries a
+// level holds before or after a time. An index sorts by (priority, time), so within one level
+// the entries due by a time are a prefix of it and the rest follow.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "jobs/schema.h"
+#include "kvq/kv.h"
+
+namespace kvq::jobs {
+
+// The due entries of an index for one accept, best level first. Snapshot reads: only what the
+// accept finally takes adds conflicts. Entries it takes leave the transaction's view, so when
+// those read run out, reading the level again from its start finds what is left of it.
+class DueLevels {
+ public:
+  // Due: time <= max_time. Levels above `max_priority` are never looked at. `batch` entries
+  // are read at a time, and at most `max_reads` reads are made (beyond, nothing is due).
+  DueLevels(kv::Transaction& txn, OrderedIndex index, int64_t max_time,
+            std::optional<int64_t> max_priority, size_t batch, int max_reads);
+
+  // The first due entry of the best level that has one (nullptr: none), reading as needed.
+  Result<const OrderedIndex::Entry*> head();
+  // Removes and returns a due entry of head()'s level: the first, or one at random among those
+  // read. REQUIRES: head() returned an entry since the last take().
+  OrderedIndex::Entry take(bool at_random);
+  // Entries due by a later time count from now on (a bound that follows the clock).
+  void extend_due(int64_t max_time) { max_time_ = std::max(max_time_, max_time); }
+  // The earliest time of an entry seen not yet due, on a level better than any due one.
+  std::optional<int64_t> earliest_not_due() const { return earliest_not_due_; }
+
+ private:
+  kv::Transaction& txn_;
+  OrderedIndex index_;
+  int64_t max_time_;
+  std::optional<int64_t> max_priority_;
+  size_t batch_;
+  int reads_left_;
+  std::string from_;                      // where the level being read starts
+  std::vector<OrderedIndex::Entry> due_;  // its due entries read and not taken, in order
+  bool done_ = false;
+  std::optional<int64_t> earliest_not_due_;
+};
+
+// How many keys `range` holds, counting at most `limit` (snapshot reads, a page at a time).
+Result<uint64_t> count_keys(kv::Transaction& txn, std::pair<std::string, std::string> range,
+                            uint64_t limit);
+
+// Calls `level` with each priority that has entries in `index`, best first, while it returns
+// true (snapshot reads).
+Status for_each_priority(kv::Transaction& txn, const OrderedIndex& index,
+                         const std::function<Result<bool>(int64_t)>& level);
+
+// Entries of `index` with time at most `max_time` (due: true) or after it (due: false),
+// counting at most `limit`.
+Result<uint64_t> count_by_time(kv::Transaction& txn, const OrderedIndex& index, int64_t max_time,
+                               bool due, uint64_t limit);
+
+}  // namespace kvq::jobs
