@@ -12,7 +12,7 @@ import threading
 import time
 import unittest
 
-from kvq_server import KvqServer, q, uniq
+from kvq_server import KvqServer, note, q, uniq
 from test_cli import key_values, run_kvq, table
 from test_etcd_cluster import EtcdCluster
 
@@ -108,6 +108,8 @@ class GroupsOnThreeServers:
         for th in threads:
             th.join(150)
         self.assertFalse(any(th.is_alive() for th in threads), "acceptors still running")
+        note("max_running_per_group", limit, "held at most", state["max_held"], "listed at most",
+             state["max_listed"], "running at once at most", state["max_total"])
         self.assertEqual(state["errors"], [])
         self.assertEqual(state["done"], jobs)
         for name in names:
