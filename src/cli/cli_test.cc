@@ -230,13 +230,14 @@ TEST(Format, Job) {
             "resubmitted:    false\n"
             "extra:          e\n"
             "data:           {\"k\":1}\n");
-  // A job's group comes after how it ended; none shows empty, as no worker does.
+  // A job's group comes after how it ended; none shows null, as the other fields do.
   job["group"] = "acme";
   EXPECT_NE(format_job(job).find("state:          pending\ngroup:          acme\npriority:"),
             std::string::npos)
       << format_job(job);
   job["group"] = nullptr;
-  EXPECT_NE(format_job(job).find("\ngroup:\npriority:"), std::string::npos) << format_job(job);
+  EXPECT_NE(format_job(job).find("\ngroup:          null\npriority:"), std::string::npos)
+      << format_job(job);
   job.erase("group");
   job["outcome"] = nullptr;
   job["result"] = nullptr;

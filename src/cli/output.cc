@@ -111,8 +111,6 @@ std::string format_job(const nlohmann::json& job) {
   auto render = [&](const std::string& key, const nlohmann::json& value) {
     const bool json_valued = key == "data" || key == "result" || key == "progress";
     std::string text = compact(value, /*bare_strings=*/!json_valued);
-    // A job without a group shows an empty one, as one without a worker does.
-    if (key == "group" && value.is_null()) text.clear();
     if (kTimes.count(key) != 0 && value.is_number_integer()) {
       text += " (" + format_time_ms(value.get<int64_t>()) + ")";
     }

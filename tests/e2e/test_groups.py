@@ -316,7 +316,7 @@ class GroupsOnOneLmdbDirectory(GroupsOnThreeServers, unittest.TestCase):
         self.assertEqual(r.returncode, 0, r)
         r = run_kvq("get", t, "j0", url=url)
         self.assertEqual(key_values(r.stdout)["group"], "acme", r.stdout)
-        self.assertEqual(key_values(run_kvq("get", t, "plain", url=url).stdout)["group"], "")
+        self.assertEqual(key_values(run_kvq("get", t, "plain", url=url).stdout)["group"], "null")
         r = run_kvq("get", t, "j2", "--json", url=url)
         self.assertEqual(json.loads(r.stdout)["group"], "globex")
 
