@@ -8,6 +8,11 @@
 //   BM_JobLifecycle/nosync/max_running, /nosync/rate
 //                            the same on a type whose limit never binds (max_running 1000; a
 //                            rate of 1000 per 100 ms): the cost of the limit itself. 1 and 16.
+//   BM_JobLifecycle/nosync/groups, /nosync/groups_limited
+//                            the same with every job in one of kGroups groups (AddOptions::group,
+//                            job n of thread t in group (t * 7919 + n) % kGroups), so accepts
+//                            take turns through the queue of groups; _limited adds
+//                            max_running_per_group 1000, which never binds. 1 and 16.
 //   BM_JobLifecycle/etcd     the same on the etcd backend, registered only when KVQ_BENCH_ETCD
 //                            names the members' client endpoints ("host:port,host:port"). Each run
 //                            uses a fresh key_prefix ("kvq-jobs-bench/<pid>-<time>-<n>/") and
@@ -73,6 +78,7 @@ constexpr size_t kContentionPrefill = 20'000;
 constexpr int kTopUpBatch = 64;
 constexpr size_t kPrefillBatch = 1000;
 constexpr int64_t kScaleIterations = 20'000;
+constexpr int kGroups = 100;
 
 const std::string& payload() {
   static const std::string p = [] {
@@ -207,6 +213,19 @@ void MaxRunningSetup(const benchmark::State&) {
     if (Status st = g_fx.jobs->set_max_running(kType, 1000); !st.ok()) g_fx.error = st.to_string();
   }
 }
+// Jobs in kGroups groups (g_groups), without a limit or with max_running_per_group 1000.
+int g_groups = 0;
+void GroupsSetup(const benchmark::State&) {
+  g_fx.open(Durability::kNoSync, uint64_t{1} << 30);
+  g_groups = kGroups;
+}
+void GroupsLimitedSetup(const benchmark::State& state) {
+  GroupsSetup(state);
+  if (g_fx.error.empty()) {
+    Status st = g_fx.jobs->set_max_running_per_group(kType, 1000);
+    if (!st.ok()) g_fx.error = st.to_string();
+  }
+}
 void RateSetup(const benchmark::State&) {
   g_fx.open(Durability::kNoSync, uint64_t{1} << 30);
   if (g_fx.error.empty()) {
@@ -246,7 +265,10 @@ std::vector<std::string> etcd_endpoints() {
 
 void EtcdSetup(const benchmark::State&) { g_fx.open_etcd(etcd_endpoints()); }
 
-void Teardown(const benchmark::State&) { g_fx.close(); }
+void Teardown(const benchmark::State&) {
+  g_fx.close();
+  g_groups = 0;
+}
 
 bool skip_if_broken(benchmark::State& state) {
   if (g_fx.jobs != nullptr && g_fx.error.empty()) return false;
@@ -286,8 +308,11 @@ void BM_JobLifecycle(benchmark::State& state) {
   if (skip_if_broken(state)) return;
   jobs::Jobs& j = *g_fx.jobs;
   int64_t n = 0, add_failures = 0, accept_failures = 0, finish_failures = 0;
+  jobs::AddOptions options;
   for (auto _ : state) {
-    if (!j.add(kType, job_id(state, n++), payload()).ok()) {
+    if (g_groups > 0)
+      options.group = "g" + std::to_string((state.thread_index() * 7919 + n) % g_groups);
+    if (!j.add(kType, job_id(state, n++), payload(), options).ok()) {
       ++add_failures;
       continue;
     }
@@ -374,6 +399,8 @@ void register_all() {
       {"BM_JobLifecycle/sync", BM_JobLifecycle, PlainSetup<Durability::kSync>, {1, 4, 16}},
       {"BM_JobLifecycle/nosync/max_running", BM_JobLifecycle, MaxRunningSetup, {1, 16}},
       {"BM_JobLifecycle/nosync/rate", BM_JobLifecycle, RateSetup, {1, 16}},
+      {"BM_JobLifecycle/nosync/groups", BM_JobLifecycle, GroupsSetup, {1, 16}},
+      {"BM_JobLifecycle/nosync/groups_limited", BM_JobLifecycle, GroupsLimitedSetup, {1, 16}},
       {"BM_AcceptContention/nosync",
        BM_AcceptContention,
        ContentionSetup<Durability::kNoSync>,
