@@ -230,6 +230,15 @@ TEST(Format, Job) {
             "resubmitted:    false\n"
             "extra:          e\n"
             "data:           {\"k\":1}\n");
+  // A job's group comes after how it ended; none shows null, as the other fields do.
+  job["group"] = "acme";
+  EXPECT_NE(format_job(job).find("state:          pending\ngroup:          acme\npriority:"),
+            std::string::npos)
+      << format_job(job);
+  job["group"] = nullptr;
+  EXPECT_NE(format_job(job).find("\ngroup:          null\npriority:"), std::string::npos)
+      << format_job(job);
+  job.erase("group");
   job["outcome"] = nullptr;
   job["result"] = nullptr;
   job["errors"] = nlohmann::json::array();
@@ -435,6 +444,18 @@ TEST(Requests, AddIfExists) {
             "--priority needs an integer, not 'high'");
 }
 
+TEST(Requests, AddGroup) {
+  std::istringstream in;
+  const std::vector<OptionSpec> specs = {{"group", true}, {"priority", true}};
+  auto add = add_body(args_of({"t", "j", "--group", "acme", "--priority", "2"}, specs), in);
+  ASSERT_TRUE(add.ok()) << add.status().message();
+  EXPECT_EQ(*add, nlohmann::json::parse(R"({"id":"j","data":{},"group":"acme","priority":2})"));
+  // Whether a group is a valid one is the server's to say: the CLI sends it as given.
+  add = add_body(args_of({"t", "j", "--group", ""}, specs), in);
+  ASSERT_TRUE(add.ok()) << add.status().message();
+  EXPECT_EQ((*add)["group"], "");
+}
+
 TEST(Requests, TypeSettings) {
   const std::vector<OptionSpec> specs = {{"max-attempts", true},
                                          {"backoff-base", true},
@@ -477,6 +498,23 @@ TEST(Requests, TypeLimits) {
     EXPECT_EQ(error_of(type_settings_body(args_of({"t", "--rate", bad}, specs))),
               std::string("--rate needs LIMIT/DURATION (such as 10/1s or 100/1m) or none, not '") +
                   bad + "'")
+        << bad;
+  }
+}
+
+TEST(Requests, TypeLimitPerGroup) {
+  const std::vector<OptionSpec> specs = {{"max-running", true}, {"max-running-per-group", true}};
+  auto body = type_settings_body(args_of({"t", "--max-running-per-group", "1"}, specs));
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(*body, nlohmann::json::parse(R"({"max_running_per_group":1})"));
+  body = type_settings_body(
+      args_of({"t", "--max-running", "8", "--max-running-per-group", "none"}, specs));
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(*body, nlohmann::json::parse(R"({"max_running":8,"max_running_per_group":null})"));
+  for (const char* bad : {"0", "-1", "2.5", "many"}) {
+    EXPECT_EQ(
+        error_of(type_settings_body(args_of({"t", "--max-running-per-group", bad}, specs))),
+        std::string("--max-running-per-group needs a whole number >= 1 or none, not '") + bad + "'")
         << bad;
   }
 }

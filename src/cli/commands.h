@@ -37,6 +37,9 @@ int run_max_lost_runs(int argc, char** argv);
 int run_pause(int argc, char** argv);
 int run_resume(int argc, char** argv);
 
+// A type's groups (commands_groups.cc).
+int run_groups(int argc, char** argv);
+
 // Cron schedules (commands_schedules.cc).
 int run_schedule(int argc, char** argv);
 

@@ -13,11 +13,15 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr char kAddUsage[] =
-    "usage: kvq add TYPE ID [DATA_JSON] [--at MS] [--priority N] [--if-exists update|keep]\n"
+    "usage: kvq add TYPE ID [DATA_JSON] [--at MS] [--priority N] [--group G]\n"
+    "                       [--if-exists update|keep]\n"
     "\n"
     "Adds job ID of TYPE with DATA_JSON (default {}; '-' reads stdin), its input.\n"
     "  --at MS              schedule it at MS (milliseconds since the epoch); default now\n"
     "  --priority N         lower runs first (default 0)\n"
+    "  --group G            the job's group (a tenant, a customer; 1 to 128 bytes): accepts take\n"
+    "                       turns between groups, and kvq types set --max-running-per-group caps\n"
+    "                       each group's running jobs (kvq groups TYPE lists them)\n"
     "  --if-exists update   when job ID exists: replace it (the default). A pending job gets\n"
     "                       the new data and time; a running one runs again after its run; a\n"
     "                       finished one starts over (its attempts, errors and result cleared)\n"
@@ -26,8 +30,9 @@ constexpr char kAddUsage[] =
 constexpr char kGetUsage[] =
     "usage: kvq get TYPE ID\n"
     "\n"
-    "Prints job ID of TYPE: its state and outcome, attempts, data (its input), result, progress,\n"
-    "and its last errors (attempt, time, worker, kind: message; oldest first; --json has each\n"
+    "Prints job ID of TYPE: its state and outcome, group, attempts, data (its input), result,\n"
+    "progress, and its last errors (attempt, time, worker, kind: message; oldest first; --json has "
+    "each\n"
     "error's details).\n";
 constexpr char kLsUsage[] =
     "usage: kvq ls TYPE [--state S] [--worker W] [--worker-type WT] [--limit N] [--cursor C]\n"
@@ -47,8 +52,9 @@ constexpr char kRmUsage[] =
 }  // namespace
 
 int run_add(int argc, char** argv) {
-  auto begun = begin_command(argc, argv, "add", kAddUsage,
-                             {{"at", true}, {"priority", true}, {"if-exists", true}}, 2, 3);
+  auto begun =
+      begin_command(argc, argv, "add", kAddUsage,
+                    {{"at", true}, {"priority", true}, {"group", true}, {"if-exists", true}}, 2, 3);
   if (!begun.invocation) return begun.exit_code;
   const Invocation& inv = *begun.invocation;
   const std::string& type = inv.args.positional[0];

@@ -20,6 +20,7 @@ constexpr char kTypesUsage[] =
     "       kvq types set TYPE [--max-attempts N] [--backoff-base SECONDS] [--backoff-factor X]\n"
     "                          [--backoff-cap SECONDS] [--backoff-jitter X]\n"
     "                          [--max-running N|none] [--rate LIMIT/DURATION|none]\n"
+    "                          [--max-running-per-group N|none]\n"
     "       kvq types clear-jobs TYPE\n"
     "       kvq types rm TYPE [--with-jobs]\n"
     "\n"
@@ -29,8 +30,10 @@ constexpr char kTypesUsage[] =
     "  set TYPE ...            sets TYPE's retry policy and limits; only what is given changes.\n"
     "                          --max-running N: at most N of its jobs run at once across every\n"
     "                          server; --rate LIMIT/DURATION (10/1s, 600/1h): at most LIMIT\n"
-    "                          accepts in any window of DURATION (1 to 1000 per 1ms to 1d); none\n"
-    "                          clears either. A failed job\n"
+    "                          accepts in any window of DURATION (1 to 1000 per 1ms to 1d);\n"
+    "                          --max-running-per-group N: at most N jobs of any one group (kvq\n"
+    "                          add --group) run at once across every server; none clears each.\n"
+    "                          A failed job\n"
     "                          (kvq fail) runs again after its backoff, and ends dead when its\n"
     "                          attempts reach --max-attempts (default 25). The wait after the\n"
     "                          n-th failure is min(cap, base * factor^(n-1)), less a random part\n"
@@ -138,7 +141,8 @@ std::string format_type(const Json& t) {
        {"backoff", backoff_cell(value_of(t, "backoff", Json()))},
        {"paused", paused_cell(t)},
        {"max_running", max_running_cell(value_of(t, "max_running", Json()))},
-       {"rate", rate_cell(value_of(t, "rate", Json()))}});
+       {"rate", rate_cell(value_of(t, "rate", Json()))},
+       {"max_running_per_group", max_running_cell(value_of(t, "max_running_per_group", Json()))}});
 }
 
 int list_types(const Invocation& inv) {
@@ -160,10 +164,11 @@ int list_types(const Invocation& inv) {
                     retention_cell(value_of(t, "finished_retention", Json())),
                     cell(t, "max_attempts"), backoff_cell(value_of(t, "backoff", Json())),
                     paused_cell(t), max_running_cell(value_of(t, "max_running", Json())),
-                    rate_cell(value_of(t, "rate", Json()))});
+                    rate_cell(value_of(t, "rate", Json())),
+                    max_running_cell(value_of(t, "max_running_per_group", Json()))});
   }
   std::fputs(format_table({"TYPE", "TIMEOUT", "MAX-LOST-RUNS", "RETENTION", "MAX-ATTEMPTS",
-                           "BACKOFF", "PAUSED", "MAX-RUNNING", "RATE"},
+                           "BACKOFF", "PAUSED", "MAX-RUNNING", "RATE", "PER-GROUP"},
                           rows)
                  .c_str(),
              stdout);
@@ -208,7 +213,8 @@ int run_types_set(int argc, char** argv) {
                               {"backoff-cap", true},
                               {"backoff-jitter", true},
                               {"max-running", true},
-                              {"rate", true}},
+                              {"rate", true},
+                              {"max-running-per-group", true}},
                              1, 1);
   if (!begun.invocation) return begun.exit_code;
   const Invocation& inv = *begun.invocation;

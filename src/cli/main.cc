@@ -13,8 +13,8 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  serve [options]     run the HTTP/JSON server (kvq serve --help)\n"
-    "  add TYPE ID [DATA_JSON] [--if-exists keep]   add a job    get TYPE ID   show a job and\n"
-    "                                                                         its errors\n"
+    "  add TYPE ID [DATA_JSON] [--if-exists keep] [--group G]   add a job   get TYPE ID   show a\n"
+    "                                                            job and its errors\n"
     "  ls TYPE [--state S]              list jobs (S: pending running finished scheduled due\n"
     "                                   succeeded dead cancelled)   rm TYPE ID   remove a job\n"
     "  accept TYPE [--timeout S]        take due jobs (worker)\n"
@@ -33,7 +33,8 @@ constexpr char kUsage[] =
     "  types set TYPE [--max-attempts N] [--backoff-base S --backoff-factor X\n"
     "                 --backoff-cap S --backoff-jitter X]   a type's retry policy\n"
     "                 [--max-running N|none] [--rate LIMIT/DURATION|none]   its limits,\n"
-    "                                   exact across every server\n"
+    "                 [--max-running-per-group N|none]   exact across every server\n"
+    "  groups TYPE [--limit N] [--after G]   a type's groups: running, pending, full\n"
     "  pause TYPE [--for DURATION]      accepts of TYPE get nothing until resume TYPE\n"
     "  resume TYPE                      end TYPE's pause\n"
     "  types clear-jobs TYPE            remove every job of TYPE\n"
@@ -93,6 +94,7 @@ int main(int argc, char** argv) {
   if (command == "max-lost-runs") return kvq::cli::run_max_lost_runs(argc - 1, argv + 1);
   if (command == "pause") return kvq::cli::run_pause(argc - 1, argv + 1);
   if (command == "resume") return kvq::cli::run_resume(argc - 1, argv + 1);
+  if (command == "groups") return kvq::cli::run_groups(argc - 1, argv + 1);
   if (command == "schedule") return kvq::cli::run_schedule(argc - 1, argv + 1);
   if (command == "workers") return kvq::cli::run_workers(argc - 1, argv + 1);
   if (command == "top") return kvq::cli::run_top(argc - 1, argv + 1);

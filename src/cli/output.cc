@@ -100,9 +100,9 @@ std::string format_bytes(uint64_t bytes) {
 
 std::string format_job(const nlohmann::json& job) {
   static const std::vector<std::string> kOrder = {
-      "type",     "id",     "state",       "outcome",    "priority",   "scheduled_time",
-      "attempts", "worker", "resubmitted", "created_at", "updated_at", "started_at",
-      "ended_at", "lock",   "seq",         "found"};
+      "type",           "id",       "state",  "outcome",     "group",      "priority",
+      "scheduled_time", "attempts", "worker", "resubmitted", "created_at", "updated_at",
+      "started_at",     "ended_at", "lock",   "seq",         "found"};
   // Shown after the other fields, in this order: what the job is, and what its runs made of it.
   static const std::vector<std::string> kLast = {"data", "result", "progress", "errors"};
   static const std::set<std::string> kTimes = {"scheduled_time", "created_at", "updated_at",

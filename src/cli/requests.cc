@@ -83,6 +83,7 @@ Result<Json> add_body(const ParsedArgs& args, std::istream& in) {
   KVQ_ASSIGN_OR_RETURN(auto priority, int_arg(args, "priority"));
   if (at) body["scheduled_time"] = *at;
   if (priority) body["priority"] = *priority;
+  if (args.has("group")) body["group"] = args.value("group");
   if (args.has("if-exists")) {
     const std::string mode = args.value("if-exists");
     if (mode != "update" && mode != "keep") {
@@ -188,15 +189,19 @@ Result<Json> type_settings_body(const ParsedArgs& args) {
     if (value) backoff[field] = *value;
   }
   if (!backoff.empty()) body["backoff"] = std::move(backoff);
-  if (args.has("max-running")) {
-    const std::string text = args.value("max-running");
+  for (const auto& [option, field] :
+       {std::pair{"max-running", "max_running"},
+        std::pair{"max-running-per-group", "max_running_per_group"}}) {
+    if (!args.has(option)) continue;
+    const std::string text = args.value(option);
     auto n = parse_int(text);
     if (text == "none") {
-      body["max_running"] = nullptr;
+      body[field] = nullptr;
     } else if (n && *n >= 1) {
-      body["max_running"] = *n;
+      body[field] = *n;
     } else {
-      return InvalidArgument("--max-running needs a whole number >= 1 or none, not '" + text + "'");
+      return InvalidArgument(std::string("--") + option +
+                             " needs a whole number >= 1 or none, not '" + text + "'");
     }
   }
   if (args.has("rate")) {
@@ -219,7 +224,7 @@ Result<Json> type_settings_body(const ParsedArgs& args) {
   if (body.empty()) {
     return InvalidArgument(
         "nothing to set: give --max-attempts, --backoff-base, --backoff-factor, --backoff-cap, "
-        "--backoff-jitter, --max-running or --rate");
+        "--backoff-jitter, --max-running, --max-running-per-group or --rate");
   }
   return body;
 }

@@ -23,8 +23,8 @@ namespace kvq::cli {
 Result<nlohmann::json> parse_json_arg(const std::string& text, const std::string& what,
                                       std::istream& in);
 
-// kvq add TYPE ID [DATA_JSON] [--at MS] [--priority N] [--if-exists update|keep]:
-// {"id", "data", "scheduled_time"?, "priority"?, "if_exists"?}.
+// kvq add TYPE ID [DATA_JSON] [--at MS] [--priority N] [--group G] [--if-exists update|keep]:
+// {"id", "data", "scheduled_time"?, "priority"?, "group"?, "if_exists"?}.
 Result<nlohmann::json> add_body(const ParsedArgs& args, std::istream& in);
 
 // kvq update TYPE ID --lock L [PROGRESS_JSON | --progress JSON] [--data JSON]:
@@ -51,10 +51,11 @@ struct RerunRequest {
 Result<RerunRequest> rerun_request(const ParsedArgs& args);
 
 // kvq types set TYPE [--max-attempts N] [--backoff-base S] [--backoff-factor X]
-// [--backoff-cap S] [--backoff-jitter X] [--max-running N|none] [--rate LIMIT/DURATION|none]:
-// {"max_attempts"?, "backoff"?: {"base"?, "factor"?, "cap"?, "jitter"?}, "max_running"?,
-// "rate"?: {"limit", "period_ms"}}, only what is given (the rest stays as it is; "none" sends
-// null, which clears the limit). At least one is needed.
+// [--backoff-cap S] [--backoff-jitter X] [--max-running N|none] [--rate LIMIT/DURATION|none]
+// [--max-running-per-group N|none]: {"max_attempts"?, "backoff"?: {"base"?, "factor"?, "cap"?,
+// "jitter"?}, "max_running"?, "rate"?: {"limit", "period_ms"}, "max_running_per_group"?}, only
+// what is given (the rest stays as it is; "none" sends null, which clears the limit). At least
+// one is needed.
 Result<nlohmann::json> type_settings_body(const ParsedArgs& args);
 
 // kvq pause TYPE [--for DURATION]: {"for_ms"?}.

@@ -81,8 +81,8 @@ nlohmann::json job_json(const jobs::JobInfo& info);
 nlohmann::json event_json(const jobs::JobEvent& event);
 // {"type", "timeout", "finished_retention", "max_lost_runs", "max_attempts", "backoff": {"base",
 // "factor", "cap", "jitter"}, "paused", "paused_until", "max_running", "rate": {"limit",
-// "period_ms"}}: durations in seconds but for the rate's period (ms), paused_until in ms since the
-// epoch; each unset setting null.
+// "period_ms"}, "max_running_per_group", "has_groups"}: durations in seconds but for the rate's
+// period (ms), paused_until in ms since the epoch; each unset setting null.
 nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& settings);
 // A query parameter as a number; nullopt if absent; an ApiError if malformed or beyond
 // ±kMaxJsonInteger (json_body.h), so that a cast to int64_t never wraps.

@@ -159,7 +159,8 @@ nlohmann::json job_json(const jobs::JobInfo& info) {
           {"created_at", info.created_at_ms},
           {"updated_at", info.updated_at_ms},
           {"started_at", time_or_null(info.started_at_ms)},
-          {"ended_at", time_or_null(info.ended_at_ms)}};
+          {"ended_at", time_or_null(info.ended_at_ms)},
+          {"group", info.group.empty() ? nlohmann::json(nullptr) : nlohmann::json(info.group)}};
 }
 
 nlohmann::json event_json(const jobs::JobEvent& e) {
@@ -224,6 +225,8 @@ nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& sett
   if (settings.paused && settings.paused_until_ms) paused_until = *settings.paused_until_ms;
   nlohmann::json max_running = nullptr;
   if (settings.max_running) max_running = *settings.max_running;
+  nlohmann::json max_running_per_group = nullptr;
+  if (settings.max_running_per_group) max_running_per_group = *settings.max_running_per_group;
   nlohmann::json rate = nullptr;
   if (settings.rate)
     rate = {{"limit", settings.rate->limit}, {"period_ms", settings.rate->period.count()}};
@@ -240,7 +243,9 @@ nlohmann::json type_json(const std::string& type, const jobs::TypeSettings& sett
           {"paused", settings.paused},
           {"paused_until", paused_until},
           {"max_running", max_running},
-          {"rate", rate}};
+          {"rate", rate},
+          {"max_running_per_group", max_running_per_group},
+          {"has_groups", settings.has_groups}};
 }
 
 Field<jobs::Millis> seconds_field(const Field<double>& value, double max_seconds,

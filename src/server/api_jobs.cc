@@ -1,4 +1,5 @@
 // The job routes: producers, workers' job calls, and watching jobs.
+#include <algorithm>
 #include <cmath>
 
 #include "server/api.h"
@@ -27,6 +28,22 @@ Field<T> parsed_name(const Field<std::string>& text, Result<T> (*parse)(std::str
   return *parsed;
 }
 
+// An add's "group": absent or null (none), or 1..kMaxGroupBytes bytes without ASCII control
+// characters, as AddOptions::group requires.
+Field<std::string> group_field(const JsonBody& body) {
+  auto group = body.string("group");
+  if (!group.ok() || !group.value()) return group;
+  const std::string& text = *group.value();
+  const bool control = std::any_of(text.begin(), text.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  if (text.empty() || text.size() > jobs::kMaxGroupBytes || control) {
+    return invalid_argument("field 'group' must be 1 to " + std::to_string(jobs::kMaxGroupBytes) +
+                            " bytes without control characters, or null for none");
+  }
+  return group;
+}
+
 // The body of one job to add, checked; `if_exists` applies unless the body names its own.
 std::variant<jobs::NewJob, ApiError> read_new_job(const JsonBody& body, jobs::IfExists if_exists) {
   auto id = body.string("id");
@@ -35,13 +52,15 @@ std::variant<jobs::NewJob, ApiError> read_new_job(const JsonBody& body, jobs::If
   auto priority = body.integer("priority");
   auto own_if_exists =
       parsed_name(body.string("if_exists"), &jobs::parse_if_exists, "field 'if_exists'");
-  if (auto error = first_error(id, data, at, priority, own_if_exists)) return *error;
+  auto group = group_field(body);
+  if (auto error = first_error(id, data, at, priority, own_if_exists, group)) return *error;
   if (!id.value()) return invalid_argument("field 'id' is required");
   jobs::NewJob job{*id.value(),
                    data.value().value_or("{}"),
                    {.scheduled_time_ms = at.value(),
                     .priority = priority.value().value_or(0),
-                    .if_exists = own_if_exists.value().value_or(if_exists)}};
+                    .if_exists = own_if_exists.value().value_or(if_exists),
+                    .group = group.value().value_or("")}};
   return job;
 }
 
@@ -59,7 +78,7 @@ std::variant<std::vector<jobs::NewJob>, ApiError> read_batch(const JsonBody& bod
     if (!item.is_object()) return invalid_argument("each entry of 'jobs' must be an object");
     for (const auto& [key, value] : item.items()) {
       if (key != "id" && key != "data" && key != "scheduled_time" && key != "priority" &&
-          key != "if_exists") {
+          key != "if_exists" && key != "group") {
         return unknown_field("a job does not take a field '" + key + "'");
       }
     }
@@ -102,8 +121,8 @@ void add_producer_routes(Router& router, Api& api) {
   router.add(
       "POST", "/v1/jobs/{type}",
       [&api](Request& r, Ex ex) {
-        auto parsed =
-            JsonBody::parse(r.body, {"id", "data", "scheduled_time", "priority", "if_exists"});
+        auto parsed = JsonBody::parse(
+            r.body, {"id", "data", "scheduled_time", "priority", "if_exists", "group"});
         const JsonBody* body = body_or_reply(parsed, *ex);
         if (!body) return;
         auto read = read_new_job(*body, jobs::IfExists::kUpdate);

@@ -40,6 +40,20 @@ constexpr double kMaxRetentionSeconds = 10 * kMaxTimeoutSeconds;
 // A pause's for_ms: at most ten years, ending far inside int64 milliseconds.
 constexpr int64_t kMaxPauseMillis = int64_t{10} * 365 * 24 * 3600 * 1000;
 
+// GET /v1/types/{type}/groups's page: Jobs::groups's range, and its default.
+constexpr int64_t kMaxGroupsListed = 1000;
+constexpr int64_t kDefaultGroupsListed = 100;
+
+nlohmann::json group_json(const jobs::GroupInfo& g) {
+  nlohmann::json in_turn_at = nullptr;
+  if (g.in_turn_at_ms) in_turn_at = *g.in_turn_at_ms;
+  return {{"group", g.group},
+          {"running", g.running},
+          {"pending", g.pending},
+          {"full", g.full},
+          {"in_turn_at", in_turn_at}};
+}
+
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -74,16 +88,16 @@ Field<std::optional<uint32_t>> max_lost_runs_field(const JsonBody& body) {
   return std::optional<uint32_t>(static_cast<uint32_t>(*n.value()));
 }
 
-// PUT's "max_running": absent (nullopt: unchanged), null (no limit), or a count.
-Field<std::optional<uint32_t>> max_running_field(const JsonBody& body) {
-  if (!body.has("max_running")) return std::nullopt;
+// PUT's "max_running" or "max_running_per_group" (`field`): absent (nullopt: unchanged), null
+// (no limit), or a count.
+Field<std::optional<uint32_t>> running_limit_field(const JsonBody& body, const std::string& field) {
+  if (!body.has(field)) return std::nullopt;
   // In place, as max_lost_runs_field does.
-  if (body.json().at("max_running").is_null())
-    return std::optional<std::optional<uint32_t>>(std::in_place);
-  auto n = body.integer("max_running");
+  if (body.json().at(field).is_null()) return std::optional<std::optional<uint32_t>>(std::in_place);
+  auto n = body.integer(field);
   if (!n.ok()) return *n.error();
   if (*n.value() < 1 || *n.value() > jobs::kMaxRunningLimit) {
-    return invalid_argument("'max_running' must be an integer from 1 to " +
+    return invalid_argument("'" + field + "' must be an integer from 1 to " +
                             std::to_string(jobs::kMaxRunningLimit) + ", or null");
   }
   return std::optional<uint32_t>(static_cast<uint32_t>(*n.value()));
@@ -182,8 +196,9 @@ void add_type_routes(Router& router, Api& api) {
     reply_json(*ex, 200, type_json(r.params["type"], *settings));
   });
   router.add("PUT", "/v1/types/{type}", [&api](Request& r, std::shared_ptr<Exchange> ex) {
-    auto parsed = JsonBody::parse(r.body, {"timeout", "finished_retention", "max_lost_runs",
-                                           "max_attempts", "backoff", "max_running", "rate"});
+    auto parsed =
+        JsonBody::parse(r.body, {"timeout", "finished_retention", "max_lost_runs", "max_attempts",
+                                 "backoff", "max_running", "rate", "max_running_per_group"});
     if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*ex, *e);
     const auto& body = std::get<JsonBody>(parsed);
     auto retention_read = retention_field(body);
@@ -192,9 +207,12 @@ void add_type_routes(Router& router, Api& api) {
     auto max_lost_runs_read = max_lost_runs_field(body);
     if (!max_lost_runs_read.ok()) return reply_error(*ex, *max_lost_runs_read.error());
     const auto& max_lost_runs = max_lost_runs_read.value();
-    auto max_running_read = max_running_field(body);
+    auto max_running_read = running_limit_field(body, "max_running");
     if (!max_running_read.ok()) return reply_error(*ex, *max_running_read.error());
     const auto& max_running = max_running_read.value();
+    auto per_group_read = running_limit_field(body, "max_running_per_group");
+    if (!per_group_read.ok()) return reply_error(*ex, *per_group_read.error());
+    const auto& per_group = per_group_read.value();
     auto rate_read = rate_field(body);
     if (!rate_read.ok()) return reply_error(*ex, *rate_read.error());
     const auto& rate = rate_read.value();
@@ -204,7 +222,7 @@ void add_type_routes(Router& router, Api& api) {
     // The timeout may be left out only to change the other settings of a type that exists.
     std::optional<jobs::Millis> timeout;
     if (body.has("timeout") ||
-        (!retention && !max_lost_runs && !retry.any() && !max_running && !rate)) {
+        (!retention && !max_lost_runs && !retry.any() && !max_running && !rate && !per_group)) {
       auto seconds = body.number("timeout");
       if (!seconds.ok()) return reply_error(*ex, *seconds.error());
       if (!seconds.value() || *seconds.value() <= 0)
@@ -225,6 +243,8 @@ void add_type_routes(Router& router, Api& api) {
             KVQ_RETURN_IF_ERROR(api.jobs.set_max_lost_runs(txn, type, *max_lost_runs));
           if (max_running) KVQ_RETURN_IF_ERROR(api.jobs.set_max_running(txn, type, *max_running));
           if (rate) KVQ_RETURN_IF_ERROR(api.jobs.set_rate_limit(txn, type, *rate));
+          if (per_group)
+            KVQ_RETURN_IF_ERROR(api.jobs.set_max_running_per_group(txn, type, *per_group));
           if (retry.any()) {
             // Fields left out keep the type's current values (the library's defaults for a
             // type that never set them).
@@ -306,6 +326,21 @@ void add_type_routes(Router& router, Api& api) {
     auto n = api.jobs.rerun_all(r.params["type"], outcome);
     if (!n.ok()) return reply_status(*ex, n.status());
     reply_json(*ex, 200, {{"rerun", *n}});
+  });
+  // The type's groups with pending or running jobs, by name, a page at a time.
+  router.add("GET", "/v1/types/{type}/groups", [&api](Request& r, std::shared_ptr<Exchange> ex) {
+    auto limit = query_integer(r, "limit", 1, kMaxGroupsListed);
+    if (!limit.ok()) return reply_error(*ex, *limit.error());
+    const size_t page_size = static_cast<size_t>(limit.value().value_or(kDefaultGroupsListed));
+    auto after = r.query.find("after");
+    auto groups =
+        api.jobs.groups(r.params["type"], page_size, after == r.query.end() ? "" : after->second);
+    if (!groups.ok()) return reply_status(*ex, groups.status());
+    auto list = nlohmann::json::array();
+    for (const auto& g : *groups) list.push_back(group_json(g));
+    // A full page may have more after it; the page after the last is empty.
+    const std::string next = groups->size() == page_size ? groups->back().group : "";
+    reply_json(*ex, 200, {{"groups", list}, {"next_after", next}});
   });
   router.add("GET", "/v1/types/{type}/pending", [&api](Request& r, std::shared_ptr<Exchange> ex) {
     auto max_time = query_number(r, "max_scheduled_time");

@@ -124,6 +124,14 @@ void write_flow_control(std::ostream& out, jobs::Jobs& jobs) {
     if (s.max_running)
       out << "kvq_type_max_running{type=\"" << label(type) << "\"} " << *s.max_running << "\n";
   }
+  out << "# HELP kvq_type_max_running_per_group The most jobs of any one group of the type that "
+         "may run at once across the cluster, for types that set one.\n"
+      << "# TYPE kvq_type_max_running_per_group gauge\n";
+  for (const auto& [type, s] : settings) {
+    if (s.max_running_per_group)
+      out << "kvq_type_max_running_per_group{type=\"" << label(type) << "\"} "
+          << *s.max_running_per_group << "\n";
+  }
 }
 
 // Each schedule's counts from the store (ScheduleInfo): occurrences enqueued and skipped by

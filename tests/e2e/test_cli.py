@@ -18,7 +18,8 @@ from kvq_server import KVQ_BIN, ServerTestCase, q, uniq
 # RetryPolicy's defaults; not paused, no limits).
 SETTING_DEFAULTS = {"max_attempts": 25,
                     "backoff": {"base": 1.0, "factor": 2.0, "cap": 3600.0, "jitter": 0.2},
-                    "paused": False, "paused_until": None, "max_running": None, "rate": None}
+                    "paused": False, "paused_until": None, "max_running": None, "rate": None,
+                    "max_running_per_group": None, "has_groups": False}
 
 CRASH_SIGNS = ("Traceback", "terminate called", "Segmentation fault", "Aborted", "core dumped")
 
@@ -138,9 +139,9 @@ class TypesTimeoutsAndRetention(CliTestCase):
         r = self.ok("types")
         header, rows = table(r.stdout)
         self.assertEqual(header, ["TYPE", "TIMEOUT", "MAX-LOST-RUNS", "RETENTION", "MAX-ATTEMPTS",
-                                  "BACKOFF", "PAUSED", "MAX-RUNNING", "RATE"])
+                                  "BACKOFF", "PAUSED", "MAX-RUNNING", "RATE", "PER-GROUP"])
         by_type = {row[0]: row[1:] for row in rows}
-        policy = ["25", "1s", "x2", "cap", "3600s", "jitter", "0.2", "no", "none", "none"]
+        policy = ["25", "1s", "x2", "cap", "3600s", "jitter", "0.2", "no", "none", "none", "none"]
         self.assertEqual(by_type.get(kept), ["30s", "never", "kept"] + policy, r.stdout)
         self.assertEqual(by_type.get(expiring), ["2.5s", "never", "removed", "after", "1.5s"] + policy,
                          r.stdout)
@@ -157,7 +158,7 @@ class TypesTimeoutsAndRetention(CliTestCase):
                          dict({"type": t, "timeout": 30.0, "finished_retention": 60.0, "max_lost_runs": 3}, **SETTING_DEFAULTS))
         header, rows = table(self.ok("types").stdout)
         self.assertIn([t, "30s", "3", "removed", "after", "60s", "25", "1s", "x2", "cap", "3600s",
-                       "jitter", "0.2", "no", "none", "none"], rows)
+                       "jitter", "0.2", "no", "none", "none", "none"], rows)
         body = self.ok_json("max-lost-runs", t, "--clear")
         self.assertEqual(body, dict({"type": t, "timeout": 30.0, "finished_retention": 60.0, "max_lost_runs": None}, **SETTING_DEFAULTS))
         for bad in (["0"], ["1.5"], ["x"], ["1000001"], ["3", "--clear"]):

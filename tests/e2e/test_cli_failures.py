@@ -259,9 +259,9 @@ class ResultsProgressAndAdds(CliTestCase):
         self.assertEqual((fields.get("max_attempts"), fields.get("backoff")),
                          ("3", "1s x3 cap 10s jitter 0.2"), r.stdout)
         header, rows = table(self.ok("types").stdout)
-        self.assertEqual(header[-5:-3], ["MAX-ATTEMPTS", "BACKOFF"])
+        self.assertEqual(header[-6:-4], ["MAX-ATTEMPTS", "BACKOFF"])
         row = next(row for row in rows if row[0] == t)
-        self.assertEqual(row[-10:-3], ["3", "1s", "x3", "cap", "10s", "jitter", "0.2"])
+        self.assertEqual(row[-11:-4], ["3", "1s", "x3", "cap", "10s", "jitter", "0.2"])
         for bad in (("--max-attempts", "x"), ("--backoff-base", "-1"), ()):
             with self.subTest(bad=bad):
                 self.assertExit(self.kvq("types", "set", t, *bad), 2)

@@ -749,6 +749,33 @@ class Actions(ServerTestCase):
         b.wait_for("%s.textContent === 'no'" % paused, "the row to show the type resumed")
         self.assertFalse(ok(self.c.get("/v1/types/%s" % q(t)))["paused"], "the click resumed the type")
 
+    def test_a_types_groups_and_a_jobs_group_are_shown(self):
+        b, t = self.browser, self.t
+        ok(self.c.put("/v1/types/%s" % q(t), {"max_running_per_group": 1}))
+        globex = "<i>globex</i>"
+        for jid, group in (("g-a1", "acme"), ("g-a2", "acme"), ("g-b1", globex), ("plain", None)):
+            ok(self.c.add(t, jid, group=group))
+        # acme's limit lets one of its two run; globex's one and the job without a group run too.
+        self.assertEqual(len(ok(self.c.accept(t, count=4))["jobs"]), 3)
+        self.open(type=t, job="g-b1")
+        self.assertEqual(b.js("document.getElementById('groups-title').textContent"), "Groups of " + t)
+        row = lambda g: "#groups-table tr[data-group=%s]" % json.dumps(g)
+        b.wait_for("document.querySelector(%s) !== null" % json.dumps(row(globex)), "the groups' rows")
+        field = lambda g, f: b.js("document.querySelector(%s).textContent"
+                                  % json.dumps(row(g) + " [data-field=%s]" % f))
+        self.assertEqual([field("acme", f) for f in ("group", "running", "pending", "full", "in_turn_at")],
+                         ["acme", "1", "1", "yes", "-"])
+        self.assertEqual([field(globex, f) for f in ("group", "running", "pending", "full")],
+                         [globex, "1", "0", "yes"])
+        self.assertEqual(b.js("document.querySelectorAll('#groups-table i').length"), 0, "a group is text")
+        self.assertEqual(b.js("document.querySelectorAll('#groups-table tbody tr').length"), 2)
+        limits = "#types-body tr[data-type=%s] [data-field=limits]" % json.dumps(t)
+        self.assertEqual(b.js("document.querySelector(%s).textContent" % json.dumps(limits)), "1 per group")
+        group = "document.querySelector('#job-fields [data-field=group]')"
+        b.wait_for("%s !== null && %s.textContent === %s" % (group, group, json.dumps(globex)), "the job's group")
+        b.js("go({job: 'plain'})")
+        b.wait_for("%s !== null && %s.textContent === '-'" % (group, group), "no group for a job without one")
+
     def test_schedules_are_listed_with_their_next_run_and_counts(self):
         b, t = self.browser, self.t
         name = uniq("yearly")

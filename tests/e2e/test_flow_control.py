@@ -284,7 +284,7 @@ class ThreeServersOnOneLmdbDirectory(ThreeServers, unittest.TestCase):
         self.assertTrue(self.ok(self.clients[0].get("/v1/types/%s" % q(t)))["paused"])
         r = run_kvq("types", url=url)
         row = next(line.split() for line in r.stdout.splitlines() if line.startswith(t + " "))
-        self.assertEqual(row[-3:], ["yes", "2", "30/60s"], r.stdout)
+        self.assertEqual(row[-4:], ["yes", "2", "30/60s", "none"], r.stdout)
         r = run_kvq("resume", t, url=url)
         self.assertEqual((r.returncode, r.stdout), (0, "resumed %s\n" % t), r)
         self.assertFalse(self.ok(self.clients[0].get("/v1/types/%s" % q(t)))["paused"])

@@ -8,12 +8,13 @@ from kvq_server import KvqServer, ServerTestCase, q, uniq
 
 JOB_FIELDS = {"type", "id", "state", "data", "scheduled_time", "priority", "resubmitted",
               "worker", "worker_type", "attempts", "lost_runs", "gave_up", "created_at", "updated_at",
-              "outcome", "result", "progress", "errors", "started_at", "ended_at"}
+              "outcome", "result", "progress", "errors", "started_at", "ended_at", "group"}
 # A type's retry policy and flow control as GET shows them when none was set (kvq/jobs.h
 # RetryPolicy's defaults; not paused, no limits).
 SETTING_DEFAULTS = {"max_attempts": 25,
                     "backoff": {"base": 1.0, "factor": 2.0, "cap": 3600.0, "jitter": 0.2},
-                    "paused": False, "paused_until": None, "max_running": None, "rate": None}
+                    "paused": False, "paused_until": None, "max_running": None, "rate": None,
+                    "max_running_per_group": None, "has_groups": False}
 
 
 class HealthAndTypes(ServerTestCase):

@@ -12,7 +12,8 @@ from kvq_server import ServerTestCase, q, uniq, wait_until
 # RetryPolicy's defaults; not paused, no limits).
 SETTING_DEFAULTS = {"max_attempts": 25,
                     "backoff": {"base": 1.0, "factor": 2.0, "cap": 3600.0, "jitter": 0.2},
-                    "paused": False, "paused_until": None, "max_running": None, "rate": None}
+                    "paused": False, "paused_until": None, "max_running": None, "rate": None,
+                    "max_running_per_group": None, "has_groups": False}
 
 
 class MaxLostRuns(ServerTestCase):
