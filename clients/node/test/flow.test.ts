@@ -165,3 +165,40 @@ describe('groups', () => {
     assert.deepEqual(taken.map((j) => j.id).sort(), ['a0', 'b0'], 'one of each group');
   });
 });
+
+describe('groups on the wire (a stub fetch that speaks the decided shape)', () => {
+  test('add, addMany, get, groups and putType send and read the group fields', async () => {
+    const seen: string[] = [];
+    const answers: Record<string, unknown> = {
+      'POST /v1/jobs/t': { id: 'j', added: true },
+      'POST /v1/jobs/t/batch': { added: 2, kept: [] },
+      'GET /v1/jobs/t/j': { type: 't', id: 'j', group: 'tenant-42' },
+      'GET /v1/types/t/groups?limit=1': { groups: [{ group: 'A', running: 1, pending: 2, full: false, in_turn_at: 1764432000000 }] },
+      'GET /v1/types/t/groups?limit=1&after=A': { groups: [], next_after: '' },
+      'PUT /v1/types/t': { type: 't', max_running_per_group: null },
+    };
+    const stub = (async (url: string | URL | Request, init?: RequestInit) => {
+      const key = `${init?.method} ${String(url).replace('http://stub', '')}`;
+      seen.push(`${key} ${init?.body ?? ''}`.trim());
+      return new Response(JSON.stringify(answers[key] ?? {}), { status: 200 });
+    }) as typeof fetch;
+    const c = new Client({ url: 'http://stub', fetch: stub });
+    await c.add('t', 'j', {}, { group: 'tenant-42' });
+    await c.addMany('t', [{ id: 'a', group: 'A' }, { id: 'b' }]);
+    assert.equal((await c.get('t', 'j')).group, 'tenant-42');
+    const page = await c.groups('t', { limit: 1 });
+    assert.deepEqual(page, { groups: [{ group: 'A', running: 1, pending: 2, full: false, in_turn_at: 1764432000000 }], nextAfter: 'A' });
+    assert.deepEqual(await c.groups('t', { limit: 1, after: 'A' }), { groups: [], nextAfter: '' });
+    await c.putType('t', { maxRunningPerGroup: null, maxRunning: 3 });
+    await c.putType('t', { maxRunningPerGroup: 4 });
+    assert.deepEqual(seen, [
+      'POST /v1/jobs/t {"id":"j","data":{},"group":"tenant-42"}',
+      'POST /v1/jobs/t/batch {"jobs":[{"id":"a","data":{},"group":"A"},{"id":"b","data":{}}]}',
+      'GET /v1/jobs/t/j',
+      'GET /v1/types/t/groups?limit=1',
+      'GET /v1/types/t/groups?limit=1&after=A',
+      'PUT /v1/types/t {"max_running":3,"max_running_per_group":null}',
+      'PUT /v1/types/t {"max_running_per_group":4}',
+    ]);
+  });
+});
