@@ -3,15 +3,18 @@
 //
 // It has three parts:
 //
-//   - Client: every route of the HTTP API as a method taking a context.Context: job types,
-//     adding jobs (one or many, with IfExists), reading, listing, waiting for and following
+//   - Client: every route of the HTTP API as a method taking a context.Context: job types and
+//     their flow control (PauseType, ResumeType, MaxRunning, Rate, MaxRunningPerGroup),
+//     schedules (PutSchedule, GetSchedule, ListSchedules, DeleteSchedule), groups (WithGroup,
+//     Groups), adding jobs (one or many, with IfExists), reading, listing, waiting for and following
 //     jobs, removing, cancelling and rerunning them, awaiting a job's result, and the low-level
 //     calls a worker makes (accept, update, finish, fail, snooze, worker registration).
 //   - Worker: a runner that does what a correct kvq worker must do — long-poll accept, heartbeats
 //     well inside the type's timeout, registration with the workers layer, stopping a handler
 //     whose job is fenced, failing with the error, handing jobs back on shutdown and backing off
 //     when the server is unavailable — around one handler per job type.
-//   - Inline: the same handlers run in process, without a server, for users' own unit tests.
+//   - Inline: the same handlers run in process, without a server, for users' own unit tests,
+//     on a clock of its own (Now, Advance, Drain, DrainDue) with the server's flow control.
 //
 // A producer:
 //

@@ -57,3 +57,30 @@ func ExampleInline() {
 	fmt.Println(string(result), err)
 	// Output: "sent" <nil>
 }
+
+// A job scheduled for later runs only once the Inline's clock reaches it.
+func ExampleInline_DrainDue() {
+	ctx := context.Background()
+	in := kvq.NewInline()
+	in.Handle("email", func(ctx context.Context, job *kvq.Job) (any, error) { return "sent", nil })
+	_, _ = in.Add(ctx, "email", "reminder", nil, kvq.After(24*time.Hour))
+	n, _ := in.DrainDue(ctx)
+	fmt.Println("now:", n)
+	in.Advance(24 * time.Hour)
+	n, _ = in.DrainDue(ctx)
+	fmt.Println("a day later:", n)
+	// Output:
+	// now: 0
+	// a day later: 1
+}
+
+// Schedules, a pause and a group, on a server.
+func ExampleClient_PutSchedule() {
+	ctx := context.Background()
+	c, _ := kvq.NewClient("http://127.0.0.1:7411")
+	_, _ = c.PutSchedule(ctx, "nightly-report", kvq.ScheduleConfig{Type: "report", Cron: "0 3 * * *",
+		Timezone: "Europe/Paris", Data: map[string]string{"kind": "daily"}})
+	_, _ = c.PauseType(ctx, "report", time.Hour) // nothing handed out for an hour
+	_, _ = c.SetType(ctx, "report", kvq.TypeConfig{MaxRunningPerGroup: 1})
+	_, _ = c.Add(ctx, "report", "r-1", nil, kvq.WithGroup("tenant-42"))
+}

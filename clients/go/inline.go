@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand"
 	"sort"
 	"sync"
 	"time"
@@ -28,20 +30,37 @@ var (
 // Inline runs handlers in process, without a server, for unit tests of the code that adds jobs
 // and of the handlers themselves. Jobs are kept in memory with the server's semantics where it
 // matters to a test: data round-trips through JSON, a handler's error or panic is a failed
-// attempt recorded in the job's Errors and retried until its type's MaxAttempts (default 25),
-// NoRetry ends a job dead, SnoozeFor hands it back without counting an attempt, and a
-// returned value becomes the job's result. Jobs run only when Drain (or Result) is called,
-// one at a time, by priority then in the order they were added; scheduled times and backoff
-// delays are not waited for. The handler's context is Drain's.
+// attempt recorded in the job's Errors and retried after its type's backoff until its
+// MaxAttempts (default 25), NoRetry ends a job dead, SnoozeFor hands it back for later without
+// counting an attempt, and a returned value becomes the job's result. The handler's context is
+// Drain's.
 //
-// The zero value is not usable; make one with NewInline. It is safe for concurrent use, but
-// Drain runs one job at a time.
+// Time is the Inline's own clock (Now): the real time plus what Advance, Drain and Result moved
+// it. A job is run only once that clock reaches its scheduled time (At, After, a retry's
+// backoff, a snooze). Drain runs every due job, then moves the clock to the next job's time and
+// goes on until nothing is left to run, so jobs run in the order of their times and a test
+// never sleeps; DrainDue runs only what is due now and leaves the clock alone, so a test can
+// see that a job scheduled later has not run yet (Advance, then DrainDue again, runs it).
+// Among due jobs, the lower priority runs first, then the groups of a type take turns (jobs
+// without a group take their turn as one more group), then the earlier scheduled time.
+//
+// Flow control holds as on a server: a paused type's jobs are not run (PauseType; a pause for a
+// while ends by the Inline's clock), and with SetConcurrency(n) up to n handlers run at once,
+// never more of a type than its TypeConfig.MaxRunning nor of a group than its
+// MaxRunningPerGroup; a type's Rate counts runs started per window of the Inline's clock.
+// Schedules are not run inline.
+//
+// The zero value is not usable; make one with NewInline. It is safe for concurrent use.
 type Inline struct {
-	mu       sync.Mutex
-	handlers map[string]HandlerFunc
-	types    map[string]TypeConfig
-	jobs     map[[2]string]*inlineJob
-	added    int64 // order of adds
+	mu          sync.Mutex
+	handlers    map[string]HandlerFunc
+	types       map[string]*inlineType
+	jobs        map[[2]string]*inlineJob
+	added       int64         // order of adds
+	offset      time.Duration // the clock: real time plus this
+	concurrency int
+	turnSeq     int64
+	turns       map[[2]string]inlineTurn // (type, group) -> its last run's start
 }
 
 type inlineJob struct {
@@ -49,10 +68,54 @@ type inlineJob struct {
 	order int64
 }
 
-// NewInline returns an empty in-process job system.
+type inlineType struct {
+	cfg         TypeConfig // as SetType merged it
+	paused      bool
+	pausedUntil Millis   // 0: until resumed
+	starts      []Millis // runs started within the rate window
+}
+
+type inlineTurn struct {
+	seq int64
+	at  Millis
+}
+
+// NewInline returns an empty in-process job system whose clock is the real time, running one
+// handler at a time.
 func NewInline() *Inline {
-	return &Inline{handlers: map[string]HandlerFunc{}, types: map[string]TypeConfig{},
-		jobs: map[[2]string]*inlineJob{}}
+	return &Inline{handlers: map[string]HandlerFunc{}, types: map[string]*inlineType{},
+		jobs: map[[2]string]*inlineJob{}, concurrency: 1, turns: map[[2]string]inlineTurn{}}
+}
+
+// Now returns the Inline's clock: the real time plus what Advance, Drain and Result moved it.
+func (in *Inline) Now() time.Time {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return time.Now().Add(in.offset)
+}
+
+func (in *Inline) nowLocked() Millis { return Millis(time.Now().Add(in.offset).UnixMilli()) }
+
+// Advance moves the Inline's clock forward by d, so jobs scheduled up to then are due (DrainDue
+// runs them).
+func (in *Inline) Advance(d time.Duration) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if d > 0 {
+		in.offset += d
+	}
+}
+
+// SetConcurrency makes Drain, DrainDue and Result run up to n handlers at once, each in its own
+// goroutine (default 1: one at a time, in order), never more of a type than its MaxRunning nor
+// of a group than its type's MaxRunningPerGroup.
+func (in *Inline) SetConcurrency(n int) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if n < 1 {
+		n = 1
+	}
+	in.concurrency = n
 }
 
 // Handle sets the handler of jobs of type typ.
@@ -62,15 +125,178 @@ func (in *Inline) Handle(typ string, h HandlerFunc) {
 	in.handlers[typ] = h
 }
 
-// SetType sets a type's settings; only MaxAttempts matters inline. Types need not be set.
+func (in *Inline) typeLocked(typ string) *inlineType {
+	t := in.types[typ]
+	if t == nil {
+		t = &inlineType{}
+		in.types[typ] = t
+	}
+	return t
+}
+
+// SetType changes a type's settings as Client.SetType does (a zero field leaves a setting as
+// it is, NoLimit clears a limit). What matters inline: MaxAttempts, Backoff, MaxRunning,
+// MaxRunningPerGroup and Rate. Types need not be set.
 func (in *Inline) SetType(typ string, cfg TypeConfig) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.types[typ] = cfg
+	c := &in.typeLocked(typ).cfg
+	if cfg.Timeout > 0 {
+		c.Timeout = cfg.Timeout
+	}
+	if cfg.FinishedRetention > 0 {
+		c.FinishedRetention = cfg.FinishedRetention
+	}
+	if cfg.MaxLostRuns > 0 {
+		c.MaxLostRuns = cfg.MaxLostRuns
+	}
+	if cfg.MaxAttempts > 0 {
+		c.MaxAttempts = cfg.MaxAttempts
+	}
+	if b := cfg.Backoff; b != nil {
+		merged := BackoffConfig{}
+		if c.Backoff != nil {
+			merged = *c.Backoff
+		}
+		if b.Base > 0 {
+			merged.Base = b.Base
+		}
+		if b.Factor > 0 {
+			merged.Factor = b.Factor
+		}
+		if b.Cap > 0 {
+			merged.Cap = b.Cap
+		}
+		if b.Jitter > 0 {
+			merged.Jitter = b.Jitter
+		}
+		c.Backoff = &merged
+	}
+	if cfg.MaxRunning == NoLimit {
+		c.MaxRunning = 0
+	} else if cfg.MaxRunning > 0 {
+		c.MaxRunning = cfg.MaxRunning
+	}
+	if cfg.MaxRunningPerGroup == NoLimit {
+		c.MaxRunningPerGroup = 0
+	} else if cfg.MaxRunningPerGroup > 0 {
+		c.MaxRunningPerGroup = cfg.MaxRunningPerGroup
+	}
+	if r := cfg.Rate; r != nil {
+		if r.Limit <= 0 {
+			c.Rate = nil
+		} else {
+			rate := *r
+			c.Rate = &rate
+		}
+	}
+}
+
+func (in *Inline) typeInfoLocked(typ string) *Type {
+	t := in.typeLocked(typ)
+	in.pausedLocked(t, in.nowLocked())
+	c := t.cfg
+	out := &Type{Name: typ, Timeout: c.Timeout, FinishedRetention: c.FinishedRetention,
+		MaxLostRuns: c.MaxLostRuns, MaxAttempts: c.MaxAttempts, Backoff: t.backoff(),
+		Paused: t.paused, PausedUntil: t.pausedUntil, MaxRunning: c.MaxRunning,
+		MaxRunningPerGroup: c.MaxRunningPerGroup}
+	if out.MaxAttempts <= 0 {
+		out.MaxAttempts = 25
+	}
+	if c.Rate != nil {
+		rate := *c.Rate
+		out.Rate = &rate
+	}
+	return out
+}
+
+// backoff is the type's backoff with the server's defaults where it sets none.
+func (t *inlineType) backoff() BackoffConfig {
+	b := BackoffConfig{Base: time.Second, Factor: 2, Cap: time.Hour, Jitter: 0.2}
+	if c := t.cfg.Backoff; c != nil {
+		if c.Base > 0 {
+			b.Base = c.Base
+		}
+		if c.Factor > 0 {
+			b.Factor = c.Factor
+		}
+		if c.Cap > 0 {
+			b.Cap = c.Cap
+		}
+		if c.Jitter > 0 {
+			b.Jitter = c.Jitter
+		}
+	}
+	return b
+}
+
+// GetType returns the type's settings as Client.GetType does (with the server's defaults for
+// what was never set); 404 `not_found` for a type with no handler, settings or jobs.
+func (in *Inline) GetType(ctx context.Context, typ string) (*Type, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if err := in.existsLocked(typ); err != nil {
+		return nil, err
+	}
+	return in.typeInfoLocked(typ), nil
+}
+
+func (in *Inline) existsLocked(typ string) error {
+	if in.types[typ] != nil || in.handlers[typ] != nil {
+		return nil
+	}
+	for key := range in.jobs {
+		if key[0] == typ {
+			return nil
+		}
+	}
+	return &APIError{Status: 404, Code: "not_found", Message: fmt.Sprintf("type '%s' does not exist", typ)}
+}
+
+// PauseType pauses the type as Client.PauseType does: its jobs are not run until ResumeType,
+// or, when d > 0, until the Inline's clock has moved d on (Drain moves it there when nothing
+// else is left to run).
+func (in *Inline) PauseType(ctx context.Context, typ string, d time.Duration) (*Type, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if err := in.existsLocked(typ); err != nil {
+		return nil, err
+	}
+	t := in.typeLocked(typ)
+	t.paused, t.pausedUntil = true, 0
+	if d > 0 {
+		ms := d.Milliseconds()
+		if ms < 1 {
+			ms = 1
+		}
+		t.pausedUntil = in.nowLocked() + Millis(ms)
+	}
+	return in.typeInfoLocked(typ), nil
+}
+
+// ResumeType ends the type's pause, as Client.ResumeType does.
+func (in *Inline) ResumeType(ctx context.Context, typ string) (*Type, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if err := in.existsLocked(typ); err != nil {
+		return nil, err
+	}
+	t := in.typeLocked(typ)
+	t.paused, t.pausedUntil = false, 0
+	return in.typeInfoLocked(typ), nil
+}
+
+// pausedLocked reports whether t is paused now, ending a pause whose time has come.
+func (in *Inline) pausedLocked(t *inlineType, now Millis) bool {
+	if t.paused && t.pausedUntil != 0 && now >= t.pausedUntil {
+		t.paused, t.pausedUntil = false, 0
+	}
+	return t.paused
 }
 
 // Add adds a job as Client.Add does (IfExistsUpdate by default, IfExistsKeep leaves an
-// existing job alone and reports false). Data must encode as a JSON object (or be nil).
+// existing job alone and reports false). Data must encode as a JSON object (or be nil). After
+// counts from the Inline's clock.
 func (in *Inline) Add(ctx context.Context, typ, id string, data any, opts ...AddOption) (bool, error) {
 	job := NewJob{ID: id, Data: data}
 	for _, opt := range opts {
@@ -87,6 +313,9 @@ func (in *Inline) AddMany(ctx context.Context, typ string, jobs []NewJob, ifExis
 	defer in.mu.Unlock()
 	for _, j := range jobs {
 		if _, err := inlineData(j.Data); err != nil {
+			return nil, err
+		}
+		if err := checkGroup(j.Group); err != nil {
 			return nil, err
 		}
 	}
@@ -116,12 +345,27 @@ func inlineData(data any) (json.RawMessage, error) {
 	return raw, nil
 }
 
+func checkGroup(g string) error {
+	bad := len(g) > 128
+	for i := 0; i < len(g) && !bad; i++ {
+		bad = g[i] < 0x20 || g[i] == 0x7f
+	}
+	if bad {
+		return &APIError{Status: 400, Code: "invalid_argument",
+			Message: "field 'group' must be 1..128 bytes without control characters"}
+	}
+	return nil
+}
+
 func (in *Inline) addLocked(typ string, j NewJob, defaultIfExists IfExists) (bool, error) {
 	if j.ID == "" {
 		return false, &APIError{Status: 400, Code: "invalid_argument", Message: "field 'id' is required"}
 	}
 	data, err := inlineData(j.Data)
 	if err != nil {
+		return false, err
+	}
+	if err := checkGroup(j.Group); err != nil {
 		return false, err
 	}
 	mode := j.IfExists
@@ -133,18 +377,21 @@ func (in *Inline) addLocked(typ string, j NewJob, defaultIfExists IfExists) (boo
 	if old != nil && mode == IfExistsKeep {
 		return false, nil
 	}
-	now := Millis(time.Now().UnixMilli())
+	now := in.nowLocked()
 	at := now
-	if !j.At.IsZero() {
+	if j.after != nil {
+		at = now + Millis(j.after.Milliseconds())
+	} else if !j.At.IsZero() {
 		at = Millis(j.At.UnixMilli())
 	}
 	if old != nil && old.info.State == StateRunning {
+		// Resubmitted: it runs again at `at` once this run ends, in the group it has.
 		old.info.Data, old.info.Resubmitted, old.info.ScheduledTime = data, true, at
 		return true, nil
 	}
 	in.added++
 	nj := &inlineJob{order: in.added, info: JobInfo{Type: typ, ID: j.ID, State: StatePending, Data: data,
-		ScheduledTime: at, Priority: j.Priority, CreatedAt: now, UpdatedAt: now}}
+		ScheduledTime: at, Priority: j.Priority, CreatedAt: now, UpdatedAt: now, Group: j.Group}}
 	if old != nil {
 		nj.info.CreatedAt = old.info.CreatedAt
 	}
@@ -183,37 +430,106 @@ func (in *Inline) Jobs(typ string) []*JobInfo {
 	return out
 }
 
-// Drain runs pending jobs, retries included, until none is left that can run now: every job
-// has finished, or was snoozed during this Drain. It returns the number of runs, and an
-// error if a pending job's type has no handler or ctx ends.
+// Drain runs jobs until none is left to run: every due job, then, when nothing is due, it moves
+// the Inline's clock to the next time a job is due (a scheduled job, a retry after its backoff,
+// the end of a pause for a while) and goes on. A job snoozed during this Drain, and the jobs of
+// a type paused until resumed, are left pending. It returns the number of runs, and an error if
+// a job due to run has no handler for its type or ctx ends.
 func (in *Inline) Drain(ctx context.Context) (int, error) {
+	return in.run(ctx, true, nil)
+}
+
+// DrainDue runs the jobs due by the Inline's clock (and those that fall due as it runs, such as
+// a retry with no delay) until none is, without moving the clock: a job scheduled later stays
+// pending until Advance (or a Drain) brings the clock to it.
+func (in *Inline) DrainDue(ctx context.Context) (int, error) {
+	return in.run(ctx, false, nil)
+}
+
+// run starts jobs, up to the concurrency, until none can start; with advance, it then moves
+// the clock to the next time one can and goes on. stop, called with in.mu held, ends it early.
+func (in *Inline) run(ctx context.Context, advance bool, stop func() bool) (int, error) {
 	snoozed := map[*inlineJob]bool{}
-	runs := 0
+	ended := make(chan struct{})
+	runs, active := 0, 0
+	var failed error
 	for {
-		if err := ctx.Err(); err != nil {
-			return runs, err
+		if failed == nil {
+			failed = ctx.Err()
 		}
-		j, h, err := in.next(snoozed)
-		if err != nil || j == nil {
-			return runs, err
+		in.mu.Lock()
+		started := 0
+		for failed == nil && active < in.concurrency && (stop == nil || !stop()) {
+			j, h, err := in.startLocked(snoozed)
+			if err != nil {
+				failed = err
+			}
+			if j == nil {
+				break
+			}
+			started++
+			active++
+			runs++
+			go func() {
+				in.runOne(ctx, j, h, snoozed)
+				ended <- struct{}{}
+			}()
 		}
-		runs++
-		in.runOne(ctx, j, h, snoozed)
+		moved := false
+		if started == 0 && active == 0 && failed == nil && advance && (stop == nil || !stop()) {
+			moved = in.advanceLocked(snoozed)
+		}
+		in.mu.Unlock()
+		switch {
+		case started > 0 || moved:
+			continue
+		case active > 0:
+			<-ended
+			active--
+			continue
+		}
+		return runs, failed
 	}
 }
 
-// next takes the next job to run and marks it running.
-func (in *Inline) next(skip map[*inlineJob]bool) (*inlineJob, HandlerFunc, error) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	var best *inlineJob
+// startLocked takes the next job to run and marks it running; nil if none can start now.
+func (in *Inline) startLocked(skip map[*inlineJob]bool) (*inlineJob, HandlerFunc, error) {
+	now := in.nowLocked()
+	typeRunning := map[string]int{}
+	groupRunning := map[[2]string]int{}
 	for _, j := range in.jobs {
-		if j.info.State != StatePending || skip[j] {
+		if j.info.State == StateRunning {
+			typeRunning[j.info.Type]++
+			if j.info.Group != "" {
+				groupRunning[[2]string{j.info.Type, j.info.Group}]++
+			}
+		}
+	}
+	var best *inlineJob
+	var bestTurn int64
+	for _, j := range in.jobs {
+		if j.info.State != StatePending || skip[j] || j.info.ScheduledTime > now {
 			continue
 		}
+		t := in.typeLocked(j.info.Type)
+		if in.pausedLocked(t, now) {
+			continue
+		}
+		if c := t.cfg; (c.MaxRunning > 0 && typeRunning[j.info.Type] >= c.MaxRunning) ||
+			(c.MaxRunningPerGroup > 0 && j.info.Group != "" &&
+				groupRunning[[2]string{j.info.Type, j.info.Group}] >= c.MaxRunningPerGroup) ||
+			(c.Rate != nil && t.rateFullAt(now) > now) {
+			continue
+		}
+		turn := int64(-1)
+		if tr, ok := in.turns[[2]string{j.info.Type, j.info.Group}]; ok {
+			turn = tr.seq
+		}
 		if best == nil || j.info.Priority < best.info.Priority ||
-			(j.info.Priority == best.info.Priority && j.order < best.order) {
-			best = j
+			(j.info.Priority == best.info.Priority && (turn < bestTurn ||
+				(turn == bestTurn && (j.info.ScheduledTime < best.info.ScheduledTime ||
+					(j.info.ScheduledTime == best.info.ScheduledTime && j.order < best.order))))) {
+			best, bestTurn = j, turn
 		}
 	}
 	if best == nil {
@@ -223,15 +539,74 @@ func (in *Inline) next(skip map[*inlineJob]bool) (*inlineJob, HandlerFunc, error
 	if h == nil {
 		return nil, nil, fmt.Errorf("kvq: inline: no handler for job type %q (job %q)", best.info.Type, best.info.ID)
 	}
-	now := Millis(time.Now().UnixMilli())
+	t := in.typeLocked(best.info.Type)
+	if t.cfg.Rate != nil {
+		t.starts = append(t.starts, now)
+	}
+	in.turnSeq++
+	in.turns[[2]string{best.info.Type, best.info.Group}] = inlineTurn{seq: in.turnSeq, at: now}
 	best.info.State, best.info.Worker, best.info.Progress = StateRunning, "inline", nil
 	best.info.Attempts++
 	best.info.StartedAt, best.info.UpdatedAt = now, now
 	return best, h, nil
 }
 
+// rateFullAt returns when the type's rate window next has room (now or earlier if it has).
+func (t *inlineType) rateFullAt(now Millis) Millis {
+	r := t.cfg.Rate
+	if r == nil {
+		return 0
+	}
+	period := Millis(r.Period.Milliseconds())
+	if period < 1 {
+		period = 1
+	}
+	for len(t.starts) > 0 && t.starts[0] <= now-period {
+		t.starts = t.starts[1:]
+	}
+	if len(t.starts) < r.Limit {
+		return 0
+	}
+	return t.starts[len(t.starts)-r.Limit] + period
+}
+
+// advanceLocked moves the clock to the earliest time after now that a pending job (not
+// skipped) can start; false if there is none.
+func (in *Inline) advanceLocked(skip map[*inlineJob]bool) bool {
+	now := in.nowLocked()
+	var next Millis
+	for _, j := range in.jobs {
+		if j.info.State != StatePending || skip[j] {
+			continue
+		}
+		t := in.typeLocked(j.info.Type)
+		at := j.info.ScheduledTime
+		if in.pausedLocked(t, now) {
+			if t.pausedUntil == 0 {
+				continue
+			}
+			if t.pausedUntil > at {
+				at = t.pausedUntil
+			}
+		}
+		if r := t.rateFullAt(now); r > at {
+			at = r
+		}
+		if at > now && (next == 0 || at < next) {
+			next = at
+		}
+	}
+	if next == 0 {
+		return false
+	}
+	in.offset += time.Duration(next-now) * time.Millisecond
+	return true
+}
+
 func (in *Inline) runOne(ctx context.Context, j *inlineJob, h HandlerFunc, snoozed map[*inlineJob]bool) {
+	in.mu.Lock()
 	job := &Job{Type: j.info.Type, ID: j.info.ID, Data: append(json.RawMessage(nil), j.info.Data...)}
+	in.mu.Unlock()
 	job.progress = func(ctx context.Context, v any) error {
 		raw, err := json.Marshal(v)
 		if err != nil {
@@ -246,12 +621,12 @@ func (in *Inline) runOne(ctx context.Context, j *inlineJob, h HandlerFunc, snooz
 
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	now := Millis(time.Now().UnixMilli())
+	now := in.nowLocked()
 	info := &j.info
 	info.UpdatedAt = now
 	var snooze *snoozeError
 	switch {
-	case info.Resubmitted: // an add changed it while it ran: it runs again
+	case info.Resubmitted: // an add changed it while it ran: it runs again, at the add's time
 		info.State, info.Resubmitted = StatePending, false
 	case err == nil:
 		raw, _ := json.Marshal(result) // call checked that it encodes
@@ -260,6 +635,7 @@ func (in *Inline) runOne(ctx context.Context, j *inlineJob, h HandlerFunc, snooz
 	case errors.As(err, &snooze):
 		info.State = StatePending
 		info.Attempts--
+		info.ScheduledTime = now + Millis(snooze.delay.Milliseconds())
 		snoozed[j] = true
 	default:
 		f := failureOf(err)
@@ -269,23 +645,39 @@ func (in *Inline) runOne(ctx context.Context, j *inlineJob, h HandlerFunc, snooz
 		if len(info.Errors) > 10 {
 			info.Errors = info.Errors[len(info.Errors)-10:]
 		}
-		limit := in.types[info.Type].MaxAttempts
+		t := in.typeLocked(info.Type)
+		limit := t.cfg.MaxAttempts
 		if limit <= 0 {
 			limit = 25
 		}
 		if f.NoRetry || info.Attempts >= limit {
 			info.State, info.Outcome, info.EndedAt = StateFinished, OutcomeDead, now
-		} else {
-			info.State = StatePending
+			break
 		}
+		var delay time.Duration
+		if f.RetryIn != nil {
+			delay = *f.RetryIn
+		} else {
+			b := t.backoff()
+			d := math.Min(float64(b.Cap), float64(b.Base)*math.Pow(b.Factor, float64(info.Attempts-1)))
+			delay = time.Duration(d * (1 - b.Jitter*rand.Float64()))
+		}
+		info.State, info.ScheduledTime = StatePending, now+Millis(delay.Milliseconds())
 	}
 }
 
-// Result drains (see Drain), then returns the job's result as Client.Result does: its result
-// if it succeeded, a *JobFailedError if it ended dead, 404 `not_found` if there is no such
-// job. A job still not finished after the drain (snoozed) is an error.
+// Result runs jobs as Drain does until the job typ/id ends (moving the Inline's clock to
+// scheduled jobs and retries as needed, so other jobs due before it run first), then returns
+// its result as Client.Result does: its result if it succeeded, a *JobFailedError if it ended
+// dead, 404 `not_found` if there is no such job. A job that cannot end (it snoozed during this
+// call, or its type is paused until resumed) is an error.
 func (in *Inline) Result(ctx context.Context, typ, id string) (json.RawMessage, error) {
-	if _, err := in.Drain(ctx); err != nil {
+	key := [2]string{typ, id}
+	ended := func() bool {
+		j := in.jobs[key]
+		return j == nil || j.info.State == StateFinished
+	}
+	if _, err := in.run(ctx, true, ended); err != nil {
 		return nil, err
 	}
 	job, err := in.Get(ctx, typ, id)
@@ -293,10 +685,68 @@ func (in *Inline) Result(ctx context.Context, typ, id string) (json.RawMessage, 
 		return nil, err
 	}
 	if job.State != StateFinished {
-		return nil, fmt.Errorf("kvq: inline: job %s/%s is %s after Drain (snoozed?)", typ, id, job.State)
+		return nil, fmt.Errorf("kvq: inline: job %s/%s is %s after Drain (snoozed, or its type paused?)", typ, id, job.State)
 	}
 	if job.Outcome != OutcomeSucceeded {
 		return nil, &JobFailedError{Job: job}
 	}
 	return job.Result, nil
+}
+
+// Groups lists the type's groups that have pending or running jobs, by name, as Client.Groups
+// does (InTurnAt: its first pending job's time, or its last run's start if later, while it has
+// pending jobs and is not full).
+func (in *Inline) Groups(ctx context.Context, typ string, o GroupOptions) (*GroupPage, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if err := in.existsLocked(typ); err != nil {
+		return nil, err
+	}
+	stats := map[string]*GroupInfo{}
+	first := map[string]Millis{}
+	for key, j := range in.jobs {
+		g := j.info.Group
+		if key[0] != typ || g == "" || j.info.State == StateFinished {
+			continue
+		}
+		s := stats[g]
+		if s == nil {
+			s = &GroupInfo{Group: g}
+			stats[g] = s
+		}
+		if j.info.State == StateRunning {
+			s.Running++
+		} else {
+			s.Pending++
+			if f, ok := first[g]; !ok || j.info.ScheduledTime < f {
+				first[g] = j.info.ScheduledTime
+			}
+		}
+	}
+	names := make([]string, 0, len(stats))
+	for g := range stats {
+		if g > o.After {
+			names = append(names, g)
+		}
+	}
+	sort.Strings(names)
+	limit := pageSize(o.Limit)
+	page := &GroupPage{Groups: []GroupInfo{}}
+	per := in.typeLocked(typ).cfg.MaxRunningPerGroup
+	for _, g := range names {
+		if len(page.Groups) == limit {
+			page.NextAfter = page.Groups[limit-1].Group
+			break
+		}
+		s := *stats[g]
+		s.Full = per > 0 && s.Running >= per
+		if s.Pending > 0 && !s.Full {
+			s.InTurnAt = first[g]
+			if tr := in.turns[[2]string{typ, g}]; tr.at > s.InTurnAt {
+				s.InTurnAt = tr.at
+			}
+		}
+		page.Groups = append(page.Groups, s)
+	}
+	return page, nil
 }

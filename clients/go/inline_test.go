@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	kvq "github.com/kvq/kvq/clients/go"
 )
@@ -137,5 +139,301 @@ func TestInlineSnoozeAndAddMany(t *testing.T) {
 	}
 	if _, err := in.Get(ctx, "t", "missing"); !kvq.IsNotFound(err) {
 		t.Errorf("Get of a missing job: %v", err)
+	}
+}
+
+func TestInlineRunsAScheduledJobOnlyOnceItsTimeComes(t *testing.T) {
+	ctx := context.Background()
+	in := kvq.NewInline()
+	var ran []string
+	in.Handle("t", func(ctx context.Context, job *kvq.Job) (any, error) {
+		ran = append(ran, job.ID)
+		return nil, nil
+	})
+	start := in.Now()
+	if _, err := in.Add(ctx, "t", "later", nil, kvq.After(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Add(ctx, "t", "now", nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := in.DrainDue(ctx); err != nil || n != 1 || len(ran) != 1 || ran[0] != "now" {
+		t.Fatalf("DrainDue: %d runs (%v), %v; want only the due job", n, ran, err)
+	}
+	if job, _ := in.Get(ctx, "t", "later"); job.State != kvq.StatePending {
+		t.Errorf("a job scheduled an hour later ran at once: %+v", job)
+	}
+	in.Advance(59 * time.Minute)
+	if n, _ := in.DrainDue(ctx); n != 0 {
+		t.Errorf("DrainDue a minute before its time: %d runs", n)
+	}
+	in.Advance(time.Minute)
+	if n, _ := in.DrainDue(ctx); n != 1 {
+		t.Errorf("DrainDue at its time: %d runs", n)
+	}
+	job, _ := in.Get(ctx, "t", "later")
+	if job.State != kvq.StateFinished || job.StartedAt < job.ScheduledTime || job.StartedAt.Time().Before(start.Add(time.Hour-time.Millisecond)) {
+		t.Errorf("the scheduled job: %+v", job)
+	}
+}
+
+func TestInlineDrainMovesTheClockAndRunsJobsInTheirTimeOrder(t *testing.T) {
+	ctx := context.Background()
+	in := kvq.NewInline()
+	var ran []string
+	in.Handle("t", func(ctx context.Context, job *kvq.Job) (any, error) {
+		ran = append(ran, job.ID)
+		return nil, nil
+	})
+	start := in.Now()
+	// A better priority does not run a job before its time.
+	in.Add(ctx, "t", "b", nil, kvq.After(20*time.Second), kvq.WithPriority(-5))
+	in.Add(ctx, "t", "a", nil, kvq.At(start.Add(10*time.Second)))
+	in.Add(ctx, "t", "c", nil)
+	if n, err := in.Drain(ctx); err != nil || n != 3 {
+		t.Fatalf("Drain: %d, %v", n, err)
+	}
+	if fmt.Sprint(ran) != "[c a b]" {
+		t.Errorf("ran %v, want [c a b]", ran)
+	}
+	if now := in.Now(); now.Before(start.Add(20 * time.Second)) {
+		t.Errorf("the clock is %v after Drain, want 20 s on", now.Sub(start))
+	}
+}
+
+func TestInlineRetriesWaitForTheirBackoff(t *testing.T) {
+	ctx := context.Background()
+	in := kvq.NewInline()
+	in.SetType("t", kvq.TypeConfig{Backoff: &kvq.BackoffConfig{Base: 10 * time.Second}})
+	fails := 1
+	in.Handle("t", func(ctx context.Context, job *kvq.Job) (any, error) {
+		if fails > 0 {
+			fails--
+			return nil, errors.New("busy")
+		}
+		if job.ID == "snoozer" {
+			return nil, kvq.SnoozeFor(time.Minute)
+		}
+		return "ok", nil
+	})
+	in.Add(ctx, "t", "j", nil)
+	if n, _ := in.DrainDue(ctx); n != 1 {
+		t.Fatalf("DrainDue: %d runs", n)
+	}
+	job, _ := in.Get(ctx, "t", "j")
+	if left := job.ScheduledTime.Time().Sub(in.Now()); job.State != kvq.StatePending || left < 7*time.Second || left > 10*time.Second {
+		t.Fatalf("after a failure: %+v, due in %v; want 8..10 s (base 10 s, jitter 0.2)", job, left)
+	}
+	if n, _ := in.DrainDue(ctx); n != 0 {
+		t.Errorf("DrainDue ran a retry before its backoff")
+	}
+	if n, _ := in.Drain(ctx); n != 1 {
+		t.Errorf("Drain: %d runs, want the retry", n)
+	}
+	if job, _ = in.Get(ctx, "t", "j"); job.Outcome != kvq.OutcomeSucceeded || job.StartedAt < job.Errors[0].At+8000 {
+		t.Errorf("the retry: %+v", job)
+	}
+
+	// A snooze hands the job back for later: Drain does not run it again, DrainDue once due does.
+	in.Add(ctx, "t", "snoozer", nil)
+	if n, _ := in.Drain(ctx); n != 1 {
+		t.Errorf("Drain of a job that snoozes: %d runs", n)
+	}
+	s, _ := in.Get(ctx, "t", "snoozer")
+	if s.State != kvq.StatePending || s.ScheduledTime.Time().Sub(in.Now()) < 59*time.Second {
+		t.Errorf("a snoozed job: %+v", s)
+	}
+}
+
+func TestInlinePauseAndResume(t *testing.T) {
+	ctx := context.Background()
+	in := kvq.NewInline()
+	in.Handle("t", func(ctx context.Context, job *kvq.Job) (any, error) { return nil, nil })
+	ty, err := in.PauseType(ctx, "t", 0)
+	if err != nil || !ty.Paused || ty.PausedUntil != 0 {
+		t.Fatalf("PauseType: %+v, %v", ty, err)
+	}
+	in.Add(ctx, "t", "j", nil)
+	if n, _ := in.Drain(ctx); n != 0 {
+		t.Errorf("Drain of a paused type: %d runs", n)
+	}
+	if _, err := in.Result(ctx, "t", "j"); err == nil || !strings.Contains(err.Error(), "paused") {
+		t.Errorf("Result of a paused type's job: %v", err)
+	}
+	if ty, err = in.ResumeType(ctx, "t"); err != nil || ty.Paused {
+		t.Fatalf("ResumeType: %+v, %v", ty, err)
+	}
+	if n, _ := in.DrainDue(ctx); n != 1 {
+		t.Errorf("DrainDue after resume: %d runs", n)
+	}
+
+	// A pause for a while ends by the Inline's clock; Drain moves the clock there.
+	if ty, err = in.PauseType(ctx, "t", time.Minute); err != nil || !ty.Paused || ty.PausedUntil.Time().Sub(in.Now()) < 59*time.Second {
+		t.Fatalf("PauseType for a minute: %+v, %v", ty, err)
+	}
+	in.Add(ctx, "t", "k", nil)
+	if n, _ := in.DrainDue(ctx); n != 0 {
+		t.Errorf("DrainDue while paused for a minute: %d runs", n)
+	}
+	if n, _ := in.Drain(ctx); n != 1 {
+		t.Errorf("Drain past a pause's end: %d runs", n)
+	}
+	if ty, _ = in.GetType(ctx, "t"); ty.Paused {
+		t.Errorf("after its end the type is still paused: %+v", ty)
+	}
+	if _, err := in.PauseType(ctx, "missing", 0); !kvq.IsNotFound(err) {
+		t.Errorf("PauseType of a missing type: %v", err)
+	}
+}
+
+// concurrency tracks the most handlers running at once, per key.
+type concurrency struct {
+	mu        sync.Mutex
+	now, most map[string]int
+}
+
+func (c *concurrency) handler(key func(*kvq.Job) string) kvq.HandlerFunc {
+	c.now, c.most = map[string]int{}, map[string]int{}
+	return func(ctx context.Context, job *kvq.Job) (any, error) {
+		k := key(job)
+		c.mu.Lock()
+		c.now[k]++
+		if c.now[k] > c.most[k] {
+			c.most[k] = c.now[k]
+		}
+		c.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		c.mu.Lock()
+		c.now[k]--
+		c.mu.Unlock()
+		return nil, nil
+	}
+}
+
+func TestInlineMaxRunningCapsItsConcurrency(t *testing.T) {
+	ctx := context.Background()
+	in := kvq.NewInline()
+	in.SetConcurrency(4)
+	var c concurrency
+	in.Handle("t", c.handler(func(*kvq.Job) string { return "all" }))
+	for i := 0; i < 8; i++ {
+		in.Add(ctx, "t", fmt.Sprint(i), nil)
+	}
+	if n, err := in.Drain(ctx); err != nil || n != 8 || c.most["all"] != 4 {
+		t.Fatalf("Drain with concurrency 4: %d runs, %v, at most %d at once", n, err, c.most["all"])
+	}
+	in.SetType("t", kvq.TypeConfig{MaxRunning: 2})
+	if ty, _ := in.GetType(ctx, "t"); ty.MaxRunning != 2 {
+		t.Errorf("GetType: %+v", ty)
+	}
+	for i := 0; i < 8; i++ {
+		in.Add(ctx, "t", fmt.Sprint(i), nil)
+	}
+	if n, err := in.Drain(ctx); err != nil || n != 8 || c.most["all"] != 4 {
+		t.Fatalf("Drain: %d runs, %v", n, err)
+	}
+	c.most["all"] = 0
+	for i := 0; i < 8; i++ {
+		in.Add(ctx, "t", fmt.Sprint(i), nil)
+	}
+	in.Drain(ctx)
+	if c.most["all"] != 2 {
+		t.Errorf("with MaxRunning 2: at most %d at once", c.most["all"])
+	}
+	in.SetType("t", kvq.TypeConfig{MaxRunning: kvq.NoLimit})
+	if ty, _ := in.GetType(ctx, "t"); ty.MaxRunning != 0 {
+		t.Errorf("NoLimit did not clear MaxRunning: %+v", ty)
+	}
+}
+
+func TestInlineRateCountsRunsPerWindowOfItsClock(t *testing.T) {
+	ctx := context.Background()
+	in := kvq.NewInline()
+	in.Handle("t", func(ctx context.Context, job *kvq.Job) (any, error) { return nil, nil })
+	in.SetType("t", kvq.TypeConfig{Rate: &kvq.RateLimit{Limit: 2, Period: time.Second}})
+	for i := 0; i < 5; i++ {
+		in.Add(ctx, "t", fmt.Sprint(i), nil)
+	}
+	if n, _ := in.DrainDue(ctx); n != 2 {
+		t.Errorf("DrainDue under a rate of 2 a second: %d runs", n)
+	}
+	in.Advance(time.Second)
+	if n, _ := in.DrainDue(ctx); n != 2 {
+		t.Errorf("a second later: %d runs", n)
+	}
+	if n, _ := in.Drain(ctx); n != 1 {
+		t.Errorf("Drain: %d runs", n)
+	}
+}
+
+func TestInlineGroupsTakeTurns(t *testing.T) {
+	ctx := context.Background()
+	in := kvq.NewInline()
+	var ran []string
+	in.Handle("t", func(ctx context.Context, job *kvq.Job) (any, error) {
+		ran = append(ran, job.ID)
+		return nil, nil
+	})
+	if _, err := in.AddMany(ctx, "t", []kvq.NewJob{{ID: "a0", Group: "A"}, {ID: "a1", Group: "A"}, {ID: "a2", Group: "A"}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	in.Add(ctx, "t", "b0", nil, kvq.WithGroup("B"))
+	in.Add(ctx, "t", "b1", nil, kvq.WithGroup("B"))
+	in.Add(ctx, "t", "n0", nil)
+	page, err := in.Groups(ctx, "t", kvq.GroupOptions{})
+	if err != nil || len(page.Groups) != 2 || page.Groups[0] != (kvq.GroupInfo{Group: "A", Pending: 3, InTurnAt: page.Groups[0].InTurnAt}) ||
+		page.Groups[0].InTurnAt == 0 || page.Groups[1].Group != "B" || page.NextAfter != "" {
+		t.Errorf("Groups: %+v, %v", page, err)
+	}
+	if page, _ := in.Groups(ctx, "t", kvq.GroupOptions{Limit: 1}); len(page.Groups) != 1 || page.NextAfter != "A" {
+		t.Errorf("a page of one: %+v", page)
+	}
+	if page, _ := in.Groups(ctx, "t", kvq.GroupOptions{After: "A"}); len(page.Groups) != 1 || page.Groups[0].Group != "B" {
+		t.Errorf("after A: %+v", page)
+	}
+	if job, _ := in.Get(ctx, "t", "a1"); job.Group != "A" {
+		t.Errorf("a job's group: %+v", job)
+	}
+	if n, err := in.Drain(ctx); err != nil || n != 6 {
+		t.Fatalf("Drain: %d, %v", n, err)
+	}
+	// One of each group in turn (the jobs without a group take theirs), then what is left.
+	if fmt.Sprint(ran) != "[a0 b0 n0 a1 b1 a2]" {
+		t.Errorf("ran %v, want [a0 b0 n0 a1 b1 a2]", ran)
+	}
+	// A better priority goes first, whatever the turn.
+	ran = nil
+	in.Add(ctx, "t", "a0", nil, kvq.WithGroup("A"))
+	in.Add(ctx, "t", "a1", nil, kvq.WithGroup("A"), kvq.WithPriority(-1))
+	in.Add(ctx, "t", "b0", nil, kvq.WithGroup("B"))
+	in.Drain(ctx)
+	if fmt.Sprint(ran) != "[a1 b0 a0]" {
+		t.Errorf("ran %v, want [a1 b0 a0]", ran)
+	}
+	if _, err := in.Add(ctx, "t", "bad", nil, kvq.WithGroup(strings.Repeat("x", 129))); !kvq.IsInvalid(err) {
+		t.Errorf("a group of 129 bytes: %v", err)
+	}
+}
+
+func TestInlineMaxRunningPerGroup(t *testing.T) {
+	ctx := context.Background()
+	in := kvq.NewInline()
+	in.SetConcurrency(10)
+	in.SetType("t", kvq.TypeConfig{MaxRunningPerGroup: 1})
+	var c concurrency
+	in.Handle("t", c.handler(func(job *kvq.Job) string { return strings.TrimRight(job.ID, "0123456789") }))
+	for i := 0; i < 3; i++ {
+		in.Add(ctx, "t", fmt.Sprint("a", i), nil, kvq.WithGroup("A"))
+		in.Add(ctx, "t", fmt.Sprint("b", i), nil, kvq.WithGroup("B"))
+		in.Add(ctx, "t", fmt.Sprint("n", i), nil)
+	}
+	if n, err := in.Drain(ctx); err != nil || n != 9 {
+		t.Fatalf("Drain: %d, %v", n, err)
+	}
+	if c.most["a"] != 1 || c.most["b"] != 1 || c.most["n"] != 3 {
+		t.Errorf("most at once per group: %v; want 1 of A, 1 of B, and the 3 without a group", c.most)
+	}
+	if page, _ := in.Groups(ctx, "t", kvq.GroupOptions{}); len(page.Groups) != 0 {
+		t.Errorf("Groups once all finished: %+v", page)
 	}
 }

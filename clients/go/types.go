@@ -3,6 +3,8 @@ package kvq
 import (
 	"context"
 	"encoding/json"
+	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -20,6 +22,25 @@ type TypeConfig struct {
 	MaxAttempts int
 	// Backoff is the delay between failed attempts; nil leaves it as it is.
 	Backoff *BackoffConfig
+	// MaxRunning, when positive, lets at most that many of the type's jobs run at once across
+	// every server (1..1,000,000); NoLimit clears it.
+	MaxRunning int
+	// Rate, when not nil, sets the most accepts per window (RateLimit); a RateLimit with Limit
+	// 0 clears it.
+	Rate *RateLimit
+	// MaxRunningPerGroup, when positive, lets at most that many jobs of any one group
+	// (WithGroup) run at once; NoLimit clears it. Jobs without a group are not limited by it.
+	MaxRunningPerGroup int
+}
+
+// NoLimit, as TypeConfig.MaxRunning or MaxRunningPerGroup, clears that limit.
+const NoLimit = -1
+
+// RateLimit is at most Limit accepts (1..1,000) of a type in any window of Period (1 ms to a
+// day, whole milliseconds), across every server.
+type RateLimit struct {
+	Limit  int
+	Period time.Duration
 }
 
 // BackoffConfig is a type's retry delay: after the n-th failure, min(Cap, Base·Factor^(n−1)),
@@ -42,6 +63,16 @@ type Type struct {
 	MaxLostRuns int
 	MaxAttempts int
 	Backoff     BackoffConfig
+	// Paused is true while accepts of the type get nothing (PauseType); PausedUntil is when a
+	// pause given a duration ends by itself (0 otherwise).
+	Paused      bool
+	PausedUntil Millis
+	// MaxRunning is 0 when the type has no limit of running jobs.
+	MaxRunning int
+	// Rate is nil when the type has no rate limit.
+	Rate *RateLimit
+	// MaxRunningPerGroup is 0 when a group's running jobs are not limited.
+	MaxRunningPerGroup int
 }
 
 type typeJSON struct {
@@ -56,6 +87,14 @@ type typeJSON struct {
 		Cap    float64 `json:"cap"`
 		Jitter float64 `json:"jitter"`
 	} `json:"backoff"`
+	Paused      bool    `json:"paused"`
+	PausedUntil *Millis `json:"paused_until"`
+	MaxRunning  *int    `json:"max_running"`
+	Rate        *struct {
+		Limit    int   `json:"limit"`
+		PeriodMS int64 `json:"period_ms"`
+	} `json:"rate"`
+	MaxRunningPerGroup *int `json:"max_running_per_group"`
 }
 
 func (t typeJSON) toType() *Type {
@@ -76,7 +115,27 @@ func (t typeJSON) toType() *Type {
 	if t.MaxLostRuns != nil {
 		out.MaxLostRuns = *t.MaxLostRuns
 	}
+	out.Paused = t.Paused
+	if t.PausedUntil != nil {
+		out.PausedUntil = *t.PausedUntil
+	}
+	if t.MaxRunning != nil {
+		out.MaxRunning = *t.MaxRunning
+	}
+	if t.Rate != nil {
+		out.Rate = &RateLimit{Limit: t.Rate.Limit, Period: time.Duration(t.Rate.PeriodMS) * time.Millisecond}
+	}
+	if t.MaxRunningPerGroup != nil {
+		out.MaxRunningPerGroup = *t.MaxRunningPerGroup
+	}
 	return out
+}
+
+func limitJSON(n int) any {
+	if n == NoLimit {
+		return nil
+	}
+	return n
 }
 
 // SetType creates the job type name or changes its settings (PUT /v1/types/{type}) and
@@ -110,6 +169,19 @@ func (c *Client) SetType(ctx context.Context, name string, cfg TypeConfig) (*Typ
 			backoff["jitter"] = b.Jitter
 		}
 		body["backoff"] = backoff
+	}
+	if cfg.MaxRunning != 0 {
+		body["max_running"] = limitJSON(cfg.MaxRunning)
+	}
+	if cfg.MaxRunningPerGroup != 0 {
+		body["max_running_per_group"] = limitJSON(cfg.MaxRunningPerGroup)
+	}
+	if r := cfg.Rate; r != nil {
+		if r.Limit == 0 {
+			body["rate"] = nil
+		} else {
+			body["rate"] = map[string]any{"limit": r.Limit, "period_ms": r.Period.Milliseconds()}
+		}
 	}
 	var t typeJSON
 	if _, err := c.do(ctx, request{method: "PUT", path: "/v1/types/" + seg(name), body: body}, &t); err != nil {
@@ -171,6 +243,101 @@ func (c *Client) RerunAll(ctx context.Context, typ string, outcome string) (int,
 	}
 	_, err := c.do(ctx, request{method: "POST", path: "/v1/types/" + seg(typ) + "/rerun", body: body}, &out)
 	return out.Rerun, err
+}
+
+// PauseType pauses the type: its accepts get nothing (waiting long-polls included) until
+// ResumeType, or for d when d > 0 (Type.PausedUntil). Adds are still taken, and running jobs go
+// on. It returns the type as it now is; 404 `not_found` if it does not exist.
+//
+//	t, err := c.PauseType(ctx, "email", time.Minute) // 0: until resumed
+func (c *Client) PauseType(ctx context.Context, typ string, d time.Duration) (*Type, error) {
+	body := map[string]any{}
+	if d > 0 {
+		ms := d.Milliseconds()
+		if ms < 1 {
+			ms = 1
+		}
+		body["for_ms"] = ms
+	}
+	var t typeJSON
+	if _, err := c.do(ctx, request{method: "POST", path: "/v1/types/" + seg(typ) + "/pause", body: body}, &t); err != nil {
+		return nil, err
+	}
+	return t.toType(), nil
+}
+
+// ResumeType ends the type's pause (nothing if it is not paused): waiting accepts get its jobs
+// at once. It returns the type as it now is.
+func (c *Client) ResumeType(ctx context.Context, typ string) (*Type, error) {
+	var t typeJSON
+	if _, err := c.do(ctx, request{method: "POST", path: "/v1/types/" + seg(typ) + "/resume"}, &t); err != nil {
+		return nil, err
+	}
+	return t.toType(), nil
+}
+
+// GroupInfo is one group of a type (jobs added WithGroup), as Groups lists it.
+type GroupInfo struct {
+	Group string `json:"group"`
+	// Running and Pending count its running and pending (due or not) jobs.
+	Running int   `json:"running"`
+	Pending int64 `json:"pending"`
+	// Full is true while it holds the type's MaxRunningPerGroup running jobs.
+	Full bool `json:"full"`
+	// InTurnAt is when it is next in turn while it has pending jobs and is not full, else 0.
+	InTurnAt Millis `json:"in_turn_at"`
+}
+
+// GroupOptions selects a page of Groups.
+type GroupOptions struct {
+	// Limit is the page size (server default 100, at most 1,000).
+	Limit int
+	// After starts the page after this group (exclusive): the previous page's NextAfter.
+	After string
+}
+
+// GroupPage is one page of Groups.
+type GroupPage struct {
+	Groups []GroupInfo `json:"groups"`
+	// NextAfter is "" on the last page; otherwise pass it as GroupOptions.After.
+	NextAfter string `json:"next_after"`
+}
+
+// Groups returns a page of the type's groups that have pending or running jobs, by name; 404
+// `not_found` if the type does not exist.
+//
+//	page, err := c.Groups(ctx, "report", kvq.GroupOptions{Limit: 50})
+//	for _, g := range page.Groups { fmt.Println(g.Group, g.Running, g.Pending, g.Full) }
+func (c *Client) Groups(ctx context.Context, typ string, o GroupOptions) (*GroupPage, error) {
+	q := url.Values{}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.After != "" {
+		q.Set("after", o.After)
+	}
+	var out struct {
+		Groups    []GroupInfo `json:"groups"`
+		NextAfter *string     `json:"next_after"`
+	}
+	if _, err := c.do(ctx, request{method: "GET", path: "/v1/types/" + seg(typ) + "/groups", query: q}, &out); err != nil {
+		return nil, err
+	}
+	page := &GroupPage{Groups: out.Groups}
+	if out.NextAfter != nil {
+		page.NextAfter = *out.NextAfter
+	} else if n := len(out.Groups); n > 0 && n == pageSize(o.Limit) {
+		// A server that does not say where the next page starts: a full page may have one.
+		page.NextAfter = out.Groups[n-1].Group
+	}
+	return page, nil
+}
+
+func pageSize(limit int) int {
+	if limit > 0 {
+		return limit
+	}
+	return 100
 }
 
 // Pending counts the type's due pending jobs (up to 100,000).

@@ -7,10 +7,13 @@
 import { JobFailedError, KvqError } from './errors';
 import type {
   AcceptedJob,
+  GroupInfo,
   Job,
   JobEvent,
   ListState,
   NewJob,
+  Schedule,
+  ScheduleSettings,
   TypeInfo,
   TypeSettings,
   WorkerInfo,
@@ -59,6 +62,28 @@ export interface AddOptions extends CallOptions {
   scheduledTime?: number | Date;
   /** `update` (the default: add, replace or resubmit) or `keep` (leave an existing job alone). */
   ifExists?: 'update' | 'keep';
+  /**
+   * The job's group key (a tenant, a customer: 1–128 bytes, no control characters); absent for
+   * none. Accepts take turns between a type's groups, and the type's `maxRunningPerGroup` caps
+   * each group's running jobs.
+   */
+  group?: string;
+}
+
+/** Options of {@link Client.groups}. */
+export interface GroupsOptions extends CallOptions {
+  /** At most this many groups (1..1000, default 100). */
+  limit?: number;
+  /** Start after this group (exclusive): a previous page's `nextAfter`. */
+  after?: string;
+}
+
+/** A page of {@link Client.groups}. */
+export interface GroupPage {
+  /** The groups, by name. */
+  groups: GroupInfo[];
+  /** Pass as `after` for the next page; `""` at the end. */
+  nextAfter: string;
 }
 
 /** Options of {@link Client.list}. */
@@ -299,8 +324,109 @@ export class Client {
       max_lost_runs: settings.maxLostRuns,
       max_attempts: settings.maxAttempts,
       backoff: settings.backoff ? compact({ ...settings.backoff }) : undefined,
+      max_running: settings.maxRunning,
+      rate: settings.rate === null ? null : settings.rate ? { limit: settings.rate.limit, period_ms: settings.rate.periodMs } : undefined,
+      max_running_per_group: settings.maxRunningPerGroup,
     });
     return (await this.request('PUT', `/v1/types/${seg(type)}`, body, options)).body;
+  }
+
+  /**
+   * Pauses a type (`POST /v1/types/{type}/pause`): its accepts get nothing, waiting long-polls
+   * included, until {@link Client.resumeType} — or, with `forMs`, for that many milliseconds
+   * (`paused_until`). Adds are still taken and running jobs go on.
+   *
+   * @example
+   * ```ts
+   * await kvq.pauseType('email', { forMs: 60_000 }); // a minute; without forMs until resumed
+   * ```
+   * @returns the type as it now is (`paused: true`); rejects `404 not_found`
+   */
+  async pauseType(type: string, options: CallOptions & { forMs?: number } = {}): Promise<TypeInfo> {
+    const body = compact({ for_ms: options.forMs });
+    return (await this.request('POST', `/v1/types/${seg(type)}/pause`, body, options)).body;
+  }
+
+  /**
+   * Ends a type's pause (nothing if it is not paused): waiting accepts get its jobs at once.
+   * @returns the type as it now is
+   */
+  async resumeType(type: string, options?: CallOptions): Promise<TypeInfo> {
+    return (await this.request('POST', `/v1/types/${seg(type)}/resume`, undefined, options)).body;
+  }
+
+  /**
+   * A page of a type's groups that have pending or running jobs, by name
+   * (`GET /v1/types/{type}/groups`): each with its running and pending jobs, whether it is
+   * `full` (at `max_running_per_group`), and `in_turn_at`.
+   *
+   * @example
+   * ```ts
+   * const { groups, nextAfter } = await kvq.groups('report', { limit: 50 });
+   * ```
+   */
+  async groups(type: string, options: GroupsOptions = {}): Promise<GroupPage> {
+    const q = new URLSearchParams();
+    if (options.limit !== undefined) q.set('limit', String(options.limit));
+    if (options.after) q.set('after', options.after);
+    const qs = q.toString();
+    const body = (await this.request('GET', `/v1/types/${seg(type)}/groups${qs ? '?' + qs : ''}`, undefined, options)).body;
+    const groups: GroupInfo[] = body.groups;
+    let nextAfter: string;
+    if (typeof body.next_after === 'string') nextAfter = body.next_after;
+    else nextAfter = groups.length > 0 && groups.length === (options.limit ?? 100) ? groups[groups.length - 1]!.group : '';
+    return { groups, nextAfter };
+  }
+
+  /** Every group {@link Client.groups} lists, page after page. */
+  async *listAllGroups(type: string, options: Omit<GroupsOptions, 'after'> = {}): AsyncGenerator<GroupInfo, void, undefined> {
+    let after = '';
+    do {
+      const page = await this.groups(type, { ...options, after });
+      yield* page.groups;
+      after = page.nextAfter;
+    } while (after);
+  }
+
+  // ---- schedules ----------------------------------------------------------------------
+
+  /**
+   * Creates or replaces a schedule (`PUT /v1/schedules/{name}`): a job of `settings.type` is
+   * added at every time `settings.cron` names, with the id `NAME@YYYY-MM-DDTHH:MM:SSZ`. Rejects
+   * `400 invalid_argument` naming a bad cron, timezone or catch-up, `404 not_found` if the type
+   * does not exist.
+   *
+   * @example
+   * ```ts
+   * await kvq.putSchedule('nightly-report', { type: 'report', cron: '0 3 * * *', timezone: 'Europe/Paris', data: { kind: 'daily' } });
+   * ```
+   * @returns the schedule, with `next_runs`
+   */
+  async putSchedule(name: string, settings: ScheduleSettings, options?: CallOptions): Promise<Schedule> {
+    const body = compact({
+      type: settings.type,
+      cron: settings.cron,
+      timezone: settings.timezone,
+      data: settings.data,
+      priority: settings.priority,
+      catch_up: settings.catchUp,
+    });
+    return (await this.request('PUT', `/v1/schedules/${seg(name)}`, body, options)).body;
+  }
+
+  /** A schedule, with its next five times (`next_runs`); rejects `404 not_found`. */
+  async getSchedule(name: string, options?: CallOptions): Promise<Schedule> {
+    return (await this.request('GET', `/v1/schedules/${seg(name)}`, undefined, options)).body;
+  }
+
+  /** Every schedule, by name (without `next_runs`). */
+  async listSchedules(options?: CallOptions): Promise<Schedule[]> {
+    return (await this.request('GET', '/v1/schedules', undefined, options)).body.schedules;
+  }
+
+  /** Deletes a schedule (the jobs it enqueued stay); rejects `404 not_found`. */
+  async deleteSchedule(name: string, options?: CallOptions): Promise<void> {
+    await this.request('DELETE', `/v1/schedules/${seg(name)}`, undefined, options);
   }
 
   /** A type's settings; rejects `404 not_found` if it does not exist. */
@@ -352,6 +478,7 @@ export class Client {
       priority: options.priority,
       scheduled_time: ms(options.scheduledTime),
       if_exists: options.ifExists,
+      group: options.group,
     });
     return (await this.request('POST', `/v1/jobs/${seg(type)}`, body, options)).body;
   }
@@ -367,7 +494,7 @@ export class Client {
   ): Promise<{ added: number; kept: string[] }> {
     const body = compact({
       jobs: jobs.map((j) =>
-        compact({ id: j.id, data: j.data ?? {}, priority: j.priority, scheduled_time: ms(j.scheduledTime), if_exists: j.ifExists }),
+        compact({ id: j.id, data: j.data ?? {}, priority: j.priority, scheduled_time: ms(j.scheduledTime), if_exists: j.ifExists, group: j.group }),
       ),
       if_exists: options.ifExists,
     });

@@ -43,6 +43,27 @@ export interface TypeInfo {
   max_attempts: number;
   /** The retry backoff. */
   backoff: Backoff;
+  /** Whether accepts of the type get nothing ({@link Client.pauseType}). */
+  paused: boolean;
+  /** When a pause given `forMs` ends by itself (ms), else null. */
+  paused_until: number | null;
+  /** The most jobs of the type that run at once across every server, or null for no limit. */
+  max_running: number | null;
+  /** At most `limit` accepts in any window of `period_ms` milliseconds, or null for no limit. */
+  rate: { limit: number; period_ms: number } | null;
+  /**
+   * The most jobs of any one group that run at once, or null for no limit (absent from a server
+   * without groups).
+   */
+  max_running_per_group?: number | null;
+}
+
+/** A type's rate limit, as {@link Client.putType} sends it. */
+export interface RateLimit {
+  /** At most this many accepts (1..1000) ... */
+  limit: number;
+  /** ... in any window of this many milliseconds (1..86400000, a day). */
+  periodMs: number;
 }
 
 /** The settings {@link Client.putType} sends; absent fields are left as they are. */
@@ -57,6 +78,78 @@ export interface TypeSettings {
   maxAttempts?: number;
   /** Retry backoff fields to change. */
   backoff?: Partial<Backoff>;
+  /** At most this many of the type's jobs run at once across every server (1..1000000), or null for no limit. */
+  maxRunning?: number | null;
+  /** At most `limit` accepts per window of `periodMs`, across every server, or null for no limit. */
+  rate?: RateLimit | null;
+  /** At most this many jobs of any one group run at once (1..1000000), or null for no limit. */
+  maxRunningPerGroup?: number | null;
+}
+
+/** A group of a type, as {@link Client.groups} lists it. */
+export interface GroupInfo {
+  /** The group key. */
+  group: string;
+  /** Its running jobs. */
+  running: number;
+  /** Its pending jobs, due or not. */
+  pending: number;
+  /** Whether it holds its type's `max_running_per_group` running jobs. */
+  full: boolean;
+  /** When it is next in turn (ms), while it has pending jobs and is not full; else null. */
+  in_turn_at: number | null;
+}
+
+/** What {@link Client.putSchedule} sets. */
+export interface ScheduleSettings {
+  /** The jobs' type (it must exist). */
+  type: string;
+  /** Five crontab fields, six with seconds first, or `@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`. */
+  cron: string;
+  /** An IANA zone the cron's times are wall times in (default `UTC`). */
+  timezone?: string;
+  /** Each job's data (an object; default `{}`). */
+  data?: Record<string, unknown>;
+  /** Each job's priority (default 0). */
+  priority?: number;
+  /** What becomes of occurrences found late: `one` (the default), `all` or `none`. */
+  catchUp?: 'one' | 'all' | 'none';
+}
+
+/** A schedule, as `GET /v1/schedules/{name}` shows it. */
+export interface Schedule {
+  /** Its name. */
+  name: string;
+  /** Its jobs' type. */
+  type: string;
+  /** Its cron expression. */
+  cron: string;
+  /** The zone of its cron's wall times. */
+  timezone: string;
+  /** Each job's data. */
+  data: unknown;
+  /** Each job's priority. */
+  priority: number;
+  /** `one`, `all` or `none`. */
+  catch_up: 'one' | 'all' | 'none';
+  /** The next occurrence to enqueue (ms), or null once the cron names no later time. */
+  next_run: number | null;
+  /** The latest occurrence enqueued (ms), or null. */
+  last_run: number | null;
+  /** The latest occurrence's job id, or null. */
+  last_job_id: string | null;
+  /** Occurrences enqueued since it was created. */
+  enqueued: number;
+  /** Occurrences left out (catch-up, or a failed add: see `last_error`). */
+  skipped: number;
+  /** Why the latest occurrence could not be enqueued, or null. */
+  last_error: string | null;
+  /** When it was created (ms). */
+  created_at: number;
+  /** When it was last changed (ms). */
+  updated_at: number;
+  /** The next five times its cron names after now (get and put only). */
+  next_runs?: number[];
 }
 
 /** A job, as `GET /v1/jobs/{type}/{id}` returns it. */
@@ -101,6 +194,8 @@ export interface Job {
   started_at: number | null;
   /** When it finished, or null. */
   ended_at: number | null;
+  /** Its group, or null (or absent, from a server without groups) for none. */
+  group?: string | null;
 }
 
 /** A job event (`wait`, the event stream): the job's state at one moment, or its removal. */
@@ -151,6 +246,8 @@ export interface NewJob {
   scheduledTime?: number | Date;
   /** What to do if it exists (default the batch's, else `update`). */
   ifExists?: 'update' | 'keep';
+  /** Its group key (absent for none). */
+  group?: string;
 }
 
 /** A registered worker, as `GET /v1/workers/{wtype}` lists it. */

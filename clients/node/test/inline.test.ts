@@ -105,3 +105,157 @@ test('ifExists keep and addMany report as the server does', async () => {
   assert.equal(page.nextCursor, 'a');
   assert.deepEqual((await kvq.list('t', { cursor: page.nextCursor })).jobs.map((j) => j.id), ['b']);
 });
+
+test('a job scheduled later runs only once the inline clock reaches it', async () => {
+  const ran: string[] = [];
+  const kvq = new InlineClient({ handlers: { t: async (job) => void ran.push(job.id) } });
+  const start = kvq.now();
+  await kvq.add('t', 'later', {}, { scheduledTime: start + 3_600_000 });
+  await kvq.add('t', 'now');
+  assert.equal(await kvq.drain({ onlyDue: true }), 1);
+  assert.deepEqual(ran, ['now']);
+  assert.equal((await kvq.get('t', 'later')).state, 'pending');
+  kvq.advance(3_540_000);
+  assert.equal(await kvq.drain({ onlyDue: true }), 0, 'a minute early');
+  kvq.advance(60_000);
+  assert.equal(await kvq.drain({ onlyDue: true }), 1);
+  const job = await kvq.get('t', 'later');
+  assert.equal(job.outcome, 'succeeded');
+  assert.ok(job.started_at! >= job.scheduled_time);
+});
+
+test('drain moves the inline clock and runs jobs in the order of their times', async () => {
+  const ran: string[] = [];
+  const kvq = new InlineClient({ handlers: { t: async (job) => void ran.push(job.id) } });
+  const start = kvq.now();
+  await kvq.add('t', 'b', {}, { scheduledTime: start + 20_000, priority: -5 }); // a better priority does not run it early
+  await kvq.add('t', 'a', {}, { scheduledTime: new Date(start + 10_000) });
+  await kvq.add('t', 'c');
+  assert.equal(await kvq.drain(), 3);
+  assert.deepEqual(ran, ['c', 'a', 'b']);
+  assert.ok(kvq.now() >= start + 20_000, 'the clock moved to the last job');
+  // runNext does the same one job at a time
+  await kvq.add('t', 'd', {}, { scheduledTime: kvq.now() + 5_000 });
+  assert.equal(await kvq.runNext({ onlyDue: true }), false);
+  assert.equal(await kvq.runNext(), true);
+  assert.deepEqual(ran, ['c', 'a', 'b', 'd']);
+});
+
+test('a retry waits for its backoff on the inline clock', async () => {
+  let calls = 0;
+  const kvq = new InlineClient({
+    handlers: { t: async () => { if (++calls === 1) throw new Error('busy'); return 'ok'; } },
+    types: { t: { timeout: 5, backoff: { base: 10, jitter: 0 } } },
+  });
+  await kvq.add('t', 'j');
+  assert.equal(await kvq.drain({ onlyDue: true }), 1);
+  const j = await kvq.get('t', 'j');
+  assert.equal(j.state, 'pending');
+  assert.equal(j.scheduled_time, j.errors[0]!.at + 10_000);
+  assert.equal(await kvq.result('t', 'j'), 'ok');
+  const done = await kvq.get('t', 'j');
+  assert.ok(done.started_at! >= j.scheduled_time, 'the retry ran at its time');
+});
+
+test('pauseType and resumeType; a pause for a while ends by the inline clock', async () => {
+  const kvq = new InlineClient({ handlers: { t: async () => null } });
+  const paused = await kvq.pauseType('t');
+  assert.equal(paused.paused, true);
+  assert.equal(paused.paused_until, null);
+  await kvq.add('t', 'j');
+  assert.equal(await kvq.drain(), 0);
+  await assert.rejects(kvq.result('t', 'j'), (e: unknown) => e instanceof KvqError && e.code === 'wrong_state');
+  assert.equal((await kvq.resumeType('t')).paused, false);
+  assert.equal(await kvq.drain({ onlyDue: true }), 1);
+
+  const forAMinute = await kvq.pauseType('t', { forMs: 60_000 });
+  assert.ok(forAMinute.paused_until! >= kvq.now() + 59_000);
+  await kvq.add('t', 'k');
+  assert.equal(await kvq.drain({ onlyDue: true }), 0);
+  assert.equal(await kvq.drain(), 1, 'drain moves the clock past the pause');
+  assert.equal((await kvq.getType('t')).paused, false);
+  await assert.rejects(kvq.pauseType('missing'), (e: unknown) => e instanceof KvqError && e.code === 'not_found');
+  await assert.rejects(kvq.pauseType('t', { forMs: 0 }), (e: unknown) => e instanceof KvqError && e.code === 'invalid_argument');
+});
+
+/** A handler that records the most runs at once per key, each taking a few ms. */
+function tracking(key: (id: string) => string) {
+  const now = new Map<string, number>();
+  const most = new Map<string, number>();
+  const handler: Handler = async (job) => {
+    const k = key(job.id);
+    now.set(k, (now.get(k) ?? 0) + 1);
+    most.set(k, Math.max(most.get(k) ?? 0, now.get(k)!));
+    await new Promise((r) => setTimeout(r, 10));
+    now.set(k, now.get(k)! - 1);
+    return null;
+  };
+  return { handler, most };
+}
+
+test('concurrency runs handlers at once, never more than maxRunning', async () => {
+  const { handler, most } = tracking(() => 'all');
+  const kvq = new InlineClient({ handlers: { t: handler }, concurrency: 4 });
+  await kvq.addMany('t', Array.from({ length: 8 }, (_, i) => ({ id: `j${i}` })));
+  assert.equal(await kvq.drain(), 8);
+  assert.equal(most.get('all'), 4);
+  const t = await kvq.putType('t', { maxRunning: 2 });
+  assert.equal(t.max_running, 2);
+  most.clear();
+  await kvq.addMany('t', Array.from({ length: 8 }, (_, i) => ({ id: `j${i}` })));
+  assert.equal(await kvq.drain(), 8);
+  assert.equal(most.get('all'), 2);
+  assert.equal((await kvq.putType('t', { maxRunning: null })).max_running, null);
+  await assert.rejects(kvq.putType('t', { maxRunning: 0 }), (e: unknown) => e instanceof KvqError && e.code === 'invalid_argument');
+});
+
+test('rate counts runs per window of the inline clock', async () => {
+  const kvq = new InlineClient({ handlers: { t: async () => null }, types: { t: { timeout: 5, rate: { limit: 2, periodMs: 1000 } } } });
+  assert.deepEqual((await kvq.getType('t')).rate, { limit: 2, period_ms: 1000 });
+  await kvq.addMany('t', Array.from({ length: 5 }, (_, i) => ({ id: `j${i}` })));
+  assert.equal(await kvq.drain({ onlyDue: true }), 2);
+  kvq.advance(1000);
+  assert.equal(await kvq.drain({ onlyDue: true }), 2);
+  assert.equal(await kvq.drain(), 1);
+});
+
+test('groups take turns; a better priority goes first; groups() lists them', async () => {
+  const ran: string[] = [];
+  const kvq = new InlineClient({ handlers: { t: async (job) => void ran.push(job.id) } });
+  await kvq.addMany('t', [0, 1, 2].map((i) => ({ id: `a${i}`, group: 'A' })));
+  await kvq.add('t', 'b0', {}, { group: 'B' });
+  await kvq.add('t', 'b1', {}, { group: 'B' });
+  await kvq.add('t', 'n0');
+  assert.equal((await kvq.get('t', 'a1')).group, 'A');
+  assert.equal((await kvq.get('t', 'n0')).group, null);
+  const page = await kvq.groups('t');
+  assert.deepEqual(page.groups.map((g) => [g.group, g.running, g.pending, g.full]), [['A', 0, 3, false], ['B', 0, 2, false]]);
+  assert.ok(page.groups[0]!.in_turn_at! > 0);
+  assert.equal(page.nextAfter, '');
+  const first = await kvq.groups('t', { limit: 1 });
+  assert.deepEqual([first.groups.map((g) => g.group), first.nextAfter], [['A'], 'A']);
+  assert.deepEqual((await kvq.groups('t', { after: 'A' })).groups.map((g) => g.group), ['B']);
+  assert.equal(await kvq.drain(), 6);
+  assert.deepEqual(ran, ['a0', 'b0', 'n0', 'a1', 'b1', 'a2'], 'one of each group in turn, then what is left');
+
+  ran.length = 0;
+  await kvq.add('t', 'a0', {}, { group: 'A' });
+  await kvq.add('t', 'a1', {}, { group: 'A', priority: -1 });
+  await kvq.add('t', 'b0', {}, { group: 'B' });
+  await kvq.drain();
+  assert.deepEqual(ran, ['a1', 'b0', 'a0']);
+  await assert.rejects(kvq.add('t', 'bad', {}, { group: 'x'.repeat(129) }), (e: unknown) => e instanceof KvqError && e.code === 'invalid_argument');
+});
+
+test('maxRunningPerGroup caps each group under concurrency', async () => {
+  const { handler, most } = tracking((id) => id[0]!);
+  const kvq = new InlineClient({ handlers: { t: handler }, types: { t: { timeout: 5, maxRunningPerGroup: 1 } }, concurrency: 10 });
+  for (let i = 0; i < 3; i++) {
+    await kvq.add('t', `a${i}`, {}, { group: 'A' });
+    await kvq.add('t', `b${i}`, {}, { group: 'B' });
+    await kvq.add('t', `n${i}`);
+  }
+  assert.equal(await kvq.drain(), 9);
+  assert.deepEqual([most.get('a'), most.get('b'), most.get('n')], [1, 1, 3]);
+  assert.deepEqual((await kvq.groups('t')).groups, []);
+});

@@ -1,7 +1,9 @@
 """kvq: the Python client of kvq, a durable background-job system.
 
-- :class:`Client` — every call of kvq's HTTP API: types, add / add_many, get, list, wait,
-  events, result, remove, cancel, rerun, and the workers' calls.
+- :class:`Client` — every call of kvq's HTTP API: types (with flow control: pause_type,
+  resume_type, max_running, rate, max_running_per_group), add / add_many (with a group),
+  groups, schedules (put_schedule, get_schedule, schedules, remove_schedule), get, list,
+  wait, events, result, remove, cancel, rerun, and the workers' calls.
 - :class:`Worker` — a runner: handlers per job type, concurrency, heartbeats, fencing,
   retries with backoff and a graceful shutdown on SIGTERM.
 - :mod:`kvq.testing` — :class:`~kvq.testing.InlineClient`, to run handlers in your unit

@@ -126,7 +126,8 @@ class Client:
 
     # -- types -------------------------------------------------------------------------
     def put_type(self, type, timeout=None, *, max_attempts=None, backoff=None,
-                 finished_retention=_UNSET, max_lost_runs=_UNSET):
+                 finished_retention=_UNSET, max_lost_runs=_UNSET, max_running=_UNSET,
+                 rate=_UNSET, max_running_per_group=_UNSET):
         """Create a job type or change its settings; returns the type (as :meth:`get_type`).
 
         Args:
@@ -137,17 +138,118 @@ class Client:
             backoff: a dict of ``base``, ``factor``, ``cap``, ``jitter`` (the retry delay).
             finished_retention: seconds finished jobs are kept, or ``None`` for ever.
             max_lost_runs: lost runs in a row before a job ends dead, or ``None`` for never.
+            max_running: at most this many of the type's jobs run at once, across every
+                server (1-1,000,000), or ``None`` for no limit.
+            rate: ``{"limit": N, "period_ms": MS}``: at most ``limit`` accepts (1-1,000) in
+                any window of ``period_ms`` milliseconds (at most a day), or ``None`` for no
+                limit.
+            max_running_per_group: at most this many jobs of any one group (see
+                :meth:`add`'s ``group``) run at once, or ``None`` for no limit.
         Omitted settings are left as they are.
+
+        Example::
+
+            client.put_type("email", 30, max_running=4, rate={"limit": 10, "period_ms": 1000})
         """
         body = _drop_unset({"timeout": timeout if timeout is not None else _UNSET,
                             "max_attempts": max_attempts if max_attempts is not None else _UNSET,
                             "backoff": backoff if backoff is not None else _UNSET,
                             "finished_retention": finished_retention,
-                            "max_lost_runs": max_lost_runs})
+                            "max_lost_runs": max_lost_runs,
+                            "max_running": max_running,
+                            "rate": rate,
+                            "max_running_per_group": max_running_per_group})
         return self._request("PUT", "/v1/types/" + _q(type), body)[1]
 
+    def pause_type(self, type, for_ms=None):
+        """Pause the type: accepts of it get nothing (waiting long-polls included) until
+        :meth:`resume_type`, or for ``for_ms`` milliseconds (its ``paused_until``). Adds are
+        still taken and running jobs go on. Returns the type (``"paused": True``). Raises
+        :class:`kvq.NotFound`.
+
+        Example::
+
+            client.pause_type("email", for_ms=60000)   # a minute; None: until resumed
+        """
+        body = {} if for_ms is None else {"for_ms": for_ms}
+        return self._request("POST", "/v1/types/%s/pause" % _q(type), body)[1]
+
+    def resume_type(self, type):
+        """End the type's pause (nothing if it is not paused); waiting accepts get its jobs
+        at once. Returns the type. Raises :class:`kvq.NotFound`."""
+        return self._request("POST", "/v1/types/%s/resume" % _q(type))[1]
+
+    def groups(self, type, *, limit=None, after=None):
+        """The type's groups that have pending or running jobs, by name: a list of
+        ``{"group", "running", "pending", "full", "in_turn_at"}`` (``full``: it holds
+        ``max_running_per_group`` running jobs; ``in_turn_at``: when it is next in turn, ms,
+        or None). ``limit`` groups at a time (default 100), after the group ``after``.
+        Raises :class:`kvq.NotFound` if the type does not exist."""
+        return self._request("GET", "/v1/types/%s/groups" % _q(type),
+                             query={"limit": limit, "after": after or None})[1]["groups"]
+
+    def iter_groups(self, type, *, page_size=None):
+        """Every group of the type (as :meth:`groups`), page by page: a generator."""
+        after, size = None, page_size or 100
+        while True:
+            body = self._request("GET", "/v1/types/%s/groups" % _q(type),
+                                 query={"limit": size, "after": after})[1]
+            page = body["groups"]
+            yield from page
+            # The server says where the next page starts (next_after, "" at the end); a
+            # server that does not is read page by page until one comes back short.
+            after = body.get("next_after", page[-1]["group"] if len(page) >= size else "")
+            if not page or not after:
+                return
+
+    # -- schedules ---------------------------------------------------------------------
+    def put_schedule(self, name, type, cron, *, timezone=None, data=None, priority=None,
+                     catch_up=None):
+        """Create or replace the schedule ``name``: a job of ``type`` is added at every time
+        ``cron`` names (five crontab fields, six with seconds first, or ``@daily`` ...), its
+        id ``NAME@YYYY-MM-DDTHH:MM:SSZ``. Returns the schedule (as :meth:`get_schedule`).
+
+        Args:
+            timezone: an IANA zone the cron's times are wall times in (default ``"UTC"``).
+            data: each job's data (a dict; default ``{}``).
+            priority: each job's priority (default 0).
+            catch_up: ``"one"`` (the default), ``"all"`` or ``"none"``: what becomes of
+                occurrences found late.
+        Raises :class:`kvq.InvalidArgument` (bad name, cron, timezone ...),
+        :class:`kvq.NotFound` if the type does not exist.
+
+        Example::
+
+            client.put_schedule("nightly-report", "report", "0 3 * * *",
+                                timezone="Europe/Paris", data={"kind": "daily"})
+        """
+        body = {"type": type, "cron": cron}
+        for key, value in (("timezone", timezone), ("data", data), ("priority", priority),
+                           ("catch_up", catch_up)):
+            if value is not None:
+                body[key] = value
+        return self._request("PUT", "/v1/schedules/" + _q(name), body)[1]
+
+    def get_schedule(self, name):
+        """The schedule: ``{"name", "type", "cron", "timezone", "data", "priority",
+        "catch_up", "next_run", "last_run", "last_job_id", "enqueued", "skipped",
+        "last_error", "created_at", "updated_at", "next_runs"}`` (``next_runs``: its next
+        five times after now, ms). Raises :class:`kvq.NotFound`."""
+        return self._request("GET", "/v1/schedules/" + _q(name))[1]
+
+    def schedules(self):
+        """Every schedule, by name (as :meth:`get_schedule`, without ``next_runs``)."""
+        return self._request("GET", "/v1/schedules")[1]["schedules"]
+
+    def remove_schedule(self, name):
+        """Delete a schedule; the jobs it enqueued stay. Raises :class:`kvq.NotFound`."""
+        self._request("DELETE", "/v1/schedules/" + _q(name))
+
     def get_type(self, type):
-        """The type's settings: ``{"type", "timeout", "max_attempts", "backoff", ...}``.
+        """The type's settings: ``{"type", "timeout", "finished_retention",
+        "max_lost_runs", "max_attempts", "backoff", "paused", "paused_until", "max_running",
+        "rate", "max_running_per_group"}`` (``paused_until``: when a pause given ``for_ms``
+        ends, ms; ``max_running``, ``rate`` and ``max_running_per_group`` None when not set).
         Raises :class:`kvq.NotFound`."""
         return self._request("GET", "/v1/types/" + _q(type))[1]
 
@@ -166,7 +268,8 @@ class Client:
                              query={"limit": limit})[1]["pending"]
 
     # -- producing ---------------------------------------------------------------------
-    def add(self, type, id, data=None, *, priority=None, scheduled_time=None, if_exists=None):
+    def add(self, type, id, data=None, *, priority=None, scheduled_time=None, if_exists=None,
+            group=None):
         """Add a job; returns True if it was added or changed, False if ``if_exists="keep"``
         left an existing job alone.
 
@@ -178,12 +281,21 @@ class Client:
             scheduled_time: when it falls due, in milliseconds since the epoch (default now).
             if_exists: ``"update"`` (the default: replace a pending job, resubmit a running
                 one, start a finished one over) or ``"keep"`` (leave an existing job as it is).
+            group: the job's group key (a tenant, a customer), 1-128 bytes; default none.
+                Accepts take turns between a type's groups, and the type's
+                ``max_running_per_group`` caps each group's running jobs.
+
+        Example::
+
+            client.add("report", "r-1", {"month": "2026-11"}, group="tenant-42")
         """
         body = {"id": id, "data": {} if data is None else data}
         if priority is not None:
             body["priority"] = priority
         if scheduled_time is not None:
             body["scheduled_time"] = scheduled_time
+        if group is not None:
+            body["group"] = group
         if if_exists is not None:
             body["if_exists"] = if_exists
         return self._request("POST", "/v1/jobs/" + _q(type), body)[1]["added"]
@@ -192,8 +304,8 @@ class Client:
         """Add up to 1,000 jobs in one transaction (all or none).
 
         Args:
-            jobs: dicts ``{"id", "data", "priority"?, "scheduled_time"?, "if_exists"?}`` or
-                ``(id, data)`` pairs.
+            jobs: dicts ``{"id", "data", "priority"?, "scheduled_time"?, "if_exists"?,
+                "group"?}`` or ``(id, data)`` pairs.
             if_exists: the default for jobs that name none (see :meth:`add`).
         Returns:
             ``{"added": N, "kept": [ids that "keep" left alone]}``.

@@ -16,8 +16,20 @@ the semantics of a kvq server, so a test runs its handlers in process without a 
 A handler that raises fails its job as on a server (attempts, ``errors``, the type's
 backoff, dead at ``max_attempts``); ``worker.drain(run_scheduled=True)`` also runs the
 retries, moving the client's clock forward (:meth:`InlineClient.advance`).
+
+Time is the client's own clock (the real one plus what :meth:`InlineClient.advance` added): a
+job added with a ``scheduled_time`` in the future, a failed job's retry and a snoozed job are
+not handed out until that clock reaches their time, so ``worker.drain()`` leaves them pending
+and ``client.advance(seconds)`` (or ``drain(run_scheduled=True)``) makes them due. Flow control
+holds as on a server: a paused type's jobs are not handed out (:meth:`InlineClient.pause_type`;
+``for_ms`` ends by the client's clock), ``max_running`` caps the type's running jobs (a
+``Worker.run`` with ``concurrency`` above it runs no more at once), ``rate`` caps accepts per
+window of the client's clock, and jobs with a ``group`` take turns (round-robin between groups
+at the best priority due, jobs without a group taking their turn as one more group), each
+group capped at the type's ``max_running_per_group``. Schedules are not run inline.
 """
 
+import collections
 import copy
 import json
 import random
@@ -31,6 +43,7 @@ from .client import Page, _UNSET
 __all__ = ["InlineClient"]
 
 _DEFAULT_BACKOFF = {"base": 1.0, "factor": 2.0, "cap": 3600.0, "jitter": 0.2}
+_MAX_GROUP_BYTES = 128
 
 
 def _err(cls, status, code, message):
@@ -51,7 +64,10 @@ class InlineClient:
     Workers' registration calls are accepted and do nothing. Thread-safe.
 
     Its clock is the real one plus an offset that :meth:`advance` moves, so tests can make
-    scheduled jobs and retries fall due without sleeping.
+    scheduled jobs and retries fall due without sleeping. It also has the flow-control calls
+    (:meth:`pause_type`, :meth:`resume_type`, ``put_type``'s ``max_running``, ``rate`` and
+    ``max_running_per_group``) and groups (``add(..., group=)``, :meth:`groups`), which its
+    :meth:`accept` obeys; it has no schedules.
     """
 
     url = "inline"
@@ -61,6 +77,9 @@ class InlineClient:
         self._types = {}
         self._jobs = {}  # (type, id) -> job dict as the server shows it, plus "_lock"
         self._offset_ms = 0
+        self._accepts = collections.defaultdict(collections.deque)  # type -> accept times (rate)
+        self._turns = {}  # (type, group) -> (turn sequence, time) of its last accept
+        self._turn_seq = 0
 
     # -- the clock ---------------------------------------------------------------------
     def now_ms(self):
@@ -74,29 +93,65 @@ class InlineClient:
             self._mu.notify_all()
 
     def advance_to_next(self, types=None):
-        """Move the clock to the earliest scheduled pending job (of ``types``, default
-        all); returns False if there is none."""
+        """Move the clock to the earliest time a pending job (of ``types``, default all)
+        could be handed out: its scheduled time, or later while its type is paused for a
+        while (``for_ms``) or its ``rate`` window is full. Returns True if it moved the clock,
+        False if no such time is ahead (nothing pending, all of it due already, or its type
+        paused until resumed)."""
         with self._mu:
-            times = [j["scheduled_time"] for (t, _), j in self._jobs.items()
-                     if j["state"] == "pending" and (types is None or t in types)]
-            if not times:
+            now = self.now_ms()
+            times = []
+            for (t, _), j in self._jobs.items():
+                if j["state"] != "pending" or (types is not None and t not in types):
+                    continue
+                when = self._ready_at(t, now)
+                if when is not None:
+                    times.append(max(when, j["scheduled_time"]))
+            later = min(times) - now if times else 0
+            if later <= 0:
                 return False
-            later = min(times) - self.now_ms()
-            if later > 0:
-                self._offset_ms += later
+            self._offset_ms += later
+            self._mu.notify_all()
             return True
+
+    def _ready_at(self, type, now):
+        """The earliest time the type's flow control lets an accept take a job (ignoring
+        running jobs), or None while it is paused until resumed."""
+        t = self._types.get(type)
+        if t is None:
+            return None
+        when = now
+        if self._paused(t, now):
+            if t["paused_until"] is None:
+                return None
+            when = t["paused_until"]
+        rate = t.get("rate")
+        if rate:
+            times = self._accepts[type]
+            if len(times) >= rate["limit"]:
+                when = max(when, times[-rate["limit"]] + rate["period_ms"])
+        return when
+
+    def _paused(self, t, now):
+        if t["paused"] and t["paused_until"] is not None and now >= t["paused_until"]:
+            t["paused"], t["paused_until"] = False, None
+        return t["paused"]
 
     # -- types -------------------------------------------------------------------------
     def put_type(self, type, timeout=None, *, max_attempts=None, backoff=None,
-                 finished_retention=_UNSET, max_lost_runs=_UNSET):
-        """As :meth:`kvq.Client.put_type`."""
+                 finished_retention=_UNSET, max_lost_runs=_UNSET, max_running=_UNSET,
+                 rate=_UNSET, max_running_per_group=_UNSET):
+        """As :meth:`kvq.Client.put_type`; ``max_running``, ``rate`` and
+        ``max_running_per_group`` hold for this client's accepts (see the module's notes)."""
         with self._mu:
             t = self._types.get(type)
             if t is None:
                 if timeout is None:
                     raise _err(errors.NotFound, 404, "not_found", "type %r does not exist" % type)
                 t = {"type": type, "timeout": None, "finished_retention": None,
-                     "max_lost_runs": None, "max_attempts": 25, "backoff": dict(_DEFAULT_BACKOFF)}
+                     "max_lost_runs": None, "max_attempts": 25, "backoff": dict(_DEFAULT_BACKOFF),
+                     "paused": False, "paused_until": None, "max_running": None, "rate": None,
+                     "max_running_per_group": None}
             t = copy.deepcopy(t)
             if timeout is not None:
                 if timeout <= 0:
@@ -117,17 +172,113 @@ class InlineClient:
                 t["finished_retention"] = finished_retention
             if max_lost_runs is not _UNSET:
                 t["max_lost_runs"] = max_lost_runs
+            for key, value in (("max_running", max_running),
+                               ("max_running_per_group", max_running_per_group)):
+                if value is _UNSET:
+                    continue
+                if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                          or not 1 <= value <= 1000000):
+                    raise _err(errors.InvalidArgument, 400, "invalid_argument",
+                               "%s must be an integer 1..1000000 or null" % key)
+                t[key] = value
+            if rate is not _UNSET:
+                if rate is not None:
+                    if not isinstance(rate, dict) or set(rate) != {"limit", "period_ms"}:
+                        raise _err(errors.InvalidArgument, 400, "invalid_argument",
+                                   "rate needs limit and period_ms")
+                    if not (isinstance(rate["limit"], int) and 1 <= rate["limit"] <= 1000):
+                        raise _err(errors.InvalidArgument, 400, "invalid_argument",
+                                   "rate.limit must be an integer 1..1000")
+                    if not (isinstance(rate["period_ms"], int)
+                            and 1 <= rate["period_ms"] <= 86400000):
+                        raise _err(errors.InvalidArgument, 400, "invalid_argument",
+                                   "rate.period_ms must be an integer 1..86400000")
+                    rate = {"limit": rate["limit"], "period_ms": rate["period_ms"]}
+                t["rate"] = rate
             self._types[type] = t
+            self._mu.notify_all()
             return copy.deepcopy(t)
+
+    def pause_type(self, type, for_ms=None):
+        """As :meth:`kvq.Client.pause_type`: accepts get nothing until :meth:`resume_type`,
+        or until ``for_ms`` milliseconds have passed on the client's clock."""
+        with self._mu:
+            t = self._type(type)
+            if for_ms is not None and not (isinstance(for_ms, int)
+                                           and 1 <= for_ms <= 315360000000):
+                raise _err(errors.InvalidArgument, 400, "invalid_argument",
+                           "for_ms must be an integer 1..315360000000")
+            t["paused"] = True
+            t["paused_until"] = None if for_ms is None else self.now_ms() + for_ms
+            return copy.deepcopy(t)
+
+    def resume_type(self, type):
+        """As :meth:`kvq.Client.resume_type`."""
+        with self._mu:
+            t = self._type(type)
+            t["paused"], t["paused_until"] = False, None
+            self._mu.notify_all()
+            return copy.deepcopy(t)
+
+    def groups(self, type, *, limit=None, after=None):
+        """As :meth:`kvq.Client.groups`: the type's groups that have pending or running jobs,
+        by name (``in_turn_at``: its first pending job's time, or its last accept's if
+        later, while it has pending jobs and is not full)."""
+        with self._mu:
+            t = self._type(type)
+            now = self.now_ms()
+            self._paused(t, now)
+            stats = {}
+            for (ty, _), j in self._jobs.items():
+                g = j["group"]
+                if ty != type or g is None or j["state"] == "finished":
+                    continue
+                s = stats.setdefault(g, {"group": g, "running": 0, "pending": 0, "first": None})
+                if j["state"] == "running":
+                    s["running"] += 1
+                else:
+                    s["pending"] += 1
+                    if s["first"] is None or j["scheduled_time"] < s["first"]:
+                        s["first"] = j["scheduled_time"]
+            out = []
+            for g in sorted(stats):
+                if after and g <= after:
+                    continue
+                s = stats[g]
+                full = t["max_running_per_group"] is not None and \
+                    s["running"] >= t["max_running_per_group"]
+                turn = None
+                if s["pending"] and not full:
+                    turn = max(s["first"], self._turns.get((type, g), (0, 0))[1])
+                out.append({"group": g, "running": s["running"], "pending": s["pending"],
+                            "full": full, "in_turn_at": turn})
+                if len(out) >= (limit or 100):
+                    break
+            return out
+
+    def iter_groups(self, type, *, page_size=None):
+        """As :meth:`kvq.Client.iter_groups`."""
+        after, size = None, page_size or 100
+        while True:
+            page = self.groups(type, limit=size, after=after)
+            yield from page
+            if len(page) < size:
+                return
+            after = page[-1]["group"]
 
     def get_type(self, type):
         """As :meth:`kvq.Client.get_type`."""
         with self._mu:
-            return copy.deepcopy(self._type(type))
+            t = self._type(type)
+            self._paused(t, self.now_ms())
+            return copy.deepcopy(t)
 
     def list_types(self):
         """As :meth:`kvq.Client.list_types`."""
         with self._mu:
+            now = self.now_ms()
+            for t in self._types.values():
+                self._paused(t, now)  # a pause given for_ms that has ended reads as resumed
             return [copy.deepcopy(self._types[t]) for t in sorted(self._types)]
 
     def _type(self, type):
@@ -151,11 +302,12 @@ class InlineClient:
         job["updated_at"] = self.now_ms()
         self._mu.notify_all()
 
-    def add(self, type, id, data=None, *, priority=None, scheduled_time=None, if_exists=None):
+    def add(self, type, id, data=None, *, priority=None, scheduled_time=None, if_exists=None,
+            group=None):
         """As :meth:`kvq.Client.add`."""
         with self._mu:
             return self._add(type, {"id": id, "data": data, "priority": priority,
-                                    "scheduled_time": scheduled_time}, if_exists)
+                                    "scheduled_time": scheduled_time, "group": group}, if_exists)
 
     def _add(self, type, entry, if_exists):
         if self._types.get(type) is None or self._types[type]["timeout"] is None:
@@ -165,6 +317,12 @@ class InlineClient:
                        "if_exists must be \"update\" or \"keep\"")
         jid = entry["id"]
         data = _json({} if entry.get("data") is None else entry["data"], "the job's data")
+        group = entry.get("group")
+        if group is not None and (not isinstance(group, str) or
+                                  not 1 <= len(group.encode()) <= _MAX_GROUP_BYTES or
+                                  any(ord(c) < 32 or ord(c) == 127 for c in group)):
+            raise _err(errors.InvalidArgument, 400, "invalid_argument",
+                       "group must be 1..128 bytes without control characters")
         now = self.now_ms()
         job = self._jobs.get((type, jid))
         if job is not None and if_exists == "keep":
@@ -178,6 +336,7 @@ class InlineClient:
             return True
         if job is not None and job["state"] == "pending":
             job["data"] = data
+            job["group"] = group
             if priority is not None:
                 job["priority"] = priority
             if when is not None:
@@ -190,7 +349,7 @@ class InlineClient:
             "priority": priority or 0, "resubmitted": False, "worker": "", "worker_type": "",
             "attempts": 0, "lost_runs": 0, "errors": [], "gave_up": False,
             "created_at": now if job is None else job["created_at"], "updated_at": now,
-            "started_at": None, "ended_at": None, "_lock": None}
+            "started_at": None, "ended_at": None, "group": group, "_lock": None}
         self._mu.notify_all()
         return True
 
@@ -327,22 +486,72 @@ class InlineClient:
                 self._mu.wait(left)
 
     # -- workers' job calls ------------------------------------------------------------
+    def _take(self, type, count, now, max_priority, max_scheduled_time):
+        """The due jobs an accept takes now, in order, under the type's flow control: none
+        while paused; at most max_running running and rate accepts per window; groups in
+        turn (the group served longest ago first among those with a job at the best
+        priority due), each at most max_running_per_group running."""
+        t = self._type(type)
+        if self._paused(t, now):
+            return []
+        running = collections.Counter()
+        total = 0
+        for (ty, _), j in self._jobs.items():
+            if ty == type and j["state"] == "running":
+                total += 1
+                running[j["group"]] += 1
+        if t["max_running"] is not None:
+            count = min(count, t["max_running"] - total)
+        rate = t["rate"]
+        if rate:
+            times = self._accepts[type]
+            while times and times[0] <= now - rate["period_ms"]:
+                times.popleft()
+            count = min(count, rate["limit"] - len(times))
+        per_group = t["max_running_per_group"]
+        due = sorted((j for (ty, _), j in self._jobs.items()
+                      if ty == type and j["state"] == "pending"
+                      and j["scheduled_time"] <= (max_scheduled_time or now)
+                      and (max_priority is None or j["priority"] <= max_priority)),
+                     key=lambda j: (j["priority"], j["scheduled_time"], j["id"]))
+        taken = []
+        while len(taken) < count:
+            best = {}  # group -> its first job that may run, in due order
+            for j in due:
+                g = j["group"]
+                if g in best or j["state"] != "pending" or any(j is x for x in taken):
+                    continue
+                if g is not None and per_group is not None and running[g] >= per_group:
+                    continue
+                best[g] = j
+            if not best:
+                break
+            top = min(j["priority"] for j in best.values())
+            order = {id(j): i for i, j in enumerate(due)}
+            g, job = min(((g, j) for g, j in best.items() if j["priority"] == top),
+                         key=lambda gj: (self._turns.get((type, gj[0]), (-1, 0))[0],
+                                         order[id(gj[1])]))
+            self._turn_seq += 1
+            self._turns[(type, g)] = (self._turn_seq, now)
+            running[g] += 1
+            taken.append(job)
+        if rate:
+            self._accepts[type].extend([now] * len(taken))
+        return taken
+
     def accept(self, type, count=1, timeout=0, *, worker=None, worker_type=None,
                max_priority=None, max_scheduled_time=None):
-        """As :meth:`kvq.Client.accept` (due jobs by priority, then scheduled time)."""
+        """As :meth:`kvq.Client.accept`: due jobs by priority, then scheduled time, under
+        the type's flow control (pause, ``max_running``, ``rate``, groups in turn)."""
         deadline = time.monotonic() + timeout
         with self._mu:
             self._type(type)
             while True:
                 now = self.now_ms()
-                due = sorted((j for (t, _), j in self._jobs.items()
-                              if t == type and j["state"] == "pending"
-                              and j["scheduled_time"] <= (max_scheduled_time or now)
-                              and (max_priority is None or j["priority"] <= max_priority)),
-                             key=lambda j: (j["priority"], j["scheduled_time"], j["id"]))
+                due = self._take(type, count, now, max_priority, max_scheduled_time)
                 if due:
                     taken = []
-                    for job in due[:count]:
+                    for job in due:
                         job.update(state="running", _lock=secrets.token_hex(16),
                                    worker=worker or "", worker_type=worker_type or "",
                                    started_at=now, progress=None,

@@ -101,5 +101,160 @@ class Inline(unittest.TestCase):
         self.assertFalse(th.is_alive())
 
 
+class InlineTimeAndFlowControl(unittest.TestCase):
+    """The inline client's clock, pause / resume, max_running, rate and groups."""
+
+    def setUp(self):
+        self.client = InlineClient()
+        self.client.put_type("t", timeout=30)
+        self.worker = kvq.Worker(self.client, worker_id="test")
+        self.ran = []
+        self.worker.register("t", lambda job: self.ran.append(job.id))
+
+    def test_a_job_scheduled_later_waits_for_the_clients_clock(self):
+        later = self.client.now_ms() + 3600 * 1000
+        self.client.add("t", "later", scheduled_time=later)
+        self.client.add("t", "now")
+        self.assertEqual(self.worker.drain(), 1)
+        self.assertEqual(self.ran, ["now"])
+        self.assertEqual(self.client.get("t", "later")["state"], "pending")
+        self.client.advance(3599)
+        self.assertEqual(self.worker.drain(), 0)
+        self.client.advance(1)
+        self.assertEqual(self.worker.drain(), 1)
+        self.assertEqual(self.ran, ["now", "later"])
+        self.assertGreaterEqual(self.client.get("t", "later")["started_at"], later)
+
+    def test_run_scheduled_runs_jobs_in_their_time_order(self):
+        now = self.client.now_ms()
+        self.client.add("t", "b", scheduled_time=now + 20000, priority=-5)
+        self.client.add("t", "a", scheduled_time=now + 10000)
+        self.assertEqual(self.worker.drain(), 0)
+        self.assertEqual(self.worker.drain(run_scheduled=True), 2)
+        self.assertEqual(self.ran, ["a", "b"])
+
+    def test_pause_and_resume(self):
+        paused = self.client.pause_type("t")
+        self.assertEqual((paused["paused"], paused["paused_until"]), (True, None))
+        self.client.add("t", "j")
+        self.assertEqual(self.worker.drain(run_scheduled=True), 0)
+        self.assertEqual(self.client.accept("t"), [])
+        self.assertEqual(self.client.resume_type("t")["paused"], False)
+        self.assertEqual(self.worker.drain(), 1)
+        with self.assertRaises(kvq.NotFound):
+            self.client.pause_type("missing")
+
+    def test_a_pause_for_a_while_ends_by_the_clients_clock(self):
+        before = self.client.now_ms()
+        got = self.client.pause_type("t", for_ms=60000)
+        self.assertTrue(before + 60000 <= got["paused_until"] <= self.client.now_ms() + 60000)
+        self.client.add("t", "j")
+        self.assertEqual(self.worker.drain(), 0)
+        self.client.advance(60)
+        self.assertEqual(self.client.get_type("t")["paused"], False)
+        self.assertEqual(self.worker.drain(), 1)
+        # drain(run_scheduled=True) moves the clock past a pause's end too
+        self.client.pause_type("t", for_ms=5000)
+        self.client.add("t", "k")
+        self.assertEqual(self.worker.drain(run_scheduled=True), 1)
+        with self.assertRaises(kvq.InvalidArgument):
+            self.client.pause_type("t", for_ms=0)
+
+    def test_max_running_caps_accepts_and_a_workers_concurrency(self):
+        got = self.client.put_type("t", max_running=2)
+        self.assertEqual(got["max_running"], 2)
+        for i in range(4):
+            self.client.add("t", "j%d" % i)
+        first = self.client.accept("t", count=10)
+        self.assertEqual(len(first), 2)
+        self.assertEqual(self.client.accept("t", count=10), [])
+        self.client.finish("t", first[0]["id"], first[0]["lock"])
+        self.assertEqual(len(self.client.accept("t", count=10)), 1)
+        self.client.put_type("t", max_running=None)
+        self.assertEqual(len(self.client.accept("t", count=10)), 1)
+        with self.assertRaises(kvq.InvalidArgument):
+            self.client.put_type("t", max_running=0)
+
+    def test_max_running_holds_under_a_worker_with_more_concurrency(self):
+        self.client.put_type("c", timeout=30, max_running=2)
+        lock = threading.Lock()
+        state = {"now": 0, "most": 0}
+
+        def handler(job):
+            with lock:
+                state["now"] += 1
+                state["most"] = max(state["most"], state["now"])
+            threading.Event().wait(0.05)
+            with lock:
+                state["now"] -= 1
+
+        worker = kvq.Worker(self.client, worker_id="conc", concurrency=6, poll_timeout=0.2)
+        worker.register("c", handler)
+        self.client.add_many("c", [("j%d" % i, {}) for i in range(8)])
+        th = threading.Thread(target=worker.run, daemon=True)
+        th.start()
+        try:
+            for i in range(8):
+                self.client.result("c", "j%d" % i, timeout=20)
+        finally:
+            worker.stop()
+            th.join(10)
+        self.assertEqual(state["most"], 2)
+
+    def test_rate_limits_accepts_per_window_of_the_clients_clock(self):
+        got = self.client.put_type("t", rate={"limit": 2, "period_ms": 1000})
+        self.assertEqual(got["rate"], {"limit": 2, "period_ms": 1000})
+        for i in range(5):
+            self.client.add("t", "j%d" % i)
+        self.assertEqual(self.worker.drain(), 2)
+        self.client.advance(1)
+        self.assertEqual(self.worker.drain(), 2)
+        self.assertEqual(self.worker.drain(run_scheduled=True), 1)
+        with self.assertRaises(kvq.InvalidArgument):
+            self.client.put_type("t", rate={"limit": 0, "period_ms": 1000})
+
+    def test_groups_take_turns(self):
+        self.client.add_many("t", [{"id": "a%d" % i, "group": "A"} for i in range(3)])
+        self.client.add("t", "b0", group="B")
+        self.client.add("t", "b1", group="B")
+        self.client.add("t", "n0")
+        self.assertEqual(self.client.get("t", "a0")["group"], "A")
+        self.assertIsNone(self.client.get("t", "n0")["group"])
+        self.assertEqual(self.worker.drain(), 6)
+        # one from each group in turn (jobs without a group take theirs), then what is left
+        self.assertEqual(self.ran, ["a0", "b0", "n0", "a1", "b1", "a2"])
+
+    def test_a_better_priority_goes_first_whatever_the_turn(self):
+        self.client.add("t", "a0", group="A")
+        self.client.add("t", "a1", group="A", priority=-1)
+        self.client.add("t", "b0", group="B")
+        self.worker.drain()
+        self.assertEqual(self.ran, ["a1", "b0", "a0"])
+
+    def test_max_running_per_group_and_the_groups_listing(self):
+        got = self.client.put_type("t", max_running_per_group=1)
+        self.assertEqual(got["max_running_per_group"], 1)
+        self.client.add_many("t", [{"id": "a0", "group": "A"}, {"id": "a1", "group": "A"},
+                                   {"id": "b0", "group": "B"}])
+        jobs = self.client.accept("t", count=10)
+        self.assertEqual(sorted(j["id"] for j in jobs), ["a0", "b0"])
+        groups = self.client.groups("t")
+        self.assertEqual([(g["group"], g["running"], g["pending"], g["full"]) for g in groups],
+                         [("A", 1, 1, True), ("B", 1, 0, True)])
+        self.assertIsNone(groups[0]["in_turn_at"])
+        self.assertEqual([g["group"] for g in self.client.groups("t", after="A")], ["B"])
+        self.assertEqual([g["group"] for g in self.client.iter_groups("t", page_size=1)],
+                         ["A", "B"])
+        self.assertEqual(self.client.accept("t"), [])
+        a0 = [j for j in jobs if j["id"] == "a0"][0]
+        self.client.finish("t", "a0", a0["lock"])
+        self.assertEqual(self.client.groups("t")[0]["full"], False)
+        self.assertEqual([j["id"] for j in self.client.accept("t")], ["a1"])
+        with self.assertRaises(kvq.InvalidArgument):
+            self.client.add("t", "bad", group="")
+        with self.assertRaises(kvq.InvalidArgument):
+            self.client.add("t", "bad", group="x" * 129)
+
+
 if __name__ == "__main__":
     unittest.main()
