@@ -6,12 +6,8 @@ package kvq_test
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -254,81 +250,5 @@ func TestClientGroupsTakeTurns(t *testing.T) {
 	sort.Strings(ids)
 	if ids[0] != "a0" || ids[1] != "b0" {
 		t.Errorf("two accepts' worth took %v; want one of each group", ids)
-	}
-}
-
-// The group calls' requests and answers on the wire, against a stub server that speaks the
-// decided shape (the real one may not have groups yet).
-func TestClientGroupsOnTheWire(t *testing.T) {
-	var mu sync.Mutex
-	var seen []string
-	stub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		seen = append(seen, r.Method+" "+r.URL.RequestURI()+" "+strings.TrimSpace(string(body)))
-		mu.Unlock()
-		switch {
-		case r.URL.Path == "/v1/types/t/groups" && r.URL.Query().Get("after") == "":
-			// No next_after: the client infers it from a full page.
-			_, _ = w.Write([]byte(`{"groups": [{"group": "A", "running": 1, "pending": 2, "full": false, "in_turn_at": 1764432000000}]}`))
-		case r.URL.Path == "/v1/types/t/groups":
-			_, _ = w.Write([]byte(`{"groups": [], "next_after": ""}`))
-		case r.URL.Path == "/v1/jobs/t/j":
-			_, _ = w.Write([]byte(`{"type": "t", "id": "j", "state": "pending", "group": "tenant-42"}`))
-		case r.URL.Path == "/v1/jobs/t/n":
-			_, _ = w.Write([]byte(`{"type": "t", "id": "n", "state": "pending", "group": null}`))
-		case r.URL.Path == "/v1/types/t":
-			_, _ = w.Write([]byte(`{"type": "t", "timeout": 30, "max_running_per_group": 2, "paused": true, "paused_until": 1764432000000, "max_running": null, "rate": {"limit": 5, "period_ms": 250}}`))
-		case r.URL.Path == "/v1/jobs/t/batch":
-			_, _ = w.Write([]byte(`{"added": 2, "kept": []}`))
-		default:
-			_, _ = w.Write([]byte(`{"id": "j", "added": true}`))
-		}
-	}))
-	defer stub.Close()
-	c, _ := kvq.NewClient(stub.URL)
-	ctx := testCtx(t, 10*time.Second)
-	if _, err := c.Add(ctx, "t", "j", nil, kvq.WithGroup("tenant-42")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.AddMany(ctx, "t", []kvq.NewJob{{ID: "a", Group: "A"}, {ID: "b"}}, ""); err != nil {
-		t.Fatal(err)
-	}
-	if j, err := c.Get(ctx, "t", "j"); err != nil || j.Group != "tenant-42" {
-		t.Errorf("Get: %+v, %v", j, err)
-	}
-	if j, err := c.Get(ctx, "t", "n"); err != nil || j.Group != "" {
-		t.Errorf("Get of a job without a group: %+v, %v", j, err)
-	}
-	page, err := c.Groups(ctx, "t", kvq.GroupOptions{Limit: 1})
-	if err != nil || len(page.Groups) != 1 || page.NextAfter != "A" ||
-		page.Groups[0] != (kvq.GroupInfo{Group: "A", Running: 1, Pending: 2, InTurnAt: 1764432000000}) {
-		t.Errorf("Groups: %+v, %v", page, err)
-	}
-	if page, err = c.Groups(ctx, "t", kvq.GroupOptions{Limit: 1, After: "A"}); err != nil || len(page.Groups) != 0 || page.NextAfter != "" {
-		t.Errorf("the last page: %+v, %v", page, err)
-	}
-	ty, err := c.SetType(ctx, "t", kvq.TypeConfig{MaxRunningPerGroup: kvq.NoLimit, MaxRunning: 3})
-	if err != nil || ty.MaxRunningPerGroup != 2 || !ty.Paused || ty.PausedUntil != 1764432000000 || ty.MaxRunning != 0 ||
-		*ty.Rate != (kvq.RateLimit{Limit: 5, Period: 250 * time.Millisecond}) {
-		t.Errorf("the type: %+v, %v", ty, err)
-	}
-	if _, err := c.SetType(ctx, "t", kvq.TypeConfig{MaxRunningPerGroup: 4}); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	want := []string{
-		`POST /v1/jobs/t {"group":"tenant-42","id":"j"}`,
-		`POST /v1/jobs/t/batch {"jobs":[{"group":"A","id":"a"},{"id":"b"}]}`,
-		`GET /v1/jobs/t/j `,
-		`GET /v1/jobs/t/n `,
-		`GET /v1/types/t/groups?limit=1 `,
-		`GET /v1/types/t/groups?after=A&limit=1 `,
-		`PUT /v1/types/t {"max_running":3,"max_running_per_group":null}`,
-		`PUT /v1/types/t {"max_running_per_group":4}`,
-	}
-	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
-		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -4,9 +4,6 @@ a type, and groups.
 The Groups tests need a server with groups (the group field of add, max_running_per_group, GET
 /v1/types/{type}/groups); against one without, they fail: they are not skipped."""
 
-import http.server
-import json
-import threading
 import time
 import unittest
 
@@ -172,71 +169,6 @@ class Groups(ServerTest):
             self.client.add(t, "j", group="x" * 129)
         with self.assertRaises(kvq.NotFound):
             self.client.groups(uniq("missing"))
-
-
-class GroupsOnTheWire(unittest.TestCase):
-    """The group calls' requests and answers, against a stub server that speaks the decided
-    shape (the real one may not have groups yet)."""
-
-    def setUp(self):
-        seen = self.seen = []
-        answers = {
-            "POST /v1/jobs/t": {"id": "j", "added": True},
-            "POST /v1/jobs/t/batch": {"added": 2, "kept": []},
-            "GET /v1/jobs/t/j": {"type": "t", "id": "j", "group": "tenant-42"},
-            "GET /v1/types/t/groups?limit=1": {"groups": [
-                {"group": "A", "running": 1, "pending": 2, "full": False, "in_turn_at": 5}]},
-            "GET /v1/types/t/groups?limit=1&after=A": {"groups": [
-                {"group": "B", "running": 0, "pending": 1, "full": False, "in_turn_at": 6}],
-                "next_after": ""},
-            "PUT /v1/types/t": {"type": "t", "max_running_per_group": None},
-        }
-
-        class Stub(http.server.BaseHTTPRequestHandler):
-            def _answer(self):
-                n = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(n).decode() if n else ""
-                key = "%s %s" % (self.command, self.path)
-                seen.append((key + " " + body).strip())
-                raw = json.dumps(answers.get(key, {})).encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            do_GET = do_POST = do_PUT = _answer
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stub)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.client = kvq.Client("http://127.0.0.1:%d" % self.httpd.server_address[1])
-
-    def tearDown(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def test_the_group_fields_are_sent_and_read(self):
-        self.client.add("t", "j", group="tenant-42")
-        self.client.add_many("t", [{"id": "a", "group": "A"}, ("b", {})])
-        self.assertEqual(self.client.get("t", "j")["group"], "tenant-42")
-        self.assertEqual([g["group"] for g in self.client.groups("t", limit=1)], ["A"])
-        self.assertEqual([g["group"] for g in self.client.iter_groups("t", page_size=1)],
-                         ["A", "B"])
-        self.client.put_type("t", max_running_per_group=None, max_running=3)
-        self.client.put_type("t", max_running_per_group=4)
-        self.assertEqual(self.seen, [
-            'POST /v1/jobs/t {"id": "j", "data": {}, "group": "tenant-42"}',
-            'POST /v1/jobs/t/batch {"jobs": [{"id": "a", "group": "A", "data": {}}, '
-            '{"id": "b", "data": {}}]}',
-            "GET /v1/jobs/t/j",
-            "GET /v1/types/t/groups?limit=1",
-            "GET /v1/types/t/groups?limit=1",
-            "GET /v1/types/t/groups?limit=1&after=A",
-            'PUT /v1/types/t {"max_running": 3, "max_running_per_group": null}',
-            'PUT /v1/types/t {"max_running_per_group": 4}',
-        ])
 
 
 if __name__ == "__main__":
