@@ -2,12 +2,10 @@ package kvq_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"sync/atomic"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -303,29 +301,63 @@ func TestClientCancelAndRerun(t *testing.T) {
 	}
 }
 
-// 503 answers are retried with backoff until one succeeds (a stub server: a real one cannot be
-// made to answer 503 on cue).
+// 503 answers are retried with backoff until the server takes the call. A real server is made
+// to answer 503 on cue: one held-open request fills its request-body budget
+// (--max-body-memory), and every other request with a body is refused until that one ends.
 func TestClientRetries503(t *testing.T) {
-	var calls int32
-	stub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if atomic.AddInt32(&calls, 1) <= 2 {
-			w.WriteHeader(503)
-			_ = json.NewEncoder(w).Encode(map[string]string{"error": "unavailable", "message": "busy"})
-			return
-		}
-		_, _ = w.Write([]byte(`{"types": []}`))
-	}))
-	defer stub.Close()
-	c, err := kvq.NewClient(stub.URL)
+	busy, err := startServer("127.0.0.1:0", "", "--max-body-memory", "4096", "--max-body", "4096")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ListTypes(testCtx(t, 10*time.Second)); err != nil || atomic.LoadInt32(&calls) != 3 {
-		t.Errorf("after two 503s: %v, %d calls", err, calls)
+	defer busy.stop()
+	ctx := testCtx(t, 20*time.Second)
+	noRetry, _ := kvq.NewClient(busy.url, kvq.WithRetryTime(0))
+	typ := uniq("busy")
+	if _, err := noRetry.SetType(ctx, typ, kvq.TypeConfig{Timeout: 5 * time.Second}); err != nil {
+		t.Fatal(err)
 	}
-	noRetry, _ := kvq.NewClient(stub.URL, kvq.WithRetryTime(0))
-	atomic.StoreInt32(&calls, 0)
-	if _, err := noRetry.ListTypes(testCtx(t, 10*time.Second)); !kvq.IsUnavailable(err) {
-		t.Errorf("without retries: %v, want unavailable", err)
+	// The hog's head reserves its body's bytes. The budget of a request that just ended may not
+	// be handed back yet when the hog arrives: it is then answered 503 itself, and tries again.
+	var hog net.Conn
+	deadline := time.Now().Add(10 * time.Second)
+	for hog == nil {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(busy.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "PUT /v1/types/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4090\r\n\r\n{", typ)
+		_ = conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if n, _ := conn.Read(make([]byte, 1)); n == 0 {
+			hog = conn // no answer: the server holds its body's budget, waiting for the rest
+			continue
+		}
+		conn.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the server kept refusing the request meant to fill its body budget")
+		}
+	}
+	defer hog.Close()
+	_, err = noRetry.Add(ctx, typ, uniq("probe"), map[string]int{"n": 0})
+	if !kvq.IsUnavailable(err) {
+		t.Fatalf("without retries, while the budget is held: %v, want unavailable (503)", err)
+	}
+	retrying, _ := kvq.NewClient(busy.url)
+	added := make(chan error, 1)
+	go func() {
+		_, err := retrying.Add(ctx, typ, "j", map[string]int{"n": 1})
+		added <- err
+	}()
+	select {
+	case err := <-added:
+		t.Fatalf("the add ended while the budget was still held: %v", err)
+	case <-time.After(400 * time.Millisecond):
+	}
+	hog.Close() // frees the budget
+	if err := <-added; err != nil {
+		t.Fatalf("the retried add: %v", err)
+	}
+	job, err := noRetry.Get(ctx, typ, "j")
+	if err != nil || string(job.Data) != `{"n":1}` {
+		t.Errorf("the job the retried add made: %+v, %v", job, err)
 	}
 }

@@ -64,8 +64,9 @@ type server struct {
 
 var listenRE = regexp.MustCompile(`listening on (https?://\S+)`)
 
-// startServer starts `kvq serve` on listen with dataDir ("" for a new temporary one).
-func startServer(listen, dataDir string) (*server, error) {
+// startServer starts `kvq serve` on listen with dataDir ("" for a new temporary one) and any
+// further flags.
+func startServer(listen, dataDir string, flags ...string) (*server, error) {
 	bin, err := kvqBin()
 	if err != nil {
 		return nil, err
@@ -77,7 +78,8 @@ func startServer(listen, dataDir string) (*server, error) {
 		}
 		s.ownDir = true
 	}
-	s.cmd = exec.Command(bin, "serve", "--listen", listen, "--data", s.dataDir, "--durability", "nosync")
+	args := append([]string{"serve", "--listen", listen, "--data", s.dataDir, "--durability", "nosync"}, flags...)
+	s.cmd = exec.Command(bin, args...)
 	s.cmd.Env = withoutEnv(os.Environ(), "KVQ_TOKEN")
 	stdout, _ := s.cmd.StdoutPipe()
 	stderr, _ := s.cmd.StderrPipe()
