@@ -41,8 +41,14 @@ var (
 // goes on until nothing is left to run, so jobs run in the order of their times and a test
 // never sleeps; DrainDue runs only what is due now and leaves the clock alone, so a test can
 // see that a job scheduled later has not run yet (Advance, then DrainDue again, runs it).
-// Among due jobs, the lower priority runs first, then the groups of a type take turns (jobs
-// without a group take their turn as one more group), then the earlier scheduled time.
+// Within a type, due jobs run in the server's order: by priority first; within a priority each
+// group with due jobs stands in line as one entry at its in_turn_at, the later of its first
+// pending job's time (its best by priority, then time) and its last run's start, so a group
+// just served goes to the back; jobs without a group are not one more group: each stands at
+// its own scheduled time, and a group goes before it only if its in_turn_at is strictly earlier
+// (a tie goes to the job without a group). A group whose first job is not due yet is not in
+// line, even if a worse-priority job of it is due. Between types, the lower priority runs
+// first, then the earlier place in line (scheduled time or in_turn_at), then the earlier add.
 //
 // Flow control holds as on a server: a paused type's jobs are not run (PauseType; a pause for a
 // while ends by the Inline's clock), and with SetConcurrency(n) up to n handlers run at once,
@@ -389,6 +395,7 @@ func (in *Inline) addLocked(typ string, j NewJob, defaultIfExists IfExists) (boo
 		old.info.Data, old.info.Resubmitted, old.info.ScheduledTime = data, true, at
 		return true, nil
 	}
+	in.forgetTurnLocked(typ, j.Group)
 	in.added++
 	nj := &inlineJob{order: in.added, info: JobInfo{Type: typ, ID: j.ID, State: StatePending, Data: data,
 		ScheduledTime: at, Priority: j.Priority, CreatedAt: now, UpdatedAt: now, Group: j.Group}}
@@ -505,31 +512,22 @@ func (in *Inline) startLocked(skip map[*inlineJob]bool) (*inlineJob, HandlerFunc
 			}
 		}
 	}
+	// Each type's next job as the server's accept would give it, then the best of them.
 	var best *inlineJob
-	var bestTurn int64
-	for _, j := range in.jobs {
-		if j.info.State != StatePending || skip[j] || j.info.ScheduledTime > now {
-			continue
-		}
-		t := in.typeLocked(j.info.Type)
+	var bestAt Millis // where best stands: its scheduled time, or its group's in_turn_at
+	for typ, h := range in.headsLocked(now, skip, groupRunning) {
+		t := in.typeLocked(typ)
 		if in.pausedLocked(t, now) {
 			continue
 		}
-		if c := t.cfg; (c.MaxRunning > 0 && typeRunning[j.info.Type] >= c.MaxRunning) ||
-			(c.MaxRunningPerGroup > 0 && j.info.Group != "" &&
-				groupRunning[[2]string{j.info.Type, j.info.Group}] >= c.MaxRunningPerGroup) ||
+		if c := t.cfg; (c.MaxRunning > 0 && typeRunning[typ] >= c.MaxRunning) ||
 			(c.Rate != nil && t.rateFullAt(now) > now) {
 			continue
 		}
-		turn := int64(-1)
-		if tr, ok := in.turns[[2]string{j.info.Type, j.info.Group}]; ok {
-			turn = tr.seq
-		}
-		if best == nil || j.info.Priority < best.info.Priority ||
-			(j.info.Priority == best.info.Priority && (turn < bestTurn ||
-				(turn == bestTurn && (j.info.ScheduledTime < best.info.ScheduledTime ||
-					(j.info.ScheduledTime == best.info.ScheduledTime && j.order < best.order))))) {
-			best, bestTurn = j, turn
+		if best == nil || h.job.info.Priority < best.info.Priority ||
+			(h.job.info.Priority == best.info.Priority && (h.at < bestAt ||
+				(h.at == bestAt && h.job.order < best.order))) {
+			best, bestAt = h.job, h.at
 		}
 	}
 	if best == nil {
@@ -543,12 +541,133 @@ func (in *Inline) startLocked(skip map[*inlineJob]bool) (*inlineJob, HandlerFunc
 	if t.cfg.Rate != nil {
 		t.starts = append(t.starts, now)
 	}
-	in.turnSeq++
-	in.turns[[2]string{best.info.Type, best.info.Group}] = inlineTurn{seq: in.turnSeq, at: now}
+	if best.info.Group != "" {
+		in.turnSeq++
+		in.turns[[2]string{best.info.Type, best.info.Group}] = inlineTurn{seq: in.turnSeq, at: now}
+	}
 	best.info.State, best.info.Worker, best.info.Progress = StateRunning, "inline", nil
 	best.info.Attempts++
 	best.info.StartedAt, best.info.UpdatedAt = now, now
 	return best, h, nil
+}
+
+// inlineHead is a type's next job and where it stands in line.
+type inlineHead struct {
+	job *inlineJob
+	at  Millis
+}
+
+// firstBefore orders a type's pending jobs as the server's indexes do: priority, then
+// scheduled time, then id.
+func firstBefore(a, b *inlineJob) bool {
+	if a.info.Priority != b.info.Priority {
+		return a.info.Priority < b.info.Priority
+	}
+	if a.info.ScheduledTime != b.info.ScheduledTime {
+		return a.info.ScheduledTime < b.info.ScheduledTime
+	}
+	return a.info.ID < b.info.ID
+}
+
+// inlinePlace is where a group stands in line: (priority, in_turn_at), then, among groups in
+// turn at the same millisecond, those whose turn is their first job's time by name before
+// those whose turn is a last accept, in accept order (the server's microseconds).
+type inlinePlace struct {
+	priority int64
+	at       Millis
+	accepted bool
+	seq      int64
+	name     string
+}
+
+func (p inlinePlace) before(q inlinePlace) bool {
+	switch {
+	case p.priority != q.priority:
+		return p.priority < q.priority
+	case p.at != q.at:
+		return p.at < q.at
+	case p.accepted != q.accepted:
+		return !p.accepted
+	case p.seq != q.seq:
+		return p.seq < q.seq
+	}
+	return p.name < q.name
+}
+
+// placeLocked is where the group whose first pending job is first stands in line: at its
+// in_turn_at, that job's time or its last accept's if later.
+func (in *Inline) placeLocked(typ, group string, first *inlineJob) inlinePlace {
+	if tr, ok := in.turns[[2]string{typ, group}]; ok && tr.at >= first.info.ScheduledTime {
+		return inlinePlace{priority: first.info.Priority, at: tr.at, accepted: true, seq: tr.seq}
+	}
+	return inlinePlace{priority: first.info.Priority, at: first.info.ScheduledTime, name: group}
+}
+
+// headsLocked returns, per type, the job an accept of it would take now, as the server picks
+// it (its flow control aside, but for max_running_per_group): by priority first; within a
+// priority each group stands in line once, at its in_turn_at, and each job without a group at
+// its own scheduled time, a group going first only if its in_turn_at is strictly earlier. A
+// group whose first job (by priority, then time) is not due is not in line, nor is a group at
+// its type's MaxRunningPerGroup. Jobs in skip are left out.
+func (in *Inline) headsLocked(now Millis, skip map[*inlineJob]bool, groupRunning map[[2]string]int) map[string]inlineHead {
+	ungrouped := map[string]*inlineJob{}
+	firsts := map[[2]string]*inlineJob{}
+	for _, j := range in.jobs {
+		if j.info.State != StatePending || skip[j] {
+			continue
+		}
+		if j.info.Group == "" {
+			if b := ungrouped[j.info.Type]; j.info.ScheduledTime <= now && (b == nil || firstBefore(j, b)) {
+				ungrouped[j.info.Type] = j
+			}
+			continue
+		}
+		key := [2]string{j.info.Type, j.info.Group}
+		if b := firsts[key]; b == nil || firstBefore(j, b) {
+			firsts[key] = j
+		}
+	}
+	turns := map[string]inlinePlace{}
+	turnJobs := map[string]*inlineJob{}
+	for key, first := range firsts {
+		typ := key[0]
+		if per := in.typeLocked(typ).cfg.MaxRunningPerGroup; per > 0 && groupRunning[key] >= per {
+			continue // full: out of line until one of its runs ends
+		}
+		p := in.placeLocked(typ, key[1], first)
+		if p.at > now {
+			continue // its first job, or its turn, is not due
+		}
+		if b, ok := turns[typ]; !ok || p.before(b) {
+			turns[typ], turnJobs[typ] = p, first
+		}
+	}
+	heads := map[string]inlineHead{}
+	for typ, j := range ungrouped {
+		heads[typ] = inlineHead{j, j.info.ScheduledTime}
+	}
+	for typ, p := range turns {
+		u, ok := heads[typ]
+		if !ok || p.priority < u.job.info.Priority || (p.priority == u.job.info.Priority && p.at < u.at) {
+			heads[typ] = inlineHead{turnJobs[typ], p.at}
+		}
+	}
+	return heads
+}
+
+// forgetTurnLocked forgets a group's last accept if it has no pending or running job (the
+// server then deletes the group's row), so a job added to it later stands at its own time.
+func (in *Inline) forgetTurnLocked(typ, group string) {
+	key := [2]string{typ, group}
+	if _, ok := in.turns[key]; !ok || group == "" {
+		return
+	}
+	for _, j := range in.jobs {
+		if j.info.Type == typ && j.info.Group == group && j.info.State != StateFinished {
+			return
+		}
+	}
+	delete(in.turns, key)
 }
 
 // rateFullAt returns when the type's rate window next has room (now or earlier if it has).
@@ -694,8 +813,8 @@ func (in *Inline) Result(ctx context.Context, typ, id string) (json.RawMessage, 
 }
 
 // Groups lists the type's groups that have pending or running jobs, by name, as Client.Groups
-// does (InTurnAt: its first pending job's time, or its last run's start if later, while it has
-// pending jobs and is not full).
+// does (InTurnAt: its first pending job's time, by priority then time, or its last run's start
+// if later, while it has pending jobs and is not full).
 func (in *Inline) Groups(ctx context.Context, typ string, o GroupOptions) (*GroupPage, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -703,7 +822,7 @@ func (in *Inline) Groups(ctx context.Context, typ string, o GroupOptions) (*Grou
 		return nil, err
 	}
 	stats := map[string]*GroupInfo{}
-	first := map[string]Millis{}
+	first := map[string]*inlineJob{}
 	for key, j := range in.jobs {
 		g := j.info.Group
 		if key[0] != typ || g == "" || j.info.State == StateFinished {
@@ -718,8 +837,8 @@ func (in *Inline) Groups(ctx context.Context, typ string, o GroupOptions) (*Grou
 			s.Running++
 		} else {
 			s.Pending++
-			if f, ok := first[g]; !ok || j.info.ScheduledTime < f {
-				first[g] = j.info.ScheduledTime
+			if f := first[g]; f == nil || firstBefore(j, f) {
+				first[g] = j
 			}
 		}
 	}
@@ -741,10 +860,7 @@ func (in *Inline) Groups(ctx context.Context, typ string, o GroupOptions) (*Grou
 		s := *stats[g]
 		s.Full = per > 0 && s.Running >= per
 		if s.Pending > 0 && !s.Full {
-			s.InTurnAt = first[g]
-			if tr := in.turns[[2]string{typ, g}]; tr.at > s.InTurnAt {
-				s.InTurnAt = tr.at
-			}
+			s.InTurnAt = in.placeLocked(typ, g, first[g]).at
 		}
 		page.Groups = append(page.Groups, s)
 	}

@@ -374,12 +374,13 @@ func TestInlineGroupsTakeTurns(t *testing.T) {
 		ran = append(ran, job.ID)
 		return nil, nil
 	})
-	if _, err := in.AddMany(ctx, "t", []kvq.NewJob{{ID: "a0", Group: "A"}, {ID: "a1", Group: "A"}, {ID: "a2", Group: "A"}}, ""); err != nil {
+	at := in.Now().Add(-10 * time.Second) // all due, all at the same millisecond
+	if _, err := in.AddMany(ctx, "t", []kvq.NewJob{{ID: "a0", Group: "A", At: at}, {ID: "a1", Group: "A", At: at}, {ID: "a2", Group: "A", At: at}}, ""); err != nil {
 		t.Fatal(err)
 	}
-	in.Add(ctx, "t", "b0", nil, kvq.WithGroup("B"))
-	in.Add(ctx, "t", "b1", nil, kvq.WithGroup("B"))
-	in.Add(ctx, "t", "n0", nil)
+	in.Add(ctx, "t", "b0", nil, kvq.WithGroup("B"), kvq.At(at))
+	in.Add(ctx, "t", "b1", nil, kvq.WithGroup("B"), kvq.At(at))
+	in.Add(ctx, "t", "n0", nil, kvq.At(at))
 	page, err := in.Groups(ctx, "t", kvq.GroupOptions{})
 	if err != nil || len(page.Groups) != 2 || page.Groups[0] != (kvq.GroupInfo{Group: "A", Pending: 3, InTurnAt: page.Groups[0].InTurnAt}) ||
 		page.Groups[0].InTurnAt == 0 || page.Groups[1].Group != "B" || page.NextAfter != "" {
@@ -397,21 +398,101 @@ func TestInlineGroupsTakeTurns(t *testing.T) {
 	if n, err := in.Drain(ctx); err != nil || n != 6 {
 		t.Fatalf("Drain: %d, %v", n, err)
 	}
-	// One of each group in turn (the jobs without a group take theirs), then what is left.
-	if fmt.Sprint(ran) != "[a0 b0 n0 a1 b1 a2]" {
-		t.Errorf("ran %v, want [a0 b0 n0 a1 b1 a2]", ran)
+	// The job without a group wins the tie at its time; then the groups, by name, each going
+	// to the back once served (as kvq serve gives them).
+	if fmt.Sprint(ran) != "[n0 a0 b0 a1 b1 a2]" {
+		t.Errorf("ran %v, want [n0 a0 b0 a1 b1 a2]", ran)
 	}
 	// A better priority goes first, whatever the turn.
 	ran = nil
-	in.Add(ctx, "t", "a0", nil, kvq.WithGroup("A"))
-	in.Add(ctx, "t", "a1", nil, kvq.WithGroup("A"), kvq.WithPriority(-1))
-	in.Add(ctx, "t", "b0", nil, kvq.WithGroup("B"))
+	at = in.Now().Add(-10 * time.Second)
+	in.Add(ctx, "t", "a0", nil, kvq.WithGroup("A"), kvq.At(at))
+	in.Add(ctx, "t", "a1", nil, kvq.WithGroup("A"), kvq.WithPriority(-1), kvq.At(at))
+	in.Add(ctx, "t", "b0", nil, kvq.WithGroup("B"), kvq.At(at))
 	in.Drain(ctx)
 	if fmt.Sprint(ran) != "[a1 b0 a0]" {
 		t.Errorf("ran %v, want [a1 b0 a0]", ran)
 	}
 	if _, err := in.Add(ctx, "t", "bad", nil, kvq.WithGroup(strings.Repeat("x", 129))); !kvq.IsInvalid(err) {
 		t.Errorf("a group of 129 bytes: %v", err)
+	}
+}
+
+// inlineRecording is an Inline whose type "t" records the order its jobs run in.
+func inlineRecording() (*kvq.Inline, *[]string) {
+	in := kvq.NewInline()
+	ran := &[]string{}
+	in.Handle("t", func(ctx context.Context, job *kvq.Job) (any, error) {
+		*ran = append(*ran, job.ID)
+		return nil, nil
+	})
+	return in, ran
+}
+
+// addGroupAndUngrouped adds g1..g3 of group G at base and u1..u3 without a group at base +
+// 1, 2, 3 steps.
+func addGroupAndUngrouped(t *testing.T, in *kvq.Inline, base time.Time, step time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	var jobs []kvq.NewJob
+	for i := 1; i <= 3; i++ {
+		jobs = append(jobs, kvq.NewJob{ID: fmt.Sprint("g", i), Group: "G", At: base})
+	}
+	for i := 1; i <= 3; i++ {
+		jobs = append(jobs, kvq.NewJob{ID: fmt.Sprint("u", i), At: base.Add(time.Duration(i) * step)})
+	}
+	if _, err := in.AddMany(ctx, "t", jobs, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kvq serve, jobs due at base (G) and base + 1, 2, 3 ms (u1..u3), one accept at a time: g1,
+// u1, u2, u3, g2, g3 — G goes to the back once served, while each job without a group keeps
+// its own time (not "one more group": g1, u1, g2, u2, g3, u3).
+func TestInlineJobsWithoutAGroupKeepTheirOwnTimeAgainstAGroupsTurns(t *testing.T) {
+	in, ran := inlineRecording()
+	addGroupAndUngrouped(t, in, in.Now().Add(-10*time.Second), time.Millisecond)
+	if n, err := in.DrainDue(context.Background()); err != nil || n != 6 {
+		t.Fatalf("DrainDue: %d, %v", n, err)
+	}
+	if fmt.Sprint(*ran) != "[g1 u1 u2 u3 g2 g3]" {
+		t.Errorf("ran %v, want [g1 u1 u2 u3 g2 g3]", *ran)
+	}
+}
+
+// G's jobs at base, u1..u3 at base + 1, 2, 3 s, and one run per second from base + 1 s (a
+// rate of 1 a second). kvq serve, one accept at each of base + 1 .. 6 s: g1, u1, g2, u2, u3,
+// g3 — G's turn is its last accept, and a job without a group due by then goes first (u3 at
+// base + 3 s against g2's run at base + 3 s: a tie, to the job).
+func TestInlineAGroupsTurnAgainstJobsWithoutAGroupAsTheClockMoves(t *testing.T) {
+	in, ran := inlineRecording()
+	in.SetType("t", kvq.TypeConfig{Rate: &kvq.RateLimit{Limit: 1, Period: time.Second}})
+	addGroupAndUngrouped(t, in, in.Now().Add(-time.Second), time.Second)
+	if n, err := in.Drain(context.Background()); err != nil || n != 6 {
+		t.Fatalf("Drain: %d, %v", n, err)
+	}
+	if fmt.Sprint(*ran) != "[g1 u1 g2 u2 u3 g3]" {
+		t.Errorf("ran %v, want [g1 u1 g2 u2 u3 g3]", *ran)
+	}
+}
+
+// A group's place in line is its first job's (by priority, then time): while that one is not
+// due, a due job of the group with a worse priority waits (kvq serve hands out only u).
+func TestInlineAGroupWhoseFirstJobIsNotDueIsNotInLine(t *testing.T) {
+	ctx := context.Background()
+	in, ran := inlineRecording()
+	now := in.Now()
+	in.Add(ctx, "t", "g-later", nil, kvq.WithGroup("G"), kvq.At(now.Add(time.Hour)))
+	in.Add(ctx, "t", "g-due", nil, kvq.WithGroup("G"), kvq.WithPriority(1), kvq.At(now.Add(-time.Second)))
+	in.Add(ctx, "t", "u", nil, kvq.WithPriority(1), kvq.At(now.Add(-500*time.Millisecond)))
+	if n, err := in.DrainDue(ctx); err != nil || n != 1 || fmt.Sprint(*ran) != "[u]" {
+		t.Fatalf("DrainDue: %d, %v, ran %v; want only u", n, err, *ran)
+	}
+	if page, _ := in.Groups(ctx, "t", kvq.GroupOptions{}); len(page.Groups) != 1 || page.Groups[0].InTurnAt != kvq.Millis(now.Add(time.Hour).UnixMilli()) {
+		t.Errorf("Groups: %+v; want G in turn in an hour", page)
+	}
+	if n, err := in.Drain(ctx); err != nil || n != 2 || fmt.Sprint(*ran) != "[u g-later g-due]" {
+		t.Errorf("Drain: %d, %v, ran %v; want [u g-later g-due]", n, err, *ran)
 	}
 }
 

@@ -66,8 +66,14 @@ interface Stored {
  * the due jobs, then moves the clock to the next job's time and goes on until nothing is left,
  * so jobs run in the order of their times and a test never waits; `drain({ onlyDue: true })`
  * leaves the clock alone, so a test can see that a job scheduled later has not run yet.
- * Among due jobs the lower priority runs first, then a type's groups take turns (jobs without
- * a group take their turn as one more group), then the earlier time. A paused type's jobs do
+ * Within a type, due jobs run in the server's order: the lower priority first; within a
+ * priority each group with due jobs stands in line as one entry at its `in_turn_at`, the later
+ * of its first pending job's time (its best by priority, then time) and its last run's start,
+ * so a group just served goes to the back; jobs without a group are not one more group: each
+ * stands at its own scheduled time, and a group goes before it only if its `in_turn_at` is
+ * strictly earlier (a tie goes to the job without a group). A group whose first job is not due
+ * yet is not in line, even if a worse-priority job of it is. Between types, the lower priority
+ * runs first, then the earlier place in line, then the earlier add. A paused type's jobs do
  * not run (`pauseType`; with `forMs` the pause ends by the inline clock); `maxRunning` and
  * `maxRunningPerGroup` cap how many run at once under `concurrency`; `rate` counts runs
  * started per window of the inline clock. Schedules are not run inline.
@@ -216,20 +222,23 @@ export class InlineClient {
 
   /**
    * A page of a type's groups that have pending or running jobs, by name, as
-   * {@link Client.groups} (`in_turn_at`: its first pending job's time, or its last run's start
-   * if later, while it has pending jobs and is not full).
+   * {@link Client.groups} (`in_turn_at`: its first pending job's time, by priority then time,
+   * or its last run's start if later, while it has pending jobs and is not full).
    */
   async groups(type: string, options: Omit<GroupsOptions, 'signal' | 'retry' | 'timeoutMs'> = {}): Promise<GroupPage> {
     const t = this.typeOf(type);
     const stats = new Map<string, GroupInfo>();
-    for (const { job } of this.jobs.get(type)?.values() ?? []) {
+    const firsts = new Map<string, Stored>();
+    for (const s of this.jobs.get(type)?.values() ?? []) {
+      const job = s.job;
       if (job.group == null || job.state === 'finished') continue;
       let g = stats.get(job.group);
       if (!g) stats.set(job.group, (g = { group: job.group, running: 0, pending: 0, full: false, in_turn_at: null }));
       if (job.state === 'running') g.running++;
       else {
         g.pending++;
-        g.in_turn_at = g.in_turn_at === null ? job.scheduled_time : Math.min(g.in_turn_at, job.scheduled_time);
+        const f = firsts.get(job.group);
+        if (!f || firstBefore(s, f)) firsts.set(job.group, s);
       }
     }
     const names = [...stats.keys()].filter((g) => !options.after || g > options.after).sort();
@@ -238,7 +247,7 @@ export class InlineClient {
       const g = stats.get(name)!;
       g.full = t.max_running_per_group !== null && g.running >= t.max_running_per_group;
       if (g.full || g.pending === 0) g.in_turn_at = null;
-      else g.in_turn_at = Math.max(g.in_turn_at!, this.turns.get(turnKey(type, name))?.at ?? 0);
+      else g.in_turn_at = this.place(type, name, firsts.get(name)!.job).at;
       return g;
     });
     return { groups, nextAfter: names.length > limit ? groups[groups.length - 1]!.group : '' };
@@ -296,6 +305,7 @@ export class InlineClient {
       old.job.data = j.data ?? {};
       return true;
     }
+    this.forgetTurn(type, g);
     const job: Job = {
       type,
       id: j.id,
@@ -367,6 +377,7 @@ export class InlineClient {
   async rerun(type: string, id: string, options: { scheduledTime?: number | Date; priority?: number } = {}): Promise<Job> {
     const s = this.stored(type, id);
     if (s.job.state !== 'finished') throw new KvqError(409, 'wrong_state', `job ${type}/${id} is not finished`);
+    this.forgetTurn(type, s.job.group);
     const t = options.scheduledTime;
     Object.assign(s.job, {
       state: 'pending',
@@ -399,8 +410,12 @@ export class InlineClient {
 
   /**
    * The next job a server would hand out now, under flow control: due, its type not paused,
-   * below `max_running`, `max_running_per_group` and `rate`; lowest priority, then the group
-   * served longest ago, then earliest scheduled time, then first added.
+   * below `max_running`, `max_running_per_group` and `rate`. Within a type, as the server's
+   * accept picks: by priority first; within a priority each group stands in line once, at its
+   * `in_turn_at` (its first pending job's time, by priority then time, or its last run's start
+   * if later), and each job without a group at its own scheduled time, a group going first
+   * only if its `in_turn_at` is strictly earlier; a group whose first job is not due is not in
+   * line. Between types: lowest priority, then the earlier place in line, then first added.
    */
   private next(): Stored | undefined {
     const now = this.now();
@@ -412,33 +427,78 @@ export class InlineClient {
         if (job.group != null) running.set(turnKey(job.type, job.group), (running.get(turnKey(job.type, job.group)) ?? 0) + 1);
       }
     }
-    let best: Stored | undefined;
-    let bestTurn = 0;
-    for (const b of this.jobs.values()) {
-      for (const s of b.values()) {
-        const j = s.job;
-        if (j.state !== 'pending' || !this.handlers[j.type] || j.scheduled_time > now) continue;
-        const t = this.types.get(j.type)!;
-        if (this.isPaused(t)) continue;
-        if (t.max_running !== null && (running.get(j.type) ?? 0) >= t.max_running) continue;
-        if (t.max_running_per_group !== null && j.group != null && (running.get(turnKey(j.type, j.group)) ?? 0) >= t.max_running_per_group) continue;
-        const starts = this.rateStarts(t, now);
-        if (starts && starts.length >= t.rate!.limit) continue;
-        const turn = this.turns.get(turnKey(j.type, j.group ?? null))?.seq ?? -1;
-        const bj = best?.job;
-        if (
-          !bj ||
-          j.priority < bj.priority ||
-          (j.priority === bj.priority &&
-            (turn < bestTurn ||
-              (turn === bestTurn && (j.scheduled_time < bj.scheduled_time || (j.scheduled_time === bj.scheduled_time && s.order < best!.order)))))
-        ) {
-          best = s;
-          bestTurn = turn;
-        }
+    let best: { s: Stored; at: number } | undefined;
+    for (const [type, b] of this.jobs) {
+      if (!this.handlers[type]) continue;
+      const t = this.types.get(type)!;
+      if (this.isPaused(t)) continue;
+      if (t.max_running !== null && (running.get(type) ?? 0) >= t.max_running) continue;
+      const starts = this.rateStarts(t, now);
+      if (starts && starts.length >= t.rate!.limit) continue;
+      const head = this.head(b, t, now, running);
+      if (!head) continue;
+      const [j, bj] = [head.s, best?.s];
+      if (
+        !bj ||
+        j.job.priority < bj.job.priority ||
+        (j.job.priority === bj.job.priority && (head.at < best!.at || (head.at === best!.at && j.order < bj.order)))
+      ) {
+        best = head;
       }
     }
-    return best;
+    return best?.s;
+  }
+
+  /** The job an accept of the type would take now, and where it stands (its time or its group's in_turn_at). */
+  private head(b: Map<string, Stored>, t: InlineType, now: number, running: Map<string, number>): { s: Stored; at: number } | undefined {
+    let ungrouped: Stored | undefined;
+    const firsts = new Map<string, Stored>();
+    for (const s of b.values()) {
+      const j = s.job;
+      if (j.state !== 'pending') continue;
+      if (j.group == null) {
+        if (j.scheduled_time <= now && (!ungrouped || firstBefore(s, ungrouped))) ungrouped = s;
+        continue;
+      }
+      const f = firsts.get(j.group);
+      if (!f || firstBefore(s, f)) firsts.set(j.group, s);
+    }
+    let turn: { s: Stored; place: Place } | undefined;
+    for (const [group, first] of firsts) {
+      if (t.max_running_per_group !== null && (running.get(turnKey(t.type, group)) ?? 0) >= t.max_running_per_group) continue; // full
+      const place = this.place(t.type, group, first.job);
+      if (place.at > now) continue; // its first job, or its turn, is not due
+      if (!turn || placeBefore(place, turn.place)) turn = { s: first, place };
+    }
+    const u = ungrouped?.job;
+    if (turn && (!u || turn.place.priority < u.priority || (turn.place.priority === u.priority && turn.place.at < u.scheduled_time))) {
+      return { s: turn.s, at: turn.place.at };
+    }
+    return ungrouped && { s: ungrouped, at: ungrouped.job.scheduled_time };
+  }
+
+  /**
+   * Where a group whose first pending job is `first` stands in line: at its in_turn_at, that
+   * job's time or its last run's start if later (then, among groups in turn at the same
+   * millisecond, by name those whose turn is their first job's time, before those whose turn
+   * is a run's start, in start order: the server's microseconds).
+   */
+  private place(type: string, group: string, first: Job): Place {
+    const last = this.turns.get(turnKey(type, group));
+    if (last && last.at >= first.scheduled_time) return { priority: first.priority, at: last.at, seq: last.seq, name: '' };
+    return { priority: first.priority, at: first.scheduled_time, seq: 0, name: group };
+  }
+
+  /**
+   * Forgets a group's last run's start if it has no pending or running job (the server then
+   * deletes the group's row), so a job added to it later stands at its own time.
+   */
+  private forgetTurn(type: string, group: string | null | undefined): void {
+    if (group == null || !this.turns.has(turnKey(type, group))) return;
+    for (const { job } of this.jobs.get(type)?.values() ?? []) {
+      if (job.group === group && job.state !== 'finished') return;
+    }
+    this.turns.delete(turnKey(type, group));
   }
 
   /**
@@ -540,7 +600,7 @@ export class InlineClient {
     const controller = new AbortController();
     const now = this.now();
     this.rateStarts(type, now)?.push(now);
-    this.turns.set(turnKey(job.type, job.group ?? null), { seq: ++this.turnSeq, at: now });
+    if (job.group != null) this.turns.set(turnKey(job.type, job.group), { seq: ++this.turnSeq, at: now });
     Object.assign(job, {
       state: 'running',
       attempts: job.attempts + 1,
@@ -593,6 +653,23 @@ export class InlineClient {
     const delay = wishes.retryIn ?? d * (1 - b.jitter * Math.random());
     Object.assign(job, { state: 'pending', scheduled_time: this.now() + Math.round(delay * 1000), updated_at: this.now() });
   }
+}
+
+/** Where a group stands in line (see InlineClient.place). */
+type Place = { priority: number; at: number; seq: number; name: string };
+
+function placeBefore(p: Place, q: Place): boolean {
+  if (p.priority !== q.priority) return p.priority < q.priority;
+  if (p.at !== q.at) return p.at < q.at;
+  if (p.seq !== q.seq) return p.seq < q.seq; // 0 (in turn at its first job's time) first
+  return p.name < q.name;
+}
+
+/** A type's pending jobs as the server's indexes order them: priority, scheduled time, id. */
+function firstBefore(a: Stored, b: Stored): boolean {
+  if (a.job.priority !== b.job.priority) return a.job.priority < b.job.priority;
+  if (a.job.scheduled_time !== b.job.scheduled_time) return a.job.scheduled_time < b.job.scheduled_time;
+  return a.job.id < b.job.id;
 }
 
 function turnKey(type: string, group: string | null): string {

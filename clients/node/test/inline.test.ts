@@ -222,10 +222,11 @@ test('rate counts runs per window of the inline clock', async () => {
 test('groups take turns; a better priority goes first; groups() lists them', async () => {
   const ran: string[] = [];
   const kvq = new InlineClient({ handlers: { t: async (job) => void ran.push(job.id) } });
-  await kvq.addMany('t', [0, 1, 2].map((i) => ({ id: `a${i}`, group: 'A' })));
-  await kvq.add('t', 'b0', {}, { group: 'B' });
-  await kvq.add('t', 'b1', {}, { group: 'B' });
-  await kvq.add('t', 'n0');
+  const at = kvq.now() - 10_000; // all due, all at the same millisecond
+  await kvq.addMany('t', [0, 1, 2].map((i) => ({ id: `a${i}`, group: 'A', scheduledTime: at })));
+  await kvq.add('t', 'b0', {}, { group: 'B', scheduledTime: at });
+  await kvq.add('t', 'b1', {}, { group: 'B', scheduledTime: at });
+  await kvq.add('t', 'n0', {}, { scheduledTime: at });
   assert.equal((await kvq.get('t', 'a1')).group, 'A');
   assert.equal((await kvq.get('t', 'n0')).group, null);
   const page = await kvq.groups('t');
@@ -236,15 +237,64 @@ test('groups take turns; a better priority goes first; groups() lists them', asy
   assert.deepEqual([first.groups.map((g) => g.group), first.nextAfter], [['A'], 'A']);
   assert.deepEqual((await kvq.groups('t', { after: 'A' })).groups.map((g) => g.group), ['B']);
   assert.equal(await kvq.drain(), 6);
-  assert.deepEqual(ran, ['a0', 'b0', 'n0', 'a1', 'b1', 'a2'], 'one of each group in turn, then what is left');
+  // the job without a group wins the tie at its time; then the groups, by name, each going to
+  // the back once served (as kvq serve gives them)
+  assert.deepEqual(ran, ['n0', 'a0', 'b0', 'a1', 'b1', 'a2']);
 
   ran.length = 0;
-  await kvq.add('t', 'a0', {}, { group: 'A' });
-  await kvq.add('t', 'a1', {}, { group: 'A', priority: -1 });
-  await kvq.add('t', 'b0', {}, { group: 'B' });
+  const at2 = kvq.now() - 10_000;
+  await kvq.add('t', 'a0', {}, { group: 'A', scheduledTime: at2 });
+  await kvq.add('t', 'a1', {}, { group: 'A', priority: -1, scheduledTime: at2 });
+  await kvq.add('t', 'b0', {}, { group: 'B', scheduledTime: at2 });
   await kvq.drain();
   assert.deepEqual(ran, ['a1', 'b0', 'a0']);
   await assert.rejects(kvq.add('t', 'bad', {}, { group: 'x'.repeat(129) }), (e: unknown) => e instanceof KvqError && e.code === 'invalid_argument');
+});
+
+/** An inline client whose type `t` records the order its jobs run in, with g1..g3 of group G at `base` and u1..u3 without a group at base + 1, 2, 3 steps. */
+async function groupAndUngrouped(base: (kvq: InlineClient) => number, step: number): Promise<{ kvq: InlineClient; ran: string[] }> {
+  const ran: string[] = [];
+  const kvq = new InlineClient({ handlers: { t: async (job) => void ran.push(job.id) } });
+  const at = base(kvq);
+  await kvq.addMany('t', [1, 2, 3].map((i) => ({ id: `g${i}`, group: 'G', scheduledTime: at })));
+  await kvq.addMany('t', [1, 2, 3].map((i) => ({ id: `u${i}`, scheduledTime: at + i * step })));
+  return { kvq, ran };
+}
+
+test('jobs without a group keep their own time against a group\'s turns', async () => {
+  // kvq serve, jobs due at base (G) and base + 1, 2, 3 ms (u1..u3), one accept at a time: g1,
+  // u1, u2, u3, g2, g3 — G goes to the back once served, while each job without a group keeps
+  // its own time (not "one more group": g1, u1, g2, u2, g3, u3).
+  const { kvq, ran } = await groupAndUngrouped((k) => k.now() - 10_000, 1);
+  while (await kvq.runNext({ onlyDue: true }));
+  assert.deepEqual(ran, ['g1', 'u1', 'u2', 'u3', 'g2', 'g3']);
+});
+
+test('a group\'s turn against jobs without a group as the clock moves', async () => {
+  // G's jobs at base, u1..u3 at base + 1, 2, 3 s; one accept at each of base + 1 .. 6 s. kvq
+  // serve (sleeping instead of advancing): g1, u1, g2, u2, u3, g3 — G's turn is its last run's
+  // start, and a job without a group due by then goes first (u3 at base + 3 s against g2's
+  // start at base + 3 s: a tie, to the job).
+  const { kvq, ran } = await groupAndUngrouped((k) => k.now(), 1000);
+  for (let i = 0; i < 6; i++) {
+    kvq.advance(1000);
+    assert.equal(await kvq.runNext({ onlyDue: true }), true);
+  }
+  assert.deepEqual(ran, ['g1', 'u1', 'g2', 'u2', 'u3', 'g3']);
+});
+
+test('a group whose first job is not due is not in line', async () => {
+  const ran: string[] = [];
+  const kvq = new InlineClient({ handlers: { t: async (job) => void ran.push(job.id) } });
+  const now = kvq.now();
+  await kvq.add('t', 'g-later', {}, { group: 'G', priority: 0, scheduledTime: now + 3_600_000 });
+  await kvq.add('t', 'g-due', {}, { group: 'G', priority: 1, scheduledTime: now - 1000 });
+  await kvq.add('t', 'u', {}, { priority: 1, scheduledTime: now - 500 });
+  assert.equal(await kvq.drain({ onlyDue: true }), 1);
+  assert.deepEqual(ran, ['u']);
+  assert.equal((await kvq.groups('t')).groups[0]!.in_turn_at, now + 3_600_000);
+  assert.equal(await kvq.drain(), 2);
+  assert.deepEqual(ran, ['u', 'g-later', 'g-due']);
 });
 
 test('maxRunningPerGroup caps each group under concurrency', async () => {

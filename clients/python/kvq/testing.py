@@ -24,9 +24,14 @@ and ``client.advance(seconds)`` (or ``drain(run_scheduled=True)``) makes them du
 holds as on a server: a paused type's jobs are not handed out (:meth:`InlineClient.pause_type`;
 ``for_ms`` ends by the client's clock), ``max_running`` caps the type's running jobs (a
 ``Worker.run`` with ``concurrency`` above it runs no more at once), ``rate`` caps accepts per
-window of the client's clock, and jobs with a ``group`` take turns (round-robin between groups
-at the best priority due, jobs without a group taking their turn as one more group), each
-group capped at the type's ``max_running_per_group``. Schedules are not run inline.
+window of the client's clock, and jobs with a ``group`` take turns as on a server, each group
+capped at the type's ``max_running_per_group``: by priority first; within a priority each group
+with due jobs stands in line as one entry at its ``in_turn_at``, the later of its first pending
+job's time (its best by priority, then time) and its last accept's, so a group just served goes
+to the back; jobs without a group are not one more group: each stands at its own scheduled time,
+and a group goes before it only if its ``in_turn_at`` is strictly earlier (a tie goes to the job
+without a group). A group whose first job is not due yet is not in line, even if a job of it of
+a worse priority is due. Schedules are not run inline.
 """
 
 import collections
@@ -238,8 +243,8 @@ class InlineClient:
                     s["running"] += 1
                 else:
                     s["pending"] += 1
-                    if s["first"] is None or j["scheduled_time"] < s["first"]:
-                        s["first"] = j["scheduled_time"]
+                    if s["first"] is None or self._first_key(j) < self._first_key(s["first"]):
+                        s["first"] = j
             out = []
             for g in sorted(stats):
                 if after and g <= after:
@@ -249,7 +254,7 @@ class InlineClient:
                     s["running"] >= t["max_running_per_group"]
                 turn = None
                 if s["pending"] and not full:
-                    turn = max(s["first"], self._turns.get((type, g), (0, 0))[1])
+                    turn = self._in_turn(type, g, s["first"])[1]
                 out.append({"group": g, "running": s["running"], "pending": s["pending"],
                             "full": full, "in_turn_at": turn})
                 if len(out) >= (limit or 100):
@@ -329,6 +334,8 @@ class InlineClient:
             return False
         priority = entry.get("priority")
         when = entry.get("scheduled_time")
+        if job is None or job["state"] != "running":
+            self._forget_turn(type, group)
         if job is not None and job["state"] == "running":
             job["resubmitted"] = True
             job["_next"] = {"data": data, "priority": priority, "scheduled_time": when}
@@ -457,6 +464,7 @@ class InlineClient:
             if job["state"] != "finished":
                 raise _err(errors.WrongState, 409, "wrong_state", "job %s/%s is not finished"
                            % (type, id))
+            self._forget_turn(type, job["group"])
             job.update(state="pending", outcome=None, result=None, progress=None, attempts=0,
                        ended_at=None, gave_up=False, lost_runs=0,
                        scheduled_time=self.now_ms() if scheduled_time is None else scheduled_time)
@@ -486,11 +494,36 @@ class InlineClient:
                 self._mu.wait(left)
 
     # -- workers' job calls ------------------------------------------------------------
+    @staticmethod
+    def _first_key(j):
+        return (j["priority"], j["scheduled_time"], j["id"])
+
+    def _forget_turn(self, type, group):
+        """Forgets the group's last accept if it has no pending or running job (the server
+        deletes such a group's row): a job added to it later stands at its own time."""
+        if group is None or (type, group) not in self._turns:
+            return
+        if not any(ty == type and j["group"] == group and j["state"] != "finished"
+                   for (ty, _), j in self._jobs.items()):
+            del self._turns[(type, group)]
+
+    def _in_turn(self, type, group, first):
+        """Where a group whose first pending job is ``first`` stands in line, as a sort key:
+        (priority, in_turn_at, then, among groups in turn at the same millisecond, those whose
+        turn is their first job's time by name before those whose turn is a last accept, in
+        accept order — the server's microseconds)."""
+        last = self._turns.get((type, group))
+        if last is not None and last[1] >= first["scheduled_time"]:
+            return (first["priority"], last[1], 1, last[0], "")
+        return (first["priority"], first["scheduled_time"], 0, 0, group)
+
     def _take(self, type, count, now, max_priority, max_scheduled_time):
         """The due jobs an accept takes now, in order, under the type's flow control: none
-        while paused; at most max_running running and rate accepts per window; groups in
-        turn (the group served longest ago first among those with a job at the best
-        priority due), each at most max_running_per_group running."""
+        while paused; at most max_running running and rate accepts per window; as the server
+        takes them: by priority, then each group standing in line once at its in_turn_at (its
+        first pending job's time, or its last accept's if later) against each job without a
+        group at its own time (a tie goes to the job), each group at most
+        max_running_per_group running."""
         t = self._type(type)
         if self._paused(t, now):
             return []
@@ -509,31 +542,43 @@ class InlineClient:
                 times.popleft()
             count = min(count, rate["limit"] - len(times))
         per_group = t["max_running_per_group"]
-        due = sorted((j for (ty, _), j in self._jobs.items()
-                      if ty == type and j["state"] == "pending"
-                      and j["scheduled_time"] <= (max_scheduled_time or now)
-                      and (max_priority is None or j["priority"] <= max_priority)),
-                     key=lambda j: (j["priority"], j["scheduled_time"], j["id"]))
+        max_time = now if max_scheduled_time is None else max_scheduled_time
+        pending = [j for (ty, _), j in self._jobs.items()
+                   if ty == type and j["state"] == "pending"]
         taken = []
         while len(taken) < count:
-            best = {}  # group -> its first job that may run, in due order
-            for j in due:
+            ungrouped, firsts = None, {}
+            for j in pending:
+                if any(j is x for x in taken):
+                    continue
                 g = j["group"]
-                if g in best or j["state"] != "pending" or any(j is x for x in taken):
-                    continue
-                if g is not None and per_group is not None and running[g] >= per_group:
-                    continue
-                best[g] = j
-            if not best:
+                if g is None:
+                    if j["scheduled_time"] <= max_time and \
+                            (max_priority is None or j["priority"] <= max_priority) and \
+                            (ungrouped is None or self._first_key(j) < self._first_key(ungrouped)):
+                        ungrouped = j
+                elif g not in firsts or self._first_key(j) < self._first_key(firsts[g]):
+                    firsts[g] = j
+            turn = None  # (sort key, group, job) of the first group in line
+            for g, first in firsts.items():
+                if per_group is not None and running[g] >= per_group:
+                    continue  # full: out of line until one of its runs ends
+                key = self._in_turn(type, g, first)
+                if key[1] > max_time or (max_priority is not None and key[0] > max_priority):
+                    continue  # its first job (or its turn) is not due
+                if turn is None or key < turn[0]:
+                    turn = (key, g, first)
+            if turn is not None and (ungrouped is None or
+                                     (turn[0][0], turn[0][1]) <
+                                     (ungrouped["priority"], ungrouped["scheduled_time"])):
+                _, g, job = turn
+                self._turn_seq += 1
+                self._turns[(type, g)] = (self._turn_seq, now)
+                running[g] += 1
+            elif ungrouped is not None:
+                job = ungrouped
+            else:
                 break
-            top = min(j["priority"] for j in best.values())
-            order = {id(j): i for i, j in enumerate(due)}
-            g, job = min(((g, j) for g, j in best.items() if j["priority"] == top),
-                         key=lambda gj: (self._turns.get((type, gj[0]), (-1, 0))[0],
-                                         order[id(gj[1])]))
-            self._turn_seq += 1
-            self._turns[(type, g)] = (self._turn_seq, now)
-            running[g] += 1
             taken.append(job)
         if rate:
             self._accepts[type].extend([now] * len(taken))

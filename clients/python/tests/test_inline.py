@@ -214,15 +214,67 @@ class InlineTimeAndFlowControl(unittest.TestCase):
             self.client.put_type("t", rate={"limit": 0, "period_ms": 1000})
 
     def test_groups_take_turns(self):
-        self.client.add_many("t", [{"id": "a%d" % i, "group": "A"} for i in range(3)])
-        self.client.add("t", "b0", group="B")
-        self.client.add("t", "b1", group="B")
-        self.client.add("t", "n0")
+        at = self.client.now_ms() - 10000  # all due, all at the same millisecond
+        self.client.add_many("t", [{"id": "a%d" % i, "group": "A", "scheduled_time": at}
+                                   for i in range(3)])
+        self.client.add("t", "b0", group="B", scheduled_time=at)
+        self.client.add("t", "b1", group="B", scheduled_time=at)
+        self.client.add("t", "n0", scheduled_time=at)
         self.assertEqual(self.client.get("t", "a0")["group"], "A")
         self.assertIsNone(self.client.get("t", "n0")["group"])
         self.assertEqual(self.worker.drain(), 6)
-        # one from each group in turn (jobs without a group take theirs), then what is left
-        self.assertEqual(self.ran, ["a0", "b0", "n0", "a1", "b1", "a2"])
+        # the job without a group wins the tie at its time; then the groups, by name, each
+        # going to the back once served (as kvq serve gives them)
+        self.assertEqual(self.ran, ["n0", "a0", "b0", "a1", "b1", "a2"])
+
+    def _one_by_one(self):
+        out = []
+        while True:
+            jobs = self.client.accept("t")
+            if not jobs:
+                return out
+            out.append(jobs[0]["id"])
+
+    def _group_and_ungrouped(self, base, step):
+        self.client.add_many("t", [{"id": "g%d" % i, "group": "G", "scheduled_time": base}
+                                   for i in (1, 2, 3)])
+        self.client.add_many("t", [{"id": "u%d" % i, "scheduled_time": base + i * step}
+                                   for i in (1, 2, 3)])
+
+    def test_jobs_without_a_group_keep_their_own_time_against_a_groups_turns(self):
+        # kvq serve, jobs due at base (G) and base + 1, 2, 3 ms (u1..u3), one accept at a
+        # time: g1, u1, u2, u3, g2, g3 — G goes to the back once served, while each job
+        # without a group keeps its own time (not "one more group": g1, u1, g2, u2, g3, u3).
+        self._group_and_ungrouped(self.client.now_ms() - 10000, 1)
+        self.assertEqual(self._one_by_one(), ["g1", "u1", "u2", "u3", "g2", "g3"])
+
+    def test_a_batch_accept_takes_the_same_order(self):
+        self._group_and_ungrouped(self.client.now_ms() - 10000, 1)
+        got = self.client.accept("t", count=10)
+        self.assertEqual([j["id"] for j in got], ["g1", "u1", "u2", "u3", "g2", "g3"])
+
+    def test_a_groups_turn_against_jobs_without_a_group_as_the_clock_moves(self):
+        # G's jobs at base, u1..u3 at base + 1, 2, 3 s; one accept at each of base + 1 .. 6 s.
+        # kvq serve (sleeping instead of advancing): g1, u1, g2, u2, u3, g3 — G's turn is its
+        # last accept, and a job without a group due by then goes first (u3 at base + 3 s
+        # against g2's accept at base + 3 s: a tie, to the job).
+        base = self.client.now_ms()
+        self._group_and_ungrouped(base, 1000)
+        order = []
+        for _ in range(6):
+            self.client.advance(1)
+            order += [j["id"] for j in self.client.accept("t")]
+        self.assertEqual(order, ["g1", "u1", "g2", "u2", "u3", "g3"])
+
+    def test_a_group_whose_first_job_is_not_due_is_not_in_line(self):
+        now = self.client.now_ms()
+        self.client.add("t", "g-later", group="G", priority=0, scheduled_time=now + 3600 * 1000)
+        self.client.add("t", "g-due", group="G", priority=1, scheduled_time=now - 1000)
+        self.client.add("t", "u", priority=1, scheduled_time=now - 500)
+        self.assertEqual([j["id"] for j in self.client.accept("t", count=10)], ["u"])
+        self.assertEqual(self.client.groups("t")[0]["in_turn_at"], now + 3600 * 1000)
+        self.client.advance(3600)
+        self.assertEqual(self._one_by_one(), ["g-later", "g-due"])
 
     def test_a_better_priority_goes_first_whatever_the_turn(self):
         self.client.add("t", "a0", group="A")
