@@ -316,8 +316,9 @@ func TestClientRetries503(t *testing.T) {
 	if _, err := noRetry.SetType(ctx, typ, kvq.TypeConfig{Timeout: 5 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	// The hog's head reserves its body's bytes. The budget of a request that just ended may not
-	// be handed back yet when the hog arrives: it is then answered 503 itself, and tries again.
+	// The hog's head reserves its body's bytes once nothing else holds any: a request that the
+	// server reads first (a retry of an earlier call still in flight) gets the hog refused 503
+	// itself, so it is sent again until no answer shows the server took it.
 	var hog net.Conn
 	deadline := time.Now().Add(10 * time.Second)
 	for hog == nil {
