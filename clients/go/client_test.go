@@ -317,7 +317,7 @@ func TestClientRetries503(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The hog's head reserves its body's bytes once nothing else holds any: a request that the
-	// server reads first (a retry of an earlier call still in flight) gets the hog refused 503
+	// server reads first (a probe sent right after the hog) gets the hog refused 503
 	// itself, so it is sent again until no answer shows the server took it.
 	var hog net.Conn
 	deadline := time.Now().Add(10 * time.Second)
