@@ -17,6 +17,11 @@ Status from_grpc(const grpc::Status& status, bool commit) {
       // The request was sent; for a commit nobody can say whether it applied.
       return commit ? UnknownResult(message) : Unavailable(message);
     case grpc::StatusCode::OUT_OF_RANGE:
+      // Both are about the transaction's read revision: compacted away, or (a serializable
+      // read) not yet applied by the member asked.
+      if (status.error_message().find("future revision") != std::string::npos)
+        return Aborted(message +
+                       " (the member is behind the read revision; retry the transaction)");
       return Aborted(message + " (the read revision was compacted; retry the transaction)");
     case grpc::StatusCode::INVALID_ARGUMENT:
     case grpc::StatusCode::FAILED_PRECONDITION: return InvalidArgument(message);
