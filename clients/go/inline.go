@@ -164,18 +164,7 @@ func (in *Inline) SetType(typ string, cfg TypeConfig) {
 		if c.Backoff != nil {
 			merged = *c.Backoff
 		}
-		if b.Base > 0 {
-			merged.Base = b.Base
-		}
-		if b.Factor > 0 {
-			merged.Factor = b.Factor
-		}
-		if b.Cap > 0 {
-			merged.Cap = b.Cap
-		}
-		if b.Jitter > 0 {
-			merged.Jitter = b.Jitter
-		}
+		merged = merged.overlaid(*b)
 		c.Backoff = &merged
 	}
 	if cfg.MaxRunning == NoLimit {
@@ -220,18 +209,25 @@ func (in *Inline) typeInfoLocked(typ string) *Type {
 func (t *inlineType) backoff() BackoffConfig {
 	b := BackoffConfig{Base: time.Second, Factor: 2, Cap: time.Hour, Jitter: 0.2}
 	if c := t.cfg.Backoff; c != nil {
-		if c.Base > 0 {
-			b.Base = c.Base
-		}
-		if c.Factor > 0 {
-			b.Factor = c.Factor
-		}
-		if c.Cap > 0 {
-			b.Cap = c.Cap
-		}
-		if c.Jitter > 0 {
-			b.Jitter = c.Jitter
-		}
+		b = b.overlaid(*c)
+	}
+	return b
+}
+
+// overlaid is b with the fields o sets (above zero) taken from o, as the server merges a
+// type's backoff: a zero field leaves the setting alone.
+func (b BackoffConfig) overlaid(o BackoffConfig) BackoffConfig {
+	if o.Base > 0 {
+		b.Base = o.Base
+	}
+	if o.Factor > 0 {
+		b.Factor = o.Factor
+	}
+	if o.Cap > 0 {
+		b.Cap = o.Cap
+	}
+	if o.Jitter > 0 {
+		b.Jitter = o.Jitter
 	}
 	return b
 }

@@ -12,9 +12,9 @@ import threading
 import time
 import unittest
 
-from kvq_server import KvqServer, q, uniq, wait_until
+import three_servers
+from kvq_server import q, uniq, wait_until
 from test_cli import run_kvq
-from test_etcd_cluster import EtcdCluster
 
 
 class ThreeServers:
@@ -304,37 +304,13 @@ class ThreeServersOnOneLmdbDirectory(ThreeServers, unittest.TestCase):
         self.assertEqual(r.returncode, 5, r)
 
     def start_servers(self):
-        first = KvqServer().start()
-        # Cleanups run last-in first-out: the two that share its directory stop before it goes.
-        self.addCleanup(first.cleanup)
-        servers = [first]
-        for _ in range(2):
-            s = KvqServer(data_dir=first.data_dir).start()
-            self.addCleanup(s.cleanup)
-            servers.append(s)
-        return servers
+        return three_servers.on_one_directory(self)
 
 
 @unittest.skipIf(shutil.which("etcd") is None,
                  "Debian's etcd-server is not installed (scripts/install-deps.sh)")
-class ThreeServersOnOneEtcd(ThreeServers, unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        cls.etcd = EtcdCluster(size=1).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.etcd.stop()
-
-    def start_servers(self):
-        store = "etcd://%s/%s" % (",".join(self.etcd.endpoints()), uniq("kvq"))
-        servers = []
-        for _ in range(3):
-            s = KvqServer(extra_args=["--store", store]).start()
-            self.addCleanup(s.cleanup)
-            servers.append(s)
-        return servers
+class ThreeServersOnOneEtcd(three_servers.OnOneEtcd, ThreeServers, unittest.TestCase):
+    pass
 
 
 if __name__ == "__main__":

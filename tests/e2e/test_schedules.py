@@ -9,7 +9,8 @@ import json
 import time
 import unittest
 
-from kvq_server import KvqServer, q, uniq, wait_until
+import three_servers
+from kvq_server import q, uniq, wait_until
 from test_cli import run_kvq
 
 
@@ -26,14 +27,7 @@ def occurrence_seconds(name, ids):
 class SchedulesOnThreeServers(unittest.TestCase):
 
     def setUp(self):
-        first = KvqServer().start()
-        # Cleanups run last-in first-out: the two sharing its directory stop before it goes.
-        self.addCleanup(first.cleanup)
-        self.servers = [first]
-        for _ in range(2):
-            s = KvqServer(data_dir=first.data_dir).start()
-            self.addCleanup(s.cleanup)
-            self.servers.append(s)
+        self.servers = three_servers.on_one_directory(self)
         self.clients = [s.client() for s in self.servers]
 
     def ok(self, r, status=200):
