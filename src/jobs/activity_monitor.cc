@@ -138,23 +138,46 @@ Result<size_t> ActivityMonitor::reenqueue_batch(const std::string& type, uint64_
   size_t gave_up = 0;  // of the attempt that committed
   // The lost runs of the attempt that committed: (dead, when the run started).
   std::vector<std::pair<bool, int64_t>> lost_runs;
+  // A try whose commit result was unknown (kv.h) may have applied: its retry then finds none of
+  // those runs stale any more. It recognises them by their job's last error, that try's lost
+  // run (kind and time), so that the stats count each lost run once.
+  struct Tried {
+    std::string id;
+    uint32_t attempt;
+    bool dead;
+    int64_t started;
+  };
+  std::vector<Tried> tried;
+  int64_t tried_at = 0;
   auto handled = kv::run(
       store_,
       [&](kv::Transaction& txn) -> Result<size_t> {
         gave_up = 0;
         lost_runs.clear();
+        size_t count = 0;
+        for (const Tried& t : tried) {
+          KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys_, type, t.id));
+          if (!row || row->errors.empty()) continue;
+          const JobError& last = row->errors.back();
+          if (last.kind != "timeout" || last.at_ms != tried_at || last.attempt != t.attempt)
+            continue;
+          if (t.dead) ++gave_up;
+          lost_runs.emplace_back(t.dead, t.started);
+          ++count;
+        }
+        tried.clear();
         auto [begin, end] = keys_.activity_before(type, below);
         KVQ_ASSIGN_OR_RETURN(auto stale,
                              txn.get_range(begin, end, {.limit = batch, .snapshot = true}));
-        if (stale.empty()) return size_t{0};
+        if (stale.empty()) return count;
         KVQ_ASSIGN_OR_RETURN(auto read, type_settings_of(txn, keys_, type));
         // A type deleted meanwhile has no jobs left to find here; the defaults serve.
         const TypeSettings settings = read.value_or(TypeSettings{});
+        tried_at = now_ms();
         const LostRun lost{"timeout",
                            "no update within the type's timeout of " +
                                std::to_string(settings.timeout.count()) + " ms",
-                           now_ms()};
-        size_t count = 0;
+                           tried_at};
         for (const auto& kv : stale) {
           KVQ_ASSIGN_OR_RETURN(auto entry, keys_.parse_activity(kv.key));
           KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys_, type, entry.id));
@@ -162,6 +185,7 @@ Result<size_t> ActivityMonitor::reenqueue_batch(const std::string& type, uint64_
           JobRow after = after_lost_run(*before, settings, lost);
           if (after.finished) ++gave_up;
           lost_runs.emplace_back(after.finished, before->started);
+          tried.push_back({entry.id, before->attempts, after.finished, before->started});
           KVQ_RETURN_IF_ERROR(save_job(txn, keys_, type, entry.id, before, std::move(after)));
           ++count;
         }
