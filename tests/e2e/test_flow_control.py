@@ -110,46 +110,25 @@ class ThreeServers:
             self.ok(self.clients[i % 3].add(t, "j%03d" % i))
 
         lock = threading.Lock()
-        state = {"held": 0, "max_held": 0, "max_listed": 0, "done": 0, "errors": []}
+        state = {"held": 0, "max_held": 0, "max_listed": 0}
 
-        def acceptor(n):
-            # Each acceptor its own connection, to its own server of the three.
-            c = self.servers[n % 3].client()
-            while True:
-                with lock:
-                    if state["done"] >= jobs or state["errors"]:
-                        return
-                r = c.accept(t, timeout=2)
-                if r.status == 204:
-                    continue
-                if r.status != 200:
-                    with lock:
-                        state["errors"].append(r)
-                    return
-                job = r.json["jobs"][0]
-                # Counted from the answer until just before the finish is sent: a job counted
-                # is surely running, so the count never exceeds how many really run.
-                with lock:
-                    state["held"] += 1
-                    state["max_held"] = max(state["max_held"], state["held"])
-                listed = self.running(t, c)
-                time.sleep(0.05)  # hold the slot a moment, so that others contend for it
-                with lock:
-                    state["max_listed"] = max(state["max_listed"], listed)
-                    state["held"] -= 1
-                f = c.post("/v1/jobs/%s/%s/finish" % (q(t), q(job["id"])), {"lock": job["lock"]})
-                with lock:
-                    if f.status != 200:
-                        state["errors"].append(f)
-                    state["done"] += 1
+        def hold(c, job):
+            # Counted from the answer until just before the finish is sent: a job counted
+            # is surely running, so the count never exceeds how many really run.
+            with lock:
+                state["held"] += 1
+                state["max_held"] = max(state["max_held"], state["held"])
+            listed = self.running(t, c)
+            time.sleep(0.05)  # hold the slot a moment, so that others contend for it
+            with lock:
+                state["max_listed"] = max(state["max_listed"], listed)
+                state["held"] -= 1
+            return []
 
-        threads = [threading.Thread(target=acceptor, args=(n,), daemon=True)
-                   for n in range(acceptors)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(120)
-        self.assertFalse(any(th.is_alive() for th in threads), "acceptors still running")
+        done, errors, running = three_servers.accept_hold_finish(
+            self.servers, t, jobs, acceptors, hold, 120)
+        state.update(done=done, errors=errors)
+        self.assertEqual(running, [], "acceptors still running")
         self.assertEqual(state["errors"], [])
         self.assertEqual(state["done"], jobs)
         self.assertLessEqual(state["max_held"], limit, state)

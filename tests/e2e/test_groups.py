@@ -60,54 +60,30 @@ class GroupsOnThreeServers:
 
         lock = threading.Lock()
         state = {"held": {n: 0 for n in names}, "max_held": {n: 0 for n in names},
-                 "max_listed": {n: 0 for n in names}, "max_total": 0, "done": 0, "errors": []}
+                 "max_listed": {n: 0 for n in names}, "max_total": 0}
 
-        def acceptor(n):
-            # Each acceptor its own connection, to its own server of the three.
-            c = self.servers[n % 3].client()
-            while True:
-                with lock:
-                    if state["done"] >= jobs or state["errors"]:
-                        return
-                r = c.accept(t, timeout=2)
-                if r.status == 204:
-                    continue
-                if r.status != 200:
-                    with lock:
-                        state["errors"].append(r)
-                    return
-                job = r.json["jobs"][0]
-                group = job["id"].split("-")[0]
-                # Counted from the answer until just before the finish is sent: a job counted is
-                # surely running, so the count never exceeds how many of its group really run.
-                with lock:
-                    state["held"][group] += 1
-                    state["max_held"][group] = max(state["max_held"][group], state["held"][group])
-                    state["max_total"] = max(state["max_total"], sum(state["held"].values()))
-                listing = c.get("/v1/jobs/%s?state=running&limit=1000" % q(t))
-                listed = listing.json["jobs"] if listing.status == 200 else []
-                if listing.status != 200:
-                    with lock:
-                        state["errors"].append(listing)
-                time.sleep(0.05)  # hold the slot a moment, so that others contend for it
-                with lock:
-                    for name in names:
-                        running = sum(1 for j in listed if j["group"] == name)
-                        state["max_listed"][name] = max(state["max_listed"][name], running)
-                    state["held"][group] -= 1
-                f = c.post("/v1/jobs/%s/%s/finish" % (q(t), q(job["id"])), {"lock": job["lock"]})
-                with lock:
-                    if f.status != 200:
-                        state["errors"].append(f)
-                    state["done"] += 1
+        def hold(c, job):
+            group = job["id"].split("-")[0]
+            # Counted from the answer until just before the finish is sent: a job counted is
+            # surely running, so the count never exceeds how many of its group really run.
+            with lock:
+                state["held"][group] += 1
+                state["max_held"][group] = max(state["max_held"][group], state["held"][group])
+                state["max_total"] = max(state["max_total"], sum(state["held"].values()))
+            listing = c.get("/v1/jobs/%s?state=running&limit=1000" % q(t))
+            listed = listing.json["jobs"] if listing.status == 200 else []
+            time.sleep(0.05)  # hold the slot a moment, so that others contend for it
+            with lock:
+                for name in names:
+                    running = sum(1 for j in listed if j["group"] == name)
+                    state["max_listed"][name] = max(state["max_listed"][name], running)
+                state["held"][group] -= 1
+            return [] if listing.status == 200 else [listing]
 
-        threads = [threading.Thread(target=acceptor, args=(n,), daemon=True)
-                   for n in range(acceptors)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(150)
-        self.assertFalse(any(th.is_alive() for th in threads), "acceptors still running")
+        done, errors, running = three_servers.accept_hold_finish(
+            self.servers, t, jobs, acceptors, hold, 150)
+        state.update(done=done, errors=errors)
+        self.assertEqual(running, [], "acceptors still running")
         note("max_running_per_group", limit, "held at most", state["max_held"], "listed at most",
              state["max_listed"], "running at once at most", state["max_total"])
         self.assertEqual(state["errors"], [])
