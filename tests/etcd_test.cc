@@ -86,6 +86,36 @@ TEST(EtcdStoreTest, AnUnreachableClusterIsUnavailableNotACrash) {
   EXPECT_EQ(v.status().code(), Code::kUnavailable) << v.status().to_string();
 }
 
+// A key read twice in one transaction is fetched once: at the transaction's revision its value
+// cannot differ, so the second read (get or get_many) answers from what the first fetched, and
+// answers even while the member does not.
+TEST(EtcdStoreTest, AKeyReadAgainInATransactionCostsNoRoundTrip) {
+  TempDir dir;
+  EtcdCluster cluster(dir.path(), 1);
+  ASSERT_TRUE(cluster.ready()) << "etcd did not start (logs in " << dir.path() << ")";
+  auto store = open_etcd_store({.endpoints = {cluster.endpoint(0)}, .key_prefix = "p/"});
+  ASSERT_TRUE(store.ok());
+  put(**store, "k", "v");
+  put(**store, "j", "w");
+  auto txn = begin(**store);
+  ASSERT_EQ(*txn->get("k"), "v");
+  ASSERT_EQ(*txn->get_many({"j", "absent"}), (std::vector<std::optional<std::string>>{"w", {}}));
+  ASSERT_TRUE(cluster.pause(0)) << "the member's threads did not all stop";
+  const auto started = kv::Clock::now();
+  auto again = txn->get("k", {.snapshot = true});
+  auto many = txn->get_many({"absent", "k", "j"});
+  const auto took = kv::Clock::now() - started;
+  cluster.resume(0);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(*again, "v");
+  ASSERT_TRUE(many.ok()) << many.status().to_string();
+  EXPECT_EQ(*many, (std::vector<std::optional<std::string>>{{}, "v", "w"}));
+  EXPECT_LT(took, 200ms) << "a read went to the paused member";
+  txn->set("k", "v2");  // the reads still guard the commit as the first ones did
+  EXPECT_TRUE(txn->commit().ok());
+  EXPECT_EQ(read(**store, "k"), "v2");
+}
+
 // Issue 17: a member that stops answering (SIGSTOP: its connections stay open, nothing comes
 // back) must cost kvq about member_check_after + member_check_timeout (1 s by default), not the
 // 5 s request timeout — for reads, commits and watches. The followers come first in the

@@ -85,12 +85,17 @@ Status EtcdTransaction::range(etcdserverpb::RangeRequest& request,
 
 Result<std::optional<EtcdTransaction::Stored>> EtcdTransaction::read_stored(std::string_view key) {
   KVQ_RETURN_IF_ERROR(check_key(key));
+  if (committed_) return FailedPrecondition("the transaction has already committed");
+  if (auto it = fetched_.find(key); it != fetched_.end()) return it->second;
   etcdserverpb::RangeRequest request;
   request.set_key(full(key));
   etcdserverpb::RangeResponse response;
   KVQ_RETURN_IF_ERROR(range(request, &response));
-  if (response.kvs_size() == 0) return std::optional<Stored>();
-  return std::optional<Stored>(Stored{response.kvs(0).mod_revision(), response.kvs(0).value()});
+  std::optional<Stored> stored;
+  if (response.kvs_size() > 0)
+    stored = Stored{response.kvs(0).mod_revision(), response.kvs(0).value()};
+  fetched_.emplace(std::string(key), stored);
+  return stored;
 }
 
 void EtcdTransaction::record_read(std::string_view key, const std::optional<Stored>& stored) {
@@ -118,6 +123,11 @@ Result<std::vector<std::optional<std::string>>> EtcdTransaction::get_many(
       continue;
     }
     KVQ_RETURN_IF_ERROR(check_key(keys[i]));
+    if (auto it = fetched_.find(keys[i]); it != fetched_.end()) {
+      if (!options.snapshot) record_read(keys[i], it->second);
+      if (it->second) values[i] = it->second->value;
+      continue;
+    }
     auto* range = request.add_success()->mutable_request_range();
     range->set_key(full(keys[i]));
     range->set_revision(revision_);
@@ -142,6 +152,7 @@ Result<std::vector<std::optional<std::string>>> EtcdTransaction::get_many(
     const auto& rows = response.responses(static_cast<int>(j)).response_range();
     std::optional<Stored> stored;
     if (rows.kvs_size() > 0) stored = Stored{rows.kvs(0).mod_revision(), rows.kvs(0).value()};
+    fetched_.emplace(keys[fetched[j]], stored);
     if (!options.snapshot) record_read(keys[fetched[j]], stored);
     if (stored) values[fetched[j]] = std::move(stored->value);
   }

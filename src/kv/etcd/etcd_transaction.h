@@ -48,6 +48,9 @@ class EtcdTransaction : public Transaction {
   std::shared_ptr<Client> client_;
   std::shared_ptr<WatchHub> hub_;
   int64_t revision_ = 0;
+  // What each key read by get or get_many held at revision_: the same however often it is
+  // asked again, so a second read of a key costs no round trip.
+  std::map<std::string, std::optional<Stored>, std::less<>> fetched_;
   // Non-snapshot reads: the key's mod_revision when read (0: absent).
   std::map<std::string, int64_t, std::less<>> reads_;
   // Covered parts of non-snapshot range reads: nothing in them may change after revision_.
