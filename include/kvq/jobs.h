@@ -51,8 +51,9 @@
 // another.
 //
 // Limits: type 1..64 bytes, id 1..256 bytes (any bytes but NUL); data a JSON object of at most
-// JobsOptions::max_data_bytes (default 256 KiB) once compacted. Violations get kInvalidArgument
-// and change nothing.
+// JobsOptions::max_data_bytes (default 256 KiB) once compacted, or as many bytes of a job whose
+// data format is bytes (AddOptions::data_format). Violations get kInvalidArgument and change
+// nothing.
 //
 // Thread-safety: a Jobs is safe to use from many threads. Subscription handles are used by one
 // thread at a time.
@@ -208,10 +209,32 @@ enum class IfExists {
 // "update" or "keep"; kInvalidArgument for anything else.
 Result<IfExists> parse_if_exists(std::string_view name);
 
+// How a job's data is kept: a JSON object (the default), or bytes exactly as given, never
+// parsed (the beanstalkd protocol's bodies: any bytes, NUL included). Update, finish and add
+// keep a job's format unless they say otherwise; a finish's result is JSON either way.
+enum class DataFormat { kJson, kBytes };
+std::string_view data_format_name(DataFormat format);  // "json", "bytes"
+
+// A job's own activity timeout (AddOptions::timeout): 1 ms..kMaxJobTimeout.
+inline constexpr Millis kMaxJobTimeout{7 * 24 * 3600 * 1000};
+
 struct AddOptions {
   std::optional<int64_t> scheduled_time_ms;  // default: now
   int64_t priority = 0;
   IfExists if_exists = IfExists::kUpdate;
+  // The job's own activity timeout: a run of it with no update (heartbeat) for this long is
+  // lost, exactly as with its type's timeout, which this replaces for this job only (the
+  // beanstalkd protocol's TTR). The activity monitor judges it by the store's commit order, as
+  // it does the type's. nullopt: the type's timeout. REQUIRES: 1 ms..kMaxJobTimeout.
+  std::optional<Millis> timeout;
+  // kBytes: `data` is any bytes (at most JobsOptions::max_data_bytes), kept as given.
+  DataFormat data_format = DataFormat::kJson;
+  // The id is unique across every type, not only within its own: the add fails with
+  // kAlreadyExists (changing nothing) when a job of another type has this id, and type_of(id)
+  // finds the job's type until it is removed. For protocols whose job ids name no type
+  // (beanstalkd's `delete <id>`); see next_job_number for ids no one else will take. An add
+  // that changes an existing job keeps the job's global_id as it was.
+  bool global_id = false;
   // The job's group ("" for none): a tenant, a customer, an account. Accepts take turns
   // between the groups that have due jobs (round-robin, highest priority first), so one group
   // with a million pending jobs cannot starve one with ten; a type can also cap the running
@@ -239,6 +262,8 @@ struct NewJob {
 };
 
 inline constexpr size_t kMaxAddMany = 1000;
+// accept_any and finish_and_accept take at most this many types.
+inline constexpr size_t kMaxAcceptTypes = 64;
 
 // A failed or lost attempt, as the job keeps it (the last kMaxErrorsKept, oldest first).
 struct JobError {
@@ -264,7 +289,7 @@ struct JobInfo {
   std::string type;
   std::string id;
   State state = State::kPending;
-  std::string data;  // JSON object text
+  std::string data;  // JSON object text, or the bytes of a job whose data_format is kBytes
   int64_t scheduled_time_ms = 0;
   int64_t priority = 0;
   bool resubmitted = false;  // running, and set to run again after this run
@@ -285,6 +310,10 @@ struct JobInfo {
   int64_t started_at_ms = 0;  // when its current or last run was accepted; 0 if never
   int64_t ended_at_ms = 0;    // when it finished, while finished
   std::string group;          // AddOptions::group; "" for none
+  std::optional<Millis> timeout;  // AddOptions::timeout: its own; nullopt: its type's
+  DataFormat data_format = DataFormat::kJson;
+  bool global_id = false;  // AddOptions::global_id
+  uint32_t snoozes = 0;    // runs handed back by snooze since it was last added or rerun
 };
 
 inline constexpr uint64_t kGroupPendingCountLimit = 10'000;
@@ -309,6 +338,11 @@ struct Job {
   std::string worker;
   std::string worker_type;
   uint32_t attempt = 0;  // which attempt this run is (1 for the first); 0 in a rebuilt handle
+  DataFormat data_format = DataFormat::kJson;
+  int64_t priority = 0;
+  // The run's activity timeout (the job's own, else its type's at the accept): a run with no
+  // update for this long is lost. 0 in a rebuilt handle.
+  Millis timeout{0};
 };
 
 struct AcceptOptions {
@@ -348,6 +382,9 @@ struct FailOptions {
   // When to retry instead of the type's backoff (>= 0); the attempt limit still applies.
   std::optional<Millis> retry_in;
   bool retry = true;  // false: the job ends dead now, whatever attempts it has left
+  // The job's priority from now on: that of its retry, or, when it ends dead, that of a later
+  // rerun (beanstalkd's `bury <id> <pri>`). Default: keep it.
+  std::optional<int64_t> priority;
 };
 
 struct FailResult {
@@ -360,6 +397,26 @@ struct FailResult {
 struct SnoozeOptions {
   std::optional<int64_t> scheduled_time_ms;
   Millis delay{0};  // >= 0
+  std::optional<int64_t> priority;  // the job's priority from now on; default: keep it
+};
+
+// What Jobs::reschedule changes of a pending job (each: default keep).
+struct RescheduleOptions {
+  std::optional<int64_t> scheduled_time_ms;
+  std::optional<int64_t> priority;
+};
+
+struct RemoveOptions {
+  // Refuse (kWrongState, changing nothing) when the job is running: only its worker may then
+  // remove it, with remove(Job&) (beanstalkd's `delete` of a job another client reserved).
+  bool unless_running = false;
+};
+
+// Which job Jobs::peek shows.
+enum class Peek {
+  kDue,        // the due job an accept would take next (ignoring flow control and spread)
+  kScheduled,  // the pending job not yet due that is due soonest
+  kDead,       // the first dead job, as rerun_all takes them
 };
 
 struct RerunOptions {
@@ -404,6 +461,7 @@ struct JobEvent {
   std::optional<std::string> result;  // once finished with one
   uint32_t attempts = 0;
   bool gave_up = false;  // deprecated: outcome kDead because of lost runs
+  DataFormat data_format = DataFormat::kJson;
 };
 
 // What a schedule does with occurrences that came due while no process ran the scheduler
@@ -482,6 +540,12 @@ class Jobs {
   Status set_type_timeout(kv::Transaction& txn, std::string_view type, Millis timeout);
   // kNotFound if the type has no timeout.
   Result<Millis> get_type_timeout(std::string_view type);
+  // Creates the type with `settings` (timeout, retention, max_lost_runs, retry policy and
+  // max_running; the others are left at their defaults) unless it exists, in one transaction:
+  // true if it created it, false if it existed (then nothing changes). For front ends whose
+  // protocol creates a queue by naming it (a beanstalkd tube). REQUIRES: settings.timeout > 0;
+  // kInvalidArgument naming a setting out of range.
+  Result<bool> ensure_type(std::string_view type, const TypeSettings& settings);
   Result<TypeSettings> get_type(std::string_view type);
   Result<TypeSettings> get_type(kv::Transaction& txn, std::string_view type);
   // Removes the type. kNotFound if it has no timeout; kTypeHasJobs (naming how many it has in
@@ -635,6 +699,17 @@ class Jobs {
   // atomic, like remove_all_jobs. kNotFound if the type does not exist; kInvalidArgument for
   // kNone or kSucceeded (rerun those one by one: they are not indexed by outcome).
   Result<uint64_t> rerun_all(std::string_view type, Outcome outcome = Outcome::kDead);
+  // rerun() of at most `limit` (1..1000) finished jobs of `type` that ended with `outcome`, in
+  // one transaction, in the order rerun_all takes them; returns how many (beanstalkd's
+  // `kick`). kNotFound if the type does not exist; kInvalidArgument as rerun_all.
+  Result<uint64_t> rerun_some(std::string_view type, Outcome outcome, size_t limit);
+  // A pending job gets a new scheduled time and/or priority (its data, attempts and errors
+  // stay). kWrongState if it is not pending; kNotFound if absent.
+  Status reschedule(std::string_view type, std::string_view id, const RescheduleOptions& options);
+  // Makes at most `limit` (1..1000) pending jobs of `type` that are not yet due due now, those
+  // due soonest first, in one transaction; returns how many (beanstalkd's `kick` of delayed
+  // jobs). kNotFound if the type does not exist.
+  Result<uint64_t> make_due(std::string_view type, size_t limit);
   // A pending or running job -> finished with outcome kCancelled; a running job's worker is
   // halted at its next call, and its run counts as neither lost nor failed. kWrongState if it
   // is already finished; kNotFound if absent.
@@ -644,6 +719,19 @@ class Jobs {
   // absent at the first attempt (a retry that finds it gone reports success).
   Status remove(std::string_view type, std::string_view id);
   Status remove(kv::Transaction& txn, std::string_view type, std::string_view id);
+  Status remove(std::string_view type, std::string_view id, const RemoveOptions& options);
+  // The job, by its id alone, of a job added with AddOptions::global_id: its type. kNotFound if
+  // no such job exists (any more).
+  Result<std::string> type_of(std::string_view id);
+  // A number no call of any process sharing the store has returned or will return, for front
+  // ends that name jobs by number (beanstalkd's ids; use its decimal form with global_id).
+  // Taken in blocks from one counter key, so it costs a store transaction once per block, not
+  // per call, and two processes do not contend on it per job; increasing within a process,
+  // not across processes. Numbers start at 1.
+  Result<uint64_t> next_job_number();
+  // The job `which` names in `type` (Peek), as get() shows it. kNotFound if there is none, or
+  // the type does not exist (the message says which).
+  Result<JobInfo> peek(std::string_view type, Peek which);
   // kNotFound if absent.
   Result<JobInfo> get(std::string_view type, std::string_view id);
   Result<JobInfo> get(kv::Transaction& txn, std::string_view type, std::string_view id);
@@ -718,6 +806,21 @@ class Jobs {
                         std::function<void(Result<Job>)> done);
   // Ends a waiting accept_async with kCancelled; false if it had already completed.
   bool cancel_accept(uint64_t ticket);
+  // accept() from several types at once (1..kMaxAcceptTypes distinct ones): of the jobs due in
+  // any of them, the best priority, then the earliest scheduled time (then the first type
+  // given); each type's flow control and groups decide its own candidates as accept's do.
+  // Waits, as accept does, for a job due in any of them. The Job names its type. kNotFound
+  // naming the first type that does not exist.
+  Result<Job> accept_any(const std::vector<std::string>& types, const AcceptOptions& options = {});
+  // accept_async() over several types, as accept_any; cancel_accept takes its ticket.
+  uint64_t accept_any_async(const std::vector<std::string>& types, const AcceptOptions& options,
+                            std::function<void(Result<Job>)> done);
+  // Takes the job `id` of `type` whatever its turn — pending (due or not, flow control
+  // notwithstanding) or finished dead (then as a rerun would, its attempts starting over) — with
+  // a fresh lock, as accept does (beanstalkd's `reserve-job`). kWrongState if it is running or
+  // finished otherwise than dead; kNotFound if absent.
+  Result<Job> accept_job(std::string_view type, std::string_view id,
+                         const AcceptOptions& options = {});
   // Up to `max_count` due jobs (1..1000), each with its own lock, taken in one transaction:
   // waits like accept for the first (options.timeout), then takes whatever else is due at once.
   Result<std::vector<Job>> accept_many(std::string_view type, size_t max_count,
@@ -764,6 +867,20 @@ class Jobs {
   // finish(job, {.data = data}): the couch_jobs form, which replaces the job's data.
   Status finish(Job& job, std::optional<std::string_view> data);
   Status finish(kv::Transaction& txn, Job& job, std::optional<std::string_view> data);
+  // finish(job, finish) and, in the same transaction, an accept of the next due job of
+  // `types` (job's own type when empty; as accept_any): one commit where a worker would spend
+  // two, for a worker that takes jobs one after another. On a finish error nothing changed
+  // and nothing was accepted. Otherwise the job is finished, and the result holds the next job,
+  // or nullopt when none was due by accept.timeout (with a timeout > 0 and none due at the
+  // commit, it waits after the commit as accept_any does). A type in `types` that does not
+  // exist gets kNotFound before anything is done.
+  Result<std::optional<Job>> finish_and_accept(Job& job, const FinishOptions& finish,
+                                               const std::vector<std::string>& types,
+                                               const AcceptOptions& accept);
+  // finish_and_accept() for a caller that must not block, like accept_any_async.
+  void finish_and_accept_async(Job job, FinishOptions finish, std::vector<std::string> types,
+                               AcceptOptions accept,
+                               std::function<void(Result<std::optional<Job>>)> done);
   // This attempt failed: the error is kept (JobInfo::errors), and the job goes back to pending
   // at now + options.retry_in or its type's backoff delay for this attempt — or, when
   // options.retry is false or the job has made its type's max_attempts attempts, ends dead
@@ -787,6 +904,12 @@ class Jobs {
   // resubmit() for a caller that must not block, like add_async.
   void resubmit_async(Job job, ResubmitOptions options, std::function<void(Status)> done);
   Status resubmit(kv::Transaction& txn, Job& job, const ResubmitOptions& options = {});
+  // Deletes the job its worker holds (beanstalkd's `delete` of a reserved job): the run ends
+  // and the job is gone, as remove() does. Fenced like finish (kFailedPrecondition); a retry
+  // after an unknown commit result that finds the job gone succeeds.
+  Status remove(Job& job);
+  void remove_async(Job job, std::function<void(Status)> done);
+  Status remove(kv::Transaction& txn, Job& job);
 
   // Re-enqueues, at once, every job that the worker `worker` of workers-layer type
   // `worker_type` holds, clearing their locks so its later calls halt. The workers layer calls
