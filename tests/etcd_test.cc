@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "support/backends.h"
 #include "support/etcd_cluster.h"
@@ -132,7 +133,9 @@ TEST(EtcdFailoverTest, APausedMemberIsLeftWithinAboutASecondByReadsCommitsAndWat
     if (static_cast<int>(i) != leader) order.push_back(i);
   }
   order.push_back(static_cast<size_t>(leader));
-  EtcdOptions options{.key_prefix = dir.path() + "/"};
+  // Calls stay on the endpoints in the order given (no leader routing), so that the first
+  // follower is the member kvq talks to.
+  EtcdOptions options{.key_prefix = dir.path() + "/", .prefer_leader = false};
   for (size_t i : order) options.endpoints.push_back(cluster.endpoint(i));
   auto store = open_etcd_store(options);
   ASSERT_TRUE(store.ok());
@@ -182,6 +185,58 @@ TEST(EtcdFailoverTest, APausedMemberIsLeftWithinAboutASecondByReadsCommitsAndWat
       "unknown in %lld ms, next commit %lld ms\n",
       static_cast<long long>(ms(read_took)), static_cast<long long>(ms(watch_took)),
       static_cast<long long>(ms(commit_took)), static_cast<long long>(ms(next_took)));
+}
+
+// Issue 23: with the followers first in the endpoint list, kvq finds the leader
+// (Maintenance.Status) and sends its calls there, so a paused follower costs a read nothing —
+// without leader routing the same read waits out the failover (about member_check_after +
+// member_check_timeout: it took 1.0 s with prefer_leader false). A stopped leader is then left like
+// any member, and calls carry on once another is elected.
+TEST(EtcdFailoverTest, CallsGoToTheLeaderAndLeaveAStoppedOne) {
+  TempDir dir;
+  EtcdCluster cluster(dir.path(), 3);
+  ASSERT_TRUE(cluster.ready()) << "a 3-member etcd did not start (logs in " << dir.path() << ")";
+  const int leader = cluster.leader();
+  ASSERT_GE(leader, 0) << "etcdctl endpoint status named no leader";
+  std::vector<size_t> followers;
+  for (size_t i = 0; i < cluster.size(); ++i) {
+    if (static_cast<int>(i) != leader) followers.push_back(i);
+  }
+  EtcdOptions options{.key_prefix = dir.path() + "/", .leader_check_period = 200ms};
+  for (size_t i : followers) options.endpoints.push_back(cluster.endpoint(i));
+  options.endpoints.push_back(cluster.endpoint(static_cast<size_t>(leader)));
+  auto store = open_etcd_store(options);
+  ASSERT_TRUE(store.ok());
+  put(**store, "k", "1");  // starts the leader check
+  std::this_thread::sleep_for(300ms);
+  put(**store, "k", "2");
+
+  ASSERT_TRUE(cluster.pause(followers[0])) << "the member's threads did not all stop";
+  auto started = kv::Clock::now();
+  EXPECT_EQ(read(**store, "k"), "2");
+  put(**store, "k", "3");
+  const auto took = kv::Clock::now() - started;
+  cluster.resume(followers[0]);
+  EXPECT_LT(took, 400ms) << "a call went to the paused follower, not the leader";
+
+  // The leader stops: the members left elect another, and calls carry on after one failover.
+  ASSERT_TRUE(cluster.pause(static_cast<size_t>(leader))) << "the leader's threads did not stop";
+  const auto deadline = kv::Clock::now() + 20s;
+  Status put_status;
+  do {
+    put_status = kv::run(**store, [](kv::Transaction& txn) -> Status {
+      txn.set("k", "4");
+      return Status::OK();
+    });
+  } while (!put_status.ok() && kv::Clock::now() < deadline);
+  ASSERT_TRUE(put_status.ok()) << put_status.to_string();
+  std::this_thread::sleep_for(400ms);  // a leader check after the failover
+  started = kv::Clock::now();
+  for (int i = 0; i < 5; ++i) put(**store, "k", std::to_string(5 + i));
+  const auto five = kv::Clock::now() - started;
+  cluster.resume(static_cast<size_t>(leader));
+  EXPECT_LT(five, 1s) << "calls after the election still waited on a stopped member";
+  EXPECT_EQ(read(**store, "k"), "9");
 }
 
 }  // namespace

@@ -107,8 +107,14 @@ Client::Client(EtcdOptions options, std::shared_ptr<grpc::ChannelCredentials> cr
   for (const auto& endpoint : options_.endpoints) {
     auto channel = grpc::CreateCustomChannel(endpoint, credentials_, args);
     kv_.push_back(etcdserverpb::KV::NewStub(channel));
+    maintenance_.push_back(etcdserverpb::Maintenance::NewStub(channel));
     channels_.push_back(std::move(channel));
   }
+}
+
+Client::~Client() {
+  util::MutexLock lock(leader_mu_);
+  while (leader_check_running_) leader_check_done_.wait(leader_mu_);
 }
 
 std::shared_ptr<grpc::Channel> Client::channel(size_t endpoint) {
@@ -118,6 +124,7 @@ std::shared_ptr<grpc::Channel> Client::channel(size_t endpoint) {
 void Client::fail_over(size_t index) {
   size_t expected = index;
   if (!current_.compare_exchange_strong(expected, (index + 1) % channels_.size())) return;
+  check_leader(true);  // the next endpoint may not lead: a new leader may have been elected
   std::function<void(size_t)> listener;
   {
     util::MutexLock lock(listener_mu_);
@@ -142,6 +149,65 @@ bool Client::answers(size_t index, std::chrono::system_clock::time_point deadlin
   request.set_count_only(true);
   etcdserverpb::RangeResponse response;
   return !unreachable(kv_[index]->Range(&context, request, &response).error_code());
+}
+
+namespace {
+
+// One asking of every endpoint (Client::check_leader): each answer is compared with the leader
+// it names; the asking ends when every endpoint has answered or failed.
+struct LeaderCheck {
+  struct Call {
+    grpc::ClientContext context;
+    etcdserverpb::StatusRequest request;
+    etcdserverpb::StatusResponse response;
+  };
+  explicit LeaderCheck(size_t n) : calls(n), left(n) {}
+  std::vector<Call> calls;
+  std::atomic<size_t> left;
+};
+
+}  // namespace
+
+void Client::check_leader(bool now) {
+  if (!options_.prefer_leader || channels_.size() < 2) return;
+  {
+    util::MutexLock lock(leader_mu_);
+    const auto at = std::chrono::steady_clock::now();
+    if (leader_check_running_) return;
+    if (!now && leader_checked_at_ && at - *leader_checked_at_ < options_.leader_check_period)
+      return;
+    leader_check_running_ = true;
+    leader_checked_at_ = at;
+  }
+  auto check = std::make_shared<LeaderCheck>(channels_.size());
+  for (size_t i = 0; i < channels_.size(); ++i) {
+    LeaderCheck::Call& call = check->calls[i];
+    call.context.set_deadline(std::chrono::system_clock::now() + options_.member_check_timeout);
+    if (!authorize(call.context).ok()) {
+      // No token now: this endpoint's answer is missed; the next check asks again.
+      if (check->left.fetch_sub(1) == 1) {
+        util::MutexLock lock(leader_mu_);
+        leader_check_running_ = false;
+        leader_check_done_.notify_all();
+      }
+      continue;
+    }
+    maintenance_[i]->async()->Status(&call.context, &call.request, &call.response,
+                                     [this, check, i](grpc::Status status) {
+                                       const auto& response = check->calls[i].response;
+                                       // A member that leads names itself: the leader's id is its
+                                       // own member id.
+                                       if (status.ok() && response.leader() != 0 &&
+                                           response.leader() == response.header().member_id()) {
+                                         current_.store(i);
+                                       }
+                                       if (check->left.fetch_sub(1) == 1) {
+                                         util::MutexLock lock(leader_mu_);
+                                         leader_check_running_ = false;
+                                         leader_check_done_.notify_all();
+                                       }
+                                     });
+  }
 }
 
 Status Client::authenticate(size_t index) {
@@ -190,6 +256,7 @@ Status Client::authorize(grpc::ClientContext& context) {
 template <typename Start>
 Status Client::call(bool commit, Start&& start) {
   const auto deadline = std::chrono::system_clock::now() + options_.request_timeout;
+  check_leader(false);
   Status result = Unavailable("etcd: no endpoint");
   for (size_t tried = 0; tried < channels_.size(); ++tried) {
     const size_t index = current_.load() % channels_.size();

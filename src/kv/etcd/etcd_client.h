@@ -10,6 +10,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ Status from_grpc(const grpc::Status& status, bool commit);
 class Client {
  public:
   Client(EtcdOptions options, std::shared_ptr<grpc::ChannelCredentials> credentials);
+  // Waits for a leader check under way (at most member_check_timeout): its calls use this.
+  ~Client();
   // Reads the TLS files; an error names the file.
   static Result<std::shared_ptr<Client>> create(EtcdOptions options);
 
@@ -52,6 +55,10 @@ class Client {
   Status call(bool commit, Start&& start);
   // Whether member `index` answers a tiny linearizable read within member_check_timeout.
   bool answers(size_t index, std::chrono::system_clock::time_point deadline);
+  // Starts, unless one is under way or the last is recent (leader_check_period), an asking of
+  // every endpoint for its status; the endpoint that answers that it leads becomes current.
+  // `now`: ask even if the last asking is recent (after a failover). Never blocks.
+  void check_leader(bool now) KVQ_EXCLUDES(leader_mu_);
 
   Status authenticate(size_t index) KVQ_EXCLUDES(token_mu_);
 
@@ -61,7 +68,14 @@ class Client {
   std::string token_ KVQ_GUARDED_BY(token_mu_);
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<etcdserverpb::KV::Stub>> kv_;
+  std::vector<std::unique_ptr<etcdserverpb::Maintenance::Stub>> maintenance_;
   std::atomic<size_t> current_{0};
+  // The leader check (check_leader): whether one is under way, and when the last started.
+  util::Mutex leader_mu_;
+  bool leader_check_running_ KVQ_GUARDED_BY(leader_mu_) = false;
+  util::CondVar leader_check_done_;
+  std::optional<std::chrono::steady_clock::time_point> leader_checked_at_
+      KVQ_GUARDED_BY(leader_mu_);
   util::Mutex listener_mu_;
   std::function<void(size_t)> listener_ KVQ_GUARDED_BY(listener_mu_);
 };
