@@ -284,8 +284,9 @@ class TwoServersOnOneCluster(unittest.TestCase):
 
 @unittest.skipIf(shutil.which("etcd") is None, "Debian's etcd-server is not installed (scripts/install-deps.sh)")
 class PausedMembers(unittest.TestCase):
-    """One server whose endpoint list starts with the two followers, then the leader, so that
-    pausing each member in turn pauses the one the server talks to at that moment."""
+    """One server whose endpoint list starts with the two followers, then the leader. The server
+    sends its calls to the leader (EtcdOptions::prefer_leader), so a paused follower should cost
+    it little, and the paused leader costs kvq's own check plus etcd's election."""
 
     PAUSE = 3.0  # seconds each member stays stopped
 
@@ -338,9 +339,9 @@ class PausedMembers(unittest.TestCase):
         note("etcd paused members: longest unavailability %s (each paused %.0f s; the request timeout is 5 s)"
              % (", ".join("%s %.2f s" % w for w in windows), self.PAUSE))
         for role, window in windows:
-            # A follower costs kvq's own check (about 1 s; before issue 17 the whole 3 s pause, as
-            # the request timeout is longer); the leader adds etcd's election, during which the
-            # other members cannot answer either.
+            # A follower costs at most kvq's own check (about 1 s, were the server talking to it;
+            # before issue 17 the whole 3 s pause, as the request timeout is longer); the leader
+            # adds etcd's election, during which the other members cannot answer either.
             self.assertLess(window, 2.5 if role == "follower" else 4.0,
                             "the server could not answer for %.2f s while a %s was paused" % (window, role))
         for jid in acknowledged:
