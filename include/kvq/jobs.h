@@ -307,9 +307,9 @@ struct JobInfo {
   std::vector<JobError> errors;         // the last failed or lost attempts, oldest first
   int64_t created_at_ms = 0;
   int64_t updated_at_ms = 0;
-  int64_t started_at_ms = 0;  // when its current or last run was accepted; 0 if never
-  int64_t ended_at_ms = 0;    // when it finished, while finished
-  std::string group;          // AddOptions::group; "" for none
+  int64_t started_at_ms = 0;      // when its current or last run was accepted; 0 if never
+  int64_t ended_at_ms = 0;        // when it finished, while finished
+  std::string group;              // AddOptions::group; "" for none
   std::optional<Millis> timeout;  // AddOptions::timeout: its own; nullopt: its type's
   DataFormat data_format = DataFormat::kJson;
   bool global_id = false;  // AddOptions::global_id
@@ -396,7 +396,7 @@ struct FailResult {
 // When a snoozed job is due again: at scheduled_time_ms if given, else after `delay`.
 struct SnoozeOptions {
   std::optional<int64_t> scheduled_time_ms;
-  Millis delay{0};  // >= 0
+  Millis delay{0};                  // >= 0
   std::optional<int64_t> priority;  // the job's priority from now on; default: keep it
 };
 

@@ -48,9 +48,7 @@ void Jobs::finish_and_accept_async(Job, FinishOptions, std::vector<std::string>,
   done(not_yet("finish_and_accept_async"));
 }
 Status Jobs::remove(Job&) { return not_yet("remove(Job&)"); }
-void Jobs::remove_async(Job, std::function<void(Status)> done) {
-  done(not_yet("remove_async"));
-}
+void Jobs::remove_async(Job, std::function<void(Status)> done) { done(not_yet("remove_async")); }
 Status Jobs::remove(kv::Transaction&, Job&) { return not_yet("remove(txn, Job&)"); }
 
 }  // namespace kvq::jobs
