@@ -61,19 +61,21 @@ test-clang: deps-test
 	cmake --build --preset clang -j $(JOBS)
 	ctest --preset clang -j $(JOBS)
 
-# Fuzzes the HTTP API in process with libFuzzer under ASan and UBSan, FUZZ_SECONDS for each of
-# two targets: tests/fuzz/api_fuzz.cc (requests to every route's handler) and then
-# tests/fuzz/http_fuzz.cc (arbitrary bytes on a connection to the real HTTP server). New inputs
-# go to build/fuzz/<target>/corpus; a finding (crash, sanitizer report, 5xx reply, a connection
-# left open, ...) stops the run with a non-zero exit and is saved under
+# Fuzzes the HTTP API and the beanstalkd protocol in process with libFuzzer under ASan and UBSan,
+# FUZZ_SECONDS for each of three targets: tests/fuzz/api_fuzz.cc (requests to every route's
+# handler), tests/fuzz/http_fuzz.cc (arbitrary bytes on a connection to the real HTTP server) and
+# tests/fuzz/beanstalk_fuzz.cc (arbitrary bytes on a connection to the beanstalkd protocol's
+# listener). New inputs go to build/fuzz/<target>/corpus; a finding (crash, sanitizer report, 5xx
+# reply or INTERNAL_ERROR, a connection left open, ...) stops the run with a non-zero exit and is saved under
 # build/fuzz/<target>/findings/. Leaks are the ASan suite's to find (make test-asan): the fuzzed
 # server lives for the whole run.
 FUZZ_SECONDS ?= 60
 fuzz: deps
 	cmake --preset fuzz >/dev/null
-	cmake --build --preset fuzz -j $(JOBS) --target api_fuzz http_fuzz
-	for target in api http; do \
+	cmake --build --preset fuzz -j $(JOBS) --target api_fuzz http_fuzz beanstalk_fuzz
+	for target in api http beanstalk; do \
 	  seeds=tests/fuzz/corpus; [ $$target = http ] && seeds=tests/fuzz/http_corpus; \
+	  [ $$target = beanstalk ] && seeds=tests/fuzz/beanstalk_corpus; \
 	  mkdir -p build/fuzz/$$target/corpus build/fuzz/$$target/findings && \
 	  ASAN_OPTIONS=detect_leaks=0 ./build/fuzz/tests/fuzz/$${target}_fuzz -max_total_time=$(FUZZ_SECONDS) \
 	    -timeout=30 -max_len=4096 -dict=tests/fuzz/$$target.dict \

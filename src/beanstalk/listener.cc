@@ -32,7 +32,11 @@ class Connection;
 struct Listener::Impl {
   Impl(jobs::Jobs& jobs, ListenerOptions o)
       : options(std::move(o)),
-        context{.jobs = jobs, .counters = counters, .max_job_size = options.max_job_size},
+        context{
+            .jobs = jobs,
+            .counters = counters,
+            .max_job_size = options.max_job_size,
+            .run_blocking = [this](std::function<void()> task) { pool->post(std::move(task)); }},
         acceptor(ioc),
         accept_timer(ioc),
         guard(asio::make_work_guard(ioc)),
@@ -210,7 +214,12 @@ void Listener::Impl::forget(uint64_t number) {
 Listener::Listener(jobs::Jobs& jobs, ListenerOptions options)
     : impl_(std::make_unique<Impl>(jobs, std::move(options))) {}
 
-Listener::~Listener() { stop(); }
+Listener::~Listener() {
+  stop();
+  // Runs what was posted (sessions handing back their jobs), then joins: while the pool and the
+  // io_context still exist, since late tasks may use both.
+  impl_->pool.reset();
+}
 
 std::variant<unsigned short, std::string> Listener::listen() {
   boost::system::error_code ec;
@@ -257,7 +266,6 @@ void Listener::stop() {
   impl_->ioc.stop();
   for (auto& thread : impl_->threads) thread.join();
   impl_->threads.clear();
-  impl_->pool.reset();  // runs what was posted (sessions handing back their jobs), then joins
 }
 
 }  // namespace kvq::beanstalk

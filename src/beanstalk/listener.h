@@ -13,8 +13,9 @@
 //   a reserve is seen at once) until it holds about one more request: memory per connection is
 //   bounded by max_job_size plus a line and a read buffer, whatever the client sends.
 // - When a connection closes, the jobs it reserved go back to ready at once (Session::close).
-// - stop() stops accepting, ends every connection (waiting reserves answer nothing more), hands
-//   back their jobs, and joins every thread it started.
+// - stop() stops accepting, ends every connection (a waiting reserve answers TIMED_OUT to no
+//   one), hands back their jobs, and joins the I/O threads; the destructor then joins the
+//   worker pool once it has run what was posted. REQUIRES: the Jobs outlives the Listener.
 //
 // Thread-safety: listen(), start() and stop() are called from one thread, in that order.
 #pragma once

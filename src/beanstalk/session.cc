@@ -163,7 +163,11 @@ void Session::reserve(std::optional<Clock::time_point> timeout_at, Done done) {
         self->context_.counters.waiting(-1);
         for (const auto& tube : self->watched_)
           self->context_.counters.tube_gauge(tube, &TubeCounts::waiting, -1);
-        self->on_reserved(std::move(job), timeout_at, bound_by_margin, std::move(done));
+        // on_reserved may call the store (a snooze, another wait): not on the jobs layer's thread.
+        self->context_.run_blocking([self, job = std::move(job), timeout_at, bound_by_margin,
+                                     done = std::move(done)]() mutable {
+          self->on_reserved(std::move(job), timeout_at, bound_by_margin, std::move(done));
+        });
       });
   util::MutexLock lock(mu_);
   if (!waiting_ || ticket == 0) return;

@@ -48,6 +48,9 @@ struct SessionContext {
   jobs::Jobs& jobs;
   Counters& counters;
   size_t max_job_size = kDefaultMaxJobSize;
+  // Runs `task` where it may block briefly (the listener's worker pool): the end of a reserve,
+  // which comes from the jobs layer's threads, which must not be blocked.
+  std::function<void(std::function<void()>)> run_blocking;
   // The longest a reserve's single wait lasts before it looks again (a plain `reserve` waits
   // for ever, as a loop of such waits).
   std::chrono::milliseconds max_wait{3'600'000};

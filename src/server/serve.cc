@@ -14,6 +14,7 @@
 #include <thread>
 #include <variant>
 
+#include "beanstalk/listener.h"
 #include "kvq/etcd_store.h"
 #include "kvq/jobs.h"
 #include "kvq/lmdb_store.h"
@@ -40,7 +41,8 @@ void raise_descriptor_limit() {
 
 // A numeric address as given, else the host name's first IPv4 address (else its first IPv6
 // one): "localhost" listens on 127.0.0.1.
-std::variant<std::string, std::string> resolve_host(const std::string& host) {
+std::variant<std::string, std::string> resolve_host(const std::string& host,
+                                                    const char* flag = "--listen") {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -48,7 +50,7 @@ std::variant<std::string, std::string> resolve_host(const std::string& host) {
   if (int e = getaddrinfo(host.c_str(), nullptr, &hints, &found); e != 0) {
     return std::variant<std::string, std::string>(
         std::in_place_index<1>,
-        "cannot resolve the --listen host '" + host + "': " + gai_strerror(e));
+        std::string("cannot resolve the ") + flag + " host '" + host + "': " + gai_strerror(e));
   }
   const addrinfo* pick = found;
   for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
@@ -64,7 +66,7 @@ std::variant<std::string, std::string> resolve_host(const std::string& host) {
   if (e != 0) {
     return std::variant<std::string, std::string>(
         std::in_place_index<1>,
-        "cannot resolve the --listen host '" + host + "': " + gai_strerror(e));
+        std::string("cannot resolve the ") + flag + " host '" + host + "': " + gai_strerror(e));
   }
   return std::variant<std::string, std::string>(std::in_place_index<0>, text);
 }
@@ -263,6 +265,39 @@ int run_serve(int argc, char** argv) {
   });
   auto bound = server.listen();
   if (auto* error = std::get_if<std::string>(&bound)) return fatal(*error);
+  // The beanstalkd protocol (docs/beanstalk.md), announced before the HTTP URL so that whoever
+  // reads that line (scripts, the e2e tests) has seen this one too.
+  std::optional<beanstalk::Listener> beanstalkd;
+  if (!options.beanstalk_listen.empty()) {
+    beanstalk::ListenerOptions b;
+    const auto b_colon = options.beanstalk_listen.rfind(':');
+    b.host = options.beanstalk_listen.substr(0, b_colon);
+    if (b.host.size() > 1 && b.host.front() == '[') b.host = b.host.substr(1, b.host.size() - 2);
+    auto b_resolved = resolve_host(b.host, "--beanstalk-listen");
+    if (b_resolved.index() == 1) return fatal(std::get<1>(b_resolved));
+    b.host = std::get<0>(b_resolved);
+    // parse_serve_options has checked the name; this checks what it resolved to.
+    if (!options.beanstalk_allow_remote && !is_loopback_host(b.host))
+      return fatal("--beanstalk-listen resolved to " + b.host +
+                   ", not a loopback address; add --beanstalk-allow-remote to listen there");
+    b.port = static_cast<unsigned short>(
+        std::strtoul(options.beanstalk_listen.c_str() + b_colon + 1, nullptr, 10));
+    b.max_job_size = options.beanstalk_max_job_size;
+    b.io_threads = options.io_threads;
+    // Its commands make blocking store calls: as many threads as HTTP's pool, at least 4.
+    b.worker_threads = std::max(4u, http.worker_threads);
+    b.log = [&logger](const std::string& line) { logger.warn(line); };
+    beanstalkd.emplace(jobs_ref, b);
+    auto b_bound = beanstalkd->listen();
+    if (auto* error = std::get_if<std::string>(&b_bound)) return fatal(*error);
+    const bool b_ipv6 = b.host.find(':') != std::string::npos;
+    const std::string address = (b_ipv6 ? "[" : "") + b.host + (b_ipv6 ? "]" : "") + ":" +
+                                std::to_string(std::get<unsigned short>(b_bound));
+    beanstalkd->start();
+    std::printf("kvq serve: beanstalkd protocol on %s\n", address.c_str());
+    logger.info("serving the beanstalkd protocol",
+                {{"address", address}, {"max_job_size", b.max_job_size}});
+  }
   const bool ipv6 = http.host.find(':') != std::string::npos;
   const std::string url = std::string(http.tls_cert.empty() ? "http" : "https") + "://" +
                           (ipv6 ? "[" : "") + http.host + (ipv6 ? "]" : "") + ":" +
@@ -286,6 +321,8 @@ int run_serve(int argc, char** argv) {
   });
   server.run();
   stopper.join();
+  // Its connections hand their reserved jobs back, through Jobs: before Jobs goes.
+  beanstalkd.reset();
   background.reset();
   api.reset();
   logger.info("stopped");

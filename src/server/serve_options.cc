@@ -42,6 +42,16 @@ const char kServeUsage[] =
     "  --io-threads N       threads serving connections (default 2)\n"
     "  --worker-threads N   threads running store operations; 0 runs them on the I/O threads\n"
     "                       (default: 0 for an LMDB store with relaxed, else 32)\n"
+    "  --beanstalk-listen HOST:PORT\n"
+    "                       also serve beanstalkd's protocol there (docs/beanstalk.md; off by\n"
+    "                       default; beanstalkd's own port is 11300). A loopback address only,\n"
+    "                       unless --beanstalk-allow-remote: the protocol cannot carry --token\n"
+    "  --beanstalk-allow-remote\n"
+    "                       let --beanstalk-listen take any address: whoever reaches it can put,\n"
+    "                       take and delete jobs, without a token\n"
+    "  --beanstalk-max-job-size BYTES\n"
+    "                       the largest job body a put may carry (default 65535, as beanstalkd's\n"
+    "                       -z; at most 262144)\n"
     "  --config FILE        read 'name = value' lines with these option names first\n"
     "  --help               this text\n"
     "\n"
@@ -51,11 +61,27 @@ const char kServeUsage[] =
 namespace {
 
 // Every option that takes a value, --config aside (it is read first, whatever its place).
-constexpr const char* kOptionNames[] = {
-    "listen",        "data",          "store",         "etcd-ca",   "etcd-cert",  "etcd-key",
-    "etcd-user",     "etcd-password", "durability",    "token",     "max-body",   "max-body-memory",
-    "tls-cert",      "tls-key",       "tls-client-ca", "log-level", "log-format", "io-threads",
-    "worker-threads"};
+constexpr const char* kOptionNames[] = {"listen",
+                                        "data",
+                                        "store",
+                                        "etcd-ca",
+                                        "etcd-cert",
+                                        "etcd-key",
+                                        "etcd-user",
+                                        "etcd-password",
+                                        "durability",
+                                        "token",
+                                        "max-body",
+                                        "max-body-memory",
+                                        "tls-cert",
+                                        "tls-key",
+                                        "tls-client-ca",
+                                        "log-level",
+                                        "log-format",
+                                        "io-threads",
+                                        "worker-threads",
+                                        "beanstalk-listen",
+                                        "beanstalk-max-job-size"};
 
 bool to_number(const std::string& text, unsigned long long max, unsigned long long& out) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return false;
@@ -123,6 +149,20 @@ std::string apply(ServeOptions& o, const std::string& name, const std::string& v
   } else if (name == "io-threads") {
     if (!to_number(value, 256, n) || n == 0) return "--io-threads wants 1..256";
     o.io_threads = static_cast<unsigned>(n);
+  } else if (name == "beanstalk-listen") {
+    const auto colon = value.rfind(':');
+    if (colon == std::string::npos || colon == 0 || !to_number(value.substr(colon + 1), 65535, n)) {
+      return "--beanstalk-listen wants HOST:PORT with a port in 0..65535, got '" + value + "'";
+    }
+    o.beanstalk_listen = value;
+  } else if (name == "beanstalk-allow-remote") {
+    if (value != "true" && value != "false") return "beanstalk-allow-remote wants true or false";
+    o.beanstalk_allow_remote = value == "true";
+  } else if (name == "beanstalk-max-job-size") {
+    // At most the jobs layer's largest data (JobsOptions::max_data_bytes, 256 KiB).
+    if (!to_number(value, 256 * 1024, n) || n == 0)
+      return "--beanstalk-max-job-size wants 1..262144 bytes";
+    o.beanstalk_max_job_size = n;
   } else if (name == "worker-threads") {
     if (!to_number(value, 256, n)) return "--worker-threads wants 0..256";
     o.worker_threads = static_cast<unsigned>(n);
@@ -156,6 +196,22 @@ std::string read_config(ServeOptions& o, const std::string& path) {
 
 }  // namespace
 
+bool is_loopback_host(std::string_view host) {
+  if (host.size() > 1 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  if (host == "localhost" || host == "::1") return true;
+  // 127.0.0.0/8 in dotted decimal: four numbers 0..255, the first 127.
+  if (!host.starts_with("127.")) return false;
+  int parts = 0;
+  for (size_t from = 0; from <= host.size(); ++parts) {
+    const size_t dot = std::min(host.find('.', from), host.size());
+    unsigned long long n = 0;
+    if (!to_number(std::string(host.substr(from, dot - from)), 255, n)) return false;
+    from = dot + 1;
+  }
+  return parts == 4;
+}
+
 std::variant<ServeOptions, std::string> parse_serve_options(int argc, char** argv) {
   ServeOptions o;
   if (const char* t = std::getenv("KVQ_TOKEN")) o.token = t;
@@ -171,6 +227,8 @@ std::variant<ServeOptions, std::string> parse_serve_options(int argc, char** arg
   std::vector<std::string> configs;
   app.add_option("--config", configs)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   std::vector<std::pair<std::string, std::string>> flags;
+  app.add_flag_callback("--beanstalk-allow-remote",
+                        [&flags] { flags.emplace_back("beanstalk-allow-remote", "true"); });
   for (const char* name : kOptionNames) {
     app.add_option_function<std::vector<std::string>>(
            std::string("--") + name,
@@ -205,6 +263,13 @@ std::variant<ServeOptions, std::string> parse_serve_options(int argc, char** arg
     if (auto e = apply(o, name, value); !e.empty()) return e;
   }
   if (o.tls_cert.empty() != o.tls_key.empty()) return "--tls-cert and --tls-key go together";
+  if (!o.beanstalk_listen.empty() && !o.beanstalk_allow_remote &&
+      !is_loopback_host(o.beanstalk_listen.substr(0, o.beanstalk_listen.rfind(':')))) {
+    return "--beanstalk-listen " + o.beanstalk_listen +
+           " is not a loopback address: the beanstalkd protocol cannot carry --token, so anyone "
+           "who reaches it could put, take and delete jobs. Listen on 127.0.0.1, ::1 or "
+           "localhost, or add --beanstalk-allow-remote to accept that";
+  }
   if (!o.tls_client_ca.empty() && o.tls_cert.empty())
     return "--tls-client-ca needs --tls-cert and --tls-key";
   return o;

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 
 #include "kvq/lmdb_store.h"
@@ -28,10 +29,19 @@ struct ServeOptions {
   // Unset: 0 (store operations run on the I/O threads) for an LMDB store with nosync, whose
   // calls never wait on the disk; 32 otherwise.
   std::optional<unsigned> worker_threads;
+  // beanstalkd's protocol (docs/beanstalk.md): "" = not served. Loopback only unless
+  // beanstalk_allow_remote, since the protocol has no way to send the token.
+  std::string beanstalk_listen;
+  bool beanstalk_allow_remote = false;
+  size_t beanstalk_max_job_size = 65535;  // beanstalkd's -z
   bool help = false;
 };
 
 extern const char kServeUsage[];
+
+// True for an address only this machine reaches: 127.0.0.0/8, ::1 (bracketed or not), or
+// "localhost".
+bool is_loopback_host(std::string_view host);
 
 // The options, or a message saying what is wrong with the arguments.
 std::variant<ServeOptions, std::string> parse_serve_options(int argc, char** argv);

@@ -137,5 +137,70 @@ TEST(ServeOptionsTest, AListenHostMayBeAName) {
   EXPECT_EQ(std::get<ServeOptions>(parse({"--listen", "localhost:0"})).listen, "localhost:0");
 }
 
+TEST(ServeOptionsTest, TheBeanstalkdProtocolIsOffByDefault) {
+  auto o = std::get<ServeOptions>(parse({}));
+  EXPECT_EQ(o.beanstalk_listen, "");
+  EXPECT_FALSE(o.beanstalk_allow_remote);
+  EXPECT_EQ(o.beanstalk_max_job_size, 65535u);
+}
+
+TEST(ServeOptionsTest, TheBeanstalkdListenerTakesLoopbackAddresses) {
+  for (const char* address : {"127.0.0.1:11300", "127.1.2.3:0", "localhost:11300", "[::1]:11300"}) {
+    auto parsed = parse({"--beanstalk-listen", address});
+    ASSERT_TRUE(std::holds_alternative<ServeOptions>(parsed))
+        << address << ": " << std::get<std::string>(parsed);
+    EXPECT_EQ(std::get<ServeOptions>(parsed).beanstalk_listen, address);
+  }
+}
+
+TEST(ServeOptionsTest, ARemoteBeanstalkdListenerNeedsItsOwnFlag) {
+  for (const char* address : {"0.0.0.0:11300", "10.1.2.3:11300", "[::]:11300", "example.com:11300",
+                              "127.0.0.1.example.com:1", "128.0.0.1:1"}) {
+    auto parsed = parse({"--beanstalk-listen", address});
+    ASSERT_TRUE(std::holds_alternative<std::string>(parsed)) << address << " was accepted";
+    const std::string& error = std::get<std::string>(parsed);
+    EXPECT_NE(error.find("not a loopback address"), std::string::npos) << error;
+    EXPECT_NE(error.find("--beanstalk-allow-remote"), std::string::npos) << error;
+    EXPECT_NE(error.find("--token"), std::string::npos) << error;
+  }
+  auto o = std::get<ServeOptions>(
+      parse({"--beanstalk-listen", "0.0.0.0:11300", "--beanstalk-allow-remote"}));
+  EXPECT_EQ(o.beanstalk_listen, "0.0.0.0:11300");
+  EXPECT_TRUE(o.beanstalk_allow_remote);
+}
+
+TEST(ServeOptionsTest, BeanstalkdSettingsComeFromTheConfigFileToo) {
+  testing::TempDir dir;
+  std::ofstream(dir.sub("kvq.conf")) << "beanstalk-listen = 0.0.0.0:11300\n"
+                                     << "beanstalk-allow-remote = true\n"
+                                     << "beanstalk-max-job-size = 1000\n";
+  auto parsed = parse({"--config", dir.sub("kvq.conf")});
+  ASSERT_TRUE(std::holds_alternative<ServeOptions>(parsed)) << std::get<std::string>(parsed);
+  auto o = std::get<ServeOptions>(parsed);
+  EXPECT_EQ(o.beanstalk_listen, "0.0.0.0:11300");
+  EXPECT_TRUE(o.beanstalk_allow_remote);
+  EXPECT_EQ(o.beanstalk_max_job_size, 1000u);
+}
+
+TEST(ServeOptionsTest, BeanstalkdValuesAreChecked) {
+  EXPECT_NE(std::get<std::string>(parse({"--beanstalk-listen", "nowhere"})).find("HOST:PORT"),
+            std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--beanstalk-max-job-size", "0"})).find("1..262144"),
+            std::string::npos);
+  EXPECT_NE(std::get<std::string>(parse({"--beanstalk-max-job-size", "262145"})).find("1..262144"),
+            std::string::npos);
+  EXPECT_EQ(
+      std::get<ServeOptions>(parse({"--beanstalk-max-job-size", "262144"})).beanstalk_max_job_size,
+      262144u);
+}
+
+TEST(ServeOptionsTest, TheUsageNamesTheBeanstalkdFlags) {
+  const std::string usage = kServeUsage;
+  for (const char* flag :
+       {"--beanstalk-listen", "--beanstalk-allow-remote", "--beanstalk-max-job-size"}) {
+    EXPECT_NE(usage.find(flag), std::string::npos) << flag;
+  }
+}
+
 }  // namespace
 }  // namespace kvq::server

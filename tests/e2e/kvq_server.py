@@ -24,6 +24,7 @@ import urllib.parse
 KVQ_BIN = os.environ.get("KVQ_BIN", "/work/main/build/release/src/cli/kvq")
 
 _LISTEN_RE = re.compile(r"listening on (https?://\S+)")
+_BEANSTALK_RE = re.compile(r"beanstalkd protocol on (\S+)")
 _ids = itertools.count(1)
 
 
@@ -437,6 +438,7 @@ class KvqServer:
         self.proc = None
         self.url = None
         self.first_line = None
+        self.beanstalk_address = None  # "HOST:PORT" with --beanstalk-listen
 
     @property
     def pid(self):
@@ -467,6 +469,9 @@ class KvqServer:
             try:
                 for raw in stream:
                     line = raw.decode(errors="replace")
+                    b = _BEANSTALK_RE.search(line)
+                    if b:  # printed before the URL line
+                        self.beanstalk_address = b.group(1)
                     m = _LISTEN_RE.search(line)
                     if m and self.first_line is None:
                         self.first_line = line.strip()
