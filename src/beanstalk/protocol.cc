@@ -1,6 +1,5 @@
 #include "beanstalk/protocol.h"
 
-#include <array>
 #include <limits>
 #include <utility>
 

@@ -197,6 +197,9 @@ void Session::on_reserved(Result<jobs::Job> job, std::optional<Clock::time_point
     return done(std::move(reply), false);
   }
   if (half_closed || job.code() == Code::kCancelled) return done(line("TIMED_OUT"), false);
+  // A watched tube's type was deleted (over HTTP) since this session made it: the next
+  // reserve makes it again.
+  if (job.code() == Code::kNotFound) ensured_.clear();
   if (job.code() != Code::kDeadlineExceeded) return done(internal_error(), false);
   if (bound_by_margin) return done(line("DEADLINE_SOON"), false);
   if (timeout_at && Clock::now() + 5ms >= *timeout_at) return done(line("TIMED_OUT"), false);
