@@ -32,15 +32,21 @@ class Connection;
 struct Listener::Impl {
   Impl(jobs::Jobs& jobs, ListenerOptions o)
       : options(std::move(o)),
-        context{
-            .jobs = jobs,
-            .counters = counters,
-            .max_job_size = options.max_job_size,
-            .run_blocking = [this](std::function<void()> task) { pool->post(std::move(task)); }},
+        context{.jobs = jobs,
+                .counters = counters,
+                .max_job_size = options.max_job_size,
+                .run_blocking = [this](std::function<void()> task) { run(std::move(task)); }},
         acceptor(ioc),
         accept_timer(ioc),
         guard(asio::make_work_guard(ioc)),
-        pool(std::make_unique<util::ThreadPool>(std::max(1u, options.worker_threads))) {}
+        pool(options.worker_threads > 0 ? std::make_unique<util::ThreadPool>(options.worker_threads)
+                                        : nullptr) {}
+
+  // Runs `task` on the worker pool, or with none, on an I/O thread.
+  void run(std::function<void()> task) {
+    if (pool) return pool->post(std::move(task));
+    asio::post(ioc, std::move(task));
+  }
 
   void accept_next();
   void track(uint64_t number, const std::shared_ptr<Connection>& connection) KVQ_EXCLUDES(mu);
@@ -53,7 +59,7 @@ struct Listener::Impl {
   tcp::acceptor acceptor;
   asio::steady_timer accept_timer;
   asio::executor_work_guard<asio::io_context::executor_type> guard;
-  std::unique_ptr<util::ThreadPool> pool;
+  std::unique_ptr<util::ThreadPool> pool;  // null: commands run on the I/O threads
   std::vector<std::thread> threads;
   std::atomic<uint64_t> next_number{1};
   std::atomic<bool> stopping{false};
@@ -123,13 +129,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     busy_ = true;
     read();
-    server_.pool->post([self = shared_from_this(), request = std::move(*request)]() mutable {
+    auto command = [self = shared_from_this(), request = std::move(*request)]() mutable {
       self->session_->execute(std::move(request), [self](std::string reply, bool close) {
         asio::post(self->socket_.get_executor(), [self, reply = std::move(reply), close]() mutable {
           self->on_done(std::move(reply), close);
         });
       });
-    });
+    };
+    // Without a pool (a store whose calls never wait on a disk or a network), here: handing
+    // the command to another thread and back would cost more than it does.
+    if (!server_.pool) return command();
+    server_.pool->post(std::move(command));
   }
 
   void on_done(std::string reply, bool close) {
@@ -155,7 +165,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     boost::system::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
-    server_.pool->post([self = shared_from_this()] {
+    server_.run([self = shared_from_this()] {
       self->session_->close();
       self->server_.forget(self->number_);
     });

@@ -4,10 +4,13 @@
 // What it promises:
 // - A few I/O threads (Boost.Asio) read and write every connection asynchronously; an idle
 //   connection, or one waiting in a reserve, holds memory, never a thread.
-// - Each command runs on a small worker pool (worker_threads), because most jobs calls the
-//   protocol maps to are synchronous and a durable commit waits for an fsync: on the I/O
-//   threads it would hold up every other connection. A reserve's wait holds no pool thread
-//   either (Jobs::accept_any_async).
+// - Each command runs on a worker pool (worker_threads), because most jobs calls the protocol
+//   maps to are synchronous and a durable commit waits for an fsync: on the I/O threads it
+//   would hold up every other connection. With worker_threads 0 — for a store whose calls never
+//   wait on a disk or a network, LMDB with relaxed durability, as `kvq serve --worker-threads`
+//   decides for HTTP — commands run on the I/O thread that read them, since handing a
+//   microsecond's call to another thread and back costs more than the call. A reserve's wait
+//   holds no thread either way (Jobs::accept_any_async).
 // - A connection's commands run one at a time, in order, and their replies go out in that
 //   order. While one runs, the connection keeps reading (so that a client that goes away during
 //   a reserve is seen at once) until it holds about one more request: memory per connection is
@@ -34,7 +37,7 @@ struct ListenerOptions {
   unsigned short port = 11300;     // 0: any free port
   size_t max_job_size = 65535;     // beanstalkd's -z; REQUIRES <= JobsOptions::max_data_bytes
   unsigned io_threads = 2;
-  unsigned worker_threads = 4;
+  unsigned worker_threads = 4;  // 0: commands run on the I/O threads
   // Lines for the operator (accept failures); nullptr: not logged.
   std::function<void(const std::string& line)> log;
 };

@@ -284,8 +284,9 @@ int run_serve(int argc, char** argv) {
         std::strtoul(options.beanstalk_listen.c_str() + b_colon + 1, nullptr, 10));
     b.max_job_size = options.beanstalk_max_job_size;
     b.io_threads = options.io_threads;
-    // Its commands make blocking store calls: as many threads as HTTP's pool, at least 4.
-    b.worker_threads = std::max(4u, http.worker_threads);
+    // Its commands make blocking store calls: a pool as HTTP's, or none where HTTP runs its
+    // calls on the I/O threads (a store whose commits never wait on a disk or a network).
+    b.worker_threads = http.worker_threads;
     b.log = [&logger](const std::string& line) { logger.warn(line); };
     beanstalkd.emplace(jobs_ref, b);
     auto b_bound = beanstalkd->listen();
