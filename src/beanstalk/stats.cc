@@ -200,7 +200,8 @@ std::optional<std::string> job_stats_yaml(const jobs::JobInfo& job, int64_t now_
       .add("state", job_state_name(*state))
       .add("pri", static_cast<uint64_t>(std::max<int64_t>(0, job.priority)))
       .add("age", seconds_until(now_ms, job.created_at_ms))
-      .add("delay", seconds_until(job.scheduled_time_ms, job.updated_at_ms))
+      // Rounded: the put's clock read and its commit's are a few milliseconds apart.
+      .add("delay", seconds_until(job.scheduled_time_ms + 500, job.updated_at_ms))
       .add("ttr", static_cast<uint64_t>(ttr_ms / 1000))
       .add("time-left", left)
       .add("file", 0)
