@@ -3,13 +3,16 @@
 // fault injector.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "kv/fault_injection.h"
 #include "kvq/jobs.h"
 #include "support/jobs_fixture.h"
 
@@ -316,6 +319,58 @@ TEST_P(AcceptAnyTest, FinishAndAcceptAsyncRunsAChainOnceEach) {
     EXPECT_EQ(counts->finished, static_cast<uint64_t>(kJobs / 2)) << type;
     EXPECT_EQ(counts->running + counts->pending, 0u) << type;
   }
+}
+
+// Every commit is reported unknown until one that applied (then faults stop): the retries of
+// finish_and_accept recognise their own commit, whether it took a next job or none, so no job
+// is lost or taken twice.
+TEST_P(AcceptAnyTest, FinishAndAcceptRetriedAfterAnUnknownCommitLosesAndDoublesNothing) {
+  auto faulty = std::make_shared<kv::FaultInjectingStore>(raw_ptr(), kv::FaultOptions{});
+  auto worker = jobs::Jobs::open(
+      faulty, {.key_prefix = "t", .run_activity_monitor = false, .run_scheduler = false});
+  ASSERT_TRUE(worker.ok());
+  for (int64_t i = 0; i < 3; ++i) {
+    const std::string id(1, static_cast<char>('a' + i));
+    ASSERT_TRUE(jobs().add("work", id, "{}", {.priority = i}).ok());
+  }
+  auto job = (*worker)->accept_job("work", "a");
+  ASSERT_TRUE(job.ok());
+  for (const bool takes_next : {true, false}) {
+    SCOPED_TRACE(takes_next ? "takes the next" : "takes none");
+    const uint64_t applied_before = faulty->counts().unknown_applied;
+    faulty->set_options({.unknown_result_rate = 1, .seed = 7});
+    std::atomic<bool> stop{false};
+    std::thread calm([&] {
+      while (!stop && faulty->counts().unknown_applied == applied_before)
+        std::this_thread::sleep_for(100us);
+      faulty->set_options({});
+    });
+    auto next = (*worker)->finish_and_accept(
+        *job, {.result = "1"},
+        takes_next ? std::vector<std::string>{} : std::vector<std::string>{"other"},
+        {.worker = "w"});
+    stop = true;
+    calm.join();
+    ASSERT_TRUE(next.ok()) << next.status().to_string();
+    EXPECT_GT(faulty->counts().unknown_applied, applied_before);
+    EXPECT_EQ(info("work", job->id).outcome, Outcome::kSucceeded);
+    if (!takes_next) {
+      EXPECT_FALSE(next->has_value());
+      break;
+    }
+    ASSERT_TRUE(next->has_value());
+    EXPECT_EQ((*next)->id, "b");
+    const JobInfo b = info("work", "b");
+    EXPECT_EQ(b.state, State::kRunning);
+    EXPECT_EQ(b.worker, "w");
+    EXPECT_EQ(b.attempts, 1u);
+    job = std::move(**next);
+  }
+  EXPECT_EQ(info("work", "c").state, State::kPending);
+  auto counts = jobs().count("work");
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->finished, 2u);
+  EXPECT_EQ(counts->running, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, AcceptAnyTest, ::testing::ValuesIn(jobs_params()),
