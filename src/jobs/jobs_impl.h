@@ -1,6 +1,7 @@
 // jobs/jobs_impl.h — what a Jobs is made of: its keys and its background loops.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "jobs/accept_waiters.h"
@@ -35,5 +36,13 @@ struct Jobs::Impl {
   // as it calls the Jobs back. Declared last so that it stops first: its ticks add jobs.
   std::unique_ptr<Scheduler> scheduler;
 };
+
+// Runs `look` — a look that commits through kv::run_async — without blocking the calling
+// thread: at once on a nonblocking store (where run_async does not block), else on
+// blocking_looks.
+inline void run_look(Jobs::Impl& impl, std::function<void()> look) {
+  if (!impl.blocking_looks) return look();
+  impl.blocking_looks->post(std::move(look));
+}
 
 }  // namespace kvq::jobs

@@ -13,21 +13,7 @@
 #include "jobs/validation.h"
 
 namespace kvq::jobs {
-namespace {
 
-// rerun_all reruns at most this many jobs, and reads about this many bytes of job rows, per
-// transaction (as remove_all_jobs does).
-constexpr size_t kRerunAllBatch = 256;
-constexpr size_t kRerunAllBytes = 32 * 1024 * 1024;
-
-Status not_found(std::string_view type, std::string_view id) {
-  return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) +
-                  "' does not exist");
-}
-
-// The row a finished job has once rerun: pending at the options' time and priority, starting
-// over — its attempts, result, outcome and progress cleared — with its data and its errors (why
-// it died, for a dead job) kept.
 JobRow row_after_rerun(const JobRow& finished, const RerunOptions& options, int64_t now) {
   JobRow after = finished;
   after.finished = false;
@@ -41,6 +27,18 @@ JobRow row_after_rerun(const JobRow& finished, const RerunOptions& options, int6
   after.scheduled = options.scheduled_time_ms.value_or(now);
   after.priority = options.priority.value_or(finished.priority);
   return after;
+}
+
+namespace {
+
+// rerun_all reruns at most this many jobs, and reads about this many bytes of job rows, per
+// transaction (as remove_all_jobs does).
+constexpr size_t kRerunAllBatch = 256;
+constexpr size_t kRerunAllBytes = 32 * 1024 * 1024;
+
+Status not_found(std::string_view type, std::string_view id) {
+  return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) +
+                  "' does not exist");
 }
 
 // The row a pending or running job has once cancelled. Clearing the lock fences its worker out

@@ -27,26 +27,6 @@ Status Jobs::remove(std::string_view, std::string_view, const RemoveOptions&) {
 Result<std::string> Jobs::type_of(std::string_view) { return not_yet("type_of"); }
 Result<uint64_t> Jobs::next_job_number() { return not_yet("next_job_number"); }
 Result<JobInfo> Jobs::peek(std::string_view, Peek) { return not_yet("peek"); }
-Result<Job> Jobs::accept_any(const std::vector<std::string>&, const AcceptOptions&) {
-  return not_yet("accept_any");
-}
-uint64_t Jobs::accept_any_async(const std::vector<std::string>&, const AcceptOptions&,
-                                std::function<void(Result<Job>)> done) {
-  done(not_yet("accept_any_async"));
-  return 0;
-}
-Result<Job> Jobs::accept_job(std::string_view, std::string_view, const AcceptOptions&) {
-  return not_yet("accept_job");
-}
-Result<std::optional<Job>> Jobs::finish_and_accept(Job&, const FinishOptions&,
-                                                   const std::vector<std::string>&,
-                                                   const AcceptOptions&) {
-  return not_yet("finish_and_accept");
-}
-void Jobs::finish_and_accept_async(Job, FinishOptions, std::vector<std::string>, AcceptOptions,
-                                   std::function<void(Result<std::optional<Job>>)> done) {
-  done(not_yet("finish_and_accept_async"));
-}
 Status Jobs::remove(Job&) { return not_yet("remove(Job&)"); }
 void Jobs::remove_async(Job, std::function<void(Status)> done) { done(not_yet("remove_async")); }
 Status Jobs::remove(kv::Transaction&, Job&) { return not_yet("remove(txn, Job&)"); }

@@ -9,6 +9,7 @@
 #include "jobs/jobs_impl.h"
 #include "jobs/pending_picks.h"
 #include "jobs/validation.h"
+#include "jobs/worker_calls.h"
 #include "util/random.h"
 #include "util/secret.h"
 
@@ -59,13 +60,6 @@ Result<JobRow> load_held(kv::Transaction& txn, const Keys& keys, const Job& job)
   return held(job, std::move(row));
 }
 
-// A worker call's input, checked once: the data and the call's own JSON value (update's
-// progress, finish's result), each normalized.
-struct Checked {
-  std::optional<std::string> data;
-  std::optional<std::string> value;
-};
-
 Result<Checked> check_call(const Job& job, const std::optional<std::string>& data,
                            const std::optional<std::string>& value, std::string_view value_name,
                            size_t max) {
@@ -89,9 +83,13 @@ Result<Checked> check_update(const Job& job, const UpdateOptions& options, size_
   return check_call(job, options.data, options.progress, "progress", max);
 }
 
+}  // namespace
+
 Result<Checked> check_finish(const Job& job, const FinishOptions& options, size_t max) {
   return check_call(job, options.data, options.result, "result", max);
 }
+
+namespace {
 
 Result<UpdateResult> update_checked(kv::Transaction& txn, const Keys& keys, Job& job,
                                     const Checked& checked) {
@@ -104,13 +102,7 @@ Result<UpdateResult> update_checked(kv::Transaction& txn, const Keys& keys, Job&
   return UpdateResult{before.resubmit};
 }
 
-// What finish_checked decided, for the type's stats.
-struct Finished {
-  bool succeeded = false;   // finished, not resubmitted
-  int64_t started = 0;      // when the run began
-  bool recognised = false;  // the call found its own earlier commit
-  bool counted = false;     // set by counting(): the stats count it
-};
+}  // namespace
 
 Result<Finished> finish_checked(kv::Transaction& txn, const Keys& keys, const Job& job,
                                 const Checked& checked) {
@@ -138,6 +130,8 @@ Result<Finished> finish_checked(kv::Transaction& txn, const Keys& keys, const Jo
   KVQ_RETURN_IF_ERROR(save_job(txn, keys, job.type, job.id, before, after));
   return Finished{!before.resubmit, before.started};
 }
+
+namespace {
 
 Status resubmit_checked(kv::Transaction& txn, const Keys& keys, Job& job,
                         std::optional<int64_t> scheduled_time_ms, const Checked& checked) {
