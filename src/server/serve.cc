@@ -71,6 +71,43 @@ std::variant<std::string, std::string> resolve_host(const std::string& host,
   return std::variant<std::string, std::string>(std::in_place_index<0>, text);
 }
 
+// Starts the beanstalkd protocol's listener (--beanstalk-listen) and prints its address, or
+// says why it cannot.
+std::variant<std::unique_ptr<beanstalk::Listener>, std::string> start_beanstalk(
+    const ServeOptions& options, unsigned worker_threads, jobs::Jobs& jobs, log::Logger& logger) {
+  beanstalk::ListenerOptions b;
+  const auto colon = options.beanstalk_listen.rfind(':');
+  b.host = options.beanstalk_listen.substr(0, colon);
+  if (b.host.size() > 1 && b.host.front() == '[') b.host = b.host.substr(1, b.host.size() - 2);
+  auto resolved = resolve_host(b.host, "--beanstalk-listen");
+  if (resolved.index() == 1) return std::get<1>(resolved);
+  b.host = std::get<0>(resolved);
+  // parse_serve_options has checked the name; this checks what it resolved to.
+  if (!options.beanstalk_allow_remote && !is_loopback_host(b.host))
+    return "--beanstalk-listen resolved to " + b.host +
+           ", not a loopback address; add --beanstalk-allow-remote to listen there";
+  // parse_serve_options has checked the port: digits, at most 65535.
+  b.port = static_cast<unsigned short>(
+      std::strtoul(options.beanstalk_listen.c_str() + colon + 1, nullptr, 10));
+  b.max_job_size = options.beanstalk_max_job_size;
+  b.io_threads = options.io_threads;
+  // Its commands make blocking store calls: a pool as HTTP's, or none where HTTP runs its
+  // calls on the I/O threads (a store whose commits never wait on a disk or a network).
+  b.worker_threads = worker_threads;
+  b.log = [&logger](const std::string& line) { logger.warn(line); };
+  auto listener = std::make_unique<beanstalk::Listener>(jobs, b);
+  auto bound = listener->listen();
+  if (auto* error = std::get_if<std::string>(&bound)) return *error;
+  const bool ipv6 = b.host.find(':') != std::string::npos;
+  const std::string address = (ipv6 ? "[" : "") + b.host + (ipv6 ? "]" : "") + ":" +
+                              std::to_string(std::get<unsigned short>(bound));
+  listener->start();
+  std::printf("kvq serve: beanstalkd protocol on %s\n", address.c_str());
+  logger.info("serving the beanstalkd protocol",
+              {{"address", address}, {"max_job_size", b.max_job_size}});
+  return listener;
+}
+
 // What the library's background work did, from its counters, logged once a second when it
 // did something: monitor re-enqueues and give-ups of lost runs, retention removals, workers
 // declared dead.
@@ -267,37 +304,11 @@ int run_serve(int argc, char** argv) {
   if (auto* error = std::get_if<std::string>(&bound)) return fatal(*error);
   // The beanstalkd protocol (docs/beanstalk.md), announced before the HTTP URL so that whoever
   // reads that line (scripts, the e2e tests) has seen this one too.
-  std::optional<beanstalk::Listener> beanstalkd;
+  std::unique_ptr<beanstalk::Listener> beanstalkd;
   if (!options.beanstalk_listen.empty()) {
-    beanstalk::ListenerOptions b;
-    const auto b_colon = options.beanstalk_listen.rfind(':');
-    b.host = options.beanstalk_listen.substr(0, b_colon);
-    if (b.host.size() > 1 && b.host.front() == '[') b.host = b.host.substr(1, b.host.size() - 2);
-    auto b_resolved = resolve_host(b.host, "--beanstalk-listen");
-    if (b_resolved.index() == 1) return fatal(std::get<1>(b_resolved));
-    b.host = std::get<0>(b_resolved);
-    // parse_serve_options has checked the name; this checks what it resolved to.
-    if (!options.beanstalk_allow_remote && !is_loopback_host(b.host))
-      return fatal("--beanstalk-listen resolved to " + b.host +
-                   ", not a loopback address; add --beanstalk-allow-remote to listen there");
-    b.port = static_cast<unsigned short>(
-        std::strtoul(options.beanstalk_listen.c_str() + b_colon + 1, nullptr, 10));
-    b.max_job_size = options.beanstalk_max_job_size;
-    b.io_threads = options.io_threads;
-    // Its commands make blocking store calls: a pool as HTTP's, or none where HTTP runs its
-    // calls on the I/O threads (a store whose commits never wait on a disk or a network).
-    b.worker_threads = http.worker_threads;
-    b.log = [&logger](const std::string& line) { logger.warn(line); };
-    beanstalkd.emplace(jobs_ref, b);
-    auto b_bound = beanstalkd->listen();
-    if (auto* error = std::get_if<std::string>(&b_bound)) return fatal(*error);
-    const bool b_ipv6 = b.host.find(':') != std::string::npos;
-    const std::string address = (b_ipv6 ? "[" : "") + b.host + (b_ipv6 ? "]" : "") + ":" +
-                                std::to_string(std::get<unsigned short>(b_bound));
-    beanstalkd->start();
-    std::printf("kvq serve: beanstalkd protocol on %s\n", address.c_str());
-    logger.info("serving the beanstalkd protocol",
-                {{"address", address}, {"max_job_size", b.max_job_size}});
+    auto started = start_beanstalk(options, http.worker_threads, jobs_ref, logger);
+    if (auto* error = std::get_if<std::string>(&started)) return fatal(*error);
+    beanstalkd = std::move(std::get<0>(started));
   }
   const bool ipv6 = http.host.find(':') != std::string::npos;
   const std::string url = std::string(http.tls_cert.empty() ? "http" : "https") + "://" +
