@@ -35,6 +35,7 @@ JobRow row_after_rerun(const JobRow& finished, const RerunOptions& options, int6
   after.gave_up = false;
   after.lost_runs = 0;
   after.attempts = 0;
+  after.snoozes = 0;
   after.outcome = Outcome::kNone;
   after.result.reset();
   after.progress.reset();
