@@ -8,14 +8,6 @@ namespace {
 Status not_yet(const char* what) { return Internal(std::string(what) + " is not implemented yet"); }
 }  // namespace
 
-Result<uint64_t> Jobs::rerun_some(std::string_view, Outcome, size_t) {
-  return not_yet("rerun_some");
-}
-Status Jobs::reschedule(std::string_view, std::string_view, const RescheduleOptions&) {
-  return not_yet("reschedule");
-}
-Result<uint64_t> Jobs::make_due(std::string_view, size_t) { return not_yet("make_due"); }
-Result<JobInfo> Jobs::peek(std::string_view, Peek) { return not_yet("peek"); }
 Result<Job> Jobs::accept_any(const std::vector<std::string>&, const AcceptOptions&) {
   return not_yet("accept_any");
 }
