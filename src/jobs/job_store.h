@@ -59,5 +59,9 @@ Result<std::optional<TypeSettings>> type_settings_of(kv::Transaction& txn, const
 JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row);
 // The event a subscriber of the job sees for this row.
 JobEvent to_event(std::string_view type, std::string_view id, const JobRow& row);
+// The handle of the run `row` (running) holds, as an accept hands it out: its lock, data and
+// format, attempt, priority, and timeout (the job's own, else `type_timeout`). Every accept
+// builds its Job here.
+Job job_of_run(std::string_view type, std::string_view id, const JobRow& row, Millis type_timeout);
 
 }  // namespace kvq::jobs

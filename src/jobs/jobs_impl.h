@@ -6,6 +6,7 @@
 
 #include "jobs/accept_waiters.h"
 #include "jobs/activity_monitor.h"
+#include "jobs/job_numbers.h"
 #include "jobs/notifier.h"
 #include "jobs/scheduler.h"
 #include "jobs/schema.h"
@@ -28,6 +29,7 @@ struct Jobs::Impl {
   TypeStatsRecorder type_stats;  // Jobs::type_stats; before the loops that record into it
   Notifier notifier;             // subscriptions
   AcceptWaiters accept_waiters;  // waiting accepts
+  JobNumbers job_numbers;        // next_job_number's block
   std::unique_ptr<ActivityMonitor> monitor;
   // Where accept_batch_async's second look runs on a store that is not nonblocking (it blocks
   // there), off the accept waiters' threads. Null elsewhere. Last: its tasks use the members above.

@@ -13,6 +13,7 @@
 #include "jobs/group_queue.h"
 #include "jobs/index_levels.h"
 #include "jobs/job_store.h"
+#include "jobs/own_timeouts.h"
 #include "util/mutex.h"
 #include "util/random.h"
 #include "util/secret.h"
@@ -116,9 +117,7 @@ Result<Job> take_job(kv::Transaction& txn, const Keys& keys, std::string_view ty
   note_queue_latency(taker.lock, Millis(after.started - before->scheduled));
   after.progress.reset();  // progress is of one run
   KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, after));
-  return Job{std::string(type),     id,           taker.lock,
-             std::move(after.data), taker.worker, taker.worker_type,
-             after.attempts};
+  return job_of_run(type, id, after, gate.type_timeout);
 }
 
 // The group whose turn `turn` (its (16) entry) is gives its first pending job to `taker` —
@@ -343,16 +342,14 @@ Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys,
                                        std::string_view type, uint64_t version,
                                        const std::vector<Taker>& takers) {
   std::vector<std::optional<Job>> by_taker(takers.size());
-  auto [begin, end] = keys.activity_at(type, version);
-  KVQ_ASSIGN_OR_RETURN(auto entries, txn.get_range(begin, end));
-  for (const auto& kv : entries) {
-    KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_activity(kv.key));
-    KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, entry.id));
+  KVQ_ASSIGN_OR_RETURN(auto settings, type_settings_of(txn, keys, type));
+  const Millis type_timeout = settings ? settings->timeout : Millis(0);
+  KVQ_ASSIGN_OR_RETURN(auto entries, runs_started_at(txn, keys, type, version));
+  for (const std::string& id : entries) {
+    KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, id));
     for (size_t i = 0; row && i < takers.size(); ++i) {
-      if (util::secret_equal(row->lock, takers[i].lock)) {
-        by_taker[i] = Job{std::string(type), entry.id,         takers[i].lock, row->data,
-                          row->worker,       row->worker_type, row->attempts};
-      }
+      if (util::secret_equal(row->lock, takers[i].lock))
+        by_taker[i] = job_of_run(type, id, *row, type_timeout);
     }
   }
   std::vector<Job> found;  // in takers' order, as try_accept_many returns them

@@ -17,6 +17,7 @@ namespace kvq::jobs {
 struct Checked {
   std::optional<std::string> data;
   std::optional<std::string> value;
+  DataFormat data_format = DataFormat::kJson;  // what `data` was checked as: the handle's
 };
 
 // What finish_checked decided, for the type's stats.
