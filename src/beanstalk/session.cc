@@ -433,7 +433,8 @@ std::string Session::kick(uint32_t bound) {
                       : context_.jobs.make_due(type, batch);
       if (!n.ok()) return internal_error();
       kicked += *n;
-      if (*n < batch) break;
+      // rerun_some may take fewer than asked (one transaction's worth) with more left.
+      if (*n == 0) break;
     }
     if (kicked > 0) break;
   }

@@ -351,6 +351,19 @@ class BeanstalkProtocolTest(unittest.TestCase):
         self.assertEqual(c.yaml("stats-job %d" % lone)["state"], "ready")
         del delayed
 
+    def test_kick_takes_as_many_buried_jobs_as_it_is_given(self):
+        # More than one of kvq's rerun transactions takes (128): kick goes on until none is left.
+        c = self.conn()
+        count = 150
+        for _ in range(count):
+            c.put()
+        for _ in range(count):
+            jid = c.job("reserve-with-timeout 5")[1]
+            self.assertEqual(c.cmd("bury %d 0" % jid), "BURIED")
+        self.assertEqual(c.cmd("kick 140"), "KICKED 140")
+        self.assertEqual(c.cmd("kick 1000"), "KICKED 10")
+        self.assertEqual(c.yaml("stats-tube " + c.tube)["current-jobs-ready"], str(count))
+
     def test_delete_of_ready_delayed_and_buried_jobs_from_any_connection(self):
         c = self.conn()
         ready, delayed, buried = c.put(pri=5), c.put(delay=300), c.put(pri=1)
