@@ -113,11 +113,15 @@ class Conn:
 
 
 class BeanstalkProtocolTest(unittest.TestCase):
+    # relaxed: commands run on the I/O threads; durable: on the worker pool (docs/beanstalk.md).
+    durability = "relaxed"
+
     @classmethod
     def setUpClass(cls):
         cls.server = None
         if ON_KVQ:
-            cls.server = KvqServer(extra_args=["--beanstalk-listen", "127.0.0.1:0",
+            cls.server = KvqServer(durability=cls.durability,
+                                   extra_args=["--beanstalk-listen", "127.0.0.1:0",
                                                "--beanstalk-max-job-size", "1000"]).start()
             cls.address = cls.server.beanstalk_address
             assert cls.address, "kvq serve did not announce the beanstalkd address"
@@ -596,6 +600,11 @@ class BeanstalkProtocolTest(unittest.TestCase):
             second.cleanup()
             import shutil
             shutil.rmtree(data, ignore_errors=True)
+
+
+@unittest.skipUnless(ON_KVQ, "the same tests again, on kvq's worker pool")
+class BeanstalkProtocolDurableTest(BeanstalkProtocolTest):
+    durability = "durable"
 
 
 if __name__ == "__main__":
