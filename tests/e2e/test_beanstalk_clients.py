@@ -24,7 +24,7 @@ import tempfile
 import time
 import unittest
 
-from kvq_server import KvqServer, uniq
+from kvq_server import KVQ_BIN, KvqServer, serve_supports, uniq
 
 CLIENTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "beanstalk_clients")
 NODE_DIR = os.path.join(CLIENTS_DIR, "node")
@@ -119,6 +119,9 @@ class KvqBeanstalk:
     kind = "kvq"
 
     def start(self):
+        if not serve_supports("--beanstalk-listen"):
+            raise RuntimeError("%s serve has no --beanstalk-listen (the beanstalkd protocol "
+                               "front end, issue 22)" % KVQ_BIN)
         self.port = free_port()
         self.server = KvqServer(
             extra_args=["--beanstalk-listen", "127.0.0.1:%d" % self.port]).start()
