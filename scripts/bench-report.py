@@ -579,7 +579,8 @@ def section_cost(results):
              "(commands, statements, HTTP requests, library calls), empty reserves included. "
              "Commits are the store's own count: beanstalkd's binlog records written "
              "(`binlog-records-written`), PostgreSQL's committed transactions "
-             "(`pg_stat_database.xact_commit`), kvq's LMDB write transactions (the last "
+             "(`pg_stat_database.xact_commit`, read-only ones included: each idle worker's "
+             "backend reads every NOTIFY in a transaction of its own), kvq's LMDB write transactions (the last "
              "transaction id, `mdb_stat -e`; group commit applies the kvq transactions that "
              "commit together in one, with one fsync when durable); Redis keeps no such count "
              "(every write command is appended to its AOF).")
