@@ -3,8 +3,9 @@
 # PostgreSQL table with SELECT ... FOR UPDATE SKIP LOCKED, and a Redis reliable queue — in one run
 # on this machine. Installs the peers from Debian's packages, starts each on loopback on a
 # non-default port with its data in a temporary directory, runs the same workload against each
-# (bench/peers/queue_bench.cc) and against kvq (over HTTP and in-process), stops everything it
-# started, and writes docs/benchmarks.md and docs/benchmarks.png (scripts/bench-report.py).
+# (bench/peers/queue_bench.cc) and against kvq (over HTTP, over the beanstalkd protocol with the
+# very client that drives beanstalkd, and in-process), stops everything it started, and writes
+# docs/benchmarks.md and docs/benchmarks.png (scripts/bench-report.py).
 #
 # Every system runs in two durability classes, matched per system:
 #   durable  an acknowledged add survives power loss: kvq LMDB sync, beanstalkd binlog with an
@@ -18,7 +19,7 @@
 #   KVQ_BENCH_RUNS [3]             repetitions of the whole matrix (median and spread reported)
 #   KVQ_BENCH_SECONDS [4]          measured seconds per point, after KVQ_BENCH_WARMUP [1] seconds
 #   KVQ_BENCH_WORKERS ["1 4 16 64"] worker connections (64 is the contention run)
-#   KVQ_BENCH_SYSTEMS ["kvq-http kvq-lib beanstalkd postgres redis"]
+#   KVQ_BENCH_SYSTEMS ["kvq-http kvq-beanstalk kvq-lib beanstalkd postgres redis"]
 #   KVQ_BENCH_CLASSES ["durable relaxed"]
 #   KVQ_BENCH_SCALE_JOBS [1000000] pending jobs in the scale run (relaxed class, once); 0 skips it
 #   KVQ_BENCH_DIR [$TMPDIR or /tmp] where the data directories go (a real disk, not tmpfs)
@@ -35,7 +36,7 @@ runs="${KVQ_BENCH_RUNS:-3}"
 seconds="${KVQ_BENCH_SECONDS:-4}"
 warmup="${KVQ_BENCH_WARMUP:-1}"
 worker_counts="${KVQ_BENCH_WORKERS:-1 4 16 64}"
-systems="${KVQ_BENCH_SYSTEMS:-kvq-http kvq-lib beanstalkd postgres redis}"
+systems="${KVQ_BENCH_SYSTEMS:-kvq-http kvq-beanstalk kvq-lib beanstalkd postgres redis}"
 classes="${KVQ_BENCH_CLASSES:-durable relaxed}"
 scale_jobs="${KVQ_BENCH_SCALE_JOBS:-1000000}"
 base_dir="${KVQ_BENCH_DIR:-${TMPDIR:-/tmp}}"
@@ -88,6 +89,8 @@ config_of() {  # system class
   case "$1/$2" in
     kvq-http/durable) echo "kvq serve --durability sync (LMDB, group commit: the transactions of a group share its two fsyncs; add, accept and finish commit asynchronously from the 2 I/O threads, the default)" ;;
     kvq-http/relaxed) echo "kvq serve --durability nosync (LMDB with MDB_WRITEMAP, no fsync; store calls on the 2 I/O threads, the default)" ;;
+    kvq-beanstalk/durable) echo "kvq serve --durability sync --beanstalk-listen 127.0.0.1:PORT (the beanstalkd protocol over the same jobs layer and LMDB group commit as HTTP)" ;;
+    kvq-beanstalk/relaxed) echo "kvq serve --durability nosync --beanstalk-listen 127.0.0.1:PORT" ;;
     kvq-lib/durable) echo "kvq::jobs::Jobs on open_lmdb_store(durability = kSync), in the benchmark process" ;;
     kvq-lib/relaxed) echo "kvq::jobs::Jobs on open_lmdb_store(durability = kNoSync), in the benchmark process" ;;
     beanstalkd/durable) echo "beanstalkd -b DIR -f 0 (binlog, fsync on every write)" ;;
@@ -113,6 +116,15 @@ start_server() {  # system class
       start_kvq_serve "$kvq" "$server_data.out" "$server_data.log" --data "$server_data" \
         --durability "$durability"
       address="${server_url#http://}"
+      ;;
+    kvq-beanstalk)
+      local durability=sync
+      [ "$class" = relaxed ] && durability=nosync
+      port=$((port + 1))  # the HTTP listener takes a free port of its own
+      start_kvq_serve "$kvq" "$server_data.out" "$server_data.log" --data "$server_data" \
+        --durability "$durability" --beanstalk-listen "127.0.0.1:$port"
+      wait_for_port "$port"
+      address="127.0.0.1:$port"
       ;;
     kvq-lib)
       address="$server_data"  # in-process: queue_bench opens the data directory itself
@@ -164,7 +176,8 @@ for run in $(seq "$runs"); do
         log "run $run/$runs  $class  $system  $workers workers"
         "$bench" lifecycle --system "$system" --address "$address" --durability "$class" \
           --workers "$workers" --producers "$producers" --seconds "$seconds" --warmup "$warmup" \
-          --payload "$payload" --tag "class=$class" --tag "run=$run" >>"$results" ||
+          --payload "$payload" --data-dir "$server_data" --tag "class=$class" --tag "run=$run" \
+          >>"$results" ||
           log "  failed: $(tail -1 "$results")"
         tail -1 "$results" | sed -E 's/.*"jobs_per_s":([0-9]+).*"p99":([0-9.]+).*/  \1 jobs\/s, p99 \2 ms/' >&2
       done
@@ -191,7 +204,7 @@ fi
 # ---- the report -----------------------------------------------------------------------------------
 version_of() {
   case "$1" in
-    kvq-http | kvq-lib) "$kvq" --version 2>&1 | head -1 ;;
+    kvq-http | kvq-beanstalk | kvq-lib) "$kvq" --version 2>&1 | head -1 ;;
     beanstalkd) beanstalkd -v 2>&1 | head -1 ;;
     postgres) "$pg_bin/postgres" --version | sed -E 's/^postgres \(PostgreSQL\) ([^ ]+).*/PostgreSQL \1/' ;;
     redis) redis-server --version | sed -E 's/^Redis server v=([^ ]+).*/Redis \1/' ;;
@@ -200,6 +213,7 @@ version_of() {
 name_of() {
   case "$1" in
     kvq-http) echo "$(version_of kvq-http), over HTTP" ;;
+    kvq-beanstalk) echo "$(version_of kvq-beanstalk), over the beanstalkd protocol" ;;
     kvq-lib) echo "$(version_of kvq-lib), in-process library" ;;
     beanstalkd) version_of beanstalkd ;;
     postgres) echo "$(version_of postgres), SKIP LOCKED table" ;;
@@ -253,6 +267,16 @@ print(json.dumps({
         "size.",
         "PostgreSQL workers that find no row wait on LISTEN, and every add sends a NOTIFY, "
         "which wakes every waiting worker; only one of them gets the row.",
+        "kvq over the beanstalkd protocol (kvq serve --beanstalk-listen) is driven by the very "
+        "client that drives beanstalkd (bench/peers/beanstalkd.cc: put, reserve-with-timeout, "
+        "delete, one blocking connection per thread; 3 commands per job), against the same kvq "
+        "serve, jobs layer and LMDB durability classes as kvq over HTTP. A put is a job with a "
+        "server-assigned id and its ttr (120 s) as the job's own timeout; a reserve accepts "
+        "from the watched tube (one type); a delete finishes the job.",
+        "The cost per job counts what each system spends, not only how fast it goes: the round "
+        "trips the clients made and the commits the store itself counted, over the whole run. "
+        "kvq's group commit applies the transactions that commit together in one LMDB write "
+        "transaction (one fsync when durable), so kvq can spend fewer commits than requests.",
     ],
     "layers_doc": "benchmarks-layers.md",
 }, indent=1))

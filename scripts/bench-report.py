@@ -16,7 +16,8 @@ Inputs:
                    are peers.
     RESULTS.jsonl  one JSON object per line, either
                      {"kind": "lifecycle", "system", "class", "workers", "producers", "run",
-                      "seconds", "jobs", "jobs_per_s", "latency_ms": {"p50", "p99"}, "errors"}
+                      "seconds", "jobs", "jobs_per_s", "latency_ms": {"p50", "p99"}, "errors",
+                      "cost": {"requests_per_job", "commits_per_job" (null: not counted)}}
                    or
                      {"kind": "scale", "system", "class", "jobs", "add_per_s", "accept_per_s",
                       "memory_mb", "disk_mb", "run"}.
@@ -25,7 +26,8 @@ Inputs:
 
 Outputs:
     OUT.md   Markdown: machine, workload, targets, throughput and latency tables per class,
-             the scale table, configurations and failures. Figures are medians over the runs,
+             the cost per job (requests and store commits), the scale table, configurations and
+             failures. Figures are medians over the runs,
              with the min–max spread.
     OUT.png  Median jobs/s against worker connections, one panel per class (needs matplotlib;
              the Agg backend is used, so no display is needed).
@@ -47,6 +49,14 @@ TARGET_WORKERS = 16  # the targets are judged at this many worker connections
 CONTENTION_WORKERS = 64  # worker counts from here up are labelled "(contention)"
 KVQ_HTTP = "kvq-http"  # the system ids the targets talk about
 KVQ_LIB = "kvq-lib"
+KVQ_BEANSTALK = "kvq-beanstalk"
+# (kvq system, named peer, minimum kvq / that peer jobs/s ratio, or None: the ratio is reported
+# only), in both classes: kvq over the beanstalkd protocol against beanstalkd itself, driven by
+# the same client, and its standing against Redis.
+PEER_TARGETS = (
+    (KVQ_BEANSTALK, "beanstalkd", 1.0),
+    (KVQ_BEANSTALK, "redis", None),
+)
 # (kvq system, class, minimum kvq / best peer jobs/s ratio)
 THROUGHPUT_TARGETS = (
     (KVQ_HTTP, "relaxed", 1.0),
@@ -418,6 +428,21 @@ def throughput_target_row(results, system, cls, minimum):
     return [target, measured, results.names[peer], met_text(ratio >= minimum)]
 
 
+def peer_target_row(results, system, peer, cls, minimum):
+    name, peer_name = results.names[system], results.names[peer]
+    wanted = f" ≥ {minimum:.1f}×" if minimum is not None else " (reported)"
+    target = f"{name} ÷ {peer_name}, {cls}, jobs/s{wanted}"
+    mine = median_rate(results, system, cls, TARGET_WORKERS)
+    theirs = median_rate(results, peer, cls, TARGET_WORKERS)
+    if mine is None or theirs is None:
+        missing = name if mine is None else peer_name
+        return [target, f"n/a (no {cls} data for {missing})", peer_name, "n/a"]
+    ratio = mine / theirs if theirs > 0 else float("inf")
+    measured = f"{fmt_ratio(ratio)} ({fmt_int(mine)} vs {fmt_int(theirs)} jobs/s)"
+    met = met_text(ratio >= minimum) if minimum is not None else "—"
+    return [target, measured, peer_name, met]
+
+
 def latency_target_row(results, system, cls):
     name = results.names[system]
     target = f"{name}, {cls}, add→accept p99 below every peer's"
@@ -434,8 +459,12 @@ def latency_target_row(results, system, cls):
 def section_targets(results):
     rows = [throughput_target_row(results, system, cls, minimum)
             for system, cls, minimum in THROUGHPUT_TARGETS if system in results.names]
+    rows += [peer_target_row(results, system, peer, cls, minimum)
+             for system, peer, minimum in PEER_TARGETS for cls in CLASSES
+             if system in results.names and peer in results.names]
     rows += [latency_target_row(results, system, cls)
-             for cls in CLASSES for system in (KVQ_HTTP, KVQ_LIB) if system in results.names]
+             for cls in CLASSES for system in (KVQ_HTTP, KVQ_BEANSTALK, KVQ_LIB)
+             if system in results.names]
     lines = ["## Targets", "",
              f"Judged at {TARGET_WORKERS} worker connections, from the medians. The best peer is "
              f"the one with the most jobs/s (or the lowest p99) in that class."]
@@ -513,6 +542,50 @@ def section_latency(results, footnotes):
              "the runs; columns are worker connections.")
     return lifecycle_section(results, footnotes, "## add→accept latency (ms)", intro,
                              render_latency)
+
+
+def fmt_per_job(x):
+    return f"{x:.2f}"
+
+
+def cost_cell(entries, field):
+    s = spread(entries, "cost", field)
+    if s is None:
+        return "not counted" if entries else "—"
+    return fmt_spread(s, fmt_per_job)
+
+
+def section_cost(results):
+    """Requests and store commits per finished job, at TARGET_WORKERS, so the comparison of
+    speeds stays honest about the work each system does for a job."""
+    classes = [c for c in results.classes() if results.workers(c)]
+    has_cost = any(isinstance(e.get("cost"), dict)
+                   for entries in results.lifecycle.values() for e in entries)
+    if not classes or not has_cost:
+        return None
+    header = ["System"]
+    for cls in classes:
+        header += [f"{cls.capitalize()}: requests/job", f"{cls.capitalize()}: commits/job"]
+    rows = []
+    for system, _ in results.systems:
+        row = [system_label(results, system)]
+        for cls in classes:
+            entries = results.lifecycle.get((system, cls, TARGET_WORKERS), [])
+            row += [cost_cell(entries, "requests_per_job"), cost_cell(entries, "commits_per_job")]
+        rows.append(row)
+    intro = (f"What each system spent per finished job at {TARGET_WORKERS} worker connections, "
+             "over the whole run (warm-up and drain included): medians over the runs, with the "
+             "min–max spread. Requests are the round trips the benchmark's clients made "
+             "(commands, statements, HTTP requests, library calls), empty reserves included. "
+             "Commits are the store's own count: beanstalkd's binlog records written "
+             "(`binlog-records-written`), PostgreSQL's committed transactions "
+             "(`pg_stat_database.xact_commit`, read-only ones included: each idle worker's "
+             "backend reads every NOTIFY in a transaction of its own), kvq's LMDB write transactions (the last "
+             "transaction id, `mdb_stat -e`; group commit applies the kvq transactions that "
+             "commit together in one, with one fsync when durable); Redis keeps no such count "
+             "(every write command is appended to its AOF).")
+    return "\n".join(["## Cost per job", "", intro, "",
+                      md_table(header, rows, "l" + "r" * (len(header) - 1))])
 
 
 def scale_cells(results):
@@ -611,6 +684,7 @@ def build_markdown(machine, results, md_path, png_path):
         section_notes(machine),
         section_throughput(results, footnotes),
         section_latency(results, footnotes),
+        section_cost(results),
         section_scale(results, footnotes),
         section_configuration(machine, results),
         section_failures(results, footnotes),  # last: it lists the footnotes referenced above

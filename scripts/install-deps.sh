@@ -4,7 +4,8 @@
 #
 # Usage: scripts/install-deps.sh [--test | --bench]
 #   --test   also headless Chromium, which the dashboard's test drives (tests/e2e/test_dashboard.py),
-#            and clang-format (scripts/check-format.sh).
+#            clang-format (scripts/check-format.sh), and beanstalkd with PHP's pheanstalk client
+#            (tests/e2e/test_beanstalk_clients.py).
 #   --bench  also the peers `make bench` compares kvq with (beanstalkd, PostgreSQL, Redis), their
 #            client libraries, and matplotlib for the chart.
 set -euo pipefail
@@ -29,6 +30,9 @@ if [ "${1:-}" = "--test" ]; then
   # systemd-analyze, lintian) and the power-loss test's reflink snapshots (xfsprogs).
   packages+=(chromium clang-format golang-go python3-jsonschema python3-yaml dpkg-dev systemd
              lintian xfsprogs)
+  # The beanstalkd protocol's test: the real beanstalkd to prove the scenarios, and PHP's
+  # pheanstalk to drive them (npm's jackd comes from the npm registry, pinned by its lock file).
+  packages+=(beanstalkd php-cli php-pda-pheanstalk)
   # Node.js 18 or later (its built-in fetch) with npm: Debian's, unless a node is already there
   # (a machine may carry another vendor's build, which Debian's npm would conflict with).
   command -v node >/dev/null || packages+=(nodejs)

@@ -1,5 +1,7 @@
 // bench/peers/beanstalkd.cc — a small client for beanstalkd's text protocol (put, reserve-with-
 // timeout, delete; doc/protocol.txt in beanstalkd's sources), over one blocking TCP connection.
+// The very same client drives beanstalkd and kvq's beanstalkd protocol listener (kvq-beanstalk):
+// only where the commits are counted differs.
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -72,6 +74,7 @@ class Connection {
   }
   // Sends a command and returns the reply line.
   std::string command(std::string_view text) {
+    count_request();
     send(text);
     return line();
   }
@@ -130,23 +133,53 @@ class BeanstalkClient final : public QueueClient {
   Connection conn_;
 };
 
-class Beanstalkd final : public QueueSystem {
+// beanstalkd's own count of binlog records written (one per put, delete, ... it logs), from
+// `stats` on a connection of its own (not counted as a benchmark request).
+int64_t binlog_records(const std::string& address) {
+  Connection conn(address);
+  conn.send("stats\r\n");
+  const std::string reply = conn.line();
+  expect_prefix(reply, "OK ", "stats");
+  const std::string yaml = conn.body(std::stoul(reply.substr(3)));
+  const std::string key = "\nbinlog-records-written: ";
+  const auto at = yaml.find(key);
+  if (at == std::string::npos)
+    throw std::runtime_error("beanstalkd: stats has no " + key.substr(1));
+  return std::stoll(yaml.substr(at + key.size()));
+}
+
+// A server speaking the protocol: beanstalkd itself, or kvq serve's listener (kvq-beanstalk).
+class BeanstalkProtocol final : public QueueSystem {
  public:
-  explicit Beanstalkd(std::string address) : address_(std::move(address)) {}
-  // Tubes exist while used: nothing to create.
+  // `kvq_data_dir`: for kvq-beanstalk, kvq serve's data directory, whose LMDB commits are
+  // counted (empty: not counted).
+  BeanstalkProtocol(std::string address, bool kvq, std::string kvq_data_dir)
+      : address_(std::move(address)), kvq_(kvq), kvq_data_dir_(std::move(kvq_data_dir)) {}
+  // Tubes exist while used (kvq: a tube used for the first time gets a type): nothing to create.
   void prepare() override { Connection check(address_); }
   std::unique_ptr<QueueClient> connect() override {
     return std::make_unique<BeanstalkClient>(address_);
   }
+  int64_t commits() override {
+    if (!kvq_) return binlog_records(address_);
+    return kvq_data_dir_.empty() ? -1 : lmdb_commits(kvq_data_dir_);
+  }
 
  private:
   std::string address_;
+  bool kvq_;
+  std::string kvq_data_dir_;
 };
 
 }  // namespace
 
 std::unique_ptr<QueueSystem> open_beanstalkd(const std::string& address) {
-  return std::make_unique<Beanstalkd>(address);
+  return std::make_unique<BeanstalkProtocol>(address, false, "");
+}
+
+std::unique_ptr<QueueSystem> open_kvq_beanstalk(const std::string& address,
+                                                const std::string& data_dir) {
+  return std::make_unique<BeanstalkProtocol>(address, true, data_dir);
 }
 
 }  // namespace kvq::peers

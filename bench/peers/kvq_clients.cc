@@ -38,6 +38,7 @@ class HttpClient final : public QueueClient {
   HttpClient(const cli::Url& url, const std::string& tag) : client_(url, ""), tag_(tag) {}
 
   void add(int64_t seq, const std::string& payload) override {
+    count_request();
     check(client_.post(add_path_,
                        json{{"id", tag_ + std::to_string(seq)}, {"data", json::parse(payload)}}),
           "add");
@@ -45,6 +46,7 @@ class HttpClient final : public QueueClient {
 
   bool reserve(Reserved& out, std::chrono::milliseconds wait) override {
     const json body = {{"timeout", (wait.count() + 999) / 1000}};
+    count_request();
     cli::Response r = client_.post(accept_path_, body, wait + std::chrono::seconds(30));
     check(r, "accept");
     if (r.status == 204) return false;
@@ -56,6 +58,7 @@ class HttpClient final : public QueueClient {
   }
 
   void finish(const Reserved& job) override {
+    count_request();
     check(
         client_.post(cli::path("/v1/jobs", {kType, job.id, "finish"}), json{{"lock", job.handle}}),
         "finish");
@@ -76,7 +79,8 @@ class HttpClient final : public QueueClient {
 
 class KvqHttp final : public QueueSystem {
  public:
-  explicit KvqHttp(const std::string& address) : url_(parse_base(address)), tag_(run_tag()) {}
+  KvqHttp(const std::string& address, std::string data_dir)
+      : url_(parse_base(address)), tag_(run_tag()), data_dir_(std::move(data_dir)) {}
   void prepare() override {
     HttpClient admin(url_, tag_);
     cli::Response r =
@@ -86,10 +90,12 @@ class KvqHttp final : public QueueSystem {
   std::unique_ptr<QueueClient> connect() override {
     return std::make_unique<HttpClient>(url_, tag_);
   }
+  int64_t commits() override { return data_dir_.empty() ? -1 : lmdb_commits(data_dir_); }
 
  private:
   cli::Url url_;
   std::string tag_;
+  std::string data_dir_;
 };
 
 // ---- in-process ---------------------------------------------------------------------------------
@@ -99,10 +105,12 @@ class LibClient final : public QueueClient {
   LibClient(jobs::Jobs& jobs, const std::string& tag) : jobs_(jobs), tag_(tag) {}
 
   void add(int64_t seq, const std::string& payload) override {
+    count_request();
     check(jobs_.add(kType, tag_ + std::to_string(seq), payload).status(), "add");
   }
 
   bool reserve(Reserved& out, std::chrono::milliseconds wait) override {
+    count_request();
     auto job = jobs_.accept(kType, {.timeout = wait});
     if (job.status().code() == Code::kDeadlineExceeded) return false;
     check(job.status(), "accept");
@@ -117,6 +125,7 @@ class LibClient final : public QueueClient {
                   .id = reserved.id,
                   .lock = reserved.handle,
                   .data = reserved.payload};
+    count_request();
     check(jobs_.finish(job), "finish");
   }
 
@@ -132,7 +141,7 @@ class LibClient final : public QueueClient {
 
 class KvqLib final : public QueueSystem {
  public:
-  KvqLib(const std::string& data_dir, bool durable) : tag_(run_tag()) {
+  KvqLib(const std::string& data_dir, bool durable) : tag_(run_tag()), data_dir_(data_dir) {
     auto store = open_lmdb_store(
         {.path = data_dir, .durability = durable ? Durability::kSync : Durability::kNoSync});
     if (!store.ok())
@@ -148,6 +157,7 @@ class KvqLib final : public QueueSystem {
   std::unique_ptr<QueueClient> connect() override {
     return std::make_unique<LibClient>(*jobs_, tag_);
   }
+  int64_t commits() override { return lmdb_commits(data_dir_); }
   nlohmann::json stats() override {
     const kv::RetryCounts retries = kv::retry_counts();
     return {{"retries_conflict", retries.aborted}, {"retries_unavailable", retries.unavailable}};
@@ -155,13 +165,15 @@ class KvqLib final : public QueueSystem {
 
  private:
   std::string tag_;
+  std::string data_dir_;
   std::unique_ptr<jobs::Jobs> jobs_;
 };
 
 }  // namespace
 
-std::unique_ptr<QueueSystem> open_kvq_http(const std::string& address) {
-  return std::make_unique<KvqHttp>(address);
+std::unique_ptr<QueueSystem> open_kvq_http(const std::string& address,
+                                           const std::string& data_dir) {
+  return std::make_unique<KvqHttp>(address, data_dir);
 }
 
 std::unique_ptr<QueueSystem> open_kvq_lib(const std::string& data_dir, bool durable) {

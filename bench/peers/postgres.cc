@@ -67,6 +67,8 @@ class PgClient final : public QueueClient {
   }
   ~PgClient() override { PQfinish(conn_); }
 
+  PGconn* connection() const { return conn_; }
+
   void exec(const char* sql) {
     Result r(PQexec(conn_, sql));
     if (PQresultStatus(r.get()) != PGRES_COMMAND_OK && PQresultStatus(r.get()) != PGRES_TUPLES_OK)
@@ -75,6 +77,7 @@ class PgClient final : public QueueClient {
 
   void add(int64_t, const std::string& payload) override {
     const char* params[] = {payload.c_str()};
+    count_request();
     Result r(PQexecPrepared(conn_, "add", 1, params, nullptr, nullptr, 0));
     if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) fail("add");
   }
@@ -83,6 +86,7 @@ class PgClient final : public QueueClient {
     const auto deadline = std::chrono::steady_clock::now() + wait;
     for (;;) {
       {
+        count_request();
         Result r(PQexecPrepared(conn_, "reserve", 0, nullptr, nullptr, nullptr, 0));
         if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) fail("reserve");
         if (PQntuples(r.get()) == 1) {
@@ -106,6 +110,7 @@ class PgClient final : public QueueClient {
 
   void finish(const Reserved& job) override {
     const char* params[] = {job.handle.c_str()};
+    count_request();
     Result r(PQexecPrepared(conn_, "finish", 1, params, nullptr, nullptr, 0));
     if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) fail("finish");
     if (std::string(PQcmdTuples(r.get())) != "1")
@@ -141,6 +146,17 @@ class Postgres final : public QueueSystem {
   }
   std::unique_ptr<QueueClient> connect() override {
     return std::make_unique<PgClient>(address_, false);
+  }
+  // Committed transactions of the database, from a fresh connection (a backend's counts reach
+  // pg_stat_database when it commits, at most once a second, and when it exits). The reading
+  // itself commits one transaction.
+  int64_t commits() override {
+    PgClient admin(address_, true);
+    Result r(PQexec(admin.connection(),
+                    "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"));
+    if (PQresultStatus(r.get()) != PGRES_TUPLES_OK || PQntuples(r.get()) != 1)
+      throw std::runtime_error("postgres: read pg_stat_database");
+    return std::stoll(PQgetvalue(r.get(), 0, 0));
   }
 
  private:

@@ -1,4 +1,7 @@
-// bench/peers/queue.cc — picking a system by name, and the address parsing every adapter shares.
+// bench/peers/queue.cc — picking a system by name, and what every adapter shares: address
+// parsing, LMDB's commit count.
+#include <cstdio>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -24,10 +27,29 @@ std::unique_ptr<QueueSystem> open_system(const SystemOptions& o) {
   if (o.system == "beanstalkd") return open_beanstalkd(o.address);
   if (o.system == "postgres") return open_postgres(o.address);
   if (o.system == "redis") return open_redis(o.address);
-  if (o.system == "kvq-http") return open_kvq_http(o.address);
+  if (o.system == "kvq-http") return open_kvq_http(o.address, o.data_dir);
+  if (o.system == "kvq-beanstalk") return open_kvq_beanstalk(o.address, o.data_dir);
   if (o.system == "kvq-lib") return open_kvq_lib(o.address, o.durable);
   throw std::invalid_argument("unknown --system '" + o.system +
-                              "' (beanstalkd, postgres, redis, kvq-http, kvq-lib)");
+                              "' (beanstalkd, postgres, redis, kvq-http, kvq-beanstalk, kvq-lib)");
+}
+
+int64_t lmdb_commits(const std::string& data_dir) {
+  // lmdb-utils' reader, in a process of its own: LMDB forbids opening one environment twice in a
+  // process, and kvq-lib has it open in this one. Read-only, it takes no write lock.
+  if (data_dir.find('\'') != std::string::npos)
+    throw std::runtime_error("lmdb_commits: a quote in " + data_dir);
+  const std::string command = "mdb_stat -e '" + data_dir + "' 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> out(::popen(command.c_str(), "r"), ::pclose);
+  if (!out) throw std::runtime_error("lmdb_commits: cannot run " + command);
+  char line[512];
+  const std::string key = "Last transaction ID: ";
+  while (std::fgets(line, sizeof line, out.get())) {
+    const std::string text = line;
+    if (text.find(key) != std::string::npos)
+      return std::stoll(text.substr(text.find(key) + key.size()));
+  }
+  throw std::runtime_error("lmdb_commits: no transaction id from " + command);
 }
 
 }  // namespace kvq::peers

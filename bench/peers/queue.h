@@ -1,6 +1,8 @@
 // bench/peers/queue.h — the one queue interface the peer benchmark drives, so that kvq and the
 // systems users would pick instead (beanstalkd, a PostgreSQL SKIP LOCKED table, a Redis reliable
-// queue) run exactly the same workload through their own normal client protocol.
+// queue) run exactly the same workload through their own normal client protocol. kvq runs three
+// ways: over HTTP, over the beanstalkd protocol (driven by the very client that drives
+// beanstalkd) and in-process.
 //
 // A QueueSystem is one running server (or, for kvq-lib, one open store); connect() gives one
 // client connection, used by one thread. Every call blocks until the system acknowledged it and
@@ -8,7 +10,9 @@
 // once its finish (delete / acknowledge) was acknowledged.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -43,12 +47,30 @@ class QueueSystem {
   virtual std::unique_ptr<QueueClient> connect() = 0;
   // Counters worth reporting beside the results (kvq-lib: transaction retries).
   virtual nlohmann::json stats() { return nlohmann::json::object(); }
+  // Store commits the system made so far, as the system itself counts them (beanstalkd: binlog
+  // records written; PostgreSQL: committed transactions of the database; kvq: LMDB write
+  // transactions), or -1 when it keeps no such count (Redis). Read over a connection of its own.
+  virtual int64_t commits() { return -1; }
 };
 
+// Round trips the clients of this process made (commands, statements, HTTP requests, library
+// calls), empty reserves included: each adapter calls count_request() once per round trip.
+inline std::atomic<int64_t> g_requests{0};
+inline void count_request() { g_requests.fetch_add(1, std::memory_order_relaxed); }
+inline int64_t requests_sent() { return g_requests.load(); }
+
+// LMDB's last committed write transaction id in `data_dir` (`mdb_stat -e`): every write
+// transaction increments it, so two readings give the commits between them. Throws
+// std::runtime_error when it cannot be read.
+int64_t lmdb_commits(const std::string& data_dir);
+
 struct SystemOptions {
-  std::string system;   // beanstalkd, postgres, redis, kvq-http, kvq-lib
-  std::string address;  // host:port (peers, kvq-http); a data directory (kvq-lib)
+  std::string system;   // beanstalkd, postgres, redis, kvq-http, kvq-beanstalk, kvq-lib
+  std::string address;  // host:port (peers, kvq-http, kvq-beanstalk); a data directory (kvq-lib)
   bool durable = true;  // kvq-lib: LMDB sync (durable) or nosync (relaxed)
+  // kvq-http, kvq-beanstalk: the server's data directory, where its commits are counted (none:
+  // not counted).
+  std::string data_dir;
 };
 
 // Throws std::invalid_argument for an unknown system name.
@@ -57,7 +79,10 @@ std::unique_ptr<QueueSystem> open_system(const SystemOptions& options);
 std::unique_ptr<QueueSystem> open_beanstalkd(const std::string& address);
 std::unique_ptr<QueueSystem> open_postgres(const std::string& address);
 std::unique_ptr<QueueSystem> open_redis(const std::string& address);
-std::unique_ptr<QueueSystem> open_kvq_http(const std::string& address);
+std::unique_ptr<QueueSystem> open_kvq_http(const std::string& address, const std::string& data_dir);
+// kvq serve's beanstalkd protocol listener (--beanstalk-listen), through beanstalkd's client.
+std::unique_ptr<QueueSystem> open_kvq_beanstalk(const std::string& address,
+                                                const std::string& data_dir);
 std::unique_ptr<QueueSystem> open_kvq_lib(const std::string& data_dir, bool durable);
 
 // "host:port" split; throws std::invalid_argument.

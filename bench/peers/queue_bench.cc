@@ -4,13 +4,16 @@
 // every server, runs this program against each and writes docs/benchmarks.md from its output.
 //
 //   queue_bench lifecycle --system S --address A [--workers N] [--producers P] [--seconds S]
-//                         [--warmup S] [--window K] [--payload BYTES] [--tag k=v ...]
+//                         [--warmup S] [--window K] [--payload BYTES] [--data-dir DIR]
+//                         [--tag k=v ...]
 //     Producers add jobs carrying a BYTES-long JSON payload while workers reserve and finish
 //     them, each on its own connection. A job counts once its finish was acknowledged. At most K
 //     jobs (default 2 x workers) are added but not yet finished, so add->accept latency measures
 //     the system's hand-off, not a backlog that producers outran. Jobs finished during the
 //     warm-up are not counted; after the measured seconds the producers stop and the workers
-//     drain every acknowledged add (a lost job fails the run).
+//     drain every acknowledged add (a lost job fails the run). The run's cost per job: the round
+//     trips its clients made and the store commits the system counted (kvq over HTTP or the
+//     beanstalkd protocol: in its data directory DIR), over the whole run, per finished job.
 //   queue_bench scale --system S --address A [--jobs N] [--workers N] [--producers P]
 //                     [--server-pid PID] [--data-dir DIR]
 //     Adds N jobs with no worker running (add rate), measures the memory (PSS of PID and its
@@ -236,6 +239,7 @@ std::unique_ptr<QueueSystem> open_from(const Args& args) {
   options.system = args.get("system");
   options.address = args.get("address");
   options.durable = args.get("durability", "durable") == "durable";
+  options.data_dir = args.get("data-dir");
   if (options.address.empty()) throw std::invalid_argument("--address is required");
   return open_system(options);
 }
@@ -253,6 +257,34 @@ void wait_for_drain(Run& run, std::chrono::seconds limit) {
   }
 }
 
+// The system's commit count, or -1 (not counted, or unreadable: `error` says why).
+int64_t read_commits(QueueSystem& system, std::string& error) {
+  try {
+    return system.commits();
+  } catch (const std::exception& e) {
+    error = e.what();
+    return -1;
+  }
+}
+
+// What the run spent per finished job: round trips and store commits, from readings taken
+// before the first client connected and after the last one closed.
+json cost_per_job(int64_t jobs, int64_t requests, int64_t commits_before, int64_t commits_after,
+                  const std::string& commits_error) {
+  json cost = {{"jobs", jobs}, {"requests", requests}};
+  cost["requests_per_job"] = jobs > 0 ? static_cast<double>(requests) / jobs : 0.0;
+  if (commits_before >= 0 && commits_after >= 0) {
+    cost["commits"] = commits_after - commits_before;
+    cost["commits_per_job"] =
+        jobs > 0 ? static_cast<double>(commits_after - commits_before) / jobs : 0.0;
+  } else {
+    cost["commits"] = nullptr;
+    cost["commits_per_job"] = nullptr;
+  }
+  if (!commits_error.empty()) cost["commits_error"] = commits_error;
+  return cost;
+}
+
 json lifecycle(const Args& args) {
   const int64_t workers = args.number("workers", 4, 1, 1024);
   const int64_t producers = args.number("producers", 4, 1, 1024);
@@ -266,6 +298,9 @@ json lifecycle(const Args& args) {
   run.payload = static_cast<size_t>(args.number("payload", 200, 40, 1 << 20));
   run.window = args.number("window", 2 * workers, 0, 1 << 30);
   run.producers_left = static_cast<int>(producers);
+  std::string commits_error;
+  const int64_t commits_before = read_commits(*system, commits_error);
+  const int64_t requests_before = requests_sent();
 
   // Connect everyone before the clock starts.
   std::vector<std::unique_ptr<QueueClient>> worker_clients, producer_clients;
@@ -284,7 +319,11 @@ json lifecycle(const Args& args) {
   const int64_t measured = run.measured.load();
   run.finished.notify_all();  // wakes producers waiting for window room
   wait_for_drain(run, std::chrono::seconds(60));
-  for (auto& t : threads) t.join();
+  for (auto& t : threads) t.join();  // each thread closes its connection as it ends
+  const int64_t requests = requests_sent() - requests_before;
+  // PostgreSQL counts a backend's last commits when it exits, a moment after its client left.
+  std::this_thread::sleep_for(milliseconds(300));
+  const int64_t commits_after = commits_before < 0 ? -1 : read_commits(*system, commits_error);
 
   json out = args.tags;
   out["kind"] = "lifecycle";
@@ -307,6 +346,8 @@ json lifecycle(const Args& args) {
   out["leftovers"] = leftovers;
   out["errors"] = 0;
   out["stats"] = system->stats();
+  out["cost"] =
+      cost_per_job(run.finished.load(), requests, commits_before, commits_after, commits_error);
   return out;
 }
 

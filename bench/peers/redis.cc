@@ -40,12 +40,14 @@ class RedisClient final : public QueueClient {
   ~RedisClient() override { redisFree(ctx_); }
 
   void add(int64_t, const std::string& payload) override {
+    count_request();
     Reply r(redisCommand(ctx_, "LPUSH %s %b", kQueue, payload.data(), payload.size()));
     check(r, "LPUSH");
   }
 
   bool reserve(Reserved& out, std::chrono::milliseconds wait) override {
     // BLMOVE's timeout 0 would block forever; a zero wait is a plain LMOVE.
+    count_request();
     Reply r(wait.count() > 0 ? redisCommand(ctx_, "BLMOVE %s %s RIGHT LEFT %.3f", kQueue,
                                             kProcessing, wait.count() / 1000.0)
                              : redisCommand(ctx_, "LMOVE %s %s RIGHT LEFT", kQueue, kProcessing));
@@ -59,6 +61,7 @@ class RedisClient final : public QueueClient {
   }
 
   void finish(const Reserved& job) override {
+    count_request();
     Reply r(
         redisCommand(ctx_, "LREM %s 1 %b", kProcessing, job.payload.data(), job.payload.size()));
     check(r, "LREM");
