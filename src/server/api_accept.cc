@@ -176,8 +176,11 @@ void finish_with_next(Api& api, Ex ex, jobs::Job job, jobs::FinishOptions finish
   at_once.timeout = jobs::Millis(0);
   const std::string type = job.type;
   const auto started = kv::Clock::now();
+  // A copy made before the call: the callback below takes `next` by move, and the order in
+  // which a call's arguments are built is unspecified.
+  std::vector<std::string> types = next.types;
   api.jobs.finish_and_accept_async(
-      std::move(job), std::move(finish), next.types, at_once,
+      std::move(job), std::move(finish), std::move(types), at_once,
       [&api, ex, type, next = std::move(next), started](Result<std::optional<jobs::Job>> r) {
         if (!r.ok()) return reply_status(*ex, r.status());
         api.metrics.finished(type);

@@ -201,13 +201,18 @@ std::variant<LockedBody, ApiError> read_locked(const Request& r,
   return LockedBody{std::move(body), *lock.value()};
 }
 
-// The data a worker call replaces the job's with: "data" (a JSON object) for a job of JSON
-// data, "body" or "body_base64" for one of bytes (the jobs layer keeps the job's format).
-Field<std::string> replacement_data(const JsonBody& body) {
-  auto payload = read_payload(body);
-  if (!payload.ok()) return *payload.error();
-  if (!payload.value()) return std::nullopt;
-  return payload.value()->data;
+// The handle of the job a worker call names. Its data format is that of the data the call
+// gives, for the jobs layer to check that data as such (the job keeps its own format).
+jobs::Job handle_of(Request& r, const std::string& lock, const Field<Payload>& data) {
+  jobs::Job job{r.params["type"], r.params["id"], lock, "", ""};
+  if (data.ok() && data.value()) job.data_format = data.value()->format;
+  return job;
+}
+
+// The data a worker call replaces the job's with, if any.
+std::optional<std::string> data_of(const Field<Payload>& data) {
+  if (!data.value()) return std::nullopt;
+  return data.value()->data;
 }
 
 // fail's "error": {"message", "kind"?, "details"?}, with the rest of the body.
@@ -247,10 +252,10 @@ void add_worker_call_routes(Router& router, Api& api) {
         if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
         const auto& call = std::get<LockedBody>(read);
         auto progress = call.body.value_text("progress");
-        auto data = replacement_data(call.body);
+        auto data = read_payload(call.body);
         if (auto e = first_error(progress, data)) return reply_error(*ex, *e);
-        jobs::Job job{r.params["type"], r.params["id"], call.lock, "", ""};
-        api.jobs.update_async(job, {.progress = progress.value(), .data = data.value()},
+        jobs::Job job = handle_of(r, call.lock, data);
+        api.jobs.update_async(job, {.progress = progress.value(), .data = data_of(data)},
                               [ex](Result<jobs::UpdateResult> result) {
                                 if (!result.ok()) return reply_status(*ex, result.status());
                                 reply_json(*ex, 200, {{"resubmitted", result->resubmitted}});
@@ -264,11 +269,11 @@ void add_worker_call_routes(Router& router, Api& api) {
         if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
         const auto& call = std::get<LockedBody>(read);
         auto result = call.body.value_text("result");
-        auto data = replacement_data(call.body);
+        auto data = read_payload(call.body);
         auto next = read_next(call.body, r.params["type"]);
         if (auto e = first_error(result, data, next)) return reply_error(*ex, *e);
-        jobs::Job job{r.params["type"], r.params["id"], call.lock, "", ""};
-        jobs::FinishOptions finish{.result = result.value(), .data = data.value()};
+        jobs::Job job = handle_of(r, call.lock, data);
+        jobs::FinishOptions finish{.result = result.value(), .data = data_of(data)};
         if (next.value()) return finish_with_next(api, ex, job, finish, *next.value());
         api.jobs.finish_async(job, finish, [&api, ex, type = job.type](Status s) {
           if (!s.ok()) return reply_status(*ex, s);
@@ -323,11 +328,11 @@ void add_worker_call_routes(Router& router, Api& api) {
         auto read = read_locked(r, {"lock", "data", "body", "body_base64", "scheduled_time"});
         if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
         const auto& call = std::get<LockedBody>(read);
-        auto data = replacement_data(call.body);
+        auto data = read_payload(call.body);
         auto at = call.body.integer("scheduled_time");
         if (auto e = first_error(data, at)) return reply_error(*ex, *e);
-        jobs::Job job{r.params["type"], r.params["id"], call.lock, "", ""};
-        api.jobs.resubmit_async(job, {.scheduled_time_ms = at.value(), .data = data.value()},
+        jobs::Job job = handle_of(r, call.lock, data);
+        api.jobs.resubmit_async(job, {.scheduled_time_ms = at.value(), .data = data_of(data)},
                                 [ex](Status s) {
                                   if (!s.ok()) return reply_status(*ex, s);
                                   reply_json(*ex, 200, nlohmann::json::object());
