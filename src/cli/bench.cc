@@ -93,7 +93,7 @@ Result<BenchConfig> parse_config(const Invocation& inv) {
   KVQ_ASSIGN_OR_RETURN(c.jobs, bounded_option(inv, "jobs", 10000, 1, 100'000'000, "1-1e8"));
   KVQ_ASSIGN_OR_RETURN(c.payload, bounded_option(inv, "payload", 200, 0, 200'000, "0-200000"));
   KVQ_ASSIGN_OR_RETURN(c.batch, bounded_option(inv, "batch", 1, 1, 100, "1-100"));
-  c.next = !inv.args.has("no-next") && c.batch == 1;
+  c.next = !inv.args.flag("no-next") && c.batch == 1;
   c.type = inv.args.has("type") ? inv.args.value("type") : random_type_name();
   if (c.type.empty()) return InvalidArgument("--type needs a name");
   return c;
