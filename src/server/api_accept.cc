@@ -132,17 +132,21 @@ void add_accept_any(Router& router, Api& api) {
 // error itself.
 void wait_for_next(Api& api, const Ex& ex, const NextRequest& next, kv::Clock::time_point started) {
   auto poll = LongPoll::create(api);
-  const uint64_t ticket = api.jobs.accept_any_async(
-      next.types, next.options, [&api, ex, poll, started](Result<jobs::Job> taken) {
-        poll->finish([&] {
-          nlohmann::json job = nullptr;
-          if (taken.ok()) {
-            api.metrics.accepted(taken->type, seconds_since(started));
-            job = accepted_job_json(*taken);
-          }
-          reply_json(*ex, 200, {{"next", job}});
-        });
-      });
+  auto done = [&api, ex, poll, started](Result<jobs::Job> taken) {
+    poll->finish([&] {
+      nlohmann::json job = nullptr;
+      if (taken.ok()) {
+        api.metrics.accepted(taken->type, seconds_since(started));
+        job = accepted_job_json(*taken);
+      }
+      reply_json(*ex, 200, {{"next", job}});
+    });
+  };
+  // One type waits as POST /v1/accept/{type} does, with the waiters a burst of adds serves in
+  // one transaction; several, as POST /v1/accept does. Either takes the same job.
+  const uint64_t ticket = next.types.size() == 1
+                              ? api.jobs.accept_async(next.types[0], next.options, done)
+                              : api.jobs.accept_any_async(next.types, next.options, done);
   cancel_on_give_up(api, *poll, *ex, ticket);
 }
 
