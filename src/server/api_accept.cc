@@ -195,13 +195,12 @@ void finish_with_next(Api& api, Ex ex, jobs::Job job, jobs::FinishOptions finish
         const auto left = next.options.timeout -
                           std::chrono::duration_cast<jobs::Millis>(kv::Clock::now() - started);
         if (left <= jobs::Millis(0)) return reply_json(*ex, 200, {{"next", nullptr}});
-        // An accept that waits may block on a store that is not nonblocking(): not here, in a
-        // commit's callback.
-        ex->offload([&api, ex, next, left, started] {
-          NextRequest rest = next;
-          rest.options.timeout = left;
-          wait_for_next(api, ex, rest, started);
-        });
+        NextRequest rest = next;
+        rest.options.timeout = left;
+        // An accept that waits may block on a store that is not nonblocking(): not there in a
+        // commit's callback, but on the pool.
+        if (api.store.nonblocking()) return wait_for_next(api, ex, rest, started);
+        ex->offload([&api, ex, rest, started] { wait_for_next(api, ex, rest, started); });
       });
 }
 
