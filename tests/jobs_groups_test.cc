@@ -706,6 +706,82 @@ TEST_P(GroupsTest, GroupsAreValidatedStoredCountedAndListed) {
   EXPECT_EQ(jobs().get_type("work")->max_running_per_group, 2u);
 }
 
+// accept_job takes a grouped job out of turn; the group's row, its (15) entries and its place
+// in the queue (16) follow, and a group it fills leaves the queue as an accept's would.
+TEST_P(GroupsTest, AcceptJobKeepsGroupsAndLimitsTrue) {
+  ASSERT_TRUE(jobs().set_max_running_per_group("work", 2).ok());
+  ASSERT_NO_FATAL_FAILURE(add_group("work", "A", 4));
+  ASSERT_NO_FATAL_FAILURE(add_group("work", "B", 2));
+  auto third = jobs().accept_job("work", "A/000002");
+  ASSERT_TRUE(third.ok()) << third.status().to_string();
+  ASSERT_NO_FATAL_FAILURE(check_invariants("work"));
+  auto fourth = jobs().accept_job("work", "A/000003");
+  ASSERT_TRUE(fourth.ok()) << fourth.status().to_string();
+  ASSERT_NO_FATAL_FAILURE(check_invariants("work"));
+  // A is full (two running): accepts pass it over for B, and accept_any does too.
+  auto groups = jobs().groups("work");
+  ASSERT_TRUE(groups.ok());
+  ASSERT_EQ(groups->size(), 2u);
+  EXPECT_TRUE((*groups)[0].full);
+  EXPECT_EQ((*groups)[0].running, 2u);
+  EXPECT_EQ(accept_group(jobs()), "B");
+  auto any = jobs().accept_any({"work"});
+  ASSERT_TRUE(any.ok()) << any.status().to_string();
+  EXPECT_EQ(group_of(any->id), "B");
+  EXPECT_EQ(jobs().accept("work").status().code(), Code::kDeadlineExceeded);
+  // Past the limit, flow control notwithstanding: A runs three.
+  auto over = jobs().accept_job("work", "A/000000");
+  ASSERT_TRUE(over.ok()) << over.status().to_string();
+  ASSERT_NO_FATAL_FAILURE(check_invariants("work"));
+  // Finishing two of A's runs brings it back below the limit, into the queue.
+  ASSERT_TRUE(jobs().finish(*third).ok());
+  ASSERT_TRUE(jobs().finish(*fourth).ok());
+  ASSERT_NO_FATAL_FAILURE(check_invariants("work"));
+  EXPECT_EQ(accept_group(jobs()), "A");
+  // A dead grouped job is rerun into its group and taken.
+  ASSERT_TRUE(jobs().finish(*over).ok());
+  jobs::FailOptions fail;
+  fail.message = "boom";
+  fail.retry = false;
+  ASSERT_NO_FATAL_FAILURE(add_group("work", "C", 1));
+  auto c = jobs().accept_job("work", "C/000000");
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(jobs().fail(*c, fail).ok());
+  ASSERT_NO_FATAL_FAILURE(check_invariants("work"));
+  auto again = jobs().accept_job("work", "C/000000");
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(again->attempt, 1u);
+  ASSERT_NO_FATAL_FAILURE(check_invariants("work"));
+  auto counts = jobs().count("work");
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->dead, 0u);
+  EXPECT_EQ(counts->running, 4u);  // A/000001, B's two, C
+  EXPECT_EQ(counts->pending, 0u);
+}
+
+// accept_job counts in the rate window and in max_running as an accept does.
+TEST_P(GroupsTest, AcceptJobCountsInTheTypesFlowControl) {
+  ASSERT_TRUE(jobs().set_rate_limit("work", jobs::RateLimit{2, 3'600'000ms}).ok());
+  // Priorities of their own: a retry after an injected fault spreads its pick within one.
+  for (int64_t i = 0; i < 3; ++i) {
+    const std::string id(1, static_cast<char>('a' + i));
+    ASSERT_TRUE(producer().add("work", id, "{}", {.priority = i}).ok());
+  }
+  ASSERT_TRUE(jobs().accept_job("work", "c").ok());
+  ASSERT_TRUE(jobs().accept("work").ok());
+  // Two accepts in the window: the limit holds the third, accept's and accept_any's alike.
+  EXPECT_EQ(jobs().accept("work").status().code(), Code::kDeadlineExceeded);
+  EXPECT_EQ(jobs().accept_any({"work"}).status().code(), Code::kDeadlineExceeded);
+  ASSERT_TRUE(jobs().set_rate_limit("work", std::nullopt).ok());
+  ASSERT_TRUE(jobs().set_max_running("work", 2).ok());
+  EXPECT_EQ(jobs().accept("work").status().code(), Code::kDeadlineExceeded);
+  ASSERT_TRUE(jobs().accept_job("work", "b").ok());  // over max_running, named
+  auto counts = jobs().count("work");
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->running, 3u);
+  EXPECT_EQ(counts->pending, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, GroupsTest, ::testing::ValuesIn(jobs_params()), jobs_param_name);
 
 }  // namespace

@@ -699,9 +699,10 @@ class Jobs {
   // atomic, like remove_all_jobs. kNotFound if the type does not exist; kInvalidArgument for
   // kNone or kSucceeded (rerun those one by one: they are not indexed by outcome).
   Result<uint64_t> rerun_all(std::string_view type, Outcome outcome = Outcome::kDead);
-  // rerun() of at most `limit` (1..1000) finished jobs of `type` that ended with `outcome`, in
-  // one transaction, in the order rerun_all takes them; returns how many (beanstalkd's
-  // `kick`). kNotFound if the type does not exist; kInvalidArgument as rerun_all.
+  // rerun() of at most `limit` (1..1000) finished jobs of `type` that ended with `outcome` (and
+  // at most as many as one of rerun_all's transactions takes: 128 with the default
+  // max_data_bytes), in one transaction, in the order rerun_all takes them; returns how many
+  // (beanstalkd's `kick`). kNotFound if the type does not exist; kInvalidArgument as rerun_all.
   Result<uint64_t> rerun_some(std::string_view type, Outcome outcome, size_t limit);
   // A pending job gets a new scheduled time and/or priority (its data, attempts and errors
   // stay). kWrongState if it is not pending; kNotFound if absent.

@@ -48,6 +48,7 @@ AcceptWaiters::AcceptWaiters(kv::Store& store, const Keys& keys, const JobsOptio
 
 AcceptWaiters::~AcceptWaiters() {
   Done done;
+  std::vector<kv::Watch> any_watches;
   {
     util::MutexLock lock(mu_);
     stopping_ = true;
@@ -56,6 +57,11 @@ AcceptWaiters::~AcceptWaiters() {
         done.emplace_back(std::move(w.callback), Cancelled("the jobs layer is closing"));
     }
     queues_.clear();
+    for (auto& [ticket, w] : any_waiters_) {
+      done.emplace_back(std::move(w.callback), Cancelled("the jobs layer is closing"));
+      for (auto& watch : w.watches) any_watches.push_back(std::move(watch));
+    }
+    any_waiters_.clear();
   }
   cv_.notify_all();
   thread_.join();
@@ -72,6 +78,7 @@ AcceptWaiters::~AcceptWaiters() {
     sink.acceptor = nullptr;
   }
   watches.clear();  // cancels them, outside mu_: a cancelled watch runs its callback at once
+  for (auto& watch : any_watches) watch.cancel();
   for (auto& [callback, result] : done) callback(std::move(result));
 }
 
@@ -156,6 +163,7 @@ void AcceptWaiters::forget(uint64_t reserved) {
 
 bool AcceptWaiters::cancel(uint64_t ticket) {
   Callback callback;
+  std::vector<kv::Watch> retired;
   {
     util::MutexLock lock(mu_);
     // Still looking elsewhere: the submit that may follow ends it (a job the look took is
@@ -164,7 +172,13 @@ bool AcceptWaiters::cancel(uint64_t ticket) {
       it->second = true;
       return true;
     }
-    for (auto qit = queues_.begin(); qit != queues_.end(); ++qit) {
+    // A waiter of several types; a look of its in flight hands its job back (finish_any).
+    if (auto it = any_waiters_.find(ticket); it != any_waiters_.end()) {
+      callback = std::move(it->second.callback);
+      retired = std::move(it->second.watches);
+      any_waiters_.erase(it);
+    }
+    for (auto qit = queues_.begin(); !callback && qit != queues_.end(); ++qit) {
       auto& waiters = qit->second.waiters;
       auto it = std::find_if(waiters.begin(), waiters.end(),
                              [&](const Waiter& w) { return w.ticket == ticket; });
@@ -175,6 +189,7 @@ bool AcceptWaiters::cancel(uint64_t ticket) {
       break;
     }
   }
+  for (auto& watch : retired) watch.cancel();
   if (!callback) return false;
   callback(Cancelled("accept cancelled"));
   return true;
@@ -204,6 +219,10 @@ kv::Clock::time_point AcceptWaiters::next_wake(kv::Clock::time_point now) const 
   for (const auto& [type, queue] : queues_) {
     for (const auto& w : queue.waiters) wake = std::min(wake, w.deadline);
     if (queue.next_due) wake = std::min(wake, *queue.next_due);
+  }
+  for (const auto& [ticket, w] : any_waiters_) {
+    wake = std::min(wake, w.deadline);
+    if (w.next_due) wake = std::min(wake, *w.next_due);
   }
   return wake;
 }
@@ -239,8 +258,19 @@ void AcceptWaiters::run() {
       drop_if_empty(it);
       it = next;
     }
+    std::vector<kv::Watch> retired;
+    std::vector<AnyStart> any_to_start = poll_any(now, done, retired);
     lock.unlock();
+    for (auto& watch : retired) watch.cancel();
     for (auto& [callback, result] : done) callback(std::move(result));
+    for (auto& start : any_to_start) {
+      if (!batch_pool_) {
+        start_any(std::move(start));
+        continue;
+      }
+      batch_pool_->post(
+          [this, start = std::move(start)]() mutable { start_any(std::move(start)); });
+    }
     for (auto& [type, batch] : to_start) {
       if (!batch_pool_) {
         start_batch(type, std::move(batch));
@@ -251,10 +281,15 @@ void AcceptWaiters::run() {
       });
     }
     lock.lock();
-    const bool more = std::any_of(queues_.begin(), queues_.end(), [](const auto& q) {
-      const Queue& queue = q.second;
-      return !queue.in_flight && !queue.waiters.empty() && (queue.attempt || queue.round_open);
-    });
+    const bool more = std::any_of(queues_.begin(), queues_.end(),
+                                  [](const auto& q) {
+                                    const Queue& queue = q.second;
+                                    return !queue.in_flight && !queue.waiters.empty() &&
+                                           (queue.attempt || queue.round_open);
+                                  }) ||
+                      std::any_of(any_waiters_.begin(), any_waiters_.end(), [](const auto& w) {
+                        return !w.second.in_flight && w.second.attempt;
+                      });
     if (!more && !stopping_) cv_.wait_until(mu_, next_wake(kv::Clock::now()));
   }
 }
@@ -372,13 +407,7 @@ void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
   retired.cancel();
   outcome.watch.cancel();  // not installed (closing, or the look failed)
   for (auto& [callback, result] : done) callback(std::move(result));
-  for (auto& job : orphans) {
-    // Best effort: should it fail, the activity monitor returns the job at its timeout.
-    kv::run_async(
-        // A copy of the keys: the commit may settle after this AcceptWaiters is gone.
-        store_, [keys = keys_, job](kv::Transaction& txn) { return give_back(txn, keys, job); },
-        [](Status) {}, options_.retry);
-  }
+  for (auto& job : orphans) give_back_orphan(std::move(job));
 }
 
 }  // namespace kvq::jobs

@@ -33,8 +33,15 @@
 // type is in flight at a time. On a store that is not nonblocking (etcd), where an attempt
 // waits on round trips, attempts of different types run side by side on a few threads of
 // their own.
+//
+// An accept over several types (accept_any) waits as one waiter of all of them: not batched,
+// and not in any type's queue (so not ordered with that type's own waiters). Each of its looks
+// (attempt_accept_any_async) arms watches of its own on every type's pending token (and the
+// activity token of a type max_running holds back); a fire, the earliest delayed job falling
+// due, or its deadline ends its wait, and it looks again over all its types.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -44,6 +51,7 @@
 #include <string>
 #include <thread>
 
+#include "jobs/any_picks.h"
 #include "jobs/pending_picks.h"
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
@@ -75,6 +83,12 @@ class AcceptWaiters {
   uint64_t submit(const std::string& type, const AcceptOptions& options, const std::string& lock,
                   kv::Clock::time_point deadline, std::optional<uint64_t> generation,
                   Callback callback, Commit commit, uint64_t reserved = 0) KVQ_EXCLUDES(mu_);
+  // Queues a waiter of several types (Jobs::accept_any), whose own look found nothing due and
+  // left `look` (its watches armed at that look). `takers[i]` takes a job of types[i]. Returns
+  // a ticket for cancel(); `reserved` as submit's.
+  uint64_t submit_any(std::vector<std::string> types, const AcceptOptions& options,
+                      std::vector<Taker> takers, kv::Clock::time_point deadline, AnyLook look,
+                      Callback callback, uint64_t reserved = 0) KVQ_EXCLUDES(mu_);
   // A ticket for an accept still making its own look elsewhere, before it may wait here:
   // cancel() of it then ends the submit that follows at once with kCancelled. The ticket goes
   // to that submit (`reserved`), or to forget() when the look ended the accept.
@@ -138,6 +152,26 @@ class AcceptWaiters {
     AcceptWaiters* acceptor KVQ_GUARDED_BY(mu) = nullptr;
   };
   using Done = std::vector<std::pair<Callback, Result<Job>>>;
+  // A waiter of several types (submit_any).
+  struct AnyWaiter {
+    std::vector<std::string> types;
+    AcceptOptions options;
+    std::vector<Taker> takers;
+    kv::Clock::time_point deadline;
+    Callback callback;
+    std::vector<kv::Watch> watches;  // armed by its latest look
+    uint64_t generation = 0;         // of those watches: an older one's fire is ignored
+    bool attempt = false;            // look again
+    bool in_flight = false;          // a look is under way
+    std::optional<kv::Clock::time_point> next_due;
+  };
+  // What run() starts for a waiter of several types.
+  struct AnyStart {
+    uint64_t ticket;
+    std::vector<std::string> types;
+    AcceptOptions options;
+    std::vector<Taker> takers;
+  };
 
   static ArmWatch arm_of(const Batch& batch);
 
@@ -157,6 +191,22 @@ class AcceptWaiters {
   void expire(const std::string& type, Queue& queue, kv::Clock::time_point now, Done& done)
       KVQ_REQUIRES(mu_);
   kv::Clock::time_point next_wake(kv::Clock::time_point now) const KVQ_REQUIRES(mu_);
+  // The waiters of several types: those past their deadline end (into `done`, their watches
+  // into `retired`), and those due for a look are marked in flight and returned.
+  std::vector<AnyStart> poll_any(kv::Clock::time_point now, Done& done,
+                                 std::vector<kv::Watch>& retired) KVQ_REQUIRES(mu_);
+  // Registers the fire of each of `look`'s watches for the waiter `ticket`, as `generation`.
+  // Outside mu_: a watch already fired calls back at once.
+  void arm_any(AnyLook& look, uint64_t ticket, uint64_t generation) KVQ_EXCLUDES(mu_);
+  // Makes `look` (armed as `generation`) the waiter's; the watches it replaces go to `retired`,
+  // to be cancelled outside mu_.
+  void install_any(AnyWaiter& waiter, uint64_t generation, AnyLook look,
+                   std::vector<kv::Watch>& retired) KVQ_REQUIRES(mu_);
+  void on_any_fire(uint64_t ticket, uint64_t generation) KVQ_EXCLUDES(mu_);
+  void start_any(AnyStart start) KVQ_EXCLUDES(mu_);
+  void finish_any(uint64_t ticket, AnyOutcome outcome) KVQ_EXCLUDES(mu_);
+  // Hands a job back (give_back) whose waiter was cancelled while its look took it.
+  void give_back_orphan(Job job);
   static void push_waiter(Queue& queue, Waiter waiter);
   static std::deque<Waiter>::iterator erase_waiter(Queue& queue, std::deque<Waiter>::iterator it);
   // Erases an empty queue with no attempt in flight.
@@ -174,6 +224,8 @@ class AcceptWaiters {
   uint64_t next_ticket_ KVQ_GUARDED_BY(mu_) = 1;
   // Reserved tickets not yet submitted: cancelled?
   std::map<uint64_t, bool> reserved_ KVQ_GUARDED_BY(mu_);
+  std::map<uint64_t, AnyWaiter> any_waiters_ KVQ_GUARDED_BY(mu_);  // by ticket
+  std::atomic<uint64_t> next_any_generation_{1};
   int in_flight_ KVQ_GUARDED_BY(mu_) = 0;  // batches attempted and not yet finished
   bool stopping_ KVQ_GUARDED_BY(mu_) = false;
   std::thread thread_;

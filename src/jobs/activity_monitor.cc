@@ -17,6 +17,10 @@ constexpr auto kIdlePeriod = 5s;  // how long to sleep with no types at all
 constexpr auto kErrorPause = 100ms;
 constexpr kv::Clock::duration kMinSweepPeriod = 250ms;
 constexpr kv::Clock::duration kMaxSweepPeriod = 60s;
+// A type is checked at most this many times per the longest timeout its history serves.
+constexpr int kMaxChecksPerLongest = 4096;
+// Distinct own timeouts of running jobs judged per check.
+constexpr size_t kMaxOwnTimeoutsPerCheck = 1000;
 
 // A sweep stops after this long and resumes at the monitor's next turn, so that a type with a
 // large backlog of expired jobs never delays other types' activity checks by more.
@@ -82,6 +86,19 @@ Status ActivityMonitor::refresh_types() {
       state.next_sweep = state.next_check = now;
     }
   }
+  auto [own_begin, own_end] = keys_.all_own_timeouts();
+  KVQ_ASSIGN_OR_RETURN(auto spans, txn->get_range(own_begin, own_end, {.snapshot = true}));
+  for (const auto& kv : spans) {
+    auto type = keys_.parse_own_timeouts_type(kv.key);
+    auto span = decode_own_timeout_span(kv.value);
+    if (!type.ok() || !span.ok() || !types_.contains(*type)) continue;
+    auto& state = types_[*type];
+    if (!state.own || state.own->shortest != span->shortest ||
+        state.own->longest != span->longest) {
+      state.own = *span;
+      state.next_activity_check = state.next_check = now;
+    }
+  }
   watch_types(std::move(watch));
   return Status::OK();
 }
@@ -112,8 +129,12 @@ void ActivityMonitor::sweep_finished(const std::string& type, TypeState& state,
 
 void ActivityMonitor::check_activity(const std::string& type, TypeState& state,
                                      kv::Clock::time_point now) {
-  const auto period = std::chrono::duration_cast<std::chrono::microseconds>(state.timeout) /
-                      std::max(1, options_.monitor_checks_per_timeout);
+  const Millis shortest = state.own ? std::min(state.timeout, state.own->shortest) : state.timeout;
+  const Millis longest = state.own ? std::max(state.timeout, state.own->longest) : state.timeout;
+  const auto period = std::max(
+      std::chrono::duration_cast<std::chrono::microseconds>(shortest) /
+          std::max(1, options_.monitor_checks_per_timeout),
+      std::chrono::duration_cast<std::chrono::microseconds>(longest) / kMaxChecksPerLongest);
   state.next_activity_check = now + util::jittered(period, 0.2);
 
   auto version = kv::run(
@@ -123,18 +144,47 @@ void ActivityMonitor::check_activity(const std::string& type, TypeState& state,
                       period);
   if (!version.ok()) return;  // retried at the next check
   checks_.fetch_add(1);
-  state.checks.prune(state.timeout);
+  state.checks.prune(longest);
+  if (state.own) check_own_timeouts(type, state, now);
   const std::optional<uint64_t> below = state.checks.threshold(state.timeout);
   if (!below) return;
 
   const Drained drained =
       drain(state.batch, options_.monitor_max_batch, reenqueued_, kv::Clock::time_point::max(),
-            [&](size_t batch) { return reenqueue_batch(type, *below, batch); });
+            [&](size_t batch) {
+              return reenqueue_batch(type, keys_.activity_before(type, *below), false, batch);
+            });
   if (drained == Drained::kFailed) state.next_activity_check = now + kErrorPause;
 }
 
-Result<size_t> ActivityMonitor::reenqueue_batch(const std::string& type, uint64_t below,
-                                                size_t batch) {
+void ActivityMonitor::check_own_timeouts(const std::string& type, TypeState& state,
+                                         kv::Clock::time_point now) {
+  auto timeouts = kv::run(
+      store_,
+      [&](kv::Transaction& txn) {
+        return running_own_timeouts(txn, keys_, type, kMaxOwnTimeoutsPerCheck);
+      },
+      options_.retry);
+  if (!timeouts.ok()) {
+    state.next_activity_check = now + kErrorPause;
+    return;
+  }
+  for (int64_t timeout : *timeouts) {
+    const std::optional<uint64_t> below = state.checks.threshold(Millis(timeout));
+    if (!below) break;  // shortest first: no longer one has a threshold either
+    const Drained drained =
+        drain(state.batch, options_.monitor_max_batch, reenqueued_, kv::Clock::time_point::max(),
+              [&](size_t batch) {
+                return reenqueue_batch(type, keys_.own_activity_before(type, timeout, *below), true,
+                                       batch);
+              });
+    if (drained == Drained::kFailed) state.next_activity_check = now + kErrorPause;
+  }
+}
+
+Result<size_t> ActivityMonitor::reenqueue_batch(
+    const std::string& type, const std::pair<std::string, std::string>& stale_range, bool own,
+    size_t batch) {
   size_t gave_up = 0;  // of the attempt that committed
   // The lost runs of the attempt that committed: (dead, when the run started).
   std::vector<std::pair<bool, int64_t>> lost_runs;
@@ -166,27 +216,37 @@ Result<size_t> ActivityMonitor::reenqueue_batch(const std::string& type, uint64_
           ++count;
         }
         tried.clear();
-        auto [begin, end] = keys_.activity_before(type, below);
-        KVQ_ASSIGN_OR_RETURN(auto stale,
-                             txn.get_range(begin, end, {.limit = batch, .snapshot = true}));
+        KVQ_ASSIGN_OR_RETURN(auto stale, txn.get_range(stale_range.first, stale_range.second,
+                                                       {.limit = batch, .snapshot = true}));
         if (stale.empty()) return count;
         KVQ_ASSIGN_OR_RETURN(auto read, type_settings_of(txn, keys_, type));
         // A type deleted meanwhile has no jobs left to find here; the defaults serve.
         const TypeSettings settings = read.value_or(TypeSettings{});
         tried_at = now_ms();
-        const LostRun lost{"timeout",
-                           "no update within the type's timeout of " +
-                               std::to_string(settings.timeout.count()) + " ms",
-                           tried_at};
         for (const auto& kv : stale) {
-          KVQ_ASSIGN_OR_RETURN(auto entry, keys_.parse_activity(kv.key));
-          KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys_, type, entry.id));
-          if (!before || state_of(*before) != State::kRunning || before->seq != entry.seq) continue;
+          uint64_t seq = 0;
+          std::string id;
+          LostRun lost{"timeout", "", tried_at};
+          if (own) {
+            KVQ_ASSIGN_OR_RETURN(auto entry, keys_.parse_own_activity(kv.key));
+            seq = entry.seq;
+            id = std::move(entry.id);
+            lost.message =
+                "no update within the job's timeout of " + std::to_string(entry.timeout_ms) + " ms";
+          } else {
+            KVQ_ASSIGN_OR_RETURN(auto entry, keys_.parse_activity(kv.key));
+            seq = entry.seq;
+            id = std::move(entry.id);
+            lost.message = "no update within the type's timeout of " +
+                           std::to_string(settings.timeout.count()) + " ms";
+          }
+          KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys_, type, id));
+          if (!before || state_of(*before) != State::kRunning || before->seq != seq) continue;
           JobRow after = after_lost_run(*before, settings, lost);
           if (after.finished) ++gave_up;
           lost_runs.emplace_back(after.finished, before->started);
-          tried.push_back({entry.id, before->attempts, after.finished, before->started});
-          KVQ_RETURN_IF_ERROR(save_job(txn, keys_, type, entry.id, before, std::move(after)));
+          tried.push_back({id, before->attempts, after.finished, before->started});
+          KVQ_RETURN_IF_ERROR(save_job(txn, keys_, type, id, before, std::move(after)));
           ++count;
         }
         return count;

@@ -22,6 +22,12 @@
 // once: re-enqueueing re-reads each job row, so two monitors conflict and the loser finds
 // nothing left to do.
 //
+// Jobs with a timeout of their own (own_timeouts.h) are judged the same way, each timeout
+// against the same check history: a type whose jobs were added with own timeouts is checked
+// about monitor_checks_per_timeout times per its shortest timeout, and its history kept for
+// its longest (checks are never more frequent than kMaxChecksPerLongest per longest timeout,
+// which bounds the history a type with both a 1 s and a 7-day timeout keeps).
+//
 // A type with a finished retention is also swept every retention/4 (clamped to 0.25–60 s,
 // jittered) for jobs that finished more than one retention ago by this machine's wall clock;
 // retention is meant in minutes to days, where clock skew between machines does not matter. A
@@ -34,6 +40,7 @@
 #include <optional>
 #include <string>
 
+#include "jobs/own_timeouts.h"
 #include "jobs/schema.h"
 #include "jobs/type_stats.h"
 #include "kv/check_history.h"
@@ -45,6 +52,7 @@ namespace kvq::jobs {
 struct ActivityTypeState {
   Millis timeout{0};
   std::optional<Millis> retention;
+  std::optional<OwnTimeoutSpan> own;  // of jobs added with their own timeout, if any ever was
   kv::CheckHistory checks;
   kv::Clock::time_point next_check{};  // the earlier of the two below
   kv::Clock::time_point next_activity_check{};
@@ -72,8 +80,13 @@ class ActivityMonitor final : private kv::TypeMonitor<ActivityTypeState> {
   void check(const std::string& type, TypeState& state) override;
   void check_activity(const std::string& type, TypeState& state, kv::Clock::time_point now);
   void sweep_finished(const std::string& type, TypeState& state, kv::Clock::time_point now);
-  // Re-enqueues running jobs of `type` whose seq is below `below`; returns how many.
-  Result<size_t> reenqueue_batch(const std::string& type, uint64_t below, size_t batch);
+  // Re-enqueues running jobs of `type` whose activity entries in [begin, end) it finds, from
+  // (18) when `own` else from (3); returns how many.
+  Result<size_t> reenqueue_batch(const std::string& type,
+                                 const std::pair<std::string, std::string>& stale, bool own,
+                                 size_t batch);
+  // Re-enqueues the runs with an own timeout that have been idle that long.
+  void check_own_timeouts(const std::string& type, TypeState& state, kv::Clock::time_point now);
 
   kv::Store& store_;
   const Keys& keys_;

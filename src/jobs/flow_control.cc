@@ -8,6 +8,7 @@
 
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
+#include "jobs/own_timeouts.h"
 #include "jobs/types.h"
 #include "jobs/validation.h"
 #include "util/mutex.h"
@@ -136,6 +137,7 @@ Result<FlowGate> open_flow_gate(kv::Transaction& txn, const Keys& keys, std::str
   if (!row) return gate;
   KVQ_ASSIGN_OR_RETURN(TypeSettings settings, decode_type(*row));
   gate.has_groups = settings.has_groups;
+  gate.type_timeout = settings.timeout;
   gate.max_running_per_group = settings.max_running_per_group;
   if (paused_at(settings, now)) {
     gate.allowed = 0;
@@ -146,10 +148,9 @@ Result<FlowGate> open_flow_gate(kv::Transaction& txn, const Keys& keys, std::str
     // Not a snapshot read, and never more than the limit: an accept that finds room read the
     // whole range, so another's new entry, or a run's end, conflicts with it. No counter key:
     // a counter would be one more key every accept and every run's end of the type writes.
-    auto [begin, end] = keys.activity_before(type, INT64_MAX);
-    KVQ_ASSIGN_OR_RETURN(auto running, txn.get_range(begin, end, {.limit = *settings.max_running}));
-    const size_t room =
-        *settings.max_running - std::min<size_t>(running.size(), *settings.max_running);
+    KVQ_ASSIGN_OR_RETURN(uint64_t running,
+                         count_running(txn, keys, type, *settings.max_running, false));
+    const size_t room = *settings.max_running - std::min<size_t>(running, *settings.max_running);
     if (room < gate.allowed) {
       gate.allowed = room;
       gate.full = true;

@@ -34,6 +34,8 @@ struct FlowGate {
   // only a type that had a grouped job has its queue of groups looked at.
   bool has_groups = false;
   std::optional<uint32_t> max_running_per_group;
+  // The type's activity timeout: that of the runs it hands out whose job has none of its own.
+  Millis type_timeout{0};
 };
 
 // Reads the type's row (4, type) without snapshot — a pause or a limit committed meanwhile

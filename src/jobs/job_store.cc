@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "jobs/group_queue.h"
+#include "jobs/own_timeouts.h"
 #include "util/random.h"
 
 namespace kvq::jobs {
@@ -58,10 +59,14 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
   }
   if (was_pending) txn.clear(pending_key(keys, type, id, *before));
   if (was_running) {
-    txn.clear(keys.activity(type, before->seq, id));
+    txn.clear(activity_key(keys, type, id, *before));
     if (!before->worker.empty())
       txn.clear(keys.held_by(before->worker_type, before->worker, type, id));
   }
+  // I9: the global-id entry lives as long as the row (an add keeps a job's global_id).
+  if (before && before->global_id && !(after && after->global_id)) txn.clear(keys.global_id(id));
+  if (after && after->global_id && !(before && before->global_id))
+    txn.set(keys.global_id(id), std::string(type));
   if (!after) {
     txn.clear(keys.job(type, id));
   } else {
@@ -74,7 +79,7 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
         txn.set(keys.pending_token(type), util::random_hex(8));
         break;
       case State::kRunning:
-        txn.set(keys.activity(type, after->seq, id), "");
+        txn.set(activity_key(keys, type, id, *after), "");
         if (!after->worker.empty())
           txn.set(keys.held_by(after->worker_type, after->worker, type, id), "");
         break;
@@ -122,6 +127,7 @@ JobRow after_lost_run(const JobRow& running, const TypeSettings& settings, const
     after.scheduled = after.next_scheduled;
     after.priority = after.next_priority;
     after.attempts = 0;
+    after.snoozes = 0;
   }
   return after;
 }
@@ -157,6 +163,10 @@ JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row) {
   info.started_at_ms = row.started;
   if (row.finished) info.ended_at_ms = row.updated;
   info.group = row.group;
+  info.timeout = row.timeout;
+  info.data_format = row.data_format;
+  info.global_id = row.global_id;
+  info.snoozes = row.snoozes;
   return info;
 }
 
@@ -171,7 +181,23 @@ JobEvent to_event(std::string_view type, std::string_view id, const JobRow& row)
   e.result = row.result;
   e.attempts = row.attempts;
   e.gave_up = gave_up(row);
+  e.data_format = row.data_format;
   return e;
+}
+
+Job job_of_run(std::string_view type, std::string_view id, const JobRow& row, Millis type_timeout) {
+  Job job;
+  job.type = type;
+  job.id = id;
+  job.lock = row.lock;
+  job.data = row.data;
+  job.worker = row.worker;
+  job.worker_type = row.worker_type;
+  job.attempt = row.attempts;
+  job.data_format = row.data_format;
+  job.priority = row.priority;
+  job.timeout = row.timeout.value_or(type_timeout);
+  return job;
 }
 
 }  // namespace kvq::jobs

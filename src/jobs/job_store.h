@@ -47,6 +47,11 @@ struct LostRun {
 // runs) with its data as it was.
 JobRow after_lost_run(const JobRow& running, const TypeSettings& settings, const LostRun& lost);
 
+// The row a finished job has once rerun (Jobs::rerun, and accept_job of a dead job): pending at
+// the options' time and priority, starting over — its attempts, result, outcome and progress
+// cleared — with its data and its errors (why it died, for a dead job) kept.
+JobRow row_after_rerun(const JobRow& finished, const RerunOptions& options, int64_t now);
+
 // The type's settings, read in `txn`; nullopt for a type without a timeout.
 Result<std::optional<TypeSettings>> type_settings_of(kv::Transaction& txn, const Keys& keys,
                                                      std::string_view type);
@@ -54,5 +59,9 @@ Result<std::optional<TypeSettings>> type_settings_of(kv::Transaction& txn, const
 JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row);
 // The event a subscriber of the job sees for this row.
 JobEvent to_event(std::string_view type, std::string_view id, const JobRow& row);
+// The handle of the run `row` (running) holds, as an accept hands it out: its lock, data and
+// format, attempt, priority, and timeout (the job's own, else `type_timeout`). Every accept
+// builds its Job here.
+Job job_of_run(std::string_view type, std::string_view id, const JobRow& row, Millis type_timeout);
 
 }  // namespace kvq::jobs

@@ -7,6 +7,7 @@
 #include "jobs/index_levels.h"
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
+#include "jobs/own_timeouts.h"
 #include "jobs/types.h"
 #include "jobs/validation.h"
 
@@ -56,6 +57,10 @@ Result<JobFilter> parse_job_filter(std::string_view name) {
   return InvalidArgument("unknown job filter '" + std::string(name) +
                          "' (pending, running, finished, scheduled, due, succeeded, dead or "
                          "cancelled)");
+}
+
+std::string_view data_format_name(DataFormat format) {
+  return format == DataFormat::kBytes ? "bytes" : "json";
 }
 
 Result<IfExists> parse_if_exists(std::string_view name) {
@@ -111,6 +116,9 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
     row.priority = o.priority;
     row.created = now;
     row.group = o.group;
+    row.timeout = o.timeout;
+    row.data_format = o.data_format;
+    row.global_id = o.global_id;
     return row;
   }
   JobRow after = *before;
@@ -121,8 +129,11 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
       after.priority = o.priority;
       after.data = data;
       after.group = o.group;
+      after.timeout = o.timeout;
+      after.data_format = o.data_format;
       if (after.scheduled == before->scheduled && after.priority == before->priority &&
-          after.data == before->data && after.group == before->group) {
+          after.data == before->data && after.group == before->group &&
+          after.timeout == before->timeout && after.data_format == before->data_format) {
         return std::nullopt;
       }
       after.lost_runs = 0;
@@ -151,6 +162,9 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
       after.scheduled = o.scheduled_time_ms.value_or(now);
       after.priority = o.priority;
       after.group = o.group;
+      after.timeout = o.timeout;
+      after.data_format = o.data_format;
+      after.snoozes = 0;
       return after;
   }
   return std::nullopt;
@@ -172,8 +186,18 @@ Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_
   if (stored[1]) {
     KVQ_ASSIGN_OR_RETURN(before, decode_row(*stored[1]));
   }
+  if (!before && options.global_id) {
+    // Not a snapshot read: an add of the same id to another type meanwhile conflicts.
+    KVQ_ASSIGN_OR_RETURN(auto owner, txn.get(keys.global_id(id)));
+    if (owner && *owner != type) {
+      return AlreadyExists("a job '" + std::string(id) +
+                           "' added with a global id exists in type '" + *owner + "'");
+    }
+  }
   auto after = row_after_add(before, data, options, now_ms());
   if (!after) return true;
+  if (after->timeout && (!before || before->timeout != after->timeout))
+    KVQ_RETURN_IF_ERROR(note_own_timeout(txn, keys, type, *after->timeout));
   if (!after->group.empty()) {
     // The type's first job with a group turns its accepts' look at groups on (only then).
     KVQ_ASSIGN_OR_RETURN(TypeSettings settings, decode_type(*stored[0]));
@@ -192,7 +216,8 @@ Result<std::string> validate_add(std::string_view type, std::string_view id, std
   KVQ_RETURN_IF_ERROR(validate_type(type));
   KVQ_RETURN_IF_ERROR(validate_id(id));
   KVQ_RETURN_IF_ERROR(validate_group(options.group));
-  return normalize_data(data, max_data_bytes);
+  KVQ_RETURN_IF_ERROR(validate_job_timeout(options.timeout));
+  return normalize_data(data, options.data_format, max_data_bytes);
 }
 
 // One attempt of add. An earlier attempt may have committed (unknown result) and the job moved
@@ -502,8 +527,7 @@ Result<Jobs::StateCounts> Jobs::count(std::string_view type, size_t limit) {
         }
         KVQ_ASSIGN_OR_RETURN(counts.scheduled,
                              count_pending_by_time(txn, keys, type, settings, now, false, limit));
-        KVQ_ASSIGN_OR_RETURN(counts.running,
-                             count_keys(txn, keys.activity_before(type, UINT64_MAX >> 1), limit));
+        KVQ_ASSIGN_OR_RETURN(counts.running, count_running(txn, keys, type, limit, true));
         KVQ_ASSIGN_OR_RETURN(
             counts.finished,
             count_keys(txn, keys.finished_before(type, std::numeric_limits<int64_t>::max()),

@@ -1,10 +1,12 @@
 // jobs/jobs_impl.h — what a Jobs is made of: its keys and its background loops.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "jobs/accept_waiters.h"
 #include "jobs/activity_monitor.h"
+#include "jobs/job_numbers.h"
 #include "jobs/notifier.h"
 #include "jobs/scheduler.h"
 #include "jobs/schema.h"
@@ -27,6 +29,7 @@ struct Jobs::Impl {
   TypeStatsRecorder type_stats;  // Jobs::type_stats; before the loops that record into it
   Notifier notifier;             // subscriptions
   AcceptWaiters accept_waiters;  // waiting accepts
+  JobNumbers job_numbers;        // next_job_number's block
   std::unique_ptr<ActivityMonitor> monitor;
   // Where accept_batch_async's second look runs on a store that is not nonblocking (it blocks
   // there), off the accept waiters' threads. Null elsewhere. Last: its tasks use the members above.
@@ -35,5 +38,13 @@ struct Jobs::Impl {
   // as it calls the Jobs back. Declared last so that it stops first: its ticks add jobs.
   std::unique_ptr<Scheduler> scheduler;
 };
+
+// Runs `look` — a look that commits through kv::run_async — without blocking the calling
+// thread: at once on a nonblocking store (where run_async does not block), else on
+// blocking_looks.
+inline void run_look(Jobs::Impl& impl, std::function<void()> look) {
+  if (!impl.blocking_looks) return look();
+  impl.blocking_looks->post(std::move(look));
+}
 
 }  // namespace kvq::jobs

@@ -6,6 +6,8 @@
 // answer kWrongState for what this very call did.
 #include <algorithm>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
@@ -13,6 +15,23 @@
 #include "jobs/validation.h"
 
 namespace kvq::jobs {
+
+JobRow row_after_rerun(const JobRow& finished, const RerunOptions& options, int64_t now) {
+  JobRow after = finished;
+  after.finished = false;
+  after.resubmit = false;
+  after.gave_up = false;
+  after.lost_runs = 0;
+  after.attempts = 0;
+  after.snoozes = 0;
+  after.outcome = Outcome::kNone;
+  after.result.reset();
+  after.progress.reset();
+  after.scheduled = options.scheduled_time_ms.value_or(now);
+  after.priority = options.priority.value_or(finished.priority);
+  return after;
+}
+
 namespace {
 
 // rerun_all reruns at most this many jobs, and reads about this many bytes of job rows, per
@@ -23,24 +42,6 @@ constexpr size_t kRerunAllBytes = 32 * 1024 * 1024;
 Status not_found(std::string_view type, std::string_view id) {
   return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) +
                   "' does not exist");
-}
-
-// The row a finished job has once rerun: pending at the options' time and priority, starting
-// over — its attempts, result, outcome and progress cleared — with its data and its errors (why
-// it died, for a dead job) kept.
-JobRow row_after_rerun(const JobRow& finished, const RerunOptions& options, int64_t now) {
-  JobRow after = finished;
-  after.finished = false;
-  after.resubmit = false;
-  after.gave_up = false;
-  after.lost_runs = 0;
-  after.attempts = 0;
-  after.outcome = Outcome::kNone;
-  after.result.reset();
-  after.progress.reset();
-  after.scheduled = options.scheduled_time_ms.value_or(now);
-  after.priority = options.priority.value_or(finished.priority);
-  return after;
 }
 
 // The row a pending or running job has once cancelled. Clearing the lock fences its worker out
@@ -106,6 +107,61 @@ Result<bool> applied_before(kv::Transaction& txn, const Keys& keys, std::string_
   return row && row->add_seq == *attempt_version;
 }
 
+struct RerunBatch {
+  size_t entries = 0;            // index entries the batch read
+  size_t rerun = 0;              // jobs it reran
+  std::vector<std::string> ids;  // their ids
+  uint64_t version = 0;          // the add_seq it stamped them with
+};
+
+// Reruns the first `batch` finished jobs of `type` that ended with `outcome`, stamping each
+// row's add_seq with the transaction's read version (as rerun does).
+Result<RerunBatch> rerun_batch(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                               Outcome outcome, size_t batch) {
+  auto [begin, end] = keys.ended_with(type, outcome);
+  // The index is read with snapshot, each row without: a job changed meanwhile
+  // conflicts, and the retry sees what it is now.
+  KVQ_ASSIGN_OR_RETURN(auto entries, txn.get_range(begin, end, {.limit = batch, .snapshot = true}));
+  KVQ_ASSIGN_OR_RETURN(uint64_t version, txn.read_version());
+  const int64_t now = now_ms();
+  RerunBatch b{.entries = entries.size(), .version = version};
+  std::vector<std::string> ids, rows;
+  for (const auto& kv : entries) {
+    KVQ_ASSIGN_OR_RETURN(auto id, keys.parse_ended_id(kv.key));
+    rows.push_back(keys.job(type, id));
+    ids.push_back(std::move(id));
+  }
+  // One read for all the rows (on etcd, one round trip).
+  KVQ_ASSIGN_OR_RETURN(auto stored, txn.get_many(rows));
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& kv = entries[i];
+    const auto& id = ids[i];
+    std::optional<JobRow> before;
+    if (stored[i]) {
+      KVQ_ASSIGN_OR_RETURN(before, decode_row(*stored[i]));
+    }
+    if (!before || state_of(*before) != State::kFinished || before->outcome != outcome) {
+      // An entry its row does not back (I5 says none exists): left in place it would
+      // head every later batch, and the walk would never end.
+      txn.clear(kv.key);
+      continue;
+    }
+    JobRow after = row_after_rerun(*before, {}, now);
+    after.add_seq = version;
+    KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, std::move(after)));
+    ++b.rerun;
+    b.ids.push_back(id);
+  }
+  return b;
+}
+
+Status check_rerun_outcome(Outcome outcome, std::string_view call) {
+  if (outcome == Outcome::kDead || outcome == Outcome::kCancelled) return Status::OK();
+  return InvalidArgument(std::string(call) + " takes the outcome dead or cancelled, not '" +
+                         std::string(outcome_name(outcome)) +
+                         "' (only those are indexed; rerun other jobs one by one)");
+}
+
 }  // namespace
 
 Status Jobs::rerun(std::string_view type, std::string_view id, const RerunOptions& options) {
@@ -134,68 +190,53 @@ Status Jobs::rerun(kv::Transaction& txn, std::string_view type, std::string_view
 
 Result<uint64_t> Jobs::rerun_all(std::string_view type, Outcome outcome) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
-  if (outcome != Outcome::kDead && outcome != Outcome::kCancelled) {
-    return InvalidArgument("rerun_all takes the outcome dead or cancelled, not '" +
-                           std::string(outcome_name(outcome)) +
-                           "' (only those are indexed; rerun other jobs one by one)");
-  }
+  KVQ_RETURN_IF_ERROR(check_rerun_outcome(outcome, "rerun_all"));
   const auto& keys = impl_->keys;
   KVQ_RETURN_IF_ERROR(require_type(*store_, keys, type, options_.retry));
   const size_t batch =
       std::clamp<size_t>(kRerunAllBytes / options_.max_data_bytes, 1, kRerunAllBatch);
-  struct Batch {
-    size_t entries = 0;  // index entries the batch read
-    size_t rerun = 0;    // jobs it reran
-  };
   uint64_t rerun = 0;
   for (;;) {
-    KVQ_ASSIGN_OR_RETURN(
-        Batch done,
-        kv::run(
-            *store_,
-            [&](kv::Transaction& txn) -> Result<Batch> {
-              auto [begin, end] = keys.ended_with(type, outcome);
-              // The index is read with snapshot, each row without: a job changed meanwhile
-              // conflicts, and the retry sees what it is now.
-              KVQ_ASSIGN_OR_RETURN(auto entries,
-                                   txn.get_range(begin, end, {.limit = batch, .snapshot = true}));
-              KVQ_ASSIGN_OR_RETURN(uint64_t version, txn.read_version());
-              const int64_t now = now_ms();
-              Batch b{.entries = entries.size()};
-              std::vector<std::string> ids, rows;
-              for (const auto& kv : entries) {
-                KVQ_ASSIGN_OR_RETURN(auto id, keys.parse_ended_id(kv.key));
-                rows.push_back(keys.job(type, id));
-                ids.push_back(std::move(id));
-              }
-              // One read for all the rows (on etcd, one round trip).
-              KVQ_ASSIGN_OR_RETURN(auto stored, txn.get_many(rows));
-              for (size_t i = 0; i < entries.size(); ++i) {
-                const auto& kv = entries[i];
-                const auto& id = ids[i];
-                std::optional<JobRow> before;
-                if (stored[i]) {
-                  KVQ_ASSIGN_OR_RETURN(before, decode_row(*stored[i]));
-                }
-                if (!before || state_of(*before) != State::kFinished ||
-                    before->outcome != outcome) {
-                  // An entry its row does not back (I5 says none exists): left in place it would
-                  // head every later batch, and the walk would never end.
-                  txn.clear(kv.key);
-                  continue;
-                }
-                JobRow after = row_after_rerun(*before, {}, now);
-                after.add_seq = version;
-                KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, std::move(after)));
-                ++b.rerun;
-              }
-              return b;
-            },
-            options_.retry));
+    KVQ_ASSIGN_OR_RETURN(RerunBatch done, kv::run(
+                                              *store_,
+                                              [&](kv::Transaction& txn) {
+                                                return rerun_batch(txn, keys, type, outcome, batch);
+                                              },
+                                              options_.retry));
     rerun += done.rerun;
     // Fewer than a batch: the type had no more such jobs at that transaction's read version.
     if (done.entries < batch) return rerun;
   }
+}
+
+Result<uint64_t> Jobs::rerun_some(std::string_view type, Outcome outcome, size_t limit) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  KVQ_RETURN_IF_ERROR(check_rerun_outcome(outcome, "rerun_some"));
+  if (limit == 0 || limit > 1000) return InvalidArgument("rerun_some's limit must be in 1..1000");
+  const auto& keys = impl_->keys;
+  KVQ_RETURN_IF_ERROR(require_type(*store_, keys, type, options_.retry));
+  // Bounded in bytes read as rerun_all's batches are.
+  const size_t most = std::min(
+      limit, std::clamp<size_t>(kRerunAllBytes / options_.max_data_bytes, 1, kRerunAllBatch));
+  // A try whose commit result was unknown may have applied: its retry finds a job it reran
+  // still stamped with its read version, and answers what it did instead of rerunning more.
+  std::optional<RerunBatch> tried;
+  KVQ_ASSIGN_OR_RETURN(RerunBatch done,
+                       kv::run(
+                           *store_,
+                           [&](kv::Transaction& txn) -> Result<RerunBatch> {
+                             if (tried) {
+                               for (const std::string& id : tried->ids) {
+                                 KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, id));
+                                 if (row && row->add_seq == tried->version) return *tried;
+                               }
+                             }
+                             auto batch = rerun_batch(txn, keys, type, outcome, most);
+                             if (batch.ok()) tried = *batch;
+                             return batch;
+                           },
+                           options_.retry));
+  return done.rerun;
 }
 
 Status Jobs::cancel(std::string_view type, std::string_view id) {

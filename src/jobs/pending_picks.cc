@@ -13,6 +13,7 @@
 #include "jobs/group_queue.h"
 #include "jobs/index_levels.h"
 #include "jobs/job_store.h"
+#include "jobs/own_timeouts.h"
 #include "util/mutex.h"
 #include "util/random.h"
 #include "util/secret.h"
@@ -116,9 +117,7 @@ Result<Job> take_job(kv::Transaction& txn, const Keys& keys, std::string_view ty
   note_queue_latency(taker.lock, Millis(after.started - before->scheduled));
   after.progress.reset();  // progress is of one run
   KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, after));
-  return Job{std::string(type),     id,           taker.lock,
-             std::move(after.data), taker.worker, taker.worker_type,
-             after.attempts};
+  return job_of_run(type, id, after, gate.type_timeout);
 }
 
 // The group whose turn `turn` (its (16) entry) is gives its first pending job to `taker` —
@@ -244,20 +243,113 @@ Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions
   return std::move(jobs.front());
 }
 
+Result<std::optional<Candidate>> peek_candidate(kv::Transaction& txn, const Keys& keys,
+                                                const JobsOptions& options, std::string_view type,
+                                                const AcceptOptions& accept,
+                                                std::optional<int64_t>* next_due, HeldBack* held) {
+  const int64_t now = now_ms();
+  const int64_t max_time = accept.max_scheduled_time_ms.value_or(now);
+  KVQ_ASSIGN_OR_RETURN(FlowGate gate, open_flow_gate(txn, keys, type, 1, now));
+  auto note_due = [&](std::optional<int64_t> at) {
+    if (next_due && at && (!*next_due || *at < **next_due)) *next_due = at;
+  };
+  if (gate.allowed == 0) {
+    if (held) *held = HeldBack{true, gate.full};
+    note_due(gate.reopens_ms);
+    return std::optional<Candidate>();
+  }
+  const size_t spread = std::max<size_t>(options.accept_spread, 1);
+  DueLevels ungrouped(txn, keys.pending_index(type), max_time, accept.max_priority, 1,
+                      2 * kMaxPriorityLevels);
+  std::optional<DueLevels> groups;
+  if (gate.has_groups) {
+    groups.emplace(txn, keys.group_queue(type), end_of_ms(max_time), accept.max_priority, spread,
+                   2 * kMaxPriorityLevels + 1);
+  }
+  // The loop of try_accept_many, stopping where it would take: a group found full is marked so
+  // (it leaves the queue, as try_accept_many would leave it), and the next in turn is looked at.
+  std::optional<Candidate> found;
+  size_t full_groups = 0;
+  while (!found) {
+    KVQ_ASSIGN_OR_RETURN(const OrderedIndex::Entry* job, ungrouped.head());
+    const OrderedIndex::Entry* turn = nullptr;
+    if (groups) {
+      KVQ_ASSIGN_OR_RETURN(turn, groups->head());
+    }
+    if (!job && !turn) break;
+    if (!turn || (job && !turn_first(*turn, *job))) {
+      found = Candidate{job->priority, ms_to_us(job->time)};
+      break;
+    }
+    KVQ_ASSIGN_OR_RETURN(auto row, load_group(txn, keys, type, turn->name));
+    if (!row || row->queued != std::pair{turn->priority, turn->time})
+      return Internal("queue entry of group '" + turn->name + "' does not match its row");
+    const auto& limit = gate.max_running_per_group;
+    if (!limit || row->running < *limit) {
+      found = Candidate{turn->priority, turn->time};
+      break;
+    }
+    const OrderedIndex::Entry full = groups->take(false);
+    KVQ_RETURN_IF_ERROR(mark_group_full(txn, keys, type, full.name, *row));
+    if (++full_groups >= spread) {
+      note_due(groups->earliest_not_due() ? std::optional(us_to_ms(*groups->earliest_not_due()))
+                                          : std::nullopt);
+      groups.reset();
+    }
+  }
+  note_due(ungrouped.earliest_not_due());
+  if (groups && groups->earliest_not_due()) note_due(us_to_ms(*groups->earliest_not_due()));
+  return found;
+}
+
+Result<Job> take_named(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                       std::string_view id, const Taker& taker) {
+  KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, id));
+  const std::string named = "job '" + std::string(id) + "' of type '" + std::string(type) + "'";
+  if (!row) return NotFound(named + " does not exist");
+  const State state = state_of(*row);
+  if (state == State::kRunning) return WrongState(named + " is running");
+  const int64_t now = now_ms();
+  if (state == State::kFinished) {
+    if (row->outcome != Outcome::kDead) {
+      return WrongState(named + " is finished (" + std::string(outcome_name(row->outcome)) +
+                        "); only a pending or dead job can be taken");
+    }
+    // As rerun would: its attempts start over, at its place as of now.
+    JobRow rerun = row_after_rerun(*row, {}, now);
+    KVQ_ASSIGN_OR_RETURN(rerun.add_seq, txn.read_version());
+    KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, row, rerun));
+    KVQ_ASSIGN_OR_RETURN(row, load_job(txn, keys, type, id));  // as save_job left it
+    if (!row) return Internal(named + " lost its row to its rerun");
+  }
+  // Flow control does not stop it, but what it counts stays true: the rate window records the
+  // accept, and a group it fills leaves the queue of groups.
+  KVQ_ASSIGN_OR_RETURN(FlowGate gate, open_flow_gate(txn, keys, type, 1, now));
+  KVQ_ASSIGN_OR_RETURN(Job job, take_job(txn, keys, type, std::string(id), row->priority,
+                                         row->scheduled, row->group, taker, gate));
+  if (gate.rate) record_flow(txn, keys, type, gate, 1);
+  const auto& limit = gate.max_running_per_group;
+  if (!row->group.empty() && limit) {
+    KVQ_ASSIGN_OR_RETURN(auto group, load_group(txn, keys, type, row->group));
+    if (!group) return Internal("group '" + row->group + "' lost its row to an accept");
+    if (group->running >= *limit && !group->full)
+      KVQ_RETURN_IF_ERROR(mark_group_full(txn, keys, type, row->group, *group));
+  }
+  return job;
+}
+
 Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys,
                                        std::string_view type, uint64_t version,
                                        const std::vector<Taker>& takers) {
   std::vector<std::optional<Job>> by_taker(takers.size());
-  auto [begin, end] = keys.activity_at(type, version);
-  KVQ_ASSIGN_OR_RETURN(auto entries, txn.get_range(begin, end));
-  for (const auto& kv : entries) {
-    KVQ_ASSIGN_OR_RETURN(auto entry, keys.parse_activity(kv.key));
-    KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, entry.id));
+  KVQ_ASSIGN_OR_RETURN(auto settings, type_settings_of(txn, keys, type));
+  const Millis type_timeout = settings ? settings->timeout : Millis(0);
+  KVQ_ASSIGN_OR_RETURN(auto entries, runs_started_at(txn, keys, type, version));
+  for (const std::string& id : entries) {
+    KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, id));
     for (size_t i = 0; row && i < takers.size(); ++i) {
-      if (util::secret_equal(row->lock, takers[i].lock)) {
-        by_taker[i] = Job{std::string(type), entry.id,         takers[i].lock, row->data,
-                          row->worker,       row->worker_type, row->attempts};
-      }
+      if (util::secret_equal(row->lock, takers[i].lock))
+        by_taker[i] = job_of_run(type, id, *row, type_timeout);
     }
   }
   std::vector<Job> found;  // in takers' order, as try_accept_many returns them

@@ -65,6 +65,27 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
 Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
                        std::string_view type, const AcceptOptions& accept, const std::string& lock,
                        std::optional<int64_t>* next_due);
+// Where the job try_accept_many would take first for `type` stands, for comparing types
+// (accept_any): its priority, then its place — its scheduled time, or its group's turn — in
+// microseconds.
+struct Candidate {
+  int64_t priority = 0;
+  int64_t place_us = 0;
+};
+// The candidate try_accept_many would take first (in order) for one taker of `type`, without
+// taking it: nullopt when flow control allows none or nothing is due. Like try_accept_many it
+// marks full the groups it finds at max_running_per_group (which they are, whatever is taken),
+// and fills *next_due and *held the same way.
+Result<std::optional<Candidate>> peek_candidate(kv::Transaction& txn, const Keys& keys,
+                                                const JobsOptions& options, std::string_view type,
+                                                const AcceptOptions& accept,
+                                                std::optional<int64_t>* next_due, HeldBack* held);
+// Takes the job `id` of `type` for `taker` whatever its turn (Jobs::accept_job): a pending one
+// (due or not, flow control notwithstanding, though a rate-limited type's window counts it and
+// its group is marked full when it reaches max_running_per_group), or a dead one, rerun first.
+// kWrongState if running or finished otherwise; kNotFound if absent.
+Result<Job> take_named(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                       std::string_view id, const Taker& taker);
 // After an unknown commit result: the jobs an earlier attempt (at read version `version`) took
 // for `takers`, if that attempt did commit (all of them, or none).
 Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys,

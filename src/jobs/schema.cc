@@ -11,7 +11,8 @@ constexpr size_t kRowFieldsBeforeLostRuns = 16;
 constexpr size_t kRowFieldsBeforeWorkerType = 18;
 constexpr size_t kRowFieldsBeforeOutcome = 19;
 constexpr size_t kRowFieldsBeforeGroup = 24;
-constexpr size_t kRowFields = 25;
+constexpr size_t kRowFieldsBeforeProtocol = 25;
+constexpr size_t kRowFields = 29;
 constexpr size_t kErrorFields = 6;
 // Tuple has no double: a type's backoff factor and jitter are stored in millionths.
 constexpr double kMillionths = 1'000'000.0;
@@ -68,6 +69,11 @@ Result<std::vector<JobError>> decode_errors(const Tuple& t) {
   return out;
 }
 
+// Whether the row needs the fields the beanstalkd protocol brought (else it encodes as before).
+bool has_protocol_fields(const JobRow& r) {
+  return r.timeout || r.data_format != DataFormat::kJson || r.global_id || r.snoozes != 0;
+}
+
 bool is_text_or_null(const Element& e) { return e.is_string() || e.is_null(); }
 
 std::optional<std::string> text_or_none(const Element& e) {
@@ -101,7 +107,9 @@ std::string encode_row(const JobRow& r) {
   // And the fields of outcomes only on a row that has any of them: a finished row whose
   // outcome is the one its older fields imply (succeeded, or dead having given up) needs none.
   // A group comes after them all, so a job with a group writes every field.
-  const bool outcome_fields = has_outcome_fields(r) || !r.group.empty();
+  // The protocol's fields come after the group, so a row with them writes every field.
+  const bool protocol_fields = has_protocol_fields(r);
+  const bool outcome_fields = has_outcome_fields(r) || !r.group.empty() || protocol_fields;
   if (r.lost_runs != 0 || r.gave_up || !r.worker_type.empty() || outcome_fields) {
     t.append(static_cast<int64_t>(r.lost_runs));
     t.append(r.gave_up);
@@ -114,16 +122,26 @@ std::string encode_row(const JobRow& r) {
     t.append(encode_errors(r.errors));
     t.append(r.started);
   }
-  if (!r.group.empty()) t.append(r.group);
+  if (!r.group.empty() || protocol_fields) t.append(r.group);
+  if (protocol_fields) {
+    if (r.timeout) {
+      t.append(static_cast<int64_t>(r.timeout->count()));
+    } else {
+      t.append(nullptr);
+    }
+    t.append(static_cast<int64_t>(r.data_format));
+    t.append(r.global_id);
+    t.append(static_cast<int64_t>(r.snoozes));
+  }
   return t.pack();
 }
 
 Result<JobRow> decode_row(std::string_view bytes) {
   KVQ_ASSIGN_OR_RETURN(Tuple t, Tuple::unpack(bytes));
-  const bool known_size = t.size() == kRowFields || t.size() == kRowFieldsBeforeGroup ||
-                          t.size() == kRowFieldsBeforeOutcome ||
-                          t.size() == kRowFieldsBeforeWorkerType ||
-                          t.size() == kRowFieldsBeforeLostRuns;
+  const bool known_size =
+      t.size() == kRowFields || t.size() == kRowFieldsBeforeProtocol ||
+      t.size() == kRowFieldsBeforeGroup || t.size() == kRowFieldsBeforeOutcome ||
+      t.size() == kRowFieldsBeforeWorkerType || t.size() == kRowFieldsBeforeLostRuns;
   if (!known_size || !t[0].is_int() || t[0].as_int() != kRowFormat) {
     return Internal("job row has an unknown format");
   }
@@ -137,7 +155,12 @@ Result<JobRow> decode_row(std::string_view bytes) {
        (t[19].is_int() && t[19].as_int() >= static_cast<int64_t>(Outcome::kNone) &&
         t[19].as_int() <= static_cast<int64_t>(Outcome::kCancelled) && is_text_or_null(t[20]) &&
         is_text_or_null(t[21]) && t[22].is_tuple() && t[23].is_int())) &&
-      (t.size() != kRowFields || (t[24].is_string() && !t[24].as_string().empty()));
+      (t.size() != kRowFieldsBeforeProtocol || (t[24].is_string() && !t[24].as_string().empty())) &&
+      (t.size() != kRowFields ||
+       (t[24].is_string() && ((t[25].is_int() && t[25].as_int() > 0) || t[25].is_null()) &&
+        t[26].is_int() && t[26].as_int() >= static_cast<int64_t>(DataFormat::kJson) &&
+        t[26].as_int() <= static_cast<int64_t>(DataFormat::kBytes) && t[27].is_bool() &&
+        t[28].is_int() && t[28].as_int() >= 0));
   if (!shaped) return Internal("job row has fields of the wrong kind");
   JobRow r;
   r.seq = static_cast<uint64_t>(t[1].as_int());
@@ -169,7 +192,13 @@ Result<JobRow> decode_row(std::string_view bytes) {
   } else {
     r.outcome = implied_outcome(r);
   }
-  if (t.size() == kRowFields) r.group = t[24].as_string();
+  if (t.size() >= kRowFieldsBeforeProtocol) r.group = t[24].as_string();
+  if (t.size() == kRowFields) {
+    if (t[25].is_int()) r.timeout = Millis(t[25].as_int());
+    r.data_format = static_cast<DataFormat>(t[26].as_int());
+    r.global_id = t[27].as_bool();
+    r.snoozes = static_cast<uint32_t>(t[28].as_int());
+  }
   return r;
 }
 
@@ -390,6 +419,47 @@ std::pair<std::string, std::string> Keys::activity_before(std::string_view type,
 }
 std::pair<std::string, std::string> Keys::activity_at(std::string_view type, uint64_t seq) const {
   return space(kActivity).range({type, static_cast<int64_t>(seq)});
+}
+std::string Keys::own_activity(std::string_view type, int64_t timeout_ms, uint64_t seq,
+                               std::string_view id) const {
+  return space(kOwnActivity).pack({type, timeout_ms, static_cast<int64_t>(seq), id});
+}
+std::pair<std::string, std::string> Keys::own_activity_before(std::string_view type,
+                                                              int64_t timeout_ms,
+                                                              uint64_t below) const {
+  return between(space(kOwnActivity), {type, timeout_ms, int64_t{0}},
+                 {type, timeout_ms, static_cast<int64_t>(below)});
+}
+std::pair<std::string, std::string> Keys::own_activity_at(std::string_view type, int64_t timeout_ms,
+                                                          uint64_t seq) const {
+  return space(kOwnActivity).range({type, timeout_ms, static_cast<int64_t>(seq)});
+}
+std::pair<std::string, std::string> Keys::own_activity_of(std::string_view type) const {
+  return space(kOwnActivity).range({type});
+}
+std::string Keys::own_activity_from(std::string_view type, int64_t timeout_ms) const {
+  return space(kOwnActivity).pack({type, timeout_ms});
+}
+Result<Keys::OwnActivityEntry> Keys::parse_own_activity(std::string_view key) const {
+  KVQ_ASSIGN_OR_RETURN(Tuple t, space(kOwnActivity).unpack(key));
+  if (t.size() != 4 || !t[1].is_int() || !t[2].is_int() || !t[3].is_string())
+    return InvalidArgument("not an own-timeout activity key");
+  return OwnActivityEntry{t[1].as_int(), static_cast<uint64_t>(t[2].as_int()), t[3].as_string()};
+}
+std::string Keys::global_id(std::string_view id) const { return misc(kGlobalIds).pack({id}); }
+std::string Keys::job_numbers() const {
+  return space(kMisc).pack({static_cast<int64_t>(kJobNumbers)});
+}
+std::string Keys::own_timeouts(std::string_view type) const {
+  return misc(kOwnTimeouts).pack({type});
+}
+std::pair<std::string, std::string> Keys::all_own_timeouts() const {
+  return misc(kOwnTimeouts).range();
+}
+Result<std::string> Keys::parse_own_timeouts_type(std::string_view key) const {
+  KVQ_ASSIGN_OR_RETURN(Tuple t, misc(kOwnTimeouts).unpack(key));
+  if (t.size() != 1 || !t[0].is_string()) return InvalidArgument("not an own-timeouts key");
+  return t[0].as_string();
 }
 std::string Keys::timeout(std::string_view type) const { return space(kTimeouts).pack({type}); }
 std::pair<std::string, std::string> Keys::timeouts() const { return space(kTimeouts).range(); }

@@ -11,10 +11,14 @@
 //                                          progress|null, errors, started]]])
 //                                          errors: a nested Tuple of Tuple(attempt, at_ms,
 //                                          worker, kind, message, details|null), oldest first;
-//                                          [, group] (25 fields) only on a job with a group
+//                                          [, group] (25 fields) only on a job with a group or
+//                                          the fields after it; [, timeout_ms|null, data_format,
+//                                          global_id, snoozes] (29 fields, group then maybe "")
+//                                          only on a job with one of them not at its default
 //   (2, type, priority, scheduled, id)  -> ""  pending index of jobs WITHOUT a group, in accept
 //                                          order
-//   (3, type, seq, id)                  -> ""  activity index of running jobs, by commit order
+//   (3, type, seq, id)                  -> ""  activity index of running jobs WITHOUT a timeout
+//                                          of their own, by commit order
 //   (4, type)                           -> Tuple(timeout_ms[, retention_ms|null[, max_lost_runs
 //                                          |null[, max_attempts, backoff_base_ms,
 //                                          backoff_factor_millionths, backoff_cap_ms,
@@ -70,6 +74,19 @@
 //                                          it was last accepted, and whether it holds
 //                                          max_running_per_group running jobs (an accept marks
 //                                          it; the end of one of its runs clears it)
+//   (18, type, timeout_ms, seq, id)     -> ""  activity index of running jobs WITH a timeout of
+//                                          their own (AddOptions::timeout): per timeout, in
+//                                          commit order, so the monitor stops at the first
+//                                          entry not yet idle that long (own_timeouts.h)
+//   (19, ...)                           -> small keys of the jobs layer, by a sub-id:
+//   (19, 1, id)                         -> type: the job `id` added with AddOptions::global_id
+//                                          (its id is unique across types); removed with it
+//   (19, 2)                             -> the last job number handed out in a block
+//                                          (next_job_number), as a Tuple(int)
+//   (19, 3, type)                       -> Tuple(shortest_ms, longest_ms): the span of the own
+//                                          timeouts jobs of the type were added with, widened by
+//                                          add, cleared with the type; absent while none had
+//                                          one, so such a type's monitor reads no (18) key
 //
 // in_turn_at and last_accept are microseconds, not milliseconds: a group served twice within
 // one millisecond must still go behind the groups served in between, else the group whose name
@@ -85,7 +102,8 @@
 // Invariants, kept by every transaction that changes a job:
 //   I1. pending  (lock "" and !finished) without a group <=> exactly one pending-index entry
 //       (2), at the row's (priority, scheduled).
-//   I2. running  (lock != "")            <=> exactly one activity-index entry, at the row's seq.
+//   I2. running  (lock != "")            <=> exactly one activity-index entry, at the row's seq:
+//       in (3) without an own timeout, in (18) at the row's timeout with one.
 //   I3. finished (finished)              <=> exactly one finished-index entry, at the row's
 //       updated (for jobs finished since subspace 9 exists; older ones have none).
 //   I4. running with a worker named       <=> exactly one worker-index entry: at (8, worker, type,
@@ -100,6 +118,8 @@
 //       `full`; it is where the row records (queued_priority, queued_in_turn_at): at the
 //       priority of the group's first (15) entry, in turn at max(that entry's scheduled * 1000,
 //       last_accept_us).
+//   I9. a row with global_id              <=> a (19, 1, id) entry naming its type (kept by
+//       save_job, which adds the entry with the row and clears it with the row).
 // I6–I8 are kept by save_job alone, for every job whose row has a group before or after; a type
 // none of whose jobs ever had a group has no key in 15–17 and pays nothing for them.
 #pragma once
@@ -142,6 +162,10 @@ struct JobRow {
   std::vector<JobError> errors;         // at most kMaxErrorsKept, oldest first
   int64_t started = 0;                  // when the current or last run was accepted
   std::string group;                    // AddOptions::group; "" for none
+  std::optional<Millis> timeout;        // AddOptions::timeout: its own; nullopt: its type's
+  DataFormat data_format = DataFormat::kJson;
+  bool global_id = false;  // AddOptions::global_id: indexed at (19, 1, id) (I9)
+  uint32_t snoozes = 0;    // JobInfo::snoozes
 };
 
 // A group's row, the value of (17, type, group).
@@ -189,9 +213,10 @@ State state_of(const JobRow& row);
 // with 0, false and "". The fields of outcomes (outcome .. started) are written only when one
 // differs from what a row without them decodes to: outcome kNone for an unfinished row,
 // kDead for a finished one that gave up, kSucceeded for another finished one; no result,
-// progress or errors; started 0. A group is written, as a 25th field, only when not "". So rows
-// of 16, 18, 19, 24 and 25 fields decode, and a row of the older kinds encodes byte for byte as
-// before.
+// progress or errors; started 0. A group is written, as a 25th field, only when not "" or the
+// four fields of the beanstalkd protocol follow (timeout, data_format, global_id, snoozes), which
+// are written only when one is not at its default. So rows of 16, 18, 19, 24, 25 and 29 fields
+// decode, and a row of the older kinds encodes byte for byte as before.
 std::string encode_row(const JobRow& row);
 Result<JobRow> decode_row(std::string_view bytes);
 
@@ -218,6 +243,23 @@ class Keys {
   // Activity entries with seq < `below`.
   std::pair<std::string, std::string> activity_before(std::string_view type, uint64_t below) const;
   std::pair<std::string, std::string> activity_at(std::string_view type, uint64_t seq) const;
+  // The activity index of running jobs with an own timeout (18): an entry, the entries of one
+  // timeout with seq < `below`, the entries of one timeout at `seq`, every entry of the type,
+  // and the first key of timeouts of at least `timeout_ms`.
+  std::string own_activity(std::string_view type, int64_t timeout_ms, uint64_t seq,
+                           std::string_view id) const;
+  std::pair<std::string, std::string> own_activity_before(std::string_view type, int64_t timeout_ms,
+                                                          uint64_t below) const;
+  std::pair<std::string, std::string> own_activity_at(std::string_view type, int64_t timeout_ms,
+                                                      uint64_t seq) const;
+  std::pair<std::string, std::string> own_activity_of(std::string_view type) const;
+  std::string own_activity_from(std::string_view type, int64_t timeout_ms) const;
+  // (19, 1, id), (19, 2) and (19, 3, type) (schema above), and every (19, 3) key.
+  std::string global_id(std::string_view id) const;
+  std::string job_numbers() const;
+  std::string own_timeouts(std::string_view type) const;
+  std::pair<std::string, std::string> all_own_timeouts() const;
+  Result<std::string> parse_own_timeouts_type(std::string_view key) const;
   std::string timeout(std::string_view type) const;
   std::pair<std::string, std::string> timeouts() const;
   std::string pending_token(std::string_view type) const;
@@ -267,6 +309,12 @@ class Keys {
     std::string id;
   };
   Result<ActivityEntry> parse_activity(std::string_view key) const;
+  struct OwnActivityEntry {
+    int64_t timeout_ms;
+    uint64_t seq;
+    std::string id;
+  };
+  Result<OwnActivityEntry> parse_own_activity(std::string_view key) const;
   struct FinishedEntry {
     int64_t finished_ms;
     std::string id;
@@ -298,7 +346,16 @@ class Keys {
     kGroupPending = 15,
     kGroupQueue = 16,
     kGroups = 17,
+    kOwnActivity = 18,
+    kMisc = 19,
   };
+  // Sub-ids of kMisc: NEVER RENUMBER either.
+  enum Misc : int64_t {
+    kGlobalIds = 1,
+    kJobNumbers = 2,
+    kOwnTimeouts = 3,
+  };
+  Subspace misc(Misc m) const { return space(kMisc).sub(Tuple{static_cast<int64_t>(m)}); }
   Subspace space(Space s) const { return root_.sub(Tuple{static_cast<int64_t>(s)}); }
 
   Subspace root_;

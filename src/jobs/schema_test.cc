@@ -342,6 +342,62 @@ TEST(SchemaTest, FlowControlIsStoredOnlyWhenSetAndRoundTrips) {
                    .ok());
 }
 
+TEST(SchemaTest, TheProtocolsFieldsRoundTripAndOlderRowsStillDecode) {
+  JobRow row;
+  row.scheduled = 5;
+  row.data = "{}";
+  row.group = "g";
+  const std::string with_group = encode_row(row);  // as a row of 25 fields was written
+  ASSERT_EQ(Tuple::unpack(with_group)->size(), 25u);
+  auto old = decode_row(with_group);
+  ASSERT_TRUE(old.ok()) << old.status().to_string();
+  EXPECT_EQ(old->timeout, std::nullopt);
+  EXPECT_EQ(old->data_format, DataFormat::kJson);
+  EXPECT_FALSE(old->global_id);
+  EXPECT_EQ(old->snoozes, 0u);
+
+  row.group.clear();
+  row.timeout = Millis(1500);
+  row.data = std::string("a\0b", 3);
+  row.data_format = DataFormat::kBytes;
+  row.global_id = true;
+  row.snoozes = 4;
+  const std::string bytes = encode_row(row);
+  auto t = Tuple::unpack(bytes);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->size(), 29u);  // every field, the group "" among them
+  EXPECT_EQ((*t)[24].as_string(), "");
+  auto decoded = decode_row(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->timeout, std::optional<Millis>(1500));
+  EXPECT_EQ(decoded->data, std::string("a\0b", 3));
+  EXPECT_EQ(decoded->data_format, DataFormat::kBytes);
+  EXPECT_TRUE(decoded->global_id);
+  EXPECT_EQ(decoded->snoozes, 4u);
+  EXPECT_EQ(decoded->group, "");
+  EXPECT_EQ(encode_row(*decoded), bytes);
+
+  // Back at their defaults, the row encodes as before the fields existed.
+  decoded->timeout.reset();
+  decoded->data_format = DataFormat::kJson;
+  decoded->global_id = false;
+  decoded->snoozes = 0;
+  decoded->data = "{}";
+  EXPECT_EQ(Tuple::unpack(encode_row(*decoded))->size(), 16u);
+
+  // Fields of the wrong kind are corrupt: a timeout of 0, an unknown format, a negative count.
+  auto corrupt = [&](size_t field, Element value) {
+    Tuple changed;
+    for (size_t i = 0; i < t->size(); ++i) changed.append(i == field ? value : (*t)[i]);
+    return decode_row(changed.pack()).ok();
+  };
+  EXPECT_TRUE(corrupt(25, nullptr));
+  EXPECT_FALSE(corrupt(25, int64_t{0}));
+  EXPECT_FALSE(corrupt(26, int64_t{2}));
+  EXPECT_FALSE(corrupt(27, int64_t{1}));
+  EXPECT_FALSE(corrupt(28, int64_t{-1}));
+}
+
 TEST(SchemaTest, AGroupRoundTripsAndARowWithoutOneEncodesAsBefore) {
   JobRow row;
   row.scheduled = 5;

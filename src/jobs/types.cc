@@ -106,6 +106,44 @@ Status Jobs::set_retry_policy(kv::Transaction& txn, std::string_view type,
                      [&](TypeSettings& settings) { settings.retry = policy; });
 }
 
+Result<bool> Jobs::ensure_type(std::string_view type, const TypeSettings& settings) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  if (settings.timeout.count() <= 0) return InvalidArgument("type timeout must be positive");
+  if (settings.finished_retention && settings.finished_retention->count() <= 0)
+    return InvalidArgument("finished retention must be positive");
+  if (settings.max_lost_runs &&
+      (*settings.max_lost_runs < 1 || *settings.max_lost_runs > kMaxLostRunsLimit)) {
+    return InvalidArgument("max_lost_runs must be between 1 and " +
+                           std::to_string(kMaxLostRunsLimit));
+  }
+  KVQ_RETURN_IF_ERROR(validate_retry_policy(settings.retry));
+  if (settings.max_running &&
+      (*settings.max_running < 1 || *settings.max_running > kMaxRunningLimit)) {
+    return InvalidArgument("max_running must be between 1 and " + std::to_string(kMaxRunningLimit));
+  }
+  TypeSettings created;
+  created.timeout = settings.timeout;
+  created.finished_retention = settings.finished_retention;
+  created.max_lost_runs = settings.max_lost_runs;
+  created.retry = settings.retry;
+  created.max_running = settings.max_running;
+  const std::string value = encode_type(created);
+  // A try that wrote the row may have committed with its result unknown (kv.h): its retry
+  // finds the row as it wrote it, and that creation was this call's.
+  bool writing = false;
+  return kv::run(
+      *store_,
+      [&](kv::Transaction& txn) -> Result<bool> {
+        KVQ_ASSIGN_OR_RETURN(auto current, txn.get(impl_->keys.timeout(type)));
+        if (current) return writing && *current == value;
+        writing = true;
+        txn.set(impl_->keys.timeout(type), value);
+        txn.set(impl_->keys.types_token(), util::random_hex(8));
+        return true;
+      },
+      options_.retry);
+}
+
 Result<TypeSettings> Jobs::get_type(std::string_view type) {
   return kv::run(
       *store_, [&](kv::Transaction& txn) { return get_type(txn, type); }, options_.retry);
@@ -146,6 +184,7 @@ Status Jobs::clear_type_timeout(std::string_view type) {
         if (!jobs.empty()) return TypeHasJobs("");
         clearing = true;
         txn.clear(impl_->keys.timeout(type));
+        txn.clear(impl_->keys.own_timeouts(type));
         txn.set(impl_->keys.types_token(), util::random_hex(8));
         return Status::OK();
       },

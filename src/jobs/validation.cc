@@ -123,6 +123,23 @@ Result<std::string> normalize_data(std::string_view data, size_t max_bytes) {
   return normalize_json(data, max_bytes, "job data", /*object_only=*/true);
 }
 
+Result<std::string> normalize_data(std::string_view data, DataFormat format, size_t max_bytes) {
+  if (format == DataFormat::kJson) return normalize_data(data, max_bytes);
+  if (data.size() > max_bytes) {
+    return InvalidArgument("job data is " + std::to_string(data.size()) + " bytes; the limit is " +
+                           std::to_string(max_bytes));
+  }
+  return std::string(data);
+}
+
+Status validate_job_timeout(std::optional<Millis> timeout) {
+  if (timeout && (timeout->count() < 1 || *timeout > kMaxJobTimeout)) {
+    return InvalidArgument("a job's timeout must be 1.." + std::to_string(kMaxJobTimeout.count()) +
+                           " ms");
+  }
+  return Status::OK();
+}
+
 Result<std::string> normalize_value(std::string_view value, size_t max_bytes,
                                     std::string_view what) {
   return normalize_json(value, max_bytes, what, /*object_only=*/false);

@@ -30,6 +30,11 @@ Status validate_worker_type(std::string_view worker_type);
 // producer's order, duplicates included, and numbers and strings their spelling.
 // kInvalidArgument if it is not a JSON object or its compact form is over `max_bytes`.
 Result<std::string> normalize_data(std::string_view data, size_t max_bytes);
+// normalize_data for data of `format`: bytes (DataFormat::kBytes) are kept exactly as given,
+// never parsed, and only their size is checked.
+Result<std::string> normalize_data(std::string_view data, DataFormat format, size_t max_bytes);
+// A job's own timeout (AddOptions::timeout): nullopt, or 1 ms..kMaxJobTimeout.
+Status validate_job_timeout(std::optional<Millis> timeout);
 // The same for any JSON value (an update's progress, a finish's result, an error's details),
 // its messages naming it as `what`.
 Result<std::string> normalize_value(std::string_view value, size_t max_bytes,

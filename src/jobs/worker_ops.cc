@@ -5,41 +5,17 @@
 #include <string>
 #include <vector>
 
+#include "jobs/held_job.h"
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
 #include "jobs/pending_picks.h"
 #include "jobs/validation.h"
+#include "jobs/worker_calls.h"
 #include "util/random.h"
 #include "util/secret.h"
 
 namespace kvq::jobs {
 namespace {
-
-Status halt(const Job& job, std::string_view why) {
-  return FailedPrecondition("halt: job '" + job.id + "' of type '" + job.type + "' " +
-                            std::string(why));
-}
-
-Status validate_handle(const Job& job) {
-  KVQ_RETURN_IF_ERROR(validate_type(job.type));
-  KVQ_RETURN_IF_ERROR(validate_id(job.id));
-  if (job.lock.empty())
-    return InvalidArgument("job handle has no lock; it did not come from accept");
-  const auto dash = job.lock.rfind('-');
-  if (dash == std::string::npos || job.lock.substr(dash + 1) != type_tag(job.type)) {
-    return InvalidArgument("lock '" + job.lock + "' was not issued by accept for type '" +
-                           job.type + "'");
-  }
-  return Status::OK();
-}
-
-// The job's row if this worker still holds it, or "halt".
-Result<JobRow> held(const Job& job, std::optional<JobRow> row) {
-  if (!row) return halt(job, "was removed");
-  if (!util::secret_equal(row->lock, job.lock))
-    return halt(job, "was re-enqueued or accepted by another worker");
-  return std::move(*row);
-}
 
 // `before` once its worker ended the run it holds with `job` (finish, fail or snooze): no one
 // holds it, the run's lock is kept so that a retry of the call recognises its own commit, and
@@ -54,25 +30,22 @@ JobRow ended_by_worker(const JobRow& before, const Job& job) {
   return after;
 }
 
-Result<JobRow> load_held(kv::Transaction& txn, const Keys& keys, const Job& job) {
-  KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, job.type, job.id));
-  return held(job, std::move(row));
+// The data a call writes on `row`, which keeps its format: data checked as bytes (the handle
+// said so) is checked as JSON here when the row's data is JSON.
+Result<std::string> data_for(const JobRow& row, const Checked& checked) {
+  if (row.data_format == DataFormat::kJson && checked.data_format == DataFormat::kBytes)
+    return normalize_data(*checked.data, checked.data->size());
+  return *checked.data;
 }
-
-// A worker call's input, checked once: the data and the call's own JSON value (update's
-// progress, finish's result), each normalized.
-struct Checked {
-  std::optional<std::string> data;
-  std::optional<std::string> value;
-};
 
 Result<Checked> check_call(const Job& job, const std::optional<std::string>& data,
                            const std::optional<std::string>& value, std::string_view value_name,
                            size_t max) {
   KVQ_RETURN_IF_ERROR(validate_handle(job));
   Checked checked;
+  checked.data_format = job.data_format;
   if (data) {
-    KVQ_ASSIGN_OR_RETURN(checked.data, normalize_data(*data, max));
+    KVQ_ASSIGN_OR_RETURN(checked.data, normalize_data(*data, job.data_format, max));
   }
   if (value) {
     KVQ_ASSIGN_OR_RETURN(checked.value, normalize_value(*value, max, value_name));
@@ -89,28 +62,28 @@ Result<Checked> check_update(const Job& job, const UpdateOptions& options, size_
   return check_call(job, options.data, options.progress, "progress", max);
 }
 
+}  // namespace
+
 Result<Checked> check_finish(const Job& job, const FinishOptions& options, size_t max) {
   return check_call(job, options.data, options.result, "result", max);
 }
+
+namespace {
 
 Result<UpdateResult> update_checked(kv::Transaction& txn, const Keys& keys, Job& job,
                                     const Checked& checked) {
   KVQ_ASSIGN_OR_RETURN(JobRow before, load_held(txn, keys, job));
   JobRow after = before;
-  if (checked.data) after.data = *checked.data;
+  if (checked.data) {
+    KVQ_ASSIGN_OR_RETURN(after.data, data_for(before, checked));
+  }
   if (checked.value) after.progress = *checked.value;
   KVQ_RETURN_IF_ERROR(save_job(txn, keys, job.type, job.id, before, after));
-  if (checked.data) job.data = *checked.data;
+  if (checked.data) job.data = after.data;
   return UpdateResult{before.resubmit};
 }
 
-// What finish_checked decided, for the type's stats.
-struct Finished {
-  bool succeeded = false;   // finished, not resubmitted
-  int64_t started = 0;      // when the run began
-  bool recognised = false;  // the call found its own earlier commit
-  bool counted = false;     // set by counting(): the stats count it
-};
+}  // namespace
 
 Result<Finished> finish_checked(kv::Transaction& txn, const Keys& keys, const Job& job,
                                 const Checked& checked) {
@@ -122,13 +95,16 @@ Result<Finished> finish_checked(kv::Transaction& txn, const Keys& keys, const Jo
   }
   KVQ_ASSIGN_OR_RETURN(JobRow before, held(job, std::move(current)));
   JobRow after = ended_by_worker(before, job);
-  if (checked.data) after.data = *checked.data;
+  if (checked.data) {
+    KVQ_ASSIGN_OR_RETURN(after.data, data_for(before, checked));
+  }
   if (before.resubmit) {
     // The add that resubmitted it asked for a new run: its attempts start over.
     after.resubmit = false;
     after.scheduled = before.next_scheduled;
     after.priority = before.next_priority;
     after.attempts = 0;
+    after.snoozes = 0;
   } else {
     after.finished = true;
     after.outcome = Outcome::kSucceeded;
@@ -139,6 +115,8 @@ Result<Finished> finish_checked(kv::Transaction& txn, const Keys& keys, const Jo
   return Finished{!before.resubmit, before.started};
 }
 
+namespace {
+
 Status resubmit_checked(kv::Transaction& txn, const Keys& keys, Job& job,
                         std::optional<int64_t> scheduled_time_ms, const Checked& checked) {
   KVQ_ASSIGN_OR_RETURN(JobRow before, load_held(txn, keys, job));
@@ -146,9 +124,11 @@ Status resubmit_checked(kv::Transaction& txn, const Keys& keys, Job& job,
   after.resubmit = true;
   after.next_scheduled = scheduled_time_ms.value_or(now_ms());
   after.next_priority = before.priority;
-  if (checked.data) after.data = *checked.data;
+  if (checked.data) {
+    KVQ_ASSIGN_OR_RETURN(after.data, data_for(before, checked));
+  }
   KVQ_RETURN_IF_ERROR(save_job(txn, keys, job.type, job.id, before, after));
-  if (checked.data) job.data = *checked.data;
+  if (checked.data) job.data = after.data;
   return Status::OK();
 }
 
@@ -158,6 +138,7 @@ struct CheckedFail {
   ErrorReport error;
   std::optional<Millis> retry_in;
   bool retry = true;
+  std::optional<int64_t> priority;
 };
 
 Result<CheckedFail> check_fail(const Job& job, const FailOptions& options, size_t max) {
@@ -166,7 +147,7 @@ Result<CheckedFail> check_fail(const Job& job, const FailOptions& options, size_
                        validate_error(options.kind, options.message, options.details, max));
   if (options.retry_in && options.retry_in->count() < 0)
     return InvalidArgument("fail's retry_in must not be negative");
-  return CheckedFail{std::move(error), options.retry_in, options.retry};
+  return CheckedFail{std::move(error), options.retry_in, options.retry, options.priority};
 }
 
 // What a fail decided, and when the run it ended began (for the type's stats).
@@ -208,6 +189,7 @@ Result<Failed> fail_checked(kv::Transaction& txn, const Keys& keys, const Job& j
     after.scheduled = before.next_scheduled;
     after.priority = before.next_priority;
     after.attempts = 0;
+    after.snoozes = 0;
     result.retry_at_ms = after.scheduled;
   } else if (!fail.retry || before.attempts >= policy.max_attempts) {
     after.finished = true;
@@ -220,6 +202,7 @@ Result<Failed> fail_checked(kv::Transaction& txn, const Keys& keys, const Job& j
     after.scheduled = now + delay.count();
     result.retry_at_ms = after.scheduled;
   }
+  if (fail.priority) after.priority = *fail.priority;
   KVQ_RETURN_IF_ERROR(save_job(txn, keys, job.type, job.id, before, after));
   return Failed{result, before.started};
 }
@@ -253,7 +236,10 @@ Result<Snoozed> snooze_checked(kv::Transaction& txn, const Keys& keys, const Job
     after.scheduled = std::max(after.scheduled, before.next_scheduled);
     after.priority = before.next_priority;
     after.attempts = 0;
+    after.snoozes = 0;
   }
+  if (options.priority) after.priority = *options.priority;
+  after.snoozes += 1;
   KVQ_RETURN_IF_ERROR(save_job(txn, keys, job.type, job.id, before, after));
   return Snoozed{before.started};
 }

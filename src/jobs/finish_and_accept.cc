@@ -1,0 +1,139 @@
+// finish_and_accept: a worker's finish and its next accept in one transaction (one commit where
+// it would spend two), then, when nothing was due, a wait as accept_any's.
+#include <memory>
+#include <utility>
+
+#include "jobs/any_picks.h"
+#include "jobs/jobs_impl.h"
+#include "jobs/worker_calls.h"
+
+namespace kvq::jobs {
+namespace {
+
+struct FinishedAndTaken {
+  Finished finished;
+  std::optional<Job> next;
+};
+
+// The function each try runs. It may run several times: after an unknown commit result, a try
+// first looks for the job its predecessor took (then that try committed, its finish with it);
+// failing that, finish_checked recognises a finish that committed without an accept, and the
+// accept is made again.
+class FinishThenAccept {
+ public:
+  FinishThenAccept(Job job, Checked checked, std::vector<std::string> types, AcceptOptions accept)
+      : job_(std::move(job)),
+        checked_(std::move(checked)),
+        accept_(std::move(accept)),
+        attempt_(types, takers_for(types, accept_)) {}
+
+  Result<FinishedAndTaken> operator()(kv::Transaction& txn, const Keys& keys,
+                                      const JobsOptions& options) {
+    KVQ_ASSIGN_OR_RETURN(auto recognised, attempt_.recognise(txn, keys));
+    if (recognised) return FinishedAndTaken{last_finished_, std::move(recognised)};
+    // Every type first: a misspelt one changes nothing.
+    KVQ_RETURN_IF_ERROR(require_types(txn, keys, attempt_.types()));
+    KVQ_ASSIGN_OR_RETURN(Finished finished, finish_checked(txn, keys, job_, checked_));
+    // As finish's counting: a commit recognised on the first try was an earlier call's.
+    finished.counted = !finished.recognised || tried_;
+    tried_ = true;
+    KVQ_ASSIGN_OR_RETURN(
+        auto next, try_accept_any(txn, keys, options, attempt_.types(), accept_, attempt_.takers(),
+                                  attempt_.next_pick(), nullptr, false));
+    KVQ_RETURN_IF_ERROR(attempt_.looked(txn));
+    last_finished_ = finished;
+    last_finished_.counted = true;  // if recognised by its job, this try's commit was ours
+    return FinishedAndTaken{finished, std::move(next)};
+  }
+
+  // Records in the types' stats what a committed call did.
+  void record(TypeStatsRecorder& stats, const FinishedAndTaken& done) const {
+    if (done.finished.counted) {
+      stats.record_finished(job_.type, done.finished.succeeded,
+                            run_time_since(done.finished.started));
+    }
+    for (const Taker& taker : attempt_.takers()) {
+      const auto latency = take_queue_latency(taker.lock);
+      if (done.next && done.next->lock == taker.lock && latency)
+        stats.record_accepted(done.next->type, *latency);
+    }
+  }
+
+ private:
+  Job job_;
+  Checked checked_;
+  AcceptOptions accept_;
+  AnyAttempt attempt_;
+  Finished last_finished_;
+  bool tried_ = false;
+};
+
+// The types finish_and_accept takes from: the job's own when none are given.
+std::vector<std::string> types_or_own(const Job& job, const std::vector<std::string>& types) {
+  return types.empty() ? std::vector<std::string>{job.type} : types;
+}
+
+// What is left of `accept.timeout` since `start`, for the wait after the commit; nullopt when
+// the call does not wait (no timeout, or none left).
+std::optional<AcceptOptions> wait_after(const AcceptOptions& accept, kv::Clock::time_point start) {
+  const auto left = accept.timeout - std::chrono::duration_cast<Millis>(kv::Clock::now() - start);
+  if (accept.timeout.count() == 0 || left.count() <= 0) return std::nullopt;
+  AcceptOptions rest = accept;
+  rest.timeout = left;
+  return rest;
+}
+
+}  // namespace
+
+Result<std::optional<Job>> Jobs::finish_and_accept(Job& job, const FinishOptions& finish,
+                                                   const std::vector<std::string>& types,
+                                                   const AcceptOptions& accept) {
+  const auto start = kv::Clock::now();
+  const std::vector<std::string> names = types_or_own(job, types);
+  KVQ_RETURN_IF_ERROR(validate_accept_any(names, accept));
+  KVQ_ASSIGN_OR_RETURN(Checked checked, check_finish(job, finish, options_.max_data_bytes));
+  FinishThenAccept call(job, std::move(checked), names, accept);
+  KVQ_ASSIGN_OR_RETURN(
+      FinishedAndTaken done,
+      kv::run(
+          *store_, [&](kv::Transaction& txn) { return call(txn, impl_->keys, options_); },
+          options_.retry));
+  call.record(impl_->type_stats, done);
+  if (done.next) return std::move(done.next);
+  const auto rest = wait_after(accept, start);
+  if (!rest) return std::optional<Job>();
+  // The job is finished whatever the wait gives: no job to hand over, not an error.
+  auto next = accept_any(names, *rest);
+  if (!next.ok()) return std::optional<Job>();
+  return std::optional<Job>(std::move(*next));
+}
+
+void Jobs::finish_and_accept_async(Job job, FinishOptions finish, std::vector<std::string> types,
+                                   AcceptOptions accept,
+                                   std::function<void(Result<std::optional<Job>>)> done) {
+  const auto start = kv::Clock::now();
+  std::vector<std::string> names = types_or_own(job, types);
+  if (Status invalid = validate_accept_any(names, accept); !invalid.ok()) return done(invalid);
+  auto checked = check_finish(job, finish, options_.max_data_bytes);
+  if (!checked.ok()) return done(checked.status());
+  auto call =
+      std::make_shared<FinishThenAccept>(std::move(job), std::move(*checked), names, accept);
+  run_look(*impl_, [this, call, names = std::move(names), accept = std::move(accept), start,
+                    done = std::move(done)]() {
+    kv::run_async(
+        *store_, [this, call](kv::Transaction& txn) { return (*call)(txn, impl_->keys, options_); },
+        [this, call, names, accept, start, done](Result<FinishedAndTaken> taken) {
+          if (!taken.ok()) return done(taken.status());
+          call->record(impl_->type_stats, *taken);
+          const auto rest = wait_after(accept, start);
+          if (taken->next || !rest) return done(std::move(taken->next));
+          accept_any_async(names, *rest, [done](Result<Job> next) {
+            if (!next.ok()) return done(std::optional<Job>());
+            done(std::optional<Job>(std::move(*next)));
+          });
+        },
+        options_.retry);
+  });
+}
+
+}  // namespace kvq::jobs

@@ -1,0 +1,22 @@
+// jobs/held_job.h — the fence every worker call passes: a handle from accept (its lock issued for
+// its type) whose lock the job's row still holds, checked in the call's own transaction.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "jobs/schema.h"
+#include "kvq/jobs.h"
+#include "kvq/kv.h"
+
+namespace kvq::jobs {
+
+// kFailedPrecondition ("halt: ...") saying why the worker holding `job` is fenced out.
+Status halt(const Job& job, std::string_view why);
+// kInvalidArgument for a handle that did not come from an accept of its type.
+Status validate_handle(const Job& job);
+// The job's row if this worker still holds it, or "halt".
+Result<JobRow> held(const Job& job, std::optional<JobRow> row);
+Result<JobRow> load_held(kv::Transaction& txn, const Keys& keys, const Job& job);
+
+}  // namespace kvq::jobs

@@ -1,0 +1,380 @@
+// Accepts over several types and of a named job (kvq/jobs.h: accept_any, accept_any_async,
+// accept_job, finish_and_accept, finish_and_accept_async), on every backend and through the
+// fault injector.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kv/fault_injection.h"
+#include "kvq/jobs.h"
+#include "support/jobs_fixture.h"
+
+namespace kvq::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using jobs::AcceptOptions;
+using jobs::Job;
+using jobs::JobInfo;
+using jobs::Outcome;
+using jobs::State;
+
+class AcceptAnyTest : public JobsFixture {
+ protected:
+  void SetUp() override {
+    JobsFixture::SetUp();
+    ASSERT_TRUE(jobs().set_type_timeout("other", 60s).ok());
+  }
+  JobInfo info(const std::string& type, const std::string& id) {
+    auto got = jobs().get(type, id);
+    EXPECT_TRUE(got.ok()) << got.status().to_string();
+    return got.ok() ? *got : JobInfo{};
+  }
+  // The (type, id) accept_any takes from `types`, or "" when it fails.
+  std::string take(const std::vector<std::string>& types, AcceptOptions options = {}) {
+    auto job = jobs().accept_any(types, options);
+    EXPECT_TRUE(job.ok()) << job.status().to_string();
+    return job.ok() ? job->type + "/" + job->id : "";
+  }
+  // A job that is dead: accepted and failed without retry.
+  void make_dead(const std::string& type, const std::string& id) {
+    ASSERT_TRUE(jobs().add(type, id, "{}").ok());
+    auto job = jobs().accept_job(type, id);
+    ASSERT_TRUE(job.ok()) << job.status().to_string();
+    jobs::FailOptions fail;
+    fail.message = "boom";
+    fail.retry = false;
+    auto failed = jobs().fail(*job, fail);
+    ASSERT_TRUE(failed.ok() && failed->dead);
+  }
+};
+
+TEST_P(AcceptAnyTest, TheBestPriorityOfAnyTypeComesFirst) {
+  ASSERT_TRUE(jobs().add("work", "a", "{}", {.priority = 5}).ok());
+  ASSERT_TRUE(jobs().add("other", "b", "{}", {.priority = 1}).ok());
+  ASSERT_TRUE(jobs().add("work", "c", "{}", {.priority = -3}).ok());
+  EXPECT_EQ(take({"work", "other"}), "work/c");
+  EXPECT_EQ(take({"work", "other"}), "other/b");
+  EXPECT_EQ(take({"other", "work"}), "work/a");
+  EXPECT_EQ(jobs().accept_any({"work", "other"}).status().code(), Code::kDeadlineExceeded);
+}
+
+TEST_P(AcceptAnyTest, ATieGoesToTheEarlierScheduledThenToTheFirstTypeGiven) {
+  const int64_t t = wall_ms() - 10'000;
+  ASSERT_TRUE(jobs().add("work", "late", "{}", {.scheduled_time_ms = t + 2000}).ok());
+  ASSERT_TRUE(jobs().add("other", "early", "{}", {.scheduled_time_ms = t + 1000}).ok());
+  EXPECT_EQ(take({"work", "other"}), "other/early");
+  ASSERT_TRUE(jobs().add("other", "same", "{}", {.scheduled_time_ms = t + 2000}).ok());
+  EXPECT_EQ(take({"other", "work"}), "other/same");
+  ASSERT_TRUE(jobs().add("other", "same2", "{}", {.scheduled_time_ms = t + 2000}).ok());
+  EXPECT_EQ(take({"work", "other"}), "work/late");
+  // The Job names its type, and its lock is that type's.
+  auto job = jobs().accept_any({"work", "other"}, {.worker = "w"});
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  EXPECT_EQ(job->type, "other");
+  EXPECT_EQ(job->id, "same2");
+  EXPECT_EQ(job->attempt, 1u);
+  EXPECT_TRUE(jobs().finish(*job).ok());
+  EXPECT_EQ(info("other", "same2").outcome, Outcome::kSucceeded);
+}
+
+TEST_P(AcceptAnyTest, APausedOrFullTypeIsPassedOver) {
+  ASSERT_TRUE(jobs().add("other", "urgent", "{}", {.priority = -10}).ok());
+  ASSERT_TRUE(jobs().add("work", "a", "{}").ok());
+  // Its own priority: a retry after an injected fault spreads its pick within a priority.
+  ASSERT_TRUE(jobs().add("work", "b", "{}", {.priority = 1}).ok());
+  ASSERT_TRUE(jobs().pause_type("other").ok());
+  EXPECT_EQ(take({"other", "work"}), "work/a");
+  ASSERT_TRUE(jobs().resume_type("other").ok());
+  // At max_running: "other" holds one running job (its first), so its second waits.
+  ASSERT_TRUE(jobs().add("other", "urgent2", "{}", {.priority = -10}).ok());
+  ASSERT_TRUE(jobs().set_max_running("other", 1).ok());
+  EXPECT_EQ(take({"other", "work"}), "other/urgent");
+  EXPECT_EQ(take({"other", "work"}), "work/b");
+  EXPECT_EQ(jobs().accept_any({"other", "work"}).status().code(), Code::kDeadlineExceeded);
+  EXPECT_EQ(info("other", "urgent2").state, State::kPending);
+}
+
+TEST_P(AcceptAnyTest, AWaitingAcceptAnyWakesWhenAnyOfItsTypesGetsAJob) {
+  for (const std::string type : {"other", "work"}) {
+    auto waiting = std::async(std::launch::async, [&] {
+      return jobs().accept_any({"work", "other"}, {.timeout = 30s, .worker = "w"});
+    });
+    EXPECT_EQ(waiting.wait_for(300ms), std::future_status::timeout);
+    ASSERT_TRUE(jobs().add(type, "j-" + type, "{}").ok());
+    auto job = waiting.get();
+    ASSERT_TRUE(job.ok()) << job.status().to_string();
+    EXPECT_EQ(job->type, type);
+    EXPECT_EQ(info(type, "j-" + type).worker, "w");
+  }
+  // And it times out when none comes.
+  auto none = jobs().accept_any({"work", "other"}, {.timeout = 200ms});
+  EXPECT_EQ(none.status().code(), Code::kDeadlineExceeded);
+}
+
+TEST_P(AcceptAnyTest, AnAsyncAcceptAnyWakesAndCanBeCancelled) {
+  std::promise<Result<Job>> got;
+  const uint64_t ticket = jobs().accept_any_async(
+      {"work", "other"}, {.timeout = 30s}, [&](Result<Job> job) { got.set_value(std::move(job)); });
+  ASSERT_NE(ticket, 0u);
+  auto future = got.get_future();
+  EXPECT_EQ(future.wait_for(300ms), std::future_status::timeout);
+  ASSERT_TRUE(jobs().add("other", "x", "{}").ok());
+  auto job = future.get();
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  EXPECT_EQ(job->id, "x");
+
+  std::promise<Result<Job>> cancelled;
+  const uint64_t second =
+      jobs().accept_any_async({"work", "other"}, {.timeout = 30s},
+                              [&](Result<Job> job) { cancelled.set_value(std::move(job)); });
+  ASSERT_NE(second, 0u);
+  std::this_thread::sleep_for(200ms);  // let its look end and the wait begin
+  EXPECT_TRUE(jobs().cancel_accept(second));
+  auto outcome = cancelled.get_future();
+  ASSERT_EQ(outcome.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(outcome.get().status().code(), Code::kCancelled);
+  EXPECT_FALSE(jobs().cancel_accept(second));
+  // A job added after the cancel is left for others.
+  ASSERT_TRUE(jobs().add("work", "y", "{}").ok());
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(info("work", "y").state, State::kPending);
+}
+
+TEST_P(AcceptAnyTest, AMissingTypeIsNotFoundAndNothingIsTaken) {
+  ASSERT_TRUE(jobs().add("work", "a", "{}").ok());
+  auto missing = jobs().accept_any({"work", "nope", "gone"}, {.timeout = 1s});
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_NE(missing.status().message().find("'nope'"), std::string::npos)
+      << missing.status().to_string();
+  EXPECT_EQ(info("work", "a").state, State::kPending);
+  EXPECT_EQ(jobs().accept_any({}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().accept_any({"work", "work"}).status().code(), Code::kInvalidArgument);
+  std::vector<std::string> too_many;
+  for (size_t i = 0; i <= jobs::kMaxAcceptTypes; ++i) too_many.push_back("t" + std::to_string(i));
+  EXPECT_EQ(jobs().accept_any(too_many).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(info("work", "a").state, State::kPending);
+}
+
+TEST_P(AcceptAnyTest, AcceptJobTakesAPendingJobWhateverItsTurn) {
+  const int64_t later = wall_ms() + 3'600'000;
+  ASSERT_TRUE(jobs().add("work", "first", "{}", {.priority = -5}).ok());
+  ASSERT_TRUE(jobs().add("work", "later", "{}", {.scheduled_time_ms = later}).ok());
+  ASSERT_TRUE(jobs().pause_type("work").ok());
+  auto job = jobs().accept_job("work", "later", {.worker = "w", .worker_type = "pool"});
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  EXPECT_EQ(job->id, "later");
+  EXPECT_EQ(job->attempt, 1u);
+  const JobInfo got = info("work", "later");
+  EXPECT_EQ(got.state, State::kRunning);
+  EXPECT_EQ(got.worker, "w");
+  EXPECT_EQ(got.worker_type, "pool");
+  EXPECT_EQ(info("work", "first").state, State::kPending);
+  // Running or finished (not dead): kWrongState; absent: kNotFound.
+  EXPECT_EQ(jobs().accept_job("work", "later").status().code(), Code::kWrongState);
+  ASSERT_TRUE(jobs().finish(*job).ok());
+  EXPECT_EQ(jobs().accept_job("work", "later").status().code(), Code::kWrongState);
+  EXPECT_EQ(jobs().accept_job("work", "nobody").status().code(), Code::kNotFound);
+  EXPECT_EQ(jobs().accept_job("nope", "later").status().code(), Code::kNotFound);
+  auto counts = jobs().count("work");
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->running, 0u);
+  EXPECT_EQ(counts->pending, 1u);
+}
+
+TEST_P(AcceptAnyTest, AcceptJobOfADeadJobRerunsIt) {
+  ASSERT_NO_FATAL_FAILURE(make_dead("work", "d"));
+  auto job = jobs().accept_job("work", "d", {.worker = "w"});
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  EXPECT_EQ(job->attempt, 1u);  // its attempts start over
+  const JobInfo got = info("work", "d");
+  EXPECT_EQ(got.state, State::kRunning);
+  EXPECT_EQ(got.outcome, Outcome::kNone);
+  EXPECT_EQ(got.attempts, 1u);
+  ASSERT_EQ(got.errors.size(), 1u);  // why it died is kept
+  EXPECT_EQ(got.errors[0].message, "boom");
+  auto counts = jobs().count("work");
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->dead, 0u);
+  EXPECT_EQ(counts->running, 1u);
+  ASSERT_TRUE(jobs().finish(*job).ok());
+  EXPECT_EQ(info("work", "d").outcome, Outcome::kSucceeded);
+}
+
+TEST_P(AcceptAnyTest, FinishAndAcceptHandsOverTheNextJobWithItsWorkerRecorded) {
+  ASSERT_TRUE(jobs().add("work", "a", "{}").ok());
+  ASSERT_TRUE(jobs().add("other", "b", "{}", {.priority = -1}).ok());
+  ASSERT_TRUE(jobs().add("work", "c", "{}").ok());
+  // By name: under injected faults a retried accept may take c instead (its pick spreads).
+  auto first = jobs().accept_job("work", "a", {.worker = "w1"});
+  ASSERT_TRUE(first.ok());
+  const AcceptOptions as_w2{.worker = "w2", .worker_type = "pool"};
+  auto next = jobs().finish_and_accept(*first, {.result = R"({"n": 1})"}, {"work", "other"}, as_w2);
+  ASSERT_TRUE(next.ok()) << next.status().to_string();
+  ASSERT_TRUE(next->has_value());
+  EXPECT_EQ((*next)->type, "other");
+  EXPECT_EQ((*next)->id, "b");
+  EXPECT_EQ((*next)->worker, "w2");
+  EXPECT_EQ(info("work", "a").outcome, Outcome::kSucceeded);
+  EXPECT_EQ(info("work", "a").result, R"({"n":1})");
+  EXPECT_EQ(info("other", "b").worker, "w2");
+  EXPECT_EQ(info("other", "b").worker_type, "pool");
+  // No types: the job's own type, "other", which has none left ("work" has c).
+  auto third = jobs().finish_and_accept(**next, {}, {}, as_w2);
+  ASSERT_TRUE(third.ok()) << third.status().to_string();
+  EXPECT_FALSE(third->has_value());
+  EXPECT_EQ(info("other", "b").outcome, Outcome::kSucceeded);
+  EXPECT_EQ(info("work", "c").state, State::kPending);
+}
+
+TEST_P(AcceptAnyTest, FinishAndAcceptOfTheOwnTypeGivesNulloptWhenNoneIsDue) {
+  ASSERT_TRUE(jobs().add("work", "a", "{}").ok());
+  ASSERT_TRUE(jobs().add("work", "b", "{}").ok());
+  auto job = jobs().accept("work");
+  ASSERT_TRUE(job.ok());
+  auto next = jobs().finish_and_accept(*job, {}, {}, {.worker = "w"});
+  ASSERT_TRUE(next.ok() && next->has_value()) << next.status().to_string();
+  EXPECT_EQ(info("work", (*next)->id).worker, "w");
+  auto none = jobs().finish_and_accept(**next, {}, {}, {});
+  ASSERT_TRUE(none.ok()) << none.status().to_string();
+  EXPECT_FALSE(none->has_value());
+  EXPECT_EQ(info("work", "a").state, State::kFinished);
+  EXPECT_EQ(info("work", "b").state, State::kFinished);
+}
+
+TEST_P(AcceptAnyTest, FinishAndAcceptWaitsAfterItsCommitForAnAdd) {
+  ASSERT_TRUE(jobs().add("work", "a", "{}").ok());
+  auto job = jobs().accept("work");
+  ASSERT_TRUE(job.ok());
+  auto waiting = std::async(std::launch::async, [&] {
+    return jobs().finish_and_accept(*job, {}, {"work", "other"}, {.timeout = 30s, .worker = "w"});
+  });
+  // Finished at once, before any next job comes.
+  const auto deadline = kv::Clock::now() + 10s;
+  while (info("work", "a").state != State::kFinished && kv::Clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(info("work", "a").state, State::kFinished);
+  EXPECT_EQ(waiting.wait_for(200ms), std::future_status::timeout);
+  ASSERT_TRUE(jobs().add("other", "b", "{}").ok());
+  auto next = waiting.get();
+  ASSERT_TRUE(next.ok() && next->has_value()) << next.status().to_string();
+  EXPECT_EQ((*next)->id, "b");
+  EXPECT_EQ(info("other", "b").worker, "w");
+  // Timed out: nullopt, the job finished all the same.
+  auto nothing = jobs().finish_and_accept(**next, {}, {}, {.timeout = 200ms});
+  ASSERT_TRUE(nothing.ok()) << nothing.status().to_string();
+  EXPECT_FALSE(nothing->has_value());
+  EXPECT_EQ(info("other", "b").state, State::kFinished);
+}
+
+TEST_P(AcceptAnyTest, AFencedFinishAndAcceptChangesNothing) {
+  ASSERT_TRUE(jobs().add("work", "a", "{}").ok());
+  ASSERT_TRUE(jobs().add("work", "b", "{}").ok());
+  auto job = jobs().accept_job("work", "a");
+  ASSERT_TRUE(job.ok());
+  ASSERT_TRUE(jobs().cancel("work", "a").ok());  // its worker is fenced out
+  auto stale = jobs().finish_and_accept(*job, {}, {}, {.worker = "w"});
+  EXPECT_EQ(stale.status().code(), Code::kFailedPrecondition) << stale.status().to_string();
+  EXPECT_EQ(info("work", "b").state, State::kPending);
+  EXPECT_EQ(info("work", "a").outcome, Outcome::kCancelled);
+  // A missing type: kNotFound, and the job is still running.
+  auto fresh = jobs().accept_job("work", "b");
+  ASSERT_TRUE(fresh.ok());
+  auto missing = jobs().finish_and_accept(*fresh, {}, {"work", "nope"}, {});
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_EQ(info("work", "b").state, State::kRunning);
+}
+
+TEST_P(AcceptAnyTest, FinishAndAcceptAsyncRunsAChainOnceEach) {
+  constexpr int kJobs = 30;
+  for (int i = 0; i < kJobs; ++i)
+    ASSERT_TRUE(jobs().add(i % 2 ? "work" : "other", "j" + std::to_string(i), "{}").ok());
+  auto first = jobs().accept_any({"work", "other"}, {.worker = "w"});
+  ASSERT_TRUE(first.ok());
+  std::set<std::string> seen{first->type + "/" + first->id};
+  Job job = *first;
+  for (;;) {
+    std::promise<Result<std::optional<Job>>> done;
+    jobs().finish_and_accept_async(
+        job, {}, {"work", "other"}, {.worker = "w"},
+        [&](Result<std::optional<Job>> next) { done.set_value(std::move(next)); });
+    auto next = done.get_future().get();
+    ASSERT_TRUE(next.ok()) << next.status().to_string();
+    if (!next->has_value()) break;
+    job = **next;
+    EXPECT_EQ(info(job.type, job.id).worker, "w");
+    EXPECT_TRUE(seen.insert(job.type + "/" + job.id).second) << job.id << " handed out twice";
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kJobs));
+  for (const std::string type : {"work", "other"}) {
+    auto counts = jobs().count(type);
+    ASSERT_TRUE(counts.ok());
+    EXPECT_EQ(counts->finished, static_cast<uint64_t>(kJobs / 2)) << type;
+    EXPECT_EQ(counts->running + counts->pending, 0u) << type;
+  }
+}
+
+// Every commit is reported unknown until one that applied (then faults stop): the retries of
+// finish_and_accept recognise their own commit, whether it took a next job or none, so no job
+// is lost or taken twice.
+TEST_P(AcceptAnyTest, FinishAndAcceptRetriedAfterAnUnknownCommitLosesAndDoublesNothing) {
+  auto faulty = std::make_shared<kv::FaultInjectingStore>(raw_ptr(), kv::FaultOptions{});
+  auto worker = jobs::Jobs::open(
+      faulty, {.key_prefix = "t", .run_activity_monitor = false, .run_scheduler = false});
+  ASSERT_TRUE(worker.ok());
+  for (int64_t i = 0; i < 3; ++i) {
+    const std::string id(1, static_cast<char>('a' + i));
+    ASSERT_TRUE(jobs().add("work", id, "{}", {.priority = i}).ok());
+  }
+  auto job = (*worker)->accept_job("work", "a");
+  ASSERT_TRUE(job.ok());
+  for (const bool takes_next : {true, false}) {
+    SCOPED_TRACE(takes_next ? "takes the next" : "takes none");
+    const uint64_t applied_before = faulty->counts().unknown_applied;
+    faulty->set_options({.unknown_result_rate = 1, .seed = 7});
+    std::atomic<bool> stop{false};
+    std::thread calm([&] {
+      while (!stop && faulty->counts().unknown_applied == applied_before)
+        std::this_thread::sleep_for(100us);
+      faulty->set_options({});
+    });
+    auto next = (*worker)->finish_and_accept(
+        *job, {.result = "1"},
+        takes_next ? std::vector<std::string>{} : std::vector<std::string>{"other"},
+        {.worker = "w"});
+    stop = true;
+    calm.join();
+    ASSERT_TRUE(next.ok()) << next.status().to_string();
+    EXPECT_GT(faulty->counts().unknown_applied, applied_before);
+    EXPECT_EQ(info("work", job->id).outcome, Outcome::kSucceeded);
+    if (!takes_next) {
+      EXPECT_FALSE(next->has_value());
+      break;
+    }
+    ASSERT_TRUE(next->has_value());
+    EXPECT_EQ((*next)->id, "b");
+    const JobInfo b = info("work", "b");
+    EXPECT_EQ(b.state, State::kRunning);
+    EXPECT_EQ(b.worker, "w");
+    EXPECT_EQ(b.attempts, 1u);
+    job = std::move(**next);
+  }
+  EXPECT_EQ(info("work", "c").state, State::kPending);
+  auto counts = jobs().count("work");
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->finished, 2u);
+  EXPECT_EQ(counts->running, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, AcceptAnyTest, ::testing::ValuesIn(jobs_params()),
+                         jobs_param_name);
+
+}  // namespace
+}  // namespace kvq::testing
