@@ -21,8 +21,10 @@ type HandlerFunc func(ctx context.Context, job *Job) (result any, err error)
 type Job struct {
 	Type string
 	ID   string
-	// Data is the job's input, as its producer added it.
+	// Data is the job's input, as its producer added it (null for a job of bytes data).
 	Data json.RawMessage
+	// Body is the data of a job added with WithBody (its bytes), else nil.
+	Body []byte
 
 	progress func(ctx context.Context, v any) error
 }

@@ -65,7 +65,16 @@ type JobInfo struct {
 	EndedAt   Millis         `json:"ended_at"`
 	// Group is the job's group (WithGroup), "" for none.
 	Group string `json:"group"`
+	// DataFormat is "json" (Data is the job's object) or "bytes" (Data is null: see Bytes).
+	DataFormat string  `json:"data_format"`
+	Body       *string `json:"body,omitempty"`
+	BodyBase64 *string `json:"body_base64,omitempty"`
+	// Timeout is the job's own activity timeout in seconds (WithTimeout); nil: its type's.
+	Timeout *float64 `json:"timeout"`
 }
+
+// Bytes is the job's data when its DataFormat is "bytes" (nil for JSON data).
+func (j *JobInfo) Bytes() ([]byte, error) { return decodeBody(j.DataFormat, j.Body, j.BodyBase64) }
 
 // AttemptError is one failed or lost attempt of a job.
 type AttemptError struct {
@@ -119,6 +128,10 @@ type NewJob struct {
 	IfExists IfExists
 	// Group is the job's group key ("" for none; see WithGroup).
 	Group string
+	// Timeout is the job's own activity timeout (0: its type's; see WithTimeout).
+	Timeout time.Duration
+	// Body, when not nil, is the job's data as bytes instead of Data (see WithBody).
+	Body []byte
 
 	after *time.Duration // After's d: an Inline counts it from its own clock
 }
@@ -165,6 +178,7 @@ func (j *NewJob) body() map[string]any {
 	if j.Group != "" {
 		b["group"] = j.Group
 	}
+	j.bodyFields(b)
 	return b
 }
 

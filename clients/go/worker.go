@@ -9,6 +9,7 @@ import (
 	"log"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -232,8 +233,9 @@ func (w *Worker) acceptLoop(ctx context.Context, types []string, settings map[st
 			continue
 		}
 		failures = 0
+		more := &moreJobs{ctx: ctx, types: types, settings: settings, held: held}
 		for i := range jobs {
-			w.start(jobs[i], settings[typ], slots, handlersRunning, held)
+			w.start(jobs[i], more, slots, handlersRunning)
 		}
 	}
 }
@@ -263,11 +265,38 @@ type run struct {
 	mu      sync.Mutex
 	state   runState
 	settled func() // once the job is no longer held
+	more    *moreJobs
 }
 
-func (w *Worker) start(a AcceptedJob, s typeSettings, slots chan struct{}, handlersRunning, held *sync.WaitGroup) {
-	r := &run{w: w, lock: a.Lock, s: s}
-	r.job = &Job{Type: a.Type, ID: a.ID, Data: rawOrNull(a.Data), progress: r.progress}
+// moreJobs is what a run needs to take the worker's next job with its finish (FinishNext).
+type moreJobs struct {
+	ctx      context.Context // Run's: once done, no next job is asked for
+	types    []string
+	settings map[string]typeSettings
+	held     *sync.WaitGroup
+	old      atomic.Bool // the server's finish takes no "next": finish alone
+}
+
+// start runs the job in a slot of its own, and then in that slot each next job its finish
+// took: a busy worker spends one request per job.
+func (w *Worker) start(a AcceptedJob, more *moreJobs, slots chan struct{}, handlersRunning *sync.WaitGroup) {
+	r := w.begin(a, more)
+	handlersRunning.Add(1)
+	go func() {
+		defer handlersRunning.Done()
+		defer func() { <-slots }()
+		for r != nil {
+			r = r.execute()
+		}
+	}()
+}
+
+// begin holds the job (heartbeats, and the drain sees it) until it is settled.
+func (w *Worker) begin(a AcceptedJob, more *moreJobs) *run {
+	held := more.held
+	r := &run{w: w, lock: a.Lock, s: more.settings[a.Type], more: more}
+	body, _ := a.Bytes() // a body the server sent malformed reads as none
+	r.job = &Job{Type: a.Type, ID: a.ID, Data: rawOrNull(a.Data), Body: body, progress: r.progress}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.hbCtx, r.hbStop = context.WithCancel(context.Background())
 	var once sync.Once
@@ -284,20 +313,16 @@ func (w *Worker) start(a AcceptedJob, s typeSettings, slots chan struct{}, handl
 	w.mu.Lock()
 	w.runs[r] = struct{}{}
 	w.mu.Unlock()
-	handlersRunning.Add(1)
 	go r.heartbeat()
-	go func() {
-		defer handlersRunning.Done()
-		defer func() { <-slots }()
-		r.execute()
-	}()
+	return r
 }
 
-// execute runs the handler and reports how it ended.
-func (r *run) execute() {
+// execute runs the handler and reports how it ended; it returns the next job its finish took,
+// already held (begun), or nil.
+func (r *run) execute() *run {
 	result, err := call(r.ctx, r.s.handler, r.job)
 	if !r.leaveRunning(stateEnding) { // fenced or handed back: the job is not ours to end
-		return
+		return nil
 	}
 	defer r.settled()
 	defer r.cancel()
@@ -311,9 +336,10 @@ func (r *run) execute() {
 	c, typ, id := r.w.c, r.job.Type, r.job.ID
 	var snooze *snoozeError
 	var end error
+	var next *run
 	switch {
 	case err == nil:
-		end = c.Finish(ctx, typ, id, r.lock, result)
+		next, end = r.finish(ctx, result)
 	case errors.As(err, &snooze):
 		end = c.Snooze(ctx, typ, id, r.lock, snooze.delay)
 	default:
@@ -324,6 +350,32 @@ func (r *run) execute() {
 	} else if end != nil {
 		r.w.o.Logger.Printf("job %s/%s: cannot report its end: %v", typ, id, end)
 	}
+	return next
+}
+
+// finish ends the job, and while the worker runs takes its next job in the same request
+// (without waiting: an idle worker waits in the accept loop), holding it before this one is
+// settled, so the drain never sees the worker hold nothing in between.
+func (r *run) finish(ctx context.Context, result any) (*run, error) {
+	c, typ, id, more := r.w.c, r.job.Type, r.job.ID, r.more
+	if more.ctx.Err() != nil || more.old.Load() {
+		return nil, c.Finish(ctx, typ, id, r.lock, result)
+	}
+	a, err := c.FinishNext(ctx, typ, id, r.lock, result,
+		NextOptions{Types: more.types, Worker: r.w.o.ID, WorkerType: r.w.o.WorkerType})
+	if ErrorCode(err) == "unknown_field" {
+		more.old.Store(true) // a server older than finish's "next"
+		return nil, c.Finish(ctx, typ, id, r.lock, result)
+	}
+	if err != nil || a == nil {
+		return nil, err
+	}
+	next := r.w.begin(*a, more)
+	if more.ctx.Err() != nil { // taken as the worker stopped: not started
+		next.handBack()
+		return nil, nil
+	}
+	return next, nil
 }
 
 // heartbeat updates the job every interval until it is no longer held.

@@ -28,6 +28,10 @@ type AcceptedJob struct {
 	ID   string          `json:"id"`
 	Lock string          `json:"lock"`
 	Data json.RawMessage `json:"data"`
+	// DataFormat is "json" (Data is the job's object) or "bytes" (Data is null: see Bytes).
+	DataFormat string  `json:"data_format"`
+	Body       *string `json:"body,omitempty"`
+	BodyBase64 *string `json:"body_base64,omitempty"`
 }
 
 // Accept takes up to o.Count due jobs of typ, waiting up to o.Timeout for the first. It returns

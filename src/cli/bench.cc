@@ -20,20 +20,22 @@ using Json = nlohmann::json;
 
 constexpr char kBenchUsage[] =
     "usage: kvq bench [--producers N] [--workers M] [--jobs J] [--payload BYTES] [--batch B]\n"
-    "                 [--type T]\n"
+    "                 [--type T] [--no-next]\n"
     "\n"
     "Load-tests the server on a type of its own: creates type T (default kvq-bench-XXXXXXXX,\n"
     "random) with a 60 s timeout; N producer threads (default 4) add J jobs (default 10000) of\n"
     "about BYTES of JSON each (default 200), B per request (the batch route when B > 1), and M\n"
-    "worker threads (default 4) accept up to B at a time (default 1) and finish them. A T that\n"
-    "exists already is refused (exit 2): the bench never touches real work.\n"
+    "worker threads (default 4) accept up to B at a time (default 1) and finish them. With B 1\n"
+    "a worker finishes each job and takes its next in one request (finish with \"next\"): one\n"
+    "request and one commit per job; --no-next (or B > 1) keeps two, an accept and a finish.\n"
+    "A T that exists already is refused (exit 2): the bench never touches real work.\n"
     "When it ends, done or not (a failed call, Ctrl-C, SIGTERM), it removes T's jobs and then T\n"
     "(DELETE /v1/types/T/jobs, DELETE /v1/types/T); if that fails it says so, and\n"
     "kvq types rm T --with-jobs finishes it. Exit 130 when interrupted (after the cleanup).\n"
     "\n"
     "Prints the throughput from the first add to the last finish and the add->accept latency\n"
     "percentiles; --json prints {jobs, seconds, jobs_per_second, latency_ms: {p50, p90, p99},\n"
-    "producers, workers, batch, payload, type, halted, retries}. Each thread has its own\n"
+    "producers, workers, batch, next, payload, type, halted, retries}. Each thread has its own\n"
     "connection (over TLS for https://, with one TLS configuration loaded once).\n";
 
 constexpr std::chrono::milliseconds kClearJobsTimeout{300'000};
@@ -91,6 +93,7 @@ Result<BenchConfig> parse_config(const Invocation& inv) {
   KVQ_ASSIGN_OR_RETURN(c.jobs, bounded_option(inv, "jobs", 10000, 1, 100'000'000, "1-1e8"));
   KVQ_ASSIGN_OR_RETURN(c.payload, bounded_option(inv, "payload", 200, 0, 200'000, "0-200000"));
   KVQ_ASSIGN_OR_RETURN(c.batch, bounded_option(inv, "batch", 1, 1, 100, "1-100"));
+  c.next = !inv.args.flag("no-next") && c.batch == 1;
   c.type = inv.args.has("type") ? inv.args.value("type") : random_type_name();
   if (c.type.empty()) return InvalidArgument("--type needs a name");
   return c;
@@ -137,6 +140,7 @@ void print_report(const Invocation& inv, const BenchConfig& c, const BenchOutcom
                     {"producers", c.producers},
                     {"workers", c.workers},
                     {"batch", c.batch},
+                    {"next", c.next},
                     {"payload", c.payload},
                     {"type", c.type},
                     {"halted", o.halted},
@@ -145,10 +149,10 @@ void print_report(const Invocation& inv, const BenchConfig& c, const BenchOutcom
   }
   std::printf(
       "bench: %lld jobs of ~%lld bytes on type %s, %lld producers, %lld workers, "
-      "batch %lld\n",
+      "batch %lld, %s\n",
       static_cast<long long>(c.jobs), static_cast<long long>(c.payload), c.type.c_str(),
       static_cast<long long>(c.producers), static_cast<long long>(c.workers),
-      static_cast<long long>(c.batch));
+      static_cast<long long>(c.batch), c.next ? "finish with next" : "accept then finish");
   std::printf("  time:        %.3f s (first add to last finish)\n", o.seconds);
   std::printf("  throughput:  %.0f jobs/s\n", rate);
   std::printf("  add->accept: p50 %.2f ms  p90 %.2f ms  p99 %.2f ms\n", p50, p90, p99);
@@ -187,7 +191,8 @@ int run_bench(int argc, char** argv) {
                               {"jobs", true},
                               {"type", true},
                               {"payload", true},
-                              {"batch", true}},
+                              {"batch", true},
+                              {"no-next", false}},
                              0, 0);
   if (!begun.invocation) return begun.exit_code;
   const Invocation& inv = *begun.invocation;

@@ -96,46 +96,79 @@ void producer(const Invocation& inv, Shared& shared, int64_t begin, int64_t end)
   }
 }
 
+// One worker thread's jobs in hand and what it measured.
+struct WorkerState {
+  std::vector<Json> held;   // accepted, not yet finished
+  int64_t accepted_us = 0;  // when `held` arrived
+  std::vector<double> latencies;
+  Clock::time_point last = Clock::time_point::min();
+};
+
+// The finish of `job`, asking with "next" for the worker's next job when config.next. Its wait
+// is 1 s while producers still add, and none after: a last wait would only delay the end.
+// Returns false when the bench must stop.
+bool finish_one(Client& client, Shared& shared, const Json& job, int64_t accepted_us,
+                WorkerState& w) {
+  const BenchConfig& config = shared.config;
+  const std::string id = value_of(job, "id", std::string());
+  const Json data = value_of(job, "data", Json());
+  Json body = {{"lock", value_of(job, "lock", std::string())}};
+  if (config.next) body["next"] = {{"timeout", shared.added < config.jobs ? 1 : 0}};
+  Response f = with_retries(shared, [&] {
+    return client.post(path("/v1/jobs", {config.type, id, "finish"}), body, milliseconds(20000));
+  });
+  if (f.status == 409 && f.error == "halted") {
+    ++shared.halted;
+    return true;
+  }
+  if (!f.ok()) {
+    shared.fail("finish", std::move(f));
+    return false;
+  }
+  const int64_t finished_us = shared.now_us();
+  if (const Json next = value_of(f.body, "next", Json()); next.is_object()) {
+    w.held.push_back(next);
+    w.accepted_us = finished_us;
+  }
+  const int64_t index = value_of(data, "i", int64_t{-1});
+  if (index < 0 || index >= config.jobs) return true;
+  if (shared.done[static_cast<size_t>(index)].exchange(true)) return true;
+  w.latencies.push_back(static_cast<double>(accepted_us - value_of(data, "t_us", accepted_us)) /
+                        1000.0);
+  w.last = Clock::now();
+  ++shared.finished;
+  return true;
+}
+
 void worker(const Invocation& inv, Shared& shared) {
   Client client(inv.client->url(), inv.connection.token, inv.tls);
   const BenchConfig& config = shared.config;
   const std::string accept = path("/v1/accept", {config.type});
   const Json accept_body = {{"timeout", 1}, {"count", config.batch}};
-  std::vector<double> latencies;
-  Clock::time_point last = Clock::time_point::min();
+  WorkerState w;
   while (!shared.stop && shared.finished < config.jobs) {
-    Response r =
-        with_retries(shared, [&] { return client.post(accept, accept_body, milliseconds(20000)); });
-    if (!r.ok()) {
-      shared.fail("accept", std::move(r));
-      break;
-    }
-    if (r.status == 204) continue;
-    const int64_t accepted_us = shared.now_us();
-    for (const auto& job : value_of(r.body, "jobs", Json::array())) {
-      const std::string id = value_of(job, "id", std::string());
-      const Json data = value_of(job, "data", Json());
-      const Json body = {{"lock", value_of(job, "lock", std::string())}};
-      Response f = with_retries(shared, [&] {
-        return client.post(path("/v1/jobs", {config.type, id, "finish"}), body);
-      });
-      if (f.status == 409 && f.error == "halted") {
-        ++shared.halted;
-        continue;
-      }
-      if (!f.ok()) {
-        shared.fail("finish", std::move(f));
+    if (w.held.empty()) {
+      Response r = with_retries(
+          shared, [&] { return client.post(accept, accept_body, milliseconds(20000)); });
+      if (!r.ok()) {
+        shared.fail("accept", std::move(r));
         break;
       }
-      const int64_t index = value_of(data, "i", int64_t{-1});
-      if (index < 0 || index >= config.jobs) continue;
-      if (shared.done[static_cast<size_t>(index)].exchange(true)) continue;
-      latencies.push_back(static_cast<double>(accepted_us - value_of(data, "t_us", accepted_us)) /
-                          1000.0);
-      last = Clock::now();
-      ++shared.finished;
+      if (r.status == 204) continue;
+      w.accepted_us = shared.now_us();
+      for (const auto& job : value_of(r.body, "jobs", Json::array())) w.held.push_back(job);
     }
+    std::vector<Json> hand;
+    hand.swap(w.held);
+    const int64_t accepted_us = w.accepted_us;
+    bool go_on = true;
+    for (const auto& job : hand) {
+      if (!(go_on = finish_one(client, shared, job, accepted_us, w))) break;
+    }
+    if (!go_on) break;
   }
+  const auto& latencies = w.latencies;
+  const Clock::time_point last = w.last;
   util::MutexLock lock(shared.mu);
   shared.latencies_ms.insert(shared.latencies_ms.end(), latencies.begin(), latencies.end());
   shared.last_finish = std::max(shared.last_finish, last);

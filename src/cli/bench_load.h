@@ -19,7 +19,10 @@ struct BenchConfig {
   int64_t jobs = 10000;
   int64_t payload = 200;  // bytes of JSON data per job, about
   int64_t batch = 1;      // jobs per add and per accept
-  std::string type;       // the bench's own type; it exists, with a timeout
+  // Workers finish each job and accept their next in one request (finish's "next") instead of
+  // two (finish, then accept). Only with batch 1: "next" takes one job.
+  bool next = true;
+  std::string type;  // the bench's own type; it exists, with a timeout
 };
 
 struct BenchOutcome {

@@ -79,6 +79,8 @@ std::string dump(const nlohmann::json& j);
 nlohmann::json embed(const std::string& json_text);
 nlohmann::json job_json(const jobs::JobInfo& info);
 nlohmann::json event_json(const jobs::JobEvent& event);
+// A job as accept hands it to its worker: {"type", "id", "lock", data fields (job_payload.h)}.
+nlohmann::json accepted_job_json(const jobs::Job& job);
 // {"type", "timeout", "finished_retention", "max_lost_runs", "max_attempts", "backoff": {"base",
 // "factor", "cap", "jitter"}, "paused", "paused_until", "max_running", "rate": {"limit",
 // "period_ms"}, "max_running_per_group", "has_groups"}: durations in seconds but for the rate's

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "server/api.h"
+#include "server/job_payload.h"
 #include "server/json_body.h"
 
 namespace kvq::server {
@@ -140,41 +141,53 @@ nlohmann::json errors_json(const std::vector<jobs::JobError>& errors) {
 }  // namespace
 
 nlohmann::json job_json(const jobs::JobInfo& info) {
-  return {{"type", info.type},
-          {"id", info.id},
-          {"state", jobs::state_name(info.state)},
-          {"data", embed(info.data)},
-          {"scheduled_time", info.scheduled_time_ms},
-          {"priority", info.priority},
-          {"resubmitted", info.resubmitted},
-          {"worker", info.worker},
-          {"worker_type", info.worker_type},
-          {"attempts", info.attempts},
-          {"lost_runs", info.lost_runs},
-          {"outcome", outcome_json(info.outcome)},
-          {"result", embed_or_null(info.result)},
-          {"progress", embed_or_null(info.progress)},
-          {"errors", errors_json(info.errors)},
-          {"gave_up", info.gave_up},  // deprecated: "outcome" is "dead"
-          {"created_at", info.created_at_ms},
-          {"updated_at", info.updated_at_ms},
-          {"started_at", time_or_null(info.started_at_ms)},
-          {"ended_at", time_or_null(info.ended_at_ms)},
-          {"group", info.group.empty() ? nlohmann::json(nullptr) : nlohmann::json(info.group)}};
+  nlohmann::json own_timeout = nullptr;
+  if (info.timeout) own_timeout = static_cast<double>(info.timeout->count()) / 1000.0;
+  nlohmann::json out = {
+      {"type", info.type},
+      {"id", info.id},
+      {"state", jobs::state_name(info.state)},
+      {"scheduled_time", info.scheduled_time_ms},
+      {"priority", info.priority},
+      {"resubmitted", info.resubmitted},
+      {"worker", info.worker},
+      {"worker_type", info.worker_type},
+      {"attempts", info.attempts},
+      {"lost_runs", info.lost_runs},
+      {"outcome", outcome_json(info.outcome)},
+      {"result", embed_or_null(info.result)},
+      {"progress", embed_or_null(info.progress)},
+      {"errors", errors_json(info.errors)},
+      {"gave_up", info.gave_up},  // deprecated: "outcome" is "dead"
+      {"created_at", info.created_at_ms},
+      {"updated_at", info.updated_at_ms},
+      {"started_at", time_or_null(info.started_at_ms)},
+      {"ended_at", time_or_null(info.ended_at_ms)},
+      {"group", info.group.empty() ? nlohmann::json(nullptr) : nlohmann::json(info.group)},
+      {"timeout", own_timeout}};
+  put_data_fields(out, info.data, info.data_format);
+  return out;
 }
 
 nlohmann::json event_json(const jobs::JobEvent& e) {
   if (!e.found) return {{"type", e.type}, {"id", e.id}, {"found", false}};
-  return {{"type", e.type},
-          {"id", e.id},
-          {"found", true},
-          {"state", jobs::state_name(e.state)},
-          {"outcome", outcome_json(e.outcome)},
-          {"data", embed(e.data)},
-          {"result", embed_or_null(e.result)},
-          {"attempts", e.attempts},
-          {"seq", e.seq},
-          {"gave_up", e.gave_up}};
+  nlohmann::json out = {{"type", e.type},
+                        {"id", e.id},
+                        {"found", true},
+                        {"state", jobs::state_name(e.state)},
+                        {"outcome", outcome_json(e.outcome)},
+                        {"result", embed_or_null(e.result)},
+                        {"attempts", e.attempts},
+                        {"seq", e.seq},
+                        {"gave_up", e.gave_up}};
+  put_data_fields(out, e.data, e.data_format);
+  return out;
+}
+
+nlohmann::json accepted_job_json(const jobs::Job& job) {
+  nlohmann::json out = {{"type", job.type}, {"id", job.id}, {"lock", job.lock}};
+  put_data_fields(out, job.data, job.data_format);
+  return out;
 }
 
 Field<double> query_number(const Request& r, const std::string& name) {

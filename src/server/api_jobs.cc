@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "server/api.h"
+#include "server/api_accept.h"
+#include "server/job_payload.h"
 #include "server/json_body.h"
 #include "server/long_poll.h"
 
@@ -12,7 +14,6 @@ namespace {
 using Ex = std::shared_ptr<Exchange>;
 constexpr double kMaxWaitSeconds = 300;
 constexpr size_t kMaxBatchAdd = jobs::kMaxAddMany;
-constexpr int64_t kMaxAcceptCount = 100;
 constexpr int64_t kMaxListLimit = 10000;
 // The longest retry_in or snooze delay a worker may ask for: a year, as a type's timeout.
 constexpr double kMaxDelaySeconds = 365.0 * 24 * 3600;
@@ -37,22 +38,48 @@ Field<std::string> group_field(const JsonBody& body) {
   return group;
 }
 
+// An add's "timeout": the job's own activity timeout in seconds, more than 0 and at most
+// jobs::kMaxJobTimeout (a week); absent or null: its type's.
+Field<jobs::Millis> job_timeout_field(const JsonBody& body) {
+  auto seconds = body.number("timeout");
+  if (!seconds.ok()) return *seconds.error();
+  if (!seconds.value()) return std::nullopt;
+  const double max_seconds = static_cast<double>(jobs::kMaxJobTimeout.count()) / 1000.0;
+  const double ms = std::ceil(*seconds.value() * 1000);
+  if (!(ms >= 1) || ms > static_cast<double>(jobs::kMaxJobTimeout.count()))
+    return invalid_argument(
+        "field 'timeout' (the job's own activity timeout) must be more than 0 "
+        "and at most " +
+        std::to_string(static_cast<int64_t>(max_seconds)) + " seconds (7 days)");
+  return jobs::Millis(static_cast<int64_t>(ms));
+}
+
+// The fields of one job to add: the single add's body, and each entry of a batch.
+const std::initializer_list<std::string_view> kNewJobFields = {
+    "id",       "data",      "body",  "body_base64", "scheduled_time",
+    "priority", "if_exists", "group", "timeout"};
+
 // The body of one job to add, checked; `if_exists` applies unless the body names its own.
 std::variant<jobs::NewJob, ApiError> read_new_job(const JsonBody& body, jobs::IfExists if_exists) {
   auto id = body.string("id");
-  auto data = body.object_text("data");
+  auto payload = read_payload(body);
   auto at = body.integer("scheduled_time");
   auto priority = body.integer("priority");
   auto own_if_exists =
       parsed_name(body.string("if_exists"), &jobs::parse_if_exists, "field 'if_exists'");
   auto group = group_field(body);
-  if (auto error = first_error(id, data, at, priority, own_if_exists, group)) return *error;
+  auto timeout = job_timeout_field(body);
+  if (auto error = first_error(id, payload, at, priority, own_if_exists, group, timeout))
+    return *error;
   if (!id.value()) return invalid_argument("field 'id' is required");
+  const Payload data = payload.value().value_or(Payload{"{}", jobs::DataFormat::kJson});
   jobs::NewJob job{*id.value(),
-                   data.value().value_or("{}"),
+                   data.data,
                    {.scheduled_time_ms = at.value(),
                     .priority = priority.value().value_or(0),
                     .if_exists = own_if_exists.value().value_or(if_exists),
+                    .timeout = timeout.value(),
+                    .data_format = data.format,
                     .group = group.value().value_or("")}};
   return job;
 }
@@ -70,10 +97,8 @@ std::variant<std::vector<jobs::NewJob>, ApiError> read_batch(const JsonBody& bod
   for (const auto& item : list) {
     if (!item.is_object()) return invalid_argument("each entry of 'jobs' must be an object");
     for (const auto& [key, value] : item.items()) {
-      if (key != "id" && key != "data" && key != "scheduled_time" && key != "priority" &&
-          key != "if_exists" && key != "group") {
+      if (std::find(kNewJobFields.begin(), kNewJobFields.end(), key) == kNewJobFields.end())
         return unknown_field("a job does not take a field '" + key + "'");
-      }
     }
     auto job = read_new_job(JsonBody(item), if_exists.value().value_or(jobs::IfExists::kUpdate));
     if (auto* e = std::get_if<ApiError>(&job)) return *e;
@@ -89,10 +114,6 @@ const JsonBody* body_or_reply(Parsed& parsed, Exchange& ex) {
     return nullptr;
   }
   return &std::get<JsonBody>(parsed);
-}
-
-nlohmann::json handle_json(const jobs::Job& job) {
-  return {{"type", job.type}, {"id", job.id}, {"lock", job.lock}, {"data", embed(job.data)}};
 }
 
 void add_producer_routes(Router& router, Api& api) {
@@ -114,8 +135,7 @@ void add_producer_routes(Router& router, Api& api) {
   router.add(
       "POST", "/v1/jobs/{type}",
       [&api](Request& r, Ex ex) {
-        auto parsed = JsonBody::parse(
-            r.body, {"id", "data", "scheduled_time", "priority", "if_exists", "group"});
+        auto parsed = JsonBody::parse(r.body, kNewJobFields);
         const JsonBody* body = body_or_reply(parsed, *ex);
         if (!body) return;
         auto read = read_new_job(*body, jobs::IfExists::kUpdate);
@@ -164,74 +184,6 @@ void add_producer_routes(Router& router, Api& api) {
   });
 }
 
-// An accept's request body, checked.
-struct AcceptRequest {
-  jobs::AcceptOptions options;
-  size_t count = 1;
-};
-
-std::variant<AcceptRequest, ApiError> read_accept(const JsonBody& body) {
-  AcceptRequest a;
-  auto timeout = seconds_field(body.number("timeout"), kMaxWaitSeconds, "timeout");
-  auto worker = body.string("worker");
-  auto worker_type = body.string("worker_type");
-  auto max_priority = body.integer("max_priority");
-  auto max_scheduled_time = body.integer("max_scheduled_time");
-  auto count = body.integer("count", 1, kMaxAcceptCount);
-  if (auto error =
-          first_error(timeout, worker, worker_type, max_priority, max_scheduled_time, count))
-    return *error;
-  if (timeout.value()) a.options.timeout = *timeout.value();
-  if (worker.value()) a.options.worker = *worker.value();
-  if (worker_type.value()) a.options.worker_type = *worker_type.value();
-  a.options.max_priority = max_priority.value();
-  a.options.max_scheduled_time_ms = max_scheduled_time.value();
-  a.count = static_cast<size_t>(count.value().value_or(1));
-  return a;
-}
-
-void add_accept_route(Router& router, Api& api) {
-  router.add(
-      "POST", "/v1/accept/{type}",
-      [&api](Request& r, Ex ex) {
-        auto parsed = JsonBody::parse(r.body, {"timeout", "worker", "worker_type", "max_priority",
-                                               "max_scheduled_time", "count"});
-        const JsonBody* body = body_or_reply(parsed, *ex);
-        if (!body) return;
-        auto read = read_accept(*body);
-        if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
-        const auto& accept = std::get<AcceptRequest>(read);
-        auto poll = LongPoll::create(api);
-        auto done = [&api, ex, poll, type = r.params["type"],
-                     started = kv::Clock::now()](Result<std::vector<jobs::Job>> taken) {
-          poll->finish([&] {
-            if (!taken.ok()) {
-              const auto code = taken.status().code();
-              if (code == Code::kDeadlineExceeded || code == Code::kCancelled)
-                return ex->reply({204, ""});
-              return reply_status(*ex, taken.status());
-            }
-            // The first job is the one the call may have waited for.
-            auto list = nlohmann::json::array();
-            for (const auto& job : *taken) {
-              const auto waited =
-                  list.empty() ? kv::Clock::now() - started : kv::Clock::duration::zero();
-              api.metrics.accepted(type, std::chrono::duration<double>(waited).count());
-              list.push_back(handle_json(job));
-            }
-            reply_json(*ex, 200, {{"jobs", list}});
-          });
-        };
-        const uint64_t ticket =
-            api.jobs.accept_batch_async(r.params["type"], accept.count, accept.options, done);
-        // Giving up cancels the wait, whose kCancelled then answers 204.
-        if (ticket)
-          poll->arm(*ex, std::nullopt,
-                    [&api, ticket](LongPoll&) { api.jobs.cancel_accept(ticket); });
-      },
-      Router::Access::kToken, Router::Runs::kInline);
-}
-
 // A worker call's body: the route's fields, the lock required among them.
 struct LockedBody {
   JsonBody body;
@@ -247,6 +199,20 @@ std::variant<LockedBody, ApiError> read_locked(const Request& r,
   if (!lock.ok()) return *lock.error();
   if (!lock.value() || lock.value()->empty()) return invalid_argument("field 'lock' is required");
   return LockedBody{std::move(body), *lock.value()};
+}
+
+// The handle of the job a worker call names. Its data format is that of the data the call
+// gives, for the jobs layer to check that data as such (the job keeps its own format).
+jobs::Job handle_of(Request& r, const std::string& lock, const Field<Payload>& data) {
+  jobs::Job job{r.params["type"], r.params["id"], lock, "", ""};
+  if (data.ok() && data.value()) job.data_format = data.value()->format;
+  return job;
+}
+
+// The data a worker call replaces the job's with, if any.
+std::optional<std::string> data_of(const Field<Payload>& data) {
+  if (!data.value()) return std::nullopt;
+  return data.value()->data;
 }
 
 // fail's "error": {"message", "kind"?, "details"?}, with the rest of the body.
@@ -282,14 +248,14 @@ void add_worker_call_routes(Router& router, Api& api) {
   router.add(
       "POST", "/v1/jobs/{type}/{id}/update",
       [&api](Request& r, Ex ex) {
-        auto read = read_locked(r, {"lock", "progress", "data"});
+        auto read = read_locked(r, {"lock", "progress", "data", "body", "body_base64"});
         if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
         const auto& call = std::get<LockedBody>(read);
         auto progress = call.body.value_text("progress");
-        auto data = call.body.object_text("data");
+        auto data = read_payload(call.body);
         if (auto e = first_error(progress, data)) return reply_error(*ex, *e);
-        jobs::Job job{r.params["type"], r.params["id"], call.lock, "", ""};
-        api.jobs.update_async(job, {.progress = progress.value(), .data = data.value()},
+        jobs::Job job = handle_of(r, call.lock, data);
+        api.jobs.update_async(job, {.progress = progress.value(), .data = data_of(data)},
                               [ex](Result<jobs::UpdateResult> result) {
                                 if (!result.ok()) return reply_status(*ex, result.status());
                                 reply_json(*ex, 200, {{"resubmitted", result->resubmitted}});
@@ -299,19 +265,21 @@ void add_worker_call_routes(Router& router, Api& api) {
   router.add(
       "POST", "/v1/jobs/{type}/{id}/finish",
       [&api](Request& r, Ex ex) {
-        auto read = read_locked(r, {"lock", "result", "data"});
+        auto read = read_locked(r, {"lock", "result", "data", "body", "body_base64", "next"});
         if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
         const auto& call = std::get<LockedBody>(read);
         auto result = call.body.value_text("result");
-        auto data = call.body.object_text("data");
-        if (auto e = first_error(result, data)) return reply_error(*ex, *e);
-        jobs::Job job{r.params["type"], r.params["id"], call.lock, "", ""};
-        api.jobs.finish_async(job, {.result = result.value(), .data = data.value()},
-                              [&api, ex, type = job.type](Status s) {
-                                if (!s.ok()) return reply_status(*ex, s);
-                                api.metrics.finished(type);
-                                reply_json(*ex, 200, nlohmann::json::object());
-                              });
+        auto data = read_payload(call.body);
+        auto next = read_next(call.body, r.params["type"]);
+        if (auto e = first_error(result, data, next)) return reply_error(*ex, *e);
+        jobs::Job job = handle_of(r, call.lock, data);
+        jobs::FinishOptions finish{.result = result.value(), .data = data_of(data)};
+        if (next.value()) return finish_with_next(api, ex, job, finish, *next.value());
+        api.jobs.finish_async(job, finish, [&api, ex, type = job.type](Status s) {
+          if (!s.ok()) return reply_status(*ex, s);
+          api.metrics.finished(type);
+          reply_json(*ex, 200, nlohmann::json::object());
+        });
       },
       Router::Access::kToken, Router::Runs::kInline);
   router.add(
@@ -357,14 +325,14 @@ void add_worker_call_routes(Router& router, Api& api) {
   router.add(
       "POST", "/v1/jobs/{type}/{id}/resubmit",
       [&api](Request& r, Ex ex) {
-        auto read = read_locked(r, {"lock", "data", "scheduled_time"});
+        auto read = read_locked(r, {"lock", "data", "body", "body_base64", "scheduled_time"});
         if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
         const auto& call = std::get<LockedBody>(read);
-        auto data = call.body.object_text("data");
+        auto data = read_payload(call.body);
         auto at = call.body.integer("scheduled_time");
         if (auto e = first_error(data, at)) return reply_error(*ex, *e);
-        jobs::Job job{r.params["type"], r.params["id"], call.lock, "", ""};
-        api.jobs.resubmit_async(job, {.scheduled_time_ms = at.value(), .data = data.value()},
+        jobs::Job job = handle_of(r, call.lock, data);
+        api.jobs.resubmit_async(job, {.scheduled_time_ms = at.value(), .data = data_of(data)},
                                 [ex](Status s) {
                                   if (!s.ok()) return reply_status(*ex, s);
                                   reply_json(*ex, 200, nlohmann::json::object());
@@ -471,7 +439,7 @@ void add_watch_routes(Router& router, Api& api) {
 
 void add_job_routes(Router& router, Api& api) {
   add_producer_routes(router, api);
-  add_accept_route(router, api);
+  add_accept_routes(router, api);
   add_worker_call_routes(router, api);
   add_producer_call_routes(router, api);
   add_watch_routes(router, api);

@@ -606,6 +606,7 @@ class Bench(CliTestCase):
                                      "2", "--json", timeout=120), 0)
         out = json.loads(r.stdout)
         self.assertEqual(out["jobs"], 300)
+        self.assertTrue(out["next"])  # by default a worker finishes and accepts in one request
         self.assertRegex(out["type"], r"^kvq-bench-[0-9a-f]{8}$")
         self.assertEqual(self.types_now(), before)
         self.assertStatus(self.c.get("/v1/types/%s" % q(out["type"])), 404, "not_found")
@@ -614,6 +615,14 @@ class Bench(CliTestCase):
             self.assertEqual(jobs.json["jobs"], [])
         else:
             self.assertStatus(jobs, 404, "not_found")
+
+    def test_bench_with_no_next_accepts_and_finishes_in_two_requests(self):
+        before = self.types_now()
+        r = self.assertExit(self.kvq("bench", "--jobs", "200", "--workers", "2", "--no-next",
+                                     "--json", timeout=120), 0)
+        out = json.loads(r.stdout)
+        self.assertEqual((out["jobs"], out["next"]), (200, False))
+        self.assertEqual(self.types_now(), before)
 
     def test_bench_with_batches_and_a_named_type_removes_it(self):
         t = uniq("bench-named")

@@ -8,7 +8,8 @@ from kvq_server import KvqServer, ServerTestCase, q, uniq
 
 JOB_FIELDS = {"type", "id", "state", "data", "scheduled_time", "priority", "resubmitted",
               "worker", "worker_type", "attempts", "lost_runs", "gave_up", "created_at", "updated_at",
-              "outcome", "result", "progress", "errors", "started_at", "ended_at", "group"}
+              "outcome", "result", "progress", "errors", "started_at", "ended_at", "group",
+              "data_format", "timeout"}
 # A type's retry policy and flow control as GET shows them when none was set (kvq/jobs.h
 # RetryPolicy's defaults; not paused, no limits).
 SETTING_DEFAULTS = {"max_attempts": 25,

@@ -224,8 +224,8 @@ class CheckerTest(unittest.TestCase):
         with self.assertRaisesRegex(AssertionError, r"'seq' is a required property"):
             self.api.check_event("/v1/jobs/t/j/events", "job",
                                  {"type": "t", "id": "j", "found": True, "state": "pending",
-                                  "outcome": None, "data": {}, "result": None, "attempts": 0,
-                                  "gave_up": False})
+                                  "outcome": None, "data": {}, "data_format": "json",
+                                  "result": None, "attempts": 0, "gave_up": False})
 
 
 def concrete(path):

@@ -68,6 +68,46 @@ export interface AddOptions extends CallOptions {
    * each group's running jobs.
    */
   group?: string;
+  /**
+   * The job's own activity timeout in seconds (more than 0, at most 7 days), replacing its
+   * type's for this job: a run with no heartbeat for that long is lost.
+   */
+  jobTimeout?: number;
+  /**
+   * Bytes data instead of `data` (a string goes as its UTF-8 bytes): the job's `data_format`
+   * is then `bytes`, its `data` null; {@link jobBytes} gives the bytes back.
+   */
+  body?: Uint8Array | string;
+}
+
+/** The accept half of {@link Client.finish} with `next`. */
+export interface NextOptions {
+  /** The types to take the next job from (default: the finished job's type). */
+  types?: string[];
+  /** Seconds to wait for a next job after the finish has committed (0..300, default 0). */
+  timeout?: number;
+  /** The worker the next job is recorded on, and its worker type. */
+  worker?: string;
+  workerType?: string;
+  maxPriority?: number;
+  maxScheduledTime?: number;
+}
+
+/** `body` / `body_base64` of a request, from bytes data. */
+function bodyFields(body: Uint8Array | string | undefined): Record<string, string> {
+  if (body === undefined) return {};
+  if (typeof body === 'string') return { body };
+  return { body_base64: Buffer.from(body).toString('base64') };
+}
+
+/**
+ * The bytes of a job whose `data_format` is `bytes` (as get, list or accept show it: `body` or
+ * `body_base64`); undefined for a job of JSON data.
+ */
+export function jobBytes(job: { data_format?: string; body?: string; body_base64?: string }): Uint8Array | undefined {
+  if (job.data_format !== 'bytes') return undefined;
+  if (job.body !== undefined) return new Uint8Array(Buffer.from(job.body, 'utf8'));
+  return new Uint8Array(Buffer.from(job.body_base64 ?? '', 'base64'));
 }
 
 /** Options of {@link Client.groups}. */
@@ -474,7 +514,9 @@ export class Client {
   async add(type: string, id: string, data: unknown = {}, options: AddOptions = {}): Promise<{ id: string; added: boolean }> {
     const body = compact({
       id,
-      data,
+      data: options.body === undefined ? data : undefined,
+      ...bodyFields(options.body),
+      timeout: options.jobTimeout,
       priority: options.priority,
       scheduled_time: ms(options.scheduledTime),
       if_exists: options.ifExists,
@@ -659,15 +701,60 @@ export class Client {
     return r.status === 204 || !r.body ? [] : r.body.jobs;
   }
 
+  /**
+   * Long-polls for one due job of any of `types` (1..64): the best priority across them, then
+   * the earliest scheduled time. @returns `[job]` (its `type` says which), or `[]` if none came
+   */
+  async acceptAny(types: string[], options: Omit<AcceptOptions, 'count'> = {}): Promise<AcceptedJob[]> {
+    const body = compact({
+      types,
+      timeout: options.timeout,
+      worker: options.worker,
+      worker_type: options.workerType,
+      max_priority: options.maxPriority,
+      max_scheduled_time: options.maxScheduledTime,
+    });
+    const r = await this.request('POST', '/v1/accept', body, {
+      timeoutMs: (options.timeout ?? 0) * 1000 + 15000,
+      ...options,
+    });
+    return r.status === 204 || !r.body ? [] : r.body.jobs;
+  }
+
   /** A heartbeat for a running job, with its progress; rejects `409 halted` if it is not ours. */
   async update(job: AcceptedJob, options: CallOptions & { progress?: unknown; data?: unknown } = {}): Promise<{ resubmitted: boolean }> {
     const body = compact({ lock: job.lock, progress: options.progress, data: options.data });
     return (await this.request('POST', `${jobPath(job)}/update`, body, options)).body;
   }
 
-  /** Ends a run with success and `result` (any JSON value). */
-  async finish(job: AcceptedJob, result: unknown = null, options: CallOptions & { data?: unknown } = {}): Promise<void> {
-    await this.request('POST', `${jobPath(job)}/finish`, compact({ lock: job.lock, result, data: options.data }), options);
+  /**
+   * Ends a run with success and `result` (any JSON value). With `next`, also accepts the
+   * worker's next job in the same request and transaction (one commit where accept and finish
+   * spend two). @returns that next job, or null (none due within `next.timeout`, or no `next`)
+   */
+  async finish(
+    job: AcceptedJob,
+    result: unknown = null,
+    options: CallOptions & { data?: unknown; body?: Uint8Array | string; next?: NextOptions } = {},
+  ): Promise<AcceptedJob | null> {
+    const n = options.next;
+    const next =
+      n === undefined
+        ? undefined
+        : compact({
+            types: n.types,
+            timeout: n.timeout,
+            worker: n.worker,
+            worker_type: n.workerType,
+            max_priority: n.maxPriority,
+            max_scheduled_time: n.maxScheduledTime,
+          });
+    const body = compact({ lock: job.lock, result, data: options.data, ...bodyFields(options.body), next });
+    const r = await this.request('POST', `${jobPath(job)}/finish`, body, {
+      timeoutMs: (n?.timeout ?? 0) * 1000 + 15000,
+      ...options,
+    });
+    return r.body?.next ?? null;
   }
 
   /**

@@ -7,9 +7,10 @@
  * @packageDocumentation
  */
 
-export { Client } from './client';
+export { Client, jobBytes } from './client';
 export type {
   AcceptOptions,
+  NextOptions,
   AddOptions,
   CallOptions,
   ClientOptions,

@@ -158,6 +158,12 @@ export interface Job {
   type: string;
   /** Its id. */
   id: string;
+  /** `json`, or `bytes`: its data is then null and `body` or `body_base64` hold it (see jobBytes). */
+  data_format?: 'json' | 'bytes';
+  body?: string;
+  body_base64?: string;
+  /** Its own activity timeout in seconds; null for its type's. */
+  timeout?: number | null;
   /** Its state. */
   state: JobState;
   /** How it ended, or null while not finished. */
@@ -230,8 +236,12 @@ export interface AcceptedJob {
   id: string;
   /** The lock of this run; whoever holds it can change the job: keep it secret. */
   lock: string;
-  /** Its data. */
+  /** Its data (null for a job of bytes data). */
   data: unknown;
+  /** `json`, or `bytes`: then `body` (UTF-8 text) or `body_base64` hold it (see jobBytes). */
+  data_format?: 'json' | 'bytes';
+  body?: string;
+  body_base64?: string;
 }
 
 /** One entry of {@link Client.addMany}. */

@@ -159,6 +159,8 @@ export class Worker {
   private waiting = 0;
   private wakers: (() => void)[] = [];
   private stopping = false;
+  /** Whether the server's finish takes `next` (an older one answers unknown_field). */
+  private nextSupported = true;
   private readonly stopController = new AbortController();
   private token: string | undefined;
   private memberTimer: ReturnType<typeof setInterval> | undefined;
@@ -421,16 +423,51 @@ export class Worker {
       }
       clearInterval(run.timer);
       if (run.gone) return;
-      if (ok) await this.report(run, 'finish', () => this.client.finish(job, result === undefined ? null : result, this.reportOptions(job)));
+      if (ok) await this.report(run, 'finish', () => this.finishAndTakeNext(job, result === undefined ? null : result));
       else {
         const wishes = retryWishes(error);
         await this.report(run, 'fail', () => this.client.fail(job, errorOf(error), { ...wishes, ...this.reportOptions(job) }));
       }
     })().finally(() => {
       clearInterval(run.timer);
-      this.runs.delete(key);
+      // A resubmitted job may come back as its own next job, under the same key.
+      if (this.runs.get(key) === run) this.runs.delete(key);
       this.wake();
     });
+  }
+
+  /**
+   * Finishes the job and, while the worker runs, takes the next due job of its types in the
+   * same request (without waiting: an idle worker waits in its accept loop), started at once
+   * in the slot this run frees: a busy worker spends one request per job. Only the first try
+   * asks for a next job: a retry after a lost answer could take a second while the first waits
+   * unseen until its timeout.
+   */
+  private async finishAndTakeNext(job: AcceptedJob, result: unknown): Promise<void> {
+    const options = this.reportOptions(job);
+    if (this.stopping || !this.nextSupported) {
+      await this.client.finish(job, result, options);
+      return;
+    }
+    let next: AcceptedJob | null;
+    try {
+      next = await this.client.finish(job, result, {
+        ...options,
+        retry: { ...this.retry, attempts: 1 },
+        next: {
+          types: Object.keys(this.handlers),
+          ...(this.register ? { worker: this.id, workerType: this.workerType } : {}),
+        },
+      });
+    } catch (err) {
+      if (err instanceof KvqError && err.code === 'unknown_field') this.nextSupported = false; // an older server
+      else if (!(err instanceof KvqError && err.retryable)) throw err;
+      await this.client.finish(job, result, options);
+      return;
+    }
+    if (next === null) return;
+    if (this.stopping) this.trackHandBack(next);
+    else this.startRun(next);
   }
 
   /** Options of a finish or fail: retried until the job's timeout has surely passed. */

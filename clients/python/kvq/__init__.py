@@ -3,7 +3,8 @@
 - :class:`Client` — every call of kvq's HTTP API: types (with flow control: pause_type,
   resume_type, max_running, rate, max_running_per_group), add / add_many (with a group),
   groups, schedules (put_schedule, get_schedule, schedules, remove_schedule), get, list,
-  wait, events, result, remove, cancel, rerun, and the workers' calls.
+  wait, events, result, remove, cancel, rerun, and the workers' calls (accept, accept_any over
+  several types, finish with ``next``: finish a job and take the next in one request).
 - :class:`Worker` — a runner: handlers per job type, concurrency, heartbeats, fencing,
   retries with backoff and a graceful shutdown on SIGTERM.
 - :mod:`kvq.testing` — :class:`~kvq.testing.InlineClient`, to run handlers in your unit
@@ -15,7 +16,7 @@ Standard library only; Python 3.9 or later.
 
 import logging
 
-from .client import DEFAULT_URL, Client, Page
+from .client import DEFAULT_URL, Client, Page, job_body
 from .errors import (AlreadyExists, Conflict, Halted, InvalidArgument, JobCancelled, JobDead,
                      JobFailed, KvqError, NetworkError, NoTimeout, NotFound, ServerError,
                      TypeHasJobs, Unauthorized, Unavailable, WrongState, WrongToken)
@@ -27,7 +28,7 @@ __version__ = "0.1.0"
 # The runner logs to "kvq.worker"; configure logging (logging.basicConfig) to see it.
 logging.getLogger("kvq").addHandler(logging.NullHandler())
 
-__all__ = ["Client", "Page", "DEFAULT_URL", "Worker", "Job", "testing", "KvqError",
+__all__ = ["Client", "Page", "DEFAULT_URL", "job_body", "Worker", "Job", "testing", "KvqError",
            "InvalidArgument", "Unauthorized", "WrongToken", "NotFound", "Conflict", "Halted",
            "WrongState", "NoTimeout", "AlreadyExists", "TypeHasJobs", "Unavailable",
            "ServerError", "NetworkError", "JobFailed", "JobDead", "JobCancelled"]

@@ -1,5 +1,6 @@
 """The kvq HTTP client: :class:`Client`, one method per route of docs/http-api.md."""
 
+import base64
 import collections
 import http.client
 import json
@@ -10,7 +11,7 @@ import urllib.parse
 
 from . import errors
 
-__all__ = ["Client", "Page", "DEFAULT_URL"]
+__all__ = ["Client", "Page", "DEFAULT_URL", "job_body"]
 
 DEFAULT_URL = "http://127.0.0.1:7411"
 
@@ -29,6 +30,36 @@ def _q(segment):
 
 def _drop_unset(body):
     return {k: v for k, v in body.items() if v is not _UNSET}
+
+
+def _put_body(request, body):
+    """Bytes data in a request: a str goes as ``body`` (its UTF-8 bytes), bytes as
+    ``body_base64``."""
+    if body is None:
+        return
+    if isinstance(body, str):
+        request["body"] = body
+    elif isinstance(body, (bytes, bytearray, memoryview)):
+        request["body_base64"] = base64.b64encode(bytes(body)).decode("ascii")
+    else:
+        raise TypeError("a job's body is str or bytes, not %s" % type(body).__name__)
+
+
+def job_body(job):
+    """The bytes of a job whose ``data_format`` is ``"bytes"`` (a job dict as the server shows
+    it: ``body`` or ``body_base64``), or None for a job of JSON data."""
+    if job.get("data_format") != "bytes":
+        return None
+    if job.get("body") is not None:
+        return job["body"].encode("utf-8")
+    return base64.b64decode(job.get("body_base64") or "")
+
+
+def _accept_fields(body, **fields):
+    for key, value in fields.items():
+        if value is not None:
+            body[key] = value
+    return body
 
 
 class Client:
@@ -269,7 +300,7 @@ class Client:
 
     # -- producing ---------------------------------------------------------------------
     def add(self, type, id, data=None, *, priority=None, scheduled_time=None, if_exists=None,
-            group=None):
+            group=None, timeout=None, body=None):
         """Add a job; returns True if it was added or changed, False if ``if_exists="keep"``
         left an existing job alone.
 
@@ -284,12 +315,25 @@ class Client:
             group: the job's group key (a tenant, a customer), 1-128 bytes; default none.
                 Accepts take turns between a type's groups, and the type's
                 ``max_running_per_group`` caps each group's running jobs.
+            timeout: the job's own activity timeout in seconds (more than 0, at most 7 days),
+                replacing its type's for this job; default the type's.
+            body: bytes data instead of ``data`` (``str`` is sent as its UTF-8 bytes):
+                the job's ``data_format`` is then ``"bytes"``, its data ``None``, and
+                :func:`kvq.job_body` gives its bytes back.
 
         Example::
 
             client.add("report", "r-1", {"month": "2026-11"}, group="tenant-42")
         """
-        body = {"id": id, "data": {} if data is None else data}
+        request = {"id": id}
+        if body is None:
+            request["data"] = {} if data is None else data
+        elif data is not None:
+            raise ValueError("give data or body, not both")
+        _put_body(request, body)
+        if timeout is not None:
+            request["timeout"] = timeout
+        body = request
         if priority is not None:
             body["priority"] = priority
         if scheduled_time is not None:
@@ -508,35 +552,66 @@ class Client:
         """Take up to ``count`` (1-100) due jobs, waiting up to ``timeout`` seconds (at most
         300) for the first. Returns a list of ``{"type", "id", "lock", "data"}`` (empty if
         none became due in time). Most programs use :class:`kvq.Worker` instead."""
-        body = {"count": count, "timeout": timeout}
-        for key, value in (("worker", worker), ("worker_type", worker_type),
-                           ("max_priority", max_priority),
-                           ("max_scheduled_time", max_scheduled_time)):
-            if value is not None:
-                body[key] = value
+        body = _accept_fields({"count": count, "timeout": timeout}, worker=worker,
+                              worker_type=worker_type, max_priority=max_priority,
+                              max_scheduled_time=max_scheduled_time)
         status, answer = self._request("POST", "/v1/accept/" + _q(type), body,
                                        timeout=timeout + self.timeout)
+        return answer["jobs"] if status == 200 and answer else []
+
+    def accept_any(self, types, timeout=0, *, worker=None, worker_type=None, max_priority=None,
+                   max_scheduled_time=None):
+        """Take one due job of any of ``types`` (1-64 type names): the best priority across
+        them, then the earliest scheduled time; waits up to ``timeout`` seconds (at most 300)
+        for one. Returns a list of at most one job dict (its ``type`` says which)."""
+        body = _accept_fields({"types": list(types), "timeout": timeout}, worker=worker,
+                              worker_type=worker_type, max_priority=max_priority,
+                              max_scheduled_time=max_scheduled_time)
+        status, answer = self._request("POST", "/v1/accept", body, timeout=timeout + self.timeout)
         return answer["jobs"] if status == 200 and answer else []
 
     def _job_call(self, type, id, verb, body):
         return self._request("POST", "/v1/jobs/%s/%s/%s" % (_q(type), _q(id), verb), body)[1]
 
-    def update(self, type, id, lock, *, progress=_UNSET, data=None):
+    def update(self, type, id, lock, *, progress=_UNSET, data=None, body=None):
         """Heartbeat a running job (and set its ``progress``, any JSON value, and its data if
-        given); returns whether an add resubmitted it meanwhile. Raises :class:`kvq.Halted`
-        when the job is no longer this lock's."""
-        body = _drop_unset({"lock": lock, "progress": progress})
+        given: ``data``, or ``body`` for a job of bytes); returns whether an add resubmitted
+        it meanwhile. Raises :class:`kvq.Halted` when the job is no longer this lock's."""
+        request = _drop_unset({"lock": lock, "progress": progress})
         if data is not None:
-            body["data"] = data
-        return self._job_call(type, id, "update", body).get("resubmitted", False)
+            request["data"] = data
+        _put_body(request, body)
+        return self._job_call(type, id, "update", request).get("resubmitted", False)
 
-    def finish(self, type, id, lock, result=None, *, data=None):
-        """End a running job as succeeded with ``result`` (any JSON value). Raises
-        :class:`kvq.Halted`. A repeat with the same lock is harmless."""
-        body = {"lock": lock, "result": result}
+    def finish(self, type, id, lock, result=None, *, data=None, body=None, next=None):
+        """End a running job as succeeded with ``result`` (any JSON value); ``data`` (or
+        ``body``, for a job of bytes) replaces its data. Raises :class:`kvq.Halted`. A repeat
+        with the same lock is harmless.
+
+        With ``next`` (a dict: ``types`` (default the job's type), ``timeout`` (seconds,
+        default 0), ``worker``, ``worker_type``, ``max_priority``, ``max_scheduled_time``),
+        it also accepts the worker's next job in the same request and transaction, and
+        returns it (a job dict as :meth:`accept` gives) or None when none was due within
+        ``next["timeout"]``; the finish stands either way. Without ``next`` it returns None.
+
+        Example::
+
+            job = client.accept("resize", timeout=30, worker="w1")[0]
+            while job is not None:
+                job = client.finish(job["type"], job["id"], job["lock"], do(job),
+                                    next={"timeout": 30, "worker": "w1"})
+        """
+        request = {"lock": lock, "result": result}
         if data is not None:
-            body["data"] = data
-        self._job_call(type, id, "finish", body)
+            request["data"] = data
+        _put_body(request, body)
+        if next is None:
+            self._job_call(type, id, "finish", request)
+            return None
+        request["next"] = dict(next)
+        answer = self._request("POST", "/v1/jobs/%s/%s/finish" % (_q(type), _q(id)), request,
+                               timeout=float(next.get("timeout") or 0) + self.timeout)[1]
+        return answer.get("next")
 
     def fail(self, type, id, lock, message, *, kind=None, details=None, retry_in=None,
              retry=None):

@@ -610,6 +610,53 @@ class InlineClient:
                     return []
                 self._mu.wait(min(left, 0.1))
 
+    def _check_types(self, types):
+        types = list(types)
+        if not 1 <= len(types) <= 64 or len(set(types)) != len(types) or \
+                not all(isinstance(t, str) for t in types):
+            raise _err(errors.InvalidArgument, 400, "invalid_argument",
+                       "field 'types' must be a list of 1 to 64 distinct type names")
+        for t in types:
+            self._type(t)
+        return types
+
+    def _best_type(self, types, max_priority, max_scheduled_time):
+        """The type an accept over ``types`` takes from now: that of the best due job (by
+        priority, then scheduled time, then the first type given), or None. Each type's
+        candidate is what its own accept would take, flow control and groups included; the
+        looks are undone, so nothing is counted but the accept that follows."""
+        now = self.now_ms()
+        saved = (copy.deepcopy(self._accepts), dict(self._turns), self._turn_seq)
+        best = None
+        try:
+            for i, t in enumerate(types):
+                due = self._take(t, 1, now, max_priority, max_scheduled_time)
+                if due:
+                    key = (due[0]["priority"], due[0]["scheduled_time"], i)
+                    if best is None or key < best[0]:
+                        best = (key, t)
+        finally:
+            self._accepts, self._turns, self._turn_seq = saved
+        return best[1] if best else None
+
+    def accept_any(self, types, timeout=0, *, worker=None, worker_type=None, max_priority=None,
+                   max_scheduled_time=None):
+        """As :meth:`kvq.Client.accept_any`: one due job of any of ``types``, the best
+        priority, then the earliest scheduled time, then the first type given."""
+        deadline = time.monotonic() + timeout
+        with self._mu:
+            types = self._check_types(types)
+            while True:
+                t = self._best_type(types, max_priority, max_scheduled_time)
+                if t is not None:
+                    return self.accept(t, 1, 0, worker=worker, worker_type=worker_type,
+                                       max_priority=max_priority,
+                                       max_scheduled_time=max_scheduled_time)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return []
+                self._mu.wait(min(left, 0.1))
+
     def _held(self, type, id, lock):
         job = self._jobs.get((type, id))
         if job is None or job["state"] != "running" or job["_lock"] != lock:
@@ -637,10 +684,16 @@ class InlineClient:
             self._changed(job)
             return job["resubmitted"]
 
-    def finish(self, type, id, lock, result=None, *, data=None):
-        """As :meth:`kvq.Client.finish`."""
+    def finish(self, type, id, lock, result=None, *, data=None, next=None):
+        """As :meth:`kvq.Client.finish`, ``next`` included: the finish and the accept of the
+        next job happen under one lock, as they commit in one transaction on a server."""
+        accept = dict(next or {})
+        types = accept.pop("types", None) or [type]
+        wait = accept.pop("timeout", 0) or 0
         with self._mu:
             result = _json(result, "the result")
+            if next is not None:
+                types = self._check_types(types)
             job = self._held(type, id, lock)
             if data is not None:
                 job["data"] = _json(data, "data")
@@ -649,6 +702,12 @@ class InlineClient:
                 self._resubmitted(job)
             else:
                 self._end(job, "succeeded", result)
+            if next is None:
+                return None
+            taken = self.accept_any(types, 0, **accept)
+        if not taken and wait > 0:
+            taken = self.accept_any(types, wait, **accept)
+        return taken[0] if taken else None
 
     def fail(self, type, id, lock, message, *, kind=None, details=None, retry_in=None,
              retry=None):

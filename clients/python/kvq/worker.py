@@ -12,6 +12,7 @@ import traceback
 
 from . import errors
 from ._backoff import Backoff
+from .client import job_body
 
 __all__ = ["Worker", "Job"]
 
@@ -28,7 +29,9 @@ class Job:
 
     Attributes:
         type, id: the job's type and id.
-        data: its input (what the producer added).
+        data: its input (what the producer added); None for a job of bytes.
+        body: the bytes of a job whose ``data_format`` is ``"bytes"`` (added with ``body``),
+            else None.
         lock: the lock of this run (secret: whoever holds it can change the job).
         cancelled: a :class:`threading.Event`, set when the handler should stop: the job was
             taken away (removed, cancelled, its run lost: ``cancel_reason`` ``"halted"``),
@@ -42,6 +45,7 @@ class Job:
         self.type = job["type"]
         self.id = job["id"]
         self.data = job.get("data")
+        self.body = job_body(job)
         self.lock = job["lock"]
         self.cancelled = threading.Event()
         self.cancel_reason = None
@@ -118,7 +122,9 @@ class Worker:
       result (``finish``); an exception fails the job (``fail``) with the exception's
       message, its class as ``kind`` and the traceback in ``details.stack``, and the
       type's retry policy decides when it runs again or ends dead;
-    - long-polls ``accept`` for up to as many jobs as it has free slots;
+    - long-polls ``accept`` for up to as many jobs as it has free slots, and finishes each
+      job with ``next``, taking the next due job of its types in the same request: a busy
+      worker spends one request per job;
     - heartbeats every running job (``update``) at ``heartbeat_fraction`` of its type's
       timeout (read from the type), so a handler may run longer than the timeout;
     - registers with the workers layer (``worker_type``, ``worker_id``) and heartbeats that
@@ -179,6 +185,7 @@ class Worker:
         self._beat_kick = threading.Event()  # wakes the heartbeat thread: a new job, or stop
         self._token = None
         self._running = False
+        self._next_supported = True  # whether the server's finish takes "next"
 
     # -- configuration -----------------------------------------------------------------
     def register(self, type, fn):
@@ -269,7 +276,7 @@ class Worker:
                         with self._cond:
                             self._inflight.add(job)
                         self._beat_kick.set()
-                        self._run_job(job)
+                        self._run_job(job, chain=False)
                         ran += 1
                         got = True
                     if max_jobs is not None and ran >= max_jobs:
@@ -391,7 +398,14 @@ class Worker:
                 self._beat_kick.set()
                 self._start_thread(self._run_job, "job", job)
 
-    def _run_job(self, job):
+    def _run_job(self, job, chain=True):
+        """Runs jobs in this thread, one slot of ``concurrency``: ``job``, then, with
+        ``chain``, each next job its finish took (one request per job while busy)."""
+        while job is not None:
+            job = self._run_one(job, chain)
+
+    def _run_one(self, job, chain):
+        nxt = None
         try:
             handler = self._handlers[job.type]
             try:
@@ -399,40 +413,80 @@ class Worker:
             except Exception as exc:  # the handler failed: fail the job
                 if job.cancelled.is_set() or not job._claim(_ENDING):
                     log.info("dropped %s/%s (%s)", job.type, job.id, job.cancel_reason)
-                    return
+                    return None
                 self._fail(job, _error_of(exc))
-                return
+                return None
             if job.cancelled.is_set() or not job._claim(_ENDING):
                 log.info("dropped %s/%s (%s)", job.type, job.id, job.cancel_reason)
-                return
-            self._finish(job, result)
+                return None
+            nxt = self._finish(job, result, take_next=chain and not self._stopping.is_set())
         finally:
             job._ended.set()
             with self._cond:
+                if nxt is not None:
+                    self._inflight.add(nxt)  # it takes over this job's slot
                 self._inflight.discard(job)
                 self._cond.notify_all()
+        if nxt is not None:
+            self._beat_kick.set()
+            if self._stopping.is_set():
+                with self._cond:
+                    self._inflight.discard(nxt)
+                    self._cond.notify_all()
+                self._hand_back(nxt)  # taken as we were stopping: not started
+                return None
+        return nxt
 
     def _give_up_after(self, job):
         # After the type's timeout the server has given the run away anyway.
         return max(10.0, self._type_info.get(job.type, (30.0, 0))[0])
 
-    def _finish(self, job, result):
+    def _finish(self, job, result, take_next=False):
+        """Finishes the job; with ``take_next``, in the same request takes the next due job
+        of the worker's types (without waiting: an idle worker waits in the accept loop) and returns
+        it as a :class:`Job`, or None."""
+        taken = []
+
+        def call():
+            # Only the first try asks for a next job: after an answer that was lost, a
+            # second next could take another job while the first one taken waits unseen
+            # (until its timeout) — a plain finish is the safe repeat.
+            if take_next and not taken and self._next_supported:
+                taken.append(True)
+                try:
+                    return self.client.finish(job.type, job.id, job.lock, result,
+                                              next=self._next_request())
+                except errors.InvalidArgument as err:
+                    if err.code != "unknown_field":
+                        raise
+                    self._next_supported = False  # a server older than finish's "next"
+            return self.client.finish(job.type, job.id, job.lock, result)
+
+        nxt = None
         try:
             try:
-                self._retrying("finish %s/%s" % (job.type, job.id),
-                               lambda: self.client.finish(job.type, job.id, job.lock, result),
-                               self._give_up_after(job))
+                raw = self._retrying("finish %s/%s" % (job.type, job.id), call,
+                                     self._give_up_after(job))
             except TypeError as err:  # the result is not JSON
                 self._fail(job, {"message": "the handler's result is not JSON: %s" % err,
                                  "kind": "TypeError", "details": None})
-                return
+                return None
             log.info("finished %s/%s", job.type, job.id)
+            if raw is not None:
+                nxt = Job(self, raw, self._beat_every(raw["type"]))
         except errors.Halted:
             log.info("finish %s/%s: halted (no longer ours)", job.type, job.id)
         except errors.KvqError as err:
             log.error("finish %s/%s failed: %s", job.type, job.id, err)
         finally:
             job._state = _DONE
+        return nxt
+
+    def _next_request(self):
+        nxt = {"types": list(self._handlers), "timeout": 0, "worker": self.worker_id}
+        if self._token is not None:
+            nxt["worker_type"] = self.worker_type
+        return nxt
 
     def _fail(self, job, error):
         try:
