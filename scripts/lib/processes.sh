@@ -29,7 +29,8 @@ start_kvq_serve() {
   server_url=""
   for _ in $(seq 300); do
     kill -0 "$server_pid" 2>/dev/null || break
-    line="$(head -n 1 "$out" 2>/dev/null || true)"
+    # The HTTP line; with --beanstalk-listen the listener's own start line comes first.
+    line="$(grep -m 1 '^kvq serve: listening on ' "$out" 2>/dev/null || true)"
     server_url="$(printf '%s\n' "$line" | sed -n 's|^kvq serve: listening on \(http://[^ ]*\) .*|\1|p')"
     [ -n "$server_url" ] && return 0
     sleep 0.05
