@@ -138,6 +138,10 @@ type request struct {
 	path   string     // already escaped, starting with /
 	query  url.Values // may be nil
 	body   any        // marshalled as JSON when not nil
+	// The body of every retry, when not nil: a finish with "next" is retried without it, so
+	// that a retry after a lost answer never takes a second job (the first attempt may have
+	// taken one; it is then lost to this worker and runs again after its timeout).
+	retryBody any
 }
 
 // do sends r, retrying 503 and network errors, and decodes a 2xx JSON answer into out (when
@@ -176,6 +180,12 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	}
 	giveUp := time.Now().Add(c.retryTime)
 	for attempt := 0; ; attempt++ {
+		if attempt == 1 && r.retryBody != nil {
+			var err error
+			if payload, err = json.Marshal(r.retryBody); err != nil {
+				return nil, fmt.Errorf("kvq: %s %s: cannot encode the body: %w", r.method, r.path, err)
+			}
+		}
 		req, err := http.NewRequestWithContext(ctx, r.method, target, bytes.NewReader(payload))
 		if err != nil {
 			return nil, fmt.Errorf("kvq: %s %s: %w", r.method, r.path, err)

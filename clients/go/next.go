@@ -55,7 +55,8 @@ func (c *Client) FinishNext(ctx context.Context, typ, id, lock string, result an
 	var out struct {
 		Next *AcceptedJob `json:"next"`
 	}
-	r := request{method: "POST", path: jobPath(typ, id) + "/finish", body: body}
+	r := request{method: "POST", path: jobPath(typ, id) + "/finish", body: body,
+		retryBody: map[string]any{"lock": lock, "result": result}}
 	if _, err := c.do(ctx, r, &out); err != nil {
 		return nil, err
 	}

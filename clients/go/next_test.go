@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -179,4 +180,86 @@ func metricsText() (string, error) {
 	defer r.Body.Close()
 	b, err := io.ReadAll(r.Body)
 	return string(b), err
+}
+
+// A finish with "next" whose answer is lost is retried without "next": the retry finds the
+// finish done and takes no second job. A real fault: a TCP proxy in front of the real server
+// passes the first request on, waits for the server to commit, and closes the connection
+// without the answer; later connections pass through.
+func TestFinishNextRetriedAfterALostAnswerTakesNoSecondJob(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t, 30*time.Second)
+	typ := newType(t, c, kvq.TypeConfig{})
+	for _, id := range []string{"a", "b", "c"} {
+		if _, err := c.Add(ctx, typ, id, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobs, err := c.Accept(ctx, typ, kvq.AcceptOptions{})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("accept: %v %v", jobs, err)
+	}
+	proxy := losingProxy(t, strings.TrimPrefix(serverURL, "http://"))
+	pc, err := kvq.NewClient("http://" + proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := pc.FinishNext(ctx, typ, jobs[0].ID, jobs[0].Lock, nil, kvq.NextOptions{})
+	if err != nil || next != nil {
+		t.Fatalf("FinishNext through the proxy: %+v %v, want no job and no error", next, err)
+	}
+	if j, _ := c.Get(ctx, typ, jobs[0].ID); j.Outcome != "succeeded" {
+		t.Fatalf("the finished job: %+v", j)
+	}
+	running := 0
+	for _, id := range []string{"a", "b", "c"} {
+		if id == jobs[0].ID {
+			continue
+		}
+		if j, _ := c.Get(ctx, typ, id); j.State == "running" {
+			running++
+		}
+	}
+	// The lost first attempt took one (it runs again after its timeout); the retry took none.
+	if running != 1 {
+		t.Fatalf("%d jobs running after the retried FinishNext, want 1 (the lost attempt's)", running)
+	}
+}
+
+// losingProxy listens on loopback and forwards to target; on its first connection it sends
+// the request on, waits 500 ms (the server has answered by then) and closes both sides.
+func losingProxy(t *testing.T, target string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for first := true; ; first = false {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				return
+			}
+			go io.Copy(out, in)
+			if first {
+				go func() {
+					time.Sleep(500 * time.Millisecond)
+					in.Close()
+					out.Close()
+				}()
+				continue
+			}
+			go func() {
+				io.Copy(in, out)
+				in.Close()
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
