@@ -229,9 +229,10 @@ struct AddOptions {
   std::optional<Millis> timeout;
   // kBytes: `data` is any bytes (at most JobsOptions::max_data_bytes), kept as given.
   DataFormat data_format = DataFormat::kJson;
-  // The id is unique across every type, not only within its own: the add fails with
-  // kAlreadyExists (changing nothing) when a job of another type has this id, and type_of(id)
-  // finds the job's type until it is removed. For protocols whose job ids name no type
+  // The id is unique across every type among jobs added with global_id: the add fails with
+  // kAlreadyExists (changing nothing) when such a job of another type has this id (jobs added
+  // without global_id are not indexed, so they do not clash), and type_of(id) finds the job's
+  // type until it is removed. For protocols whose job ids name no type
   // (beanstalkd's `delete <id>`); see next_job_number for ids no one else will take. An add
   // that changes an existing job keeps the job's global_id as it was.
   bool global_id = false;
@@ -873,8 +874,10 @@ class Jobs {
   // two, for a worker that takes jobs one after another. On a finish error nothing changed
   // and nothing was accepted. Otherwise the job is finished, and the result holds the next job,
   // or nullopt when none was due by accept.timeout (with a timeout > 0 and none due at the
-  // commit, it waits after the commit as accept_any does). A type in `types` that does not
-  // exist gets kNotFound before anything is done.
+  // commit, it waits after the commit as accept_any does; that wait cannot be cancelled, and
+  // any failure of it, a closing Jobs included, gives nullopt too: the finish has committed,
+  // so an error would mislead). A type in `types` that does not exist gets kNotFound before
+  // anything is done.
   Result<std::optional<Job>> finish_and_accept(Job& job, const FinishOptions& finish,
                                                const std::vector<std::string>& types,
                                                const AcceptOptions& accept);
