@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace kvq::kv::etcd {
 
@@ -113,8 +114,13 @@ Client::Client(EtcdOptions options, std::shared_ptr<grpc::ChannelCredentials> cr
 }
 
 Client::~Client() {
-  util::MutexLock lock(leader_mu_);
-  while (leader_check_running_) leader_check_done_.wait(leader_mu_);
+  std::vector<std::thread> threads;
+  {
+    util::MutexLock lock(leader_mu_);
+    while (leader_check_running_) leader_check_done_.wait(leader_mu_);
+    threads.swap(leader_threads_);
+  }
+  for (auto& thread : threads) thread.join();
 }
 
 std::shared_ptr<grpc::Channel> Client::channel(size_t endpoint) {
@@ -151,25 +157,9 @@ bool Client::answers(size_t index, std::chrono::system_clock::time_point deadlin
   return !unreachable(kv_[index]->Range(&context, request, &response).error_code());
 }
 
-namespace {
-
-// One asking of every endpoint (Client::check_leader): each answer is compared with the leader
-// it names; the asking ends when every endpoint has answered or failed.
-struct LeaderCheck {
-  struct Call {
-    grpc::ClientContext context;
-    etcdserverpb::StatusRequest request;
-    etcdserverpb::StatusResponse response;
-  };
-  explicit LeaderCheck(size_t n) : calls(n), left(n) {}
-  std::vector<Call> calls;
-  std::atomic<size_t> left;
-};
-
-}  // namespace
-
 void Client::check_leader(bool now) {
   if (!options_.prefer_leader || channels_.size() < 2) return;
+  std::vector<std::thread> finished;
   {
     util::MutexLock lock(leader_mu_);
     const auto at = std::chrono::steady_clock::now();
@@ -178,36 +168,43 @@ void Client::check_leader(bool now) {
       return;
     leader_check_running_ = true;
     leader_checked_at_ = at;
+    finished.swap(leader_threads_);
   }
-  auto check = std::make_shared<LeaderCheck>(channels_.size());
+  // The last check's threads have all answered (it is not running); they are ending.
+  for (auto& thread : finished) thread.join();
+  // One thread per endpoint, each with a synchronous call whose context lives on its stack:
+  // joined before the next check starts them again and in ~Client, so no call of a check
+  // outlives the Client. (It used gRPC's callback API at first, with the calls' contexts
+  // shared by the callbacks and freed by the last of them; in one full test run gRPC 1.51
+  // aborted in the test of this check on a reference count, "assertion failed: prior > 0".
+  // The likeliest cause: that last callback still running while ~Client, released by it,
+  // destroyed the stubs and channels. Threads that are joined leave no such window.)
+  std::vector<std::thread> threads;
+  auto left = std::make_shared<std::atomic<size_t>>(channels_.size());
   for (size_t i = 0; i < channels_.size(); ++i) {
-    LeaderCheck::Call& call = check->calls[i];
-    call.context.set_deadline(std::chrono::system_clock::now() + options_.member_check_timeout);
-    if (!authorize(call.context).ok()) {
-      // No token now: this endpoint's answer is missed; the next check asks again.
-      if (check->left.fetch_sub(1) == 1) {
+    threads.emplace_back([this, left, i] {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + options_.member_check_timeout);
+      // Without a token now, this endpoint's answer is missed; the next check asks again.
+      if (authorize(context).ok()) {
+        etcdserverpb::StatusRequest request;
+        etcdserverpb::StatusResponse response;
+        grpc::Status status = maintenance_[i]->Status(&context, request, &response);
+        // A member that leads names itself: the leader's id is its own member id.
+        if (status.ok() && response.leader() != 0 &&
+            response.leader() == response.header().member_id()) {
+          current_.store(i);
+        }
+      }
+      if (left->fetch_sub(1) == 1) {
         util::MutexLock lock(leader_mu_);
         leader_check_running_ = false;
         leader_check_done_.notify_all();
       }
-      continue;
-    }
-    maintenance_[i]->async()->Status(&call.context, &call.request, &call.response,
-                                     [this, check, i](grpc::Status status) {
-                                       const auto& response = check->calls[i].response;
-                                       // A member that leads names itself: the leader's id is its
-                                       // own member id.
-                                       if (status.ok() && response.leader() != 0 &&
-                                           response.leader() == response.header().member_id()) {
-                                         current_.store(i);
-                                       }
-                                       if (check->left.fetch_sub(1) == 1) {
-                                         util::MutexLock lock(leader_mu_);
-                                         leader_check_running_ = false;
-                                         leader_check_done_.notify_all();
-                                       }
-                                     });
+    });
   }
+  util::MutexLock lock(leader_mu_);
+  for (auto& thread : threads) leader_threads_.push_back(std::move(thread));
 }
 
 Status Client::authenticate(size_t index) {

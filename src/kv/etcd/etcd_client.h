@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kvq/etcd_store.h"
@@ -76,6 +77,7 @@ class Client {
   util::CondVar leader_check_done_;
   std::optional<std::chrono::steady_clock::time_point> leader_checked_at_
       KVQ_GUARDED_BY(leader_mu_);
+  std::vector<std::thread> leader_threads_ KVQ_GUARDED_BY(leader_mu_);  // joined before reuse
   util::Mutex listener_mu_;
   std::function<void(size_t)> listener_ KVQ_GUARDED_BY(listener_mu_);
 };
