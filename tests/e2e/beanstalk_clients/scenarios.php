@@ -122,6 +122,20 @@ function now(): float
     return microtime(true);
 }
 
+// beanstalkd 1.12 now and then never expires a reservation whose ttr has run out (its
+// connection's timer is lost; the job stays reserved with a negative time-left until that
+// connection sends something): seen in about 1 of 40 runs of the ttr scenario with raw sockets
+// too. Against beanstalkd only, the worker that holds the job sends a harmless command once the
+// ttr is over, which puts its timer back; kvq gets no such help.
+function nudge_after_ttr(Pheanstalk $client, float $reserved_at, int $ttr): void
+{
+    $left = $reserved_at + $ttr + 0.2 - now();
+    if ($left > 0) {
+        usleep((int) ($left * 1e6));
+    }
+    $client->listTubesWatched(true);  // true: ask the server, not the client's cache
+}
+
 // Polls until $predicate() is true or $seconds pass.
 function wait_for(callable $predicate, float $seconds, string $what): void
 {
@@ -198,6 +212,9 @@ $scenarios['ttr_expiry'] = function (string $tube): void {
     expect_throws(DeadlineSoonException::class, fn () => $p1->reserveWithTimeout(5),
                   'reserve while holding a job about to time out');
     expect_true(now() - $reserved_at < 1.5, 'DEADLINE_SOON came before the ttr ran out');
+    if (!KVQ) {
+        nudge_after_ttr($p1, $reserved_at, 1);
+    }
     // Not touched: after ttr the job is ready again, and another worker gets it.
     expect_job($p2->reserveWithTimeout(10), $job, 'reserve by a second worker');
     $waited = now() - $reserved_at;

@@ -95,6 +95,16 @@ async function onTube(name) {
   return client;
 }
 
+// beanstalkd 1.12 now and then never expires a reservation whose ttr has run out (its
+// connection's timer is lost; the job stays reserved with a negative time-left until that
+// connection sends something): seen in about 1 of 40 runs of this scenario with raw sockets too.
+// Against beanstalkd only, the worker that holds the job sends a harmless command once the ttr
+// is over, which puts its timer back; kvq gets no such help.
+async function nudgeAfterTtr(client, reservedAt, ttr) {
+  await sleep(Math.max(0, reservedAt + ttr + 0.2 - now()));
+  await client.listTubesWatched();
+}
+
 // put that remembers the body, for expectJob.
 async function put(client, body, options = {}) {
   return { id: await client.put(body, options), body };
@@ -256,6 +266,7 @@ scenarios.ttr_expiry = async (name) => {
   await expectReply('DEADLINE_SOON', () => p1.reserveWithTimeout(5),
                     'reserve while holding a job about to time out');
   expectTrue(now() - reservedAt < 1.5, 'DEADLINE_SOON came before the ttr ran out');
+  if (server === 'beanstalkd') await nudgeAfterTtr(p1, reservedAt, 1);
   // Not touched: after ttr the job is ready again, and another worker gets it.
   expectJob(await reserve(p2, 10), job, 'reserve by a second worker');
   const waited = now() - reservedAt;
