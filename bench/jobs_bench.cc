@@ -150,7 +150,12 @@ struct Fixture {
         "kvq-jobs-bench/" + std::to_string(getpid()) + "-" +
         std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now).count()) + "-" +
         std::to_string(runs++) + "/";
-    auto s = kvq::open_etcd_store({.endpoints = endpoints, .key_prefix = prefix});
+    // KVQ_BENCH_ETCD_GROUP_COMMIT=off: each commit its own Txn (EtcdOptions::group_commit).
+    const char* group_commit = std::getenv("KVQ_BENCH_ETCD_GROUP_COMMIT");
+    auto s = kvq::open_etcd_store(
+        {.endpoints = endpoints,
+         .key_prefix = prefix,
+         .group_commit = group_commit == nullptr || std::string_view(group_commit) != "off"});
     if (!s.ok()) {
       error = "open_etcd_store: " + s.status().to_string();
       return;

@@ -13,6 +13,7 @@
 #      and one `kvq bench` run; stops the server and etcd, removes its data.
 #   3. etcd, 3 members: the same against a 3-member cluster (as tests/e2e/test_etcd_cluster.py
 #      starts it); jobs_bench and kvq serve get all three endpoints.
+#   On each cluster, steps 2 and 3 run once per group commit mode (ETCD_BENCH_GROUP_COMMIT).
 # Every `kvq bench` run: --workers ETCD_BENCH_WORKERS (16), --producers ETCD_BENCH_PRODUCERS (2),
 # --jobs ETCD_BENCH_JOBS (3000), --batch 1, --json, a fresh type. Then it prints a markdown table:
 # store, in-process jobs/s at 1/4/16 threads, HTTP jobs/s, add->accept p50/p99.
@@ -29,6 +30,8 @@
 #   ETCD_BENCH_WORKERS   kvq bench workers (default 16)
 #   ETCD_BENCH_PRODUCERS kvq bench producers (default 2)
 #   ETCD_BENCH_SIZES     etcd cluster sizes (default "1 3")
+#   ETCD_BENCH_GROUP_COMMIT  group commit modes to run on each cluster, side by side (default
+#                        "on off": kvq serve --etcd-group-commit, KVQ_BENCH_ETCD_GROUP_COMMIT)
 #   ETCD_BENCH_OUT       if set, write all raw results there as one JSON document
 #   KVQ_BENCH_DIR        where LMDB and etcd data go (default: $TMPDIR or /tmp; use a real disk)
 #   Extra arguments are passed on to every jobs_bench run (e.g. --benchmark_min_time=1).
@@ -44,6 +47,7 @@ n_jobs="${ETCD_BENCH_JOBS:-3000}"
 workers="${ETCD_BENCH_WORKERS:-16}"
 producers="${ETCD_BENCH_PRODUCERS:-2}"
 sizes="${ETCD_BENCH_SIZES:-1 3}"
+group_commit_modes="${ETCD_BENCH_GROUP_COMMIT:-on off}"
 out="${ETCD_BENCH_OUT:-}"
 base_dir="${KVQ_BENCH_DIR:-${TMPDIR:-/tmp}}"
 bench_args=("$@")
@@ -208,12 +212,14 @@ run_http lmdb-sync --data "$data_dir" --durability sync
 
 # ---- etcd ----------------------------------------------------------------------------------------
 for n in $sizes; do
-  label="etcd-$n"
   start_etcd "$n"
-  echo "== $label: etcd members at $endpoints" >&2
-  KVQ_BENCH_ETCD="$endpoints" run_inproc "$label" 'BM_JobLifecycle/etcd/'
-  labels+=("$label")
-  run_http "$label" --store "etcd://$endpoints/kvq-http-bench-$$-$n"
+  echo "== etcd-$n: etcd members at $endpoints" >&2
+  for mode in $group_commit_modes; do
+    label="etcd-$n-$mode"
+    KVQ_BENCH_ETCD="$endpoints" KVQ_BENCH_ETCD_GROUP_COMMIT="$mode" run_inproc "$label" 'BM_JobLifecycle/etcd/'
+    labels+=("$label")
+    run_http "$label" --store "etcd://$endpoints/kvq-http-bench-$$-$n-$mode" --etcd-group-commit "$mode"
+  done
   stop_etcd
 done
 
@@ -252,8 +258,8 @@ def num(x, digits=0):
     return "n/a" if x is None else f"{x:,.{digits}f}"
 
 rows = [("lmdb-sync", "LMDB sync"), ("lmdb-nosync", "LMDB nosync")]
-rows += [(l, f"etcd, {l.split('-')[1]} member" + ("s" if l.split('-')[1] != "1" else ""))
-         for l in docs if l.startswith("etcd-")]
+rows += [(l, f"etcd, {l.split('-')[1]} member" + ("s" if l.split('-')[1] != "1" else "") +
+          f", group commit {l.split('-')[2]}") for l in docs if l.startswith("etcd-")]
 print(f"in-process: jobs_bench BM_JobLifecycle (add -> accept -> finish per iteration); "
       f"HTTP: kvq bench, {workers} workers, {producers} producers, {n_jobs} jobs, batch 1")
 print()

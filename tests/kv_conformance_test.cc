@@ -361,6 +361,51 @@ TEST_P(KvConformance, WatchFiresAfterACommitChangesTheKeyAndNotBefore) {
   EXPECT_TRUE(watch->wait_until(kv::Clock::now() + 5s).ok());
 }
 
+// touch() is a write of a fresh value: the transaction reads it back, a commit fires the
+// key's watch, and many commits touching one key at once (on etcd: batched, the token written
+// once for them) all commit with their own writes, each waking the watch.
+TEST_P(KvConformance, TouchWritesAFreshValueThatWakesTheKeysWatch) {
+  put(store(), "token", "0");
+  auto reader = begin(store());
+  auto watch = reader->watch("token");
+  ASSERT_TRUE(watch.ok());
+  ASSERT_TRUE(reader->commit().ok());
+
+  auto writer = begin(store());
+  writer->touch("token");
+  auto seen = writer->get("token");
+  ASSERT_TRUE(seen.ok());
+  ASSERT_TRUE(seen->has_value());
+  EXPECT_NE(**seen, "0");
+  ASSERT_TRUE(writer->commit().ok());
+  EXPECT_TRUE(watch->wait_until(kv::Clock::now() + 5s).ok());
+  EXPECT_EQ(read(store(), "token"), **seen);
+
+  std::vector<std::thread> threads;
+  std::atomic<int> committed{0};
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      for (int j = 0; j < 10; ++j) {
+        Status s = kv::run(store(), [&](kv::Transaction& txn) -> Status {
+          const std::string key = "own/" + std::to_string(i) + "/" + std::to_string(j);
+          KVQ_ASSIGN_OR_RETURN(auto v, txn.get(key));
+          if (v) return Internal(key + " exists before its commit");
+          txn.set(key, "x");
+          txn.touch("token");
+          return Status::OK();
+        });
+        if (s.ok()) ++committed;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(committed.load(), 80);
+  auto own = begin(store())->get_range("own/", "own0");
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(own->size(), 80u);
+  EXPECT_NE(read(store(), "token"), **seen);
+}
+
 TEST_P(KvConformance, WatchMissesNoChangeBetweenTheReadAndItsCreation) {
   put(store(), "w", "0");
   auto reader = begin(store());

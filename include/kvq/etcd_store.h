@@ -65,6 +65,18 @@ struct EtcdOptions {
   // one fails.
   bool prefer_leader = true;
   std::chrono::milliseconds leader_check_period{5000};
+  // Group commit: commits made at the same time by this process go to etcd as one Txn of
+  // nested Txns (one Raft round and one apply for all), never two that conflict in one (a
+  // member's compares are judged before any member's writes, so kvq keeps apart commits where
+  // one writes what another compared or wrote). A commit with nothing else waiting goes at once.
+  // At most group_commit_in_flight requests are under way at a time; the others' commits wait
+  // for the next. Batches hold at most group_commit_max_members commits and stay within etcd's
+  // default --max-txn-ops (128) and --max-request-bytes (1.5 MiB); a request etcd refuses
+  // anyway (a cluster with lower limits) is sent again commit by commit. false: each commit
+  // is its own Txn.
+  bool group_commit = true;
+  size_t group_commit_in_flight = 1;
+  size_t group_commit_max_members = 64;
 };
 
 // Parses "etcd://host:port,host:port[/prefix]" into options.

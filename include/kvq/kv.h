@@ -125,6 +125,14 @@ class Transaction {
   // Clears every key in [begin, end).
   virtual void clear_range(std::string_view begin, std::string_view end) = 0;
 
+  // Sets `key` to a fresh random value: a token whose content nobody reads, only that it
+  // changed (a watch on it fires). A store may write the tokens of concurrent commits once for
+  // all of them, and then writes them even for a commit that fails (on etcd: group commit,
+  // kv/etcd/commit_batcher.h), so a touch may wake a watcher for nothing, never miss one. A
+  // transaction that reads `key` without snapshot never shares a batch with one that touches
+  // it. The default calls set().
+  virtual void touch(std::string_view key);
+
   // Makes the commit conflict if `key` changes after this transaction's read version, as if it
   // had been read without snapshot.
   virtual Status add_read_conflict_key(std::string_view key) = 0;

@@ -12,7 +12,6 @@
 #include "jobs/types.h"
 #include "jobs/validation.h"
 #include "util/mutex.h"
-#include "util/random.h"
 
 namespace kvq::jobs {
 
@@ -25,8 +24,8 @@ Status change_flow(kv::Transaction& txn, const Keys& keys, std::string_view type
                    const std::function<void(TypeSettings&)>& change) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   KVQ_RETURN_IF_ERROR(change_type(txn, keys, type, change));
-  txn.set(keys.pending_token(type), util::random_hex(8));
-  txn.set(keys.activity_token(type), util::random_hex(8));
+  txn.touch(keys.pending_token(type));
+  txn.touch(keys.activity_token(type));
   return Status::OK();
 }
 

@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "jobs/job_store.h"
-#include "util/random.h"
 
 namespace kvq::jobs {
 namespace {
@@ -33,8 +32,7 @@ void place_group(kv::Transaction& txn, const Keys& keys, std::string_view type,
   }
   // Waiting accepts watch the pending token: a group back in the queue, or one whose run ended
   // (an accept may have found it full without that mark committing), may be theirs now.
-  if (row.queued && (!old_turn || run_ended))
-    txn.set(keys.pending_token(type), util::random_hex(8));
+  if (row.queued && (!old_turn || run_ended)) txn.touch(keys.pending_token(type));
   if (row.running == 0 && !has_pending) {
     if (was) txn.clear(keys.group(type, group));
     return;

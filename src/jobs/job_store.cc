@@ -4,7 +4,6 @@
 
 #include "jobs/group_queue.h"
 #include "jobs/own_timeouts.h"
-#include "util/random.h"
 
 namespace kvq::jobs {
 namespace {
@@ -76,7 +75,7 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
     switch (state_of(*after)) {
       case State::kPending:
         txn.set(pending_key(keys, type, id, *after), "");
-        txn.set(keys.pending_token(type), util::random_hex(8));
+        txn.touch(keys.pending_token(type));
         break;
       case State::kRunning:
         txn.set(activity_key(keys, type, id, *after), "");
@@ -89,7 +88,7 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
         break;
     }
   }
-  txn.set(keys.activity_token(type), util::random_hex(8));
+  txn.touch(keys.activity_token(type));
   if ((before && !before->group.empty()) || (after && !after->group.empty()))
     return save_groups(txn, keys, type, before, after);
   return Status::OK();

@@ -1,6 +1,8 @@
 // What every kv::Store does unless its backend knows better.
 #include "kvq/kv.h"
 
+#include "util/random.h"
+
 namespace kvq::kv {
 
 Result<std::vector<std::optional<std::string>>> Transaction::get_many(
@@ -15,6 +17,8 @@ Result<std::vector<std::optional<std::string>>> Transaction::get_many(
 }
 
 void Transaction::commit_async(std::function<void(Status)> done) { done(commit()); }
+
+void Transaction::touch(std::string_view key) { set(key, util::random_hex(8)); }
 
 bool Store::nonblocking() const { return false; }
 

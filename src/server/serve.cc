@@ -251,6 +251,7 @@ int run_serve(int argc, char** argv) {
     etcd->ca_file = options.etcd_ca;
     etcd->cert_file = options.etcd_cert;
     etcd->key_file = options.etcd_key;
+    etcd->group_commit = options.etcd_group_commit;
     etcd->username = options.etcd_user;
     etcd->password = options.etcd_password;
     store = open_etcd_store(*etcd);

@@ -23,6 +23,9 @@ const char kServeUsage[] =
     "  --etcd-ca FILE       talk TLS to etcd, trusting this CA (PEM)\n"
     "  --etcd-cert FILE     with --etcd-key: a client certificate for etcd's --client-cert-auth\n"
     "  --etcd-key FILE\n"
+    "  --etcd-group-commit on|off\n"
+    "                       send commits made at the same time to etcd as one request (default\n"
+    "                       on; docs/operations.md)\n"
     "  --etcd-user NAME     etcd authentication; the password from --etcd-password or\n"
     "  --etcd-password PW   $KVQ_ETCD_PASSWORD\n"
     "  --durability MODE    durable (default: acknowledged once on disk) or relaxed (on disk "
@@ -67,6 +70,7 @@ constexpr const char* kOptionNames[] = {"listen",
                                         "etcd-ca",
                                         "etcd-cert",
                                         "etcd-key",
+                                        "etcd-group-commit",
                                         "etcd-user",
                                         "etcd-password",
                                         "durability",
@@ -106,6 +110,9 @@ std::string apply(ServeOptions& o, const std::string& name, const std::string& v
     o.store = value;
   } else if (name == "etcd-ca") {
     o.etcd_ca = value;
+  } else if (name == "etcd-group-commit") {
+    if (value != "on" && value != "off") return "--etcd-group-commit wants on or off";
+    o.etcd_group_commit = value == "on";
   } else if (name == "etcd-cert") {
     o.etcd_cert = value;
   } else if (name == "etcd-key") {

@@ -1,4 +1,5 @@
 #include "kvq/etcd_store.h"
+#include "kv/etcd/commit_batcher.h"
 #include "kv/etcd/etcd_client.h"
 #include "kv/etcd/etcd_transaction.h"
 #include "kv/etcd/etcd_watch.h"
@@ -10,6 +11,12 @@ class EtcdStore : public kv::Store {
  public:
   explicit EtcdStore(std::shared_ptr<kv::etcd::Client> client)
       : client_(std::move(client)), hub_(std::make_shared<kv::etcd::WatchHub>(client_)) {
+    const EtcdOptions& o = client_->options();
+    if (o.group_commit) {
+      batcher_ = std::make_shared<kv::etcd::CommitBatcher>(
+          client_, kv::etcd::BatchLimits{.max_members = o.group_commit_max_members,
+                                         .in_flight = o.group_commit_in_flight});
+    }
     client_->set_fail_over_listener([hub = std::weak_ptr(hub_)](size_t left) {
       if (auto h = hub.lock()) h->left_endpoint(left);
     });
@@ -17,7 +24,7 @@ class EtcdStore : public kv::Store {
 
   Result<std::unique_ptr<kv::Transaction>> begin() override {
     return std::unique_ptr<kv::Transaction>(
-        std::make_unique<kv::etcd::EtcdTransaction>(client_, hub_));
+        std::make_unique<kv::etcd::EtcdTransaction>(client_, hub_, batcher_));
   }
 
   std::string describe() const override {
@@ -32,6 +39,7 @@ class EtcdStore : public kv::Store {
  private:
   std::shared_ptr<kv::etcd::Client> client_;
   std::shared_ptr<kv::etcd::WatchHub> hub_;
+  std::shared_ptr<kv::etcd::CommitBatcher> batcher_;  // null without group_commit
 };
 
 }  // namespace
@@ -66,6 +74,10 @@ Result<std::shared_ptr<kv::Store>> open_etcd_store(const EtcdOptions& options) {
     return InvalidArgument("request_timeout must be positive");
   if (options.member_check_after.count() <= 0 || options.member_check_timeout.count() <= 0) {
     return InvalidArgument("member_check_after and member_check_timeout must be positive");
+  }
+  if (options.group_commit &&
+      (options.group_commit_in_flight == 0 || options.group_commit_max_members == 0)) {
+    return InvalidArgument("group_commit_in_flight and group_commit_max_members must be positive");
   }
   if (options.username.empty() != options.password.empty()) {
     return InvalidArgument("etcd authentication needs both a username and a password");

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "util/random.h"
+
 namespace kvq::kv::etcd {
 namespace {
 
@@ -236,9 +238,41 @@ Result<uint64_t> EtcdTransaction::read_version() {
   return static_cast<uint64_t>(revision_);
 }
 
+void EtcdTransaction::touch(std::string_view key) {
+  const std::string value = util::random_hex(8);
+  set(key, value);
+  tokens_.insert_or_assign(std::string(key), value);
+}
+
 // etcd refuses a Txn that writes one key twice, so a cleared range is split around every key
 // the transaction also sets or clears on its own; overlapping cleared ranges are merged.
-void EtcdTransaction::build_writes(etcdserverpb::TxnRequest& txn) const {
+Member EtcdTransaction::member() const {
+  Member m;
+  etcdserverpb::TxnRequest& txn = m.txn;
+  for (const auto& [key, mod] : reads_) {
+    auto* compare = txn.add_compare();
+    compare->set_key(full(key));
+    compare->set_result(etcdserverpb::Compare::EQUAL);
+    if (mod == 0) {
+      // An absent key has version 0, whether it never existed or was deleted.
+      compare->set_target(etcdserverpb::Compare::VERSION);
+      compare->set_version(0);
+    } else {
+      compare->set_target(etcdserverpb::Compare::MOD);
+      compare->set_mod_revision(mod);
+    }
+    m.compared.push_back(Span::key(full(key)));
+  }
+  for (const auto& [begin, end] : ranges_) {
+    auto* compare = txn.add_compare();
+    compare->set_key(full(begin));
+    compare->set_range_end(full(end));
+    compare->set_target(etcdserverpb::Compare::MOD);
+    compare->set_result(etcdserverpb::Compare::LESS);
+    compare->set_mod_revision(revision_ + 1);
+    m.compared.push_back(Span{full(begin), full(end)});
+  }
+
   auto cleared = buffer_.cleared;
   std::sort(cleared.begin(), cleared.end());
   std::vector<std::pair<std::string, std::string>> merged;
@@ -254,6 +288,7 @@ void EtcdTransaction::build_writes(etcdserverpb::TxnRequest& txn) const {
     auto* del = txn.add_success()->mutable_request_delete_range();
     del->set_key(full(begin));
     del->set_range_end(full(end));
+    m.written.push_back(Span{full(begin), full(end)});
   };
   for (const auto& [begin, end] : merged) {
     std::string from = begin;
@@ -265,6 +300,12 @@ void EtcdTransaction::build_writes(etcdserverpb::TxnRequest& txn) const {
     delete_range(from, end);
   }
   for (const auto& [key, value] : buffer_.writes) {
+    if (value) {
+      if (auto token = tokens_.find(key); token != tokens_.end() && token->second == *value) {
+        m.tokens.emplace_back(full(key), *value);
+        continue;
+      }
+    }
     auto* op = txn.add_success();
     if (value) {
       op->mutable_request_put()->set_key(full(key));
@@ -272,7 +313,9 @@ void EtcdTransaction::build_writes(etcdserverpb::TxnRequest& txn) const {
     } else {
       op->mutable_request_delete_range()->set_key(full(key));
     }
+    m.written.push_back(Span::key(full(key)));
   }
+  return m;
 }
 
 Status EtcdTransaction::commit() {
@@ -284,35 +327,24 @@ Status EtcdTransaction::commit() {
     committed_revision_ = revision_;
     return Status::OK();
   }
-  etcdserverpb::TxnRequest txn;
-  for (const auto& [key, mod] : reads_) {
-    auto* compare = txn.add_compare();
-    compare->set_key(full(key));
-    compare->set_result(etcdserverpb::Compare::EQUAL);
-    if (mod == 0) {
-      // An absent key has version 0, whether it never existed or was deleted.
-      compare->set_target(etcdserverpb::Compare::VERSION);
-      compare->set_version(0);
-    } else {
-      compare->set_target(etcdserverpb::Compare::MOD);
-      compare->set_mod_revision(mod);
-    }
-  }
-  for (const auto& [begin, end] : ranges_) {
-    auto* compare = txn.add_compare();
-    compare->set_key(full(begin));
-    compare->set_range_end(full(end));
-    compare->set_target(etcdserverpb::Compare::MOD);
-    compare->set_result(etcdserverpb::Compare::LESS);
-    compare->set_mod_revision(revision_ + 1);
-  }
-  build_writes(txn);
+  Member m = member();
   committed_ = true;
-  etcdserverpb::TxnResponse response;
-  KVQ_RETURN_IF_ERROR(client_->txn(txn, &response));
-  if (!response.succeeded())
+  Committed outcome;
+  if (batcher_) {
+    KVQ_ASSIGN_OR_RETURN(outcome, batcher_->commit(std::move(m)));
+  } else {
+    for (const auto& [key, value] : m.tokens) {
+      auto* put = m.txn.add_success()->mutable_request_put();
+      put->set_key(key);
+      put->set_value(value);
+    }
+    etcdserverpb::TxnResponse response;
+    KVQ_RETURN_IF_ERROR(client_->txn(m.txn, &response));
+    outcome = Committed{response.succeeded(), response.header().revision()};
+  }
+  if (!outcome.succeeded)
     return Aborted("a key this transaction read was changed by a later commit");
-  committed_revision_ = response.header().revision();
+  committed_revision_ = outcome.revision;
   return Status::OK();
 }
 

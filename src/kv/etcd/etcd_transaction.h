@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "kv/etcd/commit_batcher.h"
 #include "kv/etcd/etcd_client.h"
 #include "kv/etcd/etcd_watch.h"
 #include "kv/overlay.h"
@@ -14,8 +15,10 @@ namespace kvq::kv::etcd {
 
 class EtcdTransaction : public Transaction {
  public:
-  EtcdTransaction(std::shared_ptr<Client> client, std::shared_ptr<WatchHub> hub)
-      : client_(std::move(client)), hub_(std::move(hub)) {}
+  // `batcher`: null commits each transaction on its own.
+  EtcdTransaction(std::shared_ptr<Client> client, std::shared_ptr<WatchHub> hub,
+                  std::shared_ptr<CommitBatcher> batcher)
+      : client_(std::move(client)), hub_(std::move(hub)), batcher_(std::move(batcher)) {}
 
   Result<std::optional<std::string>> get(std::string_view key, ReadOptions options) override;
   // One Txn of ranges at this transaction's revision.
@@ -26,6 +29,8 @@ class EtcdTransaction : public Transaction {
   void set(std::string_view key, std::string_view value) override;
   void clear(std::string_view key) override;
   void clear_range(std::string_view begin, std::string_view end) override;
+  // A token write the batcher may share with other commits (commit_batcher.h).
+  void touch(std::string_view key) override;
   Status add_read_conflict_key(std::string_view key) override;
   Result<Watch> watch(std::string_view key) override;
   Result<uint64_t> read_version() override;
@@ -43,10 +48,12 @@ class EtcdTransaction : public Transaction {
   Status range(etcdserverpb::RangeRequest& request, etcdserverpb::RangeResponse* response);
   Result<std::optional<Stored>> read_stored(std::string_view key);
   void record_read(std::string_view key, const std::optional<Stored>& stored);
-  void build_writes(etcdserverpb::TxnRequest& txn) const;
+  // The commit as the batcher takes it: compares, writes, tokens and what they cover.
+  Member member() const;
 
   std::shared_ptr<Client> client_;
   std::shared_ptr<WatchHub> hub_;
+  std::shared_ptr<CommitBatcher> batcher_;
   int64_t revision_ = 0;
   // What each key read by get or get_many held at revision_: the same however often it is
   // asked again, so a second read of a key costs no round trip.
@@ -56,6 +63,8 @@ class EtcdTransaction : public Transaction {
   // Covered parts of non-snapshot range reads: nothing in them may change after revision_.
   std::vector<std::pair<std::string, std::string>> ranges_;
   WriteBuffer buffer_;
+  // The value each touch() wrote: a key whose buffered write is still that value is a token.
+  std::map<std::string, std::string, std::less<>> tokens_;
   Status deferred_;
   bool committed_ = false;
   int64_t committed_revision_ = 0;

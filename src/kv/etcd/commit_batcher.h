@@ -1,0 +1,112 @@
+// kv/etcd/commit_batcher.h — group commit over etcd: the commits a process makes at the same
+// time go to etcd as one Txn whose success branch holds each of them as a nested Txn. etcd
+// judges every nested Txn on its own (its compares decide whether its writes apply) and gives
+// them all one revision, for one Raft round and one apply instead of one each.
+//
+// A batch is not serializable by itself: etcd evaluates every compare of a request against the
+// state before any of its writes. So a commit joins a batch only if no other member writes a
+// key or range it compared, compares one it writes, or writes one it writes (etcd also refuses
+// a request that puts one key twice, whichever member would fail). Then running the members in
+// any order gives the outcome the batch gave, and each member is exactly the commit it would
+// have been alone.
+//
+// Tokens (Transaction::touch) are the exception: keys whose value only says "changed", written
+// by many commits of a type (the jobs layer's activity and pending tokens). They would keep any
+// two members touching them apart, so a batch writes each once at its outer level, whatever its
+// members' compares decide (a failed member's token write is a spurious wake-up, harmless).
+//
+// A commit alone (nothing else waiting) is sent at once as it is: the batcher adds no latency
+// when idle. While `in_flight` batches are under way, commits wait and go together in the next.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kv/etcd/etcd_client.h"
+#include "util/mutex.h"
+
+namespace kvq::kv::etcd {
+
+// A key range [begin, end) of full (prefixed) keys; a single key k is [k, k + '\0').
+struct Span {
+  std::string begin, end;
+  static Span key(std::string k) {
+    std::string end = k;
+    end.push_back('\0');
+    return Span{std::move(k), std::move(end)};
+  }
+};
+
+// One commit: its request (compares and writes, tokens not among them), its tokens, and the
+// keys it compared and wrote, which decide what it may share a batch with.
+struct Member {
+  etcdserverpb::TxnRequest txn;
+  std::vector<std::pair<std::string, std::string>> tokens;  // full key, value
+  std::vector<Span> compared;
+  std::vector<Span> written;
+};
+
+// A member's outcome: whether its compares held (its writes applied), and the revision.
+struct Committed {
+  bool succeeded = false;
+  int64_t revision = 0;
+};
+
+struct BatchLimits {
+  size_t max_members = 64;
+  // etcd's --max-txn-ops (default 128) bounds each level of a request: the outer level holds
+  // one operation per member and one per token.
+  size_t max_ops = 128;
+  // etcd's --max-request-bytes defaults to 1.5 MiB; a member larger than this goes alone.
+  size_t max_bytes = 1 << 20;
+  size_t in_flight = 1;  // requests under way at once from one batcher
+};
+
+class CommitBatcher {
+ public:
+  CommitBatcher(std::shared_ptr<Client> client, BatchLimits limits);
+
+  // Commits `member`, alone or with others; blocks until its outcome is known. A failed request
+  // gives each of its members that failure (kUnknownResult: any of them may have applied). A
+  // request etcd refused before applying anything (kInvalidArgument, kResourceExhausted: too
+  // many operations, too large, a key written twice) is sent again member by member.
+  Result<Committed> commit(Member member);
+  // Queues every member at once, then commits them as commit() would (tests: a set of members
+  // certain to meet in the batcher).
+  std::vector<Result<Committed>> commit_together(std::vector<Member> members);
+
+  struct Counts {
+    uint64_t requests = 0;    // Txn requests sent
+    uint64_t members = 0;     // commits made
+    uint64_t batched = 0;     // of them, in a request with other members
+    uint64_t refused = 0;     // batches refused by etcd and sent again member by member
+    uint64_t kept_apart = 0;  // times a waiting member was left out of a batch for a conflict
+  };
+  Counts counts() const;
+
+ private:
+  struct Pending;
+  // Takes the members of the next batch off the queue: the oldest, then each later one that
+  // conflicts with none taken so far, within the limits.
+  std::vector<Pending*> take_batch() KVQ_REQUIRES(mu_);
+  // Sends one batch and records each member's outcome (without the lock).
+  void send(const std::vector<Pending*>& batch);
+  Result<Committed> send_alone(Member& member);
+  // Runs `mine` to completion, sending batches (its own or others') while it may.
+  void drive(const std::vector<Pending*>& mine);
+
+  std::shared_ptr<Client> client_;
+  BatchLimits limits_;
+  mutable util::Mutex mu_;
+  util::CondVar changed_;
+  std::deque<Pending*> queue_ KVQ_GUARDED_BY(mu_);
+  size_t sending_ KVQ_GUARDED_BY(mu_) = 0;
+  Counts counts_ KVQ_GUARDED_BY(mu_);
+};
+
+}  // namespace kvq::kv::etcd
