@@ -17,7 +17,7 @@ struct ServeOptions {
   std::string data = "./kvq-data";
   std::string store;  // "" = the LMDB directory `data`; "etcd://host:port,...[/prefix]" = etcd
   std::string etcd_ca, etcd_cert, etcd_key;  // TLS to etcd
-  bool etcd_group_commit = true;            // EtcdOptions::group_commit
+  bool etcd_group_commit = true;             // EtcdOptions::group_commit
   std::string etcd_user, etcd_password;  // etcd authentication (password also $KVQ_ETCD_PASSWORD)
   Durability durability = Durability::kSync;
   std::string token;  // also from $KVQ_TOKEN
