@@ -116,8 +116,10 @@ void add_accept_any(Router& router, Api& api) {
         const uint64_t ticket = api.jobs.accept_any_async(
             *types.value(), *options.value(),
             [&api, ex, poll, started = kv::Clock::now()](Result<jobs::Job> taken) {
-              Result<std::vector<jobs::Job>> list = taken.status();
-              if (taken.ok()) list = std::vector<jobs::Job>{std::move(*taken)};
+              // A Result is built from a Status only when that is an error (status.h).
+              Result<std::vector<jobs::Job>> list =
+                  taken.ok() ? Result<std::vector<jobs::Job>>(std::vector{std::move(*taken)})
+                             : Result<std::vector<jobs::Job>>(taken.status());
               poll->finish([&] { reply_taken(api, *ex, list, started); });
             });
         cancel_on_give_up(api, *poll, *ex, ticket);
