@@ -100,6 +100,15 @@ std::optional<AcceptOptions> wait_after(const AcceptOptions& accept, kv::Clock::
   return rest;
 }
 
+// Whether the finish's own transaction looks for the next job: only on a store whose
+// transactions run locally, and only while no accept waits on the type here (what is due goes
+// to the waiters first, in their shared look, which a look of this call's would collide with:
+// on LMDB relaxed, 16 HTTP workers ran 4.8-5.2k jobs/s with it against 6.2-6.6k without next).
+bool takes_next(const kv::Store& store, Jobs::Impl& impl, const std::vector<std::string>& names) {
+  if (!store.nonblocking()) return false;
+  return !(names.size() == 1 && impl.accept_waiters.has_waiters(names[0]));
+}
+
 }  // namespace
 
 Result<std::optional<Job>> Jobs::finish_and_accept(Job& job, const FinishOptions& finish,
@@ -109,7 +118,7 @@ Result<std::optional<Job>> Jobs::finish_and_accept(Job& job, const FinishOptions
   const std::vector<std::string> names = types_or_own(job, types);
   KVQ_RETURN_IF_ERROR(validate_accept_any(names, accept));
   KVQ_ASSIGN_OR_RETURN(Checked checked, check_finish(job, finish, options_.max_data_bytes));
-  const bool take_next = store_->nonblocking();
+  const bool take_next = takes_next(*store_, *impl_, names);
   FinishThenAccept call(job, std::move(checked), names, accept, take_next);
   KVQ_ASSIGN_OR_RETURN(
       FinishedAndTaken done,
@@ -134,7 +143,7 @@ void Jobs::finish_and_accept_async(Job job, FinishOptions finish, std::vector<st
   if (Status invalid = validate_accept_any(names, accept); !invalid.ok()) return done(invalid);
   auto checked = check_finish(job, finish, options_.max_data_bytes);
   if (!checked.ok()) return done(checked.status());
-  const bool take_next = store_->nonblocking();
+  const bool take_next = takes_next(*store_, *impl_, names);
   auto call = std::make_shared<FinishThenAccept>(std::move(job), std::move(*checked), names, accept,
                                                  take_next);
   // As finish_async: on a nonblocking store the commit never blocks this thread; elsewhere it
