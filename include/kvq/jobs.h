@@ -872,9 +872,10 @@ class Jobs {
   // finish(job, finish) and, in the same transaction, an accept of the next due job of
   // `types` (job's own type when empty; as accept_any): one commit where a worker would spend
   // two, for a worker that takes jobs one after another. In one transaction only on a store
-  // whose transactions run locally (kv::Store::nonblocking(): LMDB); on etcd, where workers'
-  // combined transactions would conflict over the head of the queue, the finish commits first
-  // and the next job is accepted as accept_any would. On a finish error nothing changed
+  // whose transactions run locally (kv::Store::nonblocking(): LMDB) and while no accept waits
+  // on the type in this process; otherwise (etcd, where workers' combined transactions would
+  // conflict over the head of the queue, or waiters that are served first) the finish commits
+  // first and the next job is accepted as accept_any would. On a finish error nothing changed
   // and nothing was accepted. Otherwise the job is finished, and the result holds the next job,
   // or nullopt when none was due by accept.timeout (with a timeout > 0 and none due at the
   // commit, it waits after the commit as accept_any does; that wait cannot be cancelled, and
