@@ -249,6 +249,37 @@ TEST_P(AcceptAnyTest, FinishAndAcceptOfTheOwnTypeGivesNulloptWhenNoneIsDue) {
   EXPECT_EQ(info("work", "b").state, State::kFinished);
 }
 
+// While an accept of the type waits here, a finish with next and no time left leaves what is
+// due to the waiters, who came first: it finishes and gives nullopt. Here the waiter only takes
+// priority <= 0, so the job due stays pending for a later look (the documented corner).
+TEST_P(AcceptAnyTest, FinishAndAcceptWithNoTimeLeftLeavesTheJobDueToWaitingAccepts) {
+  ASSERT_TRUE(jobs().add("work", "held", "{}").ok());
+  auto job = jobs().accept("work");
+  ASSERT_TRUE(job.ok());
+  std::promise<Result<Job>> got;
+  const uint64_t ticket = jobs().accept_async("work", {.max_priority = 0, .timeout = 30s},
+                                              [&](Result<Job> j) { got.set_value(std::move(j)); });
+  ASSERT_NE(ticket, 0u);
+  std::this_thread::sleep_for(200ms);  // let its look end and the wait begin
+  ASSERT_TRUE(jobs().add("work", "due", "{}", {.priority = 5}).ok());
+  auto next = jobs().finish_and_accept(*job, {}, {}, {});
+  ASSERT_TRUE(next.ok()) << next.status().to_string();
+  EXPECT_FALSE(next->has_value());
+  EXPECT_EQ(info("work", "held").state, State::kFinished);
+  EXPECT_EQ(info("work", "due").state, State::kPending);
+  // With nobody waiting, the same call takes it.
+  EXPECT_TRUE(jobs().cancel_accept(ticket));
+  auto future = got.get_future();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  ASSERT_TRUE(jobs().add("work", "again", "{}", {.priority = 9}).ok());
+  auto again = jobs().accept("work", {.max_priority = 9});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->id, "due");
+  auto taken = jobs().finish_and_accept(*again, {}, {}, {});
+  ASSERT_TRUE(taken.ok() && taken->has_value()) << taken.status().to_string();
+  EXPECT_EQ((*taken)->id, "again");
+}
+
 TEST_P(AcceptAnyTest, FinishAndAcceptWaitsAfterItsCommitForAnAdd) {
   ASSERT_TRUE(jobs().add("work", "a", "{}").ok());
   auto job = jobs().accept("work");

@@ -873,9 +873,12 @@ class Jobs {
   // `types` (job's own type when empty; as accept_any): one commit where a worker would spend
   // two, for a worker that takes jobs one after another. In one transaction only on a store
   // whose transactions run locally (kv::Store::nonblocking(): LMDB) and while no accept waits
-  // on the type in this process; otherwise (etcd, where workers' combined transactions would
-  // conflict over the head of the queue, or waiters that are served first) the finish commits
-  // first and the next job is accepted as accept_any would. On a finish error nothing changed
+  // on the type in this process. Otherwise (etcd, where workers' combined transactions would
+  // conflict over the head of the queue; accepts waiting, which came first) the finish commits
+  // first; then, when accepts of the one type wait here, what is due is theirs: with no time
+  // left the result is nullopt, with time left the call waits behind them; else the next job is
+  // accepted as accept_any would. (A waiter whose options exclude the job due, max_priority
+  // say, still makes a call with no time left give nullopt.) On a finish error nothing changed
   // and nothing was accepted. Otherwise the job is finished, and the result holds the next job,
   // or nullopt when none was due by accept.timeout (with a timeout > 0 and none due at the
   // commit, it waits after the commit as accept_any does; that wait cannot be cancelled, and

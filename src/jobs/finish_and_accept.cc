@@ -109,6 +109,16 @@ bool takes_next(const kv::Store& store, Jobs::Impl& impl, const std::vector<std:
   return !(names.size() == 1 && impl.accept_waiters.has_waiters(names[0]));
 }
 
+// After a finish that did not look, with no time left to wait: whether what is due is left to
+// the accepts already waiting on the type here, which came first and take it in their shared
+// look, rather than taken by a look of this call's own, which would only collide with theirs
+// (on etcd, 137-149 jobs/s with that look against 273-305 for a finish then an accept).
+bool left_to_waiters(Jobs::Impl& impl, const std::vector<std::string>& names,
+                     const AcceptOptions& rest) {
+  return rest.timeout.count() == 0 && names.size() == 1 &&
+         impl.accept_waiters.has_waiters(names[0]);
+}
+
 }  // namespace
 
 Result<std::optional<Job>> Jobs::finish_and_accept(Job& job, const FinishOptions& finish,
@@ -128,7 +138,7 @@ Result<std::optional<Job>> Jobs::finish_and_accept(Job& job, const FinishOptions
   call.record(impl_->type_stats, done);
   if (done.next) return std::move(done.next);
   const auto rest = wait_after(accept, start, take_next);
-  if (!rest) return std::optional<Job>();
+  if (!rest || left_to_waiters(*impl_, names, *rest)) return std::optional<Job>();
   // The job is finished whatever the wait gives: no job to hand over, not an error.
   auto next = accept_any(names, *rest);
   if (!next.ok()) return std::optional<Job>();
@@ -157,13 +167,7 @@ void Jobs::finish_and_accept_async(Job job, FinishOptions finish, std::vector<st
         call->record(impl_->type_stats, *taken);
         const auto rest = wait_after(accept, start, take_next);
         if (taken->next || !rest) return done(std::move(taken->next));
-        if (!take_next && rest->timeout.count() == 0 && names.size() == 1 &&
-            impl_->accept_waiters.has_waiters(names[0])) {
-          // Accepts already wait on the type here: what is due goes to them, in their shared
-          // look, before a look of this call's own, which would only collide with theirs (on
-          // etcd, 137-149 jobs/s with that look against 273-305 for finish then accept).
-          return done(std::optional<Job>());
-        }
+        if (left_to_waiters(*impl_, names, *rest)) return done(std::optional<Job>());
         accept_any_async(names, *rest, [done](Result<Job> next) {
           if (!next.ok()) return done(std::optional<Job>());
           done(std::optional<Job>(std::move(*next)));
