@@ -1,13 +1,14 @@
 // finish_and_accept: a worker's finish and its next accept in one transaction (one commit where
 // it would spend two), then, when nothing was due, a wait as accept_any's.
 //
-// Only on a store whose transactions run locally (nonblocking(): LMDB relaxed). Where each read
-// is a round trip (etcd), workers that finish together all look for their next job at the head
-// of the same queue, and their combined transactions conflict and start over, finish and all:
-// on a 3-member etcd, kvq bench's 16 HTTP workers ran 129-170 jobs/s that way against 315-330
-// with a finish and a separate accept. There the finish commits on its own (checking the types
-// first, in its transaction) and the next job comes from accept_any, whose waiters share one
-// look among the workers waiting on a type.
+// Only on a store whose transactions run locally (nonblocking(): LMDB), and while no accept
+// waits on the type here. Where each read is a round trip (etcd), workers that finish together
+// all look for their next job at the head of the same queue, and their combined transactions
+// conflict and start over, finish and all: on a 3-member etcd, kvq bench's 16 HTTP workers ran
+// 129-170 jobs/s that way against 315-330 with a finish and a separate accept. There, and while
+// accepts wait, the finish commits on its own (checking the types first, in its transaction)
+// and the next job comes from accept_any, whose waiters share one look among the workers
+// waiting on a type.
 #include <algorithm>
 #include <memory>
 #include <utility>
@@ -93,30 +94,29 @@ std::vector<std::string> types_or_own(const Job& job, const std::vector<std::str
 std::optional<AcceptOptions> wait_after(const AcceptOptions& accept, kv::Clock::time_point start,
                                         bool looked) {
   const auto left = accept.timeout - std::chrono::duration_cast<Millis>(kv::Clock::now() - start);
+  if (looked && left.count() <= 0) return std::nullopt;  // a timeout of 0 leaves none either
   AcceptOptions rest = accept;
   rest.timeout = std::max(left, Millis(0));
-  if (looked && (accept.timeout.count() == 0 || left.count() <= 0)) return std::nullopt;
-  if (accept.timeout.count() == 0) rest.timeout = Millis(0);
   return rest;
 }
 
-// Whether the finish's own transaction looks for the next job: only on a store whose
-// transactions run locally, and only while no accept waits on the type here (what is due goes
-// to the waiters first, in their shared look, which a look of this call's would collide with:
-// on LMDB relaxed, 16 HTTP workers ran 4.8-5.2k jobs/s with it against 6.2-6.6k without next).
-bool takes_next(const kv::Store& store, Jobs::Impl& impl, const std::vector<std::string>& names) {
-  if (!store.nonblocking()) return false;
-  return !(names.size() == 1 && impl.accept_waiters.has_waiters(names[0]));
+// Whether accepts of the one type in `names` wait here now: what is due is theirs, as they came
+// first, and their shared look takes it; a look of this call's own would only collide with it
+// (on LMDB relaxed, 16 HTTP workers ran 4.8-5.2k jobs/s with such looks against 6.2-6.6k without
+// next; on etcd 137-149 against 273-305 for a finish then an accept).
+bool waiters_first(Jobs::Impl& impl, const std::vector<std::string>& names) {
+  return names.size() == 1 && impl.accept_waiters.has_waiters(names[0]);
 }
 
-// After a finish that did not look, with no time left to wait: whether what is due is left to
-// the accepts already waiting on the type here, which came first and take it in their shared
-// look, rather than taken by a look of this call's own, which would only collide with theirs
-// (on etcd, 137-149 jobs/s with that look against 273-305 for a finish then an accept).
+// Whether the finish's own transaction looks for the next job.
+bool takes_next(const kv::Store& store, Jobs::Impl& impl, const std::vector<std::string>& names) {
+  return store.nonblocking() && !waiters_first(impl, names);
+}
+
+// After a finish that did not look: with no time left to wait behind the waiters, none.
 bool left_to_waiters(Jobs::Impl& impl, const std::vector<std::string>& names,
                      const AcceptOptions& rest) {
-  return rest.timeout.count() == 0 && names.size() == 1 &&
-         impl.accept_waiters.has_waiters(names[0]);
+  return rest.timeout.count() == 0 && waiters_first(impl, names);
 }
 
 }  // namespace

@@ -158,13 +158,17 @@ std::vector<CommitBatcher::Pending*> CommitBatcher::take_batch() {
   return batch;
 }
 
-Result<Committed> CommitBatcher::send_alone(Member& member) {
+void fold_tokens(Member& member) {
   for (const auto& [key, value] : member.tokens) {
     auto* put = member.txn.add_success()->mutable_request_put();
     put->set_key(key);
     put->set_value(value);
   }
   member.tokens.clear();
+}
+
+Result<Committed> CommitBatcher::send_alone(Member& member) {
+  fold_tokens(member);
   etcdserverpb::TxnResponse response;
   KVQ_RETURN_IF_ERROR(client_->txn(member.txn, &response));
   return Committed{response.succeeded(), response.header().revision()};

@@ -51,6 +51,10 @@ struct Member {
   std::vector<Span> written;
 };
 
+// Moves `member`'s tokens into its own writes, for a commit sent as a request of its own (its
+// token writes then apply only if its compares hold, as any write of it).
+void fold_tokens(Member& member);
+
 // A member's outcome: whether its compares held (its writes applied), and the revision.
 struct Committed {
   bool succeeded = false;

@@ -56,35 +56,39 @@ class CommitBatcherTest : public ::testing::Test {
     ASSERT_TRUE(client_->txn(txn, &response).ok());
   }
 
+  // Adds to `m` a put of `k`, and says that it writes it.
+  void add_put(Member& m, const std::string& k, const std::string& value) {
+    auto* p = m.txn.add_success()->mutable_request_put();
+    p->set_key(key(k));
+    p->set_value(value);
+    m.written.push_back(Span::key(key(k)));
+  }
+  // Adds to `m` an EQUAL compare of `k`, and says that it compares it; the caller sets the target.
+  etcdserverpb::Compare* add_compare(Member& m, const std::string& k) {
+    auto* c = m.txn.add_compare();
+    c->set_key(key(k));
+    c->set_result(etcdserverpb::Compare::EQUAL);
+    m.compared.push_back(Span::key(key(k)));
+    return c;
+  }
+
   // A member that compares `read` (at its mod revision now) and puts `write`.
   Member reads_then_writes(const std::string& read, const std::string& write,
                            const std::string& value) {
     Member m;
-    auto* c = m.txn.add_compare();
-    c->set_key(key(read));
+    auto* c = add_compare(m, read);
     c->set_target(etcdserverpb::Compare::MOD);
-    c->set_result(etcdserverpb::Compare::EQUAL);
     c->set_mod_revision(stored(read).first);
-    m.compared.push_back(Span::key(key(read)));
-    auto* p = m.txn.add_success()->mutable_request_put();
-    p->set_key(key(write));
-    p->set_value(value);
-    m.written.push_back(Span::key(key(write)));
+    add_put(m, write, value);
     return m;
   }
   // A member that creates `k` if absent.
   Member creates(const std::string& k, const std::string& value = "v") {
     Member m;
-    auto* c = m.txn.add_compare();
-    c->set_key(key(k));
+    auto* c = add_compare(m, k);
     c->set_target(etcdserverpb::Compare::VERSION);
-    c->set_result(etcdserverpb::Compare::EQUAL);
     c->set_version(0);
-    m.compared.push_back(Span::key(key(k)));
-    auto* p = m.txn.add_success()->mutable_request_put();
-    p->set_key(key(k));
-    p->set_value(value);
-    m.written.push_back(Span::key(key(k)));
+    add_put(m, k, value);
     return m;
   }
 
@@ -149,10 +153,7 @@ TEST_F(CommitBatcherTest, MembersThatWouldInsertPhantomsNeverShareARequest) {
     c->set_result(etcdserverpb::Compare::LESS);
     c->set_mod_revision(revision + 1);
     m.compared.push_back(Span{key("r/"), key("r0")});
-    auto* p = m.txn.add_success()->mutable_request_put();
-    p->set_key(key(k));
-    p->set_value("v");
-    m.written.push_back(Span::key(key(k)));
+    add_put(m, k, "v");
     members.push_back(std::move(m));
   }
   auto results = batcher.commit_together(std::move(members));
@@ -168,10 +169,7 @@ TEST_F(CommitBatcherTest, MembersWritingOneKeyOrComparingATokenAnotherTouchesGoA
   std::vector<Member> members;
   members.push_back(creates("same", "1"));
   Member blind;
-  auto* p = blind.txn.add_success()->mutable_request_put();
-  p->set_key(key("same"));
-  p->set_value("2");
-  blind.written.push_back(Span::key(key("same")));
+  add_put(blind, "same", "2");
   members.push_back(std::move(blind));
   members.push_back(reads_then_writes("token", "other", "v"));
   members.push_back(creates("third"));

@@ -333,11 +333,7 @@ Status EtcdTransaction::commit() {
   if (batcher_) {
     KVQ_ASSIGN_OR_RETURN(outcome, batcher_->commit(std::move(m)));
   } else {
-    for (const auto& [key, value] : m.tokens) {
-      auto* put = m.txn.add_success()->mutable_request_put();
-      put->set_key(key);
-      put->set_value(value);
-    }
+    fold_tokens(m);
     etcdserverpb::TxnResponse response;
     KVQ_RETURN_IF_ERROR(client_->txn(m.txn, &response));
     outcome = Committed{response.succeeded(), response.header().revision()};
