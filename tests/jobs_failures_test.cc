@@ -105,6 +105,34 @@ TEST_P(JobsFailuresTest, AJobThatFailsThreeTimesThenSucceedsKeepsItsErrorsResult
   ASSERT_EQ(stats["work"].queue_latency.counts.size(), Jobs::Histogram::bounds().size() + 1);
 }
 
+TEST_P(JobsFailuresTest, AFinishOrFailRepeatedWithItsHandleIsCountedOnce) {
+  // A client that lost the answer sends the call again with the same handle: the call finds
+  // its own commit and answers as it did, and the stats count the run once.
+  ASSERT_TRUE(jobs().add("work", "f", "{}").ok());
+  Job finished = accept_soon();
+  ASSERT_TRUE(jobs().finish(finished).ok());
+  ASSERT_TRUE(jobs().finish(finished).ok());
+  std::promise<Status> again;
+  jobs().finish_async(finished, {}, [&](Status s) { again.set_value(s); });
+  ASSERT_TRUE(again.get_future().get().ok());
+  auto with_next = jobs().finish_and_accept(finished, {}, {"work"}, {});
+  ASSERT_TRUE(with_next.ok()) << with_next.status().to_string();
+  EXPECT_FALSE(with_next->has_value()) << "nothing else is due";
+
+  ASSERT_TRUE(jobs().add("work", "d", "{}").ok());
+  Job failed = accept_soon();
+  ASSERT_TRUE(jobs().fail(failed, {.message = "no", .retry = false}).ok());
+  auto failed_again = jobs().fail(failed, {.message = "no", .retry = false});
+  ASSERT_TRUE(failed_again.ok()) << failed_again.status().to_string();
+  EXPECT_TRUE(failed_again->dead);
+
+  auto stats = jobs().type_stats()["work"];
+  EXPECT_EQ(stats.succeeded, 1u);
+  EXPECT_EQ(stats.failed, 1u);
+  EXPECT_EQ(stats.dead, 1u);
+  EXPECT_EQ(stats.run_time.count, 2u);
+}
+
 TEST_P(JobsFailuresTest, EveryAcceptFormCountsItsQueueLatencyOnce) {
   for (int i = 0; i < 6; ++i) ASSERT_TRUE(jobs().add("work", "l" + std::to_string(i), "{}").ok());
   Job one = accept_soon();

@@ -230,6 +230,29 @@ TEST_P(JobsProtocolSupportTest, RemoveByItsWorkerIsFencedOnceTheRunWasLost) {
   EXPECT_EQ(jobs().get("work", "lost").status().code(), Code::kNotFound);
 }
 
+TEST_P(JobsProtocolSupportTest, RemoveByItsWorkerCountsTheRunItEndsOnce) {
+  for (const char* id : {"a", "b", "c"}) ASSERT_TRUE(jobs().add("work", id, "{}").ok());
+  Job a = accept_soon();
+  ASSERT_TRUE(jobs().remove(a).ok());
+  EXPECT_EQ(jobs().remove(a).code(), Code::kFailedPrecondition) << "gone: fenced, not counted";
+  Job b = accept_soon();
+  std::promise<Status> removed;
+  jobs().remove_async(b, [&](Status s) { removed.set_value(s); });
+  ASSERT_TRUE(removed.get_future().get().ok());
+  // In the caller's transaction: the jobs layer never learns whether it commits.
+  Job c = accept_soon();
+  ASSERT_TRUE(kv::run(raw(), [&](kv::Transaction& txn) { return jobs().remove(txn, c); }).ok());
+  // A job removed while not running ends no run.
+  ASSERT_TRUE(jobs().add("work", "d", "{}").ok());
+  ASSERT_TRUE(jobs().remove("work", "d", {.unless_running = true}).ok());
+
+  auto stats = jobs().type_stats()["work"];
+  EXPECT_EQ(stats.removed, 2u);
+  EXPECT_EQ(stats.run_time.count, 2u);
+  EXPECT_EQ(stats.succeeded, 0u);
+  EXPECT_EQ(stats.cancelled, 0u);
+}
+
 TEST_P(JobsProtocolSupportTest, RemoveUnlessRunningRefusesARunningJob) {
   ASSERT_TRUE(jobs().add("work", "r", "{}").ok());
   Job job = accept_soon();

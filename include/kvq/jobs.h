@@ -661,7 +661,8 @@ class Jobs {
 
   // ---- Producers ----
   // new -> pending; pending -> data, time and priority replaced; running -> marked resubmitted
-  // (data unchanged; time and priority apply to the next run); finished -> pending with `data`.
+  // (data, data format, group and own timeout unchanged, for this run and the next; time and
+  // priority apply to the next run); finished -> pending with `data`.
   // An add that would change nothing writes nothing. A finished job added again starts over:
   // its attempts, errors, result and outcome are cleared. With options.if_exists kKeep, an
   // existing job (in any state) is left as it is and the result says added = false.
@@ -985,8 +986,9 @@ class Jobs {
     uint64_t retried = 0;    // failed or lost attempts that went back to pending
     uint64_t dead = 0;       // jobs that ended dead
     uint64_t cancelled = 0;
+    uint64_t removed = 0;     // runs ended by their worker removing the job (remove(Job&))
     Histogram queue_latency;  // due (scheduled time) -> accepted, per accept
-    Histogram run_time;       // accepted -> ended (finish, fail, snooze, lost, cancel), per run
+    Histogram run_time;  // accepted -> ended (finish, fail, snooze, lost, cancel, remove), per run
   };
   std::map<std::string, TypeStats> type_stats() const;
 

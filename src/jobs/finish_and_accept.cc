@@ -47,9 +47,10 @@ class FinishThenAccept {
     // Every type first: a misspelt one changes nothing.
     KVQ_RETURN_IF_ERROR(require_types(txn, keys, attempt_.types()));
     KVQ_ASSIGN_OR_RETURN(Finished finished, finish_checked(txn, keys, job_, checked_));
-    // As finish's counting: a commit recognised on the first try was an earlier call's.
-    finished.counted = !finished.recognised || tried_;
-    tried_ = true;
+    // As finish's counting: a commit recognised before any try of this call wrote was an
+    // earlier call's.
+    finished.counted = !finished.recognised || wrote_;
+    if (!finished.recognised) wrote_ = true;
     if (!take_next_) return FinishedAndTaken{finished, std::nullopt};
     KVQ_ASSIGN_OR_RETURN(
         auto next, try_accept_any(txn, keys, options, attempt_.types(), accept_, attempt_.takers(),
@@ -79,7 +80,7 @@ class FinishThenAccept {
   AcceptOptions accept_;
   AnyAttempt attempt_;
   Finished last_finished_;
-  bool tried_ = false;
+  bool wrote_ = false;  // a try of this call got as far as writing its finish
   bool take_next_;
 };
 

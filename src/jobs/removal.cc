@@ -5,18 +5,28 @@
 #include "jobs/held_job.h"
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
+#include "jobs/type_stats.h"
 #include "jobs/validation.h"
 
 namespace kvq::jobs {
 namespace {
 
-// One try of remove(Job&). `removing`: an earlier try got as far as the delete, so a retry that
-// finds the job gone sees that try's commit (its result was unknown), not a fence.
-Status remove_held(kv::Transaction& txn, const Keys& keys, const Job& job, bool& removing) {
+// A worker's remove of the job it holds, across the tries of its transaction.
+struct HeldRemoval {
+  Job job;
+  bool removing = false;  // an earlier try got as far as the delete
+  int64_t started = 0;    // when the removed run began (for the type's stats)
+};
+
+// One try of remove(Job&). A retry that finds the job gone after an earlier try got as far as
+// the delete sees that try's commit (its result was unknown), not a fence.
+Status remove_held(kv::Transaction& txn, const Keys& keys, HeldRemoval& removal) {
+  const Job& job = removal.job;
   KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, job.type, job.id));
-  if (!row && removing) return Status::OK();
+  if (!row && removal.removing) return Status::OK();
   KVQ_ASSIGN_OR_RETURN(JobRow before, held(job, std::move(row)));
-  removing = true;
+  removal.removing = true;
+  removal.started = before.started;
   return save_job(txn, keys, job.type, job.id, before, std::nullopt);
 }
 
@@ -29,31 +39,35 @@ Status not_found(std::string_view type, std::string_view id) {
 
 Status Jobs::remove(Job& job) {
   KVQ_RETURN_IF_ERROR(validate_handle(job));
-  bool removing = false;
-  return kv::run(
-      *store_, [&](kv::Transaction& txn) { return remove_held(txn, impl_->keys, job, removing); },
+  HeldRemoval removal{job};
+  Status removed = kv::run(
+      *store_, [&](kv::Transaction& txn) { return remove_held(txn, impl_->keys, removal); },
       options_.retry);
+  if (removed.ok()) impl_->type_stats.record_removed(job.type, run_time_since(removal.started));
+  return removed;
 }
 
 void Jobs::remove_async(Job job, std::function<void(Status)> done) {
   if (Status valid = validate_handle(job); !valid.ok()) return done(valid);
-  struct Removal {
-    Job job;
-    bool removing = false;
-  };
-  auto removal = std::make_shared<Removal>(Removal{std::move(job)});
+  auto removal = std::make_shared<HeldRemoval>(HeldRemoval{std::move(job)});
   kv::run_async(
       *store_,
       [removal, &keys = impl_->keys](kv::Transaction& txn) {
-        return remove_held(txn, keys, removal->job, removal->removing);
+        return remove_held(txn, keys, *removal);
       },
-      std::move(done), options_.retry);
+      [removal, impl = impl_.get(), done = std::move(done)](Status removed) {
+        if (removed.ok()) {
+          impl->type_stats.record_removed(removal->job.type, run_time_since(removal->started));
+        }
+        done(removed);
+      },
+      options_.retry);
 }
 
 Status Jobs::remove(kv::Transaction& txn, Job& job) {
   KVQ_RETURN_IF_ERROR(validate_handle(job));
-  bool removing = false;
-  return remove_held(txn, impl_->keys, job, removing);
+  HeldRemoval removal{job};
+  return remove_held(txn, impl_->keys, removal);
 }
 
 Status Jobs::remove(std::string_view type, std::string_view id, const RemoveOptions& options) {

@@ -92,6 +92,13 @@ void TypeStatsRecorder::record_cancelled(std::string_view type, std::optional<Mi
   record_run(stats, run_time);
 }
 
+void TypeStatsRecorder::record_removed(std::string_view type, std::optional<Millis> run_time) {
+  util::MutexLock lock(mu_);
+  auto& stats = of(type);
+  ++stats.removed;
+  record_run(stats, run_time);
+}
+
 std::map<std::string, Jobs::TypeStats> TypeStatsRecorder::snapshot() const {
   util::MutexLock lock(mu_);
   return {stats_.begin(), stats_.end()};

@@ -33,6 +33,8 @@ class TypeStatsRecorder {
   void record_snoozed(std::string_view type, std::optional<Millis> run_time);
   // A cancel; `run_time` only when it ended a run (the job was running).
   void record_cancelled(std::string_view type, std::optional<Millis> run_time);
+  // A run its worker ended by removing the job (remove(Job&)).
+  void record_removed(std::string_view type, std::optional<Millis> run_time);
 
   std::map<std::string, Jobs::TypeStats> snapshot() const;
 

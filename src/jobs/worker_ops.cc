@@ -91,7 +91,8 @@ Result<Finished> finish_checked(kv::Transaction& txn, const Keys& keys, const Jo
   // A retry after an unknown commit result finds its own finish already applied. Only while no
   // other run holds the job: a finish with the lock of a run since re-accepted halts.
   if (current && current->lock.empty() && util::secret_equal(current->finished_lock, job.lock)) {
-    return Finished{current->finished && current->outcome == Outcome::kSucceeded, current->started};
+    return Finished{current->finished && current->outcome == Outcome::kSucceeded, current->started,
+                    true};
   }
   KVQ_ASSIGN_OR_RETURN(JobRow before, held(job, std::move(current)));
   JobRow after = ended_by_worker(before, job);
@@ -245,16 +246,20 @@ Result<Snoozed> snooze_checked(kv::Transaction& txn, const Keys& keys, const Job
 }
 
 // `call` (finish_checked, fail_checked, snooze_checked) marking its answer counted for the
-// type's stats unless it recognised a commit on its first try: then an earlier call made that
-// commit, and counted it; on a later try, the commit was this call's own, whose result was
-// unknown.
+// type's stats unless it recognised a commit that an earlier call made (and counted): one it
+// recognises before any try of its own wrote. After a try that wrote, whose commit result was
+// unknown, the commit it recognises is its own. (A try that wrote and failed for another
+// reason, a conflict or a fault before the commit, then made it count a commit an earlier call
+// made at the same moment: only possible for two calls with one handle at once.)
 template <typename Call>
 auto counting(Call call) {
-  return [call, tried = std::make_shared<bool>(false)](kv::Transaction& txn, const Keys& keys,
+  return [call, wrote = std::make_shared<bool>(false)](kv::Transaction& txn, const Keys& keys,
                                                        const Job& job, const auto& input) {
     auto result = call(txn, keys, job, input);
-    if (result.ok()) result->counted = !result->recognised || *tried;
-    *tried = true;
+    if (result.ok()) {
+      result->counted = !result->recognised || *wrote;
+      if (!result->recognised) *wrote = true;
+    }
     return result;
   };
 }

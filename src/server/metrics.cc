@@ -52,6 +52,10 @@ constexpr TypeCounter kTypeCounters[] = {
      "Jobs that ended dead (attempts used up, retry refused, or max_lost_runs reached).",
      &jobs::Jobs::TypeStats::dead},
     {"kvq_jobs_cancelled_total", "Jobs cancelled.", &jobs::Jobs::TypeStats::cancelled},
+    {"kvq_jobs_removed_total",
+     "Runs their worker ended by removing the job (the beanstalkd protocol's delete of a "
+     "reserved job).",
+     &jobs::Jobs::TypeStats::removed},
 };
 
 // One per-type histogram of Jobs::TypeStats.
@@ -67,7 +71,8 @@ constexpr TypeHistogram kTypeHistograms[] = {
      "accepted it.",
      &jobs::Jobs::TypeStats::queue_latency},
     {"kvq_job_run_time_seconds",
-     "How long a run took from accept to its end (finish, fail, snooze, lost run or cancel).",
+     "How long a run took from accept to its end (finish, fail, snooze, lost run, cancel or "
+     "removal by its worker).",
      &jobs::Jobs::TypeStats::run_time},
 };
 
