@@ -76,13 +76,23 @@ void Session::execute(Request request, Done done) {
   }
   // The connection's first use of "default" makes its type, as any tube's first use does.
   if (auto made = ensure_tube(used_); !made.ok()) return done(internal_error(), false);
-  done(run(command, request.body), false);
+  // The commands of a job's every run commit without holding this thread (the jobs layer's
+  // *_async): on LMDB their commits then share write transactions with other connections'.
+  switch (command.verb) {
+    case Verb::kPut: return put(command, std::move(request.body), std::move(done));
+    case Verb::kDelete:
+      forget_expired();
+      if (held(command.id)) return remove_held(command.id, std::move(done));
+      break;
+    default: break;
+  }
+  done(run(command), false);
 }
 
-std::string Session::run(const Command& command, const std::string& body) {
+std::string Session::run(const Command& command) {
   forget_expired();
   switch (command.verb) {
-    case Verb::kPut: return put(command, body);
+    case Verb::kPut: break;  // put(command, body, done)
     case Verb::kUse: return use(command.tube);
     case Verb::kWatch: return watch(command.tube);
     case Verb::kIgnore: return ignore(command.tube);
@@ -310,10 +320,11 @@ std::string Session::pause_tube(const std::string& tube, uint32_t delay) {
 
 // ---- Jobs ----
 
-std::string Session::put(const Command& command, const std::string& body) {
+void Session::put(const Command& command, std::string body, Done done) {
+  forget_expired();
   auto type = type_of_tube(used_);
   auto number = context_.jobs.next_job_number();
-  if (!number.ok()) return internal_error();
+  if (!number.ok()) return done(internal_error(), false);
   jobs::AddOptions options{
       .scheduled_time_ms = now_ms() + int64_t{command.delay} * 1000,
       .priority = command.priority,
@@ -322,16 +333,32 @@ std::string Session::put(const Command& command, const std::string& body) {
       .data_format = jobs::DataFormat::kBytes,
       .global_id = true,
   };
-  auto added = context_.jobs.add(*type, std::to_string(*number), body, options);
-  if (added.code() == Code::kNoTimeout && ensure_tube(used_, true).ok())
-    added = context_.jobs.add(*type, std::to_string(*number), body, options);
-  if (!added.ok()) return internal_error();
-  if (!produced_) {
-    produced_ = true;
-    context_.counters.producer(1);
-  }
-  context_.counters.put(used_);
-  return line("INSERTED", *number);
+  auto inserted = [self = shared_from_this(), number = *number, done](bool added) {
+    if (!added) return done(internal_error(), false);
+    if (!self->produced_) {
+      self->produced_ = true;
+      self->context_.counters.producer(1);
+    }
+    self->context_.counters.put(self->used_);
+    done(line("INSERTED", number), false);
+  };
+  const std::string id = std::to_string(*number);
+  // `body` moves into the callback, which the add keeps until it is done; the add copies what
+  // it stores before it returns.
+  auto kept = std::make_shared<std::string>(std::move(body));
+  context_.jobs.add_async(
+      *type, id, *kept, options,
+      [self = shared_from_this(), type = *type, id, kept, options,
+       inserted = std::move(inserted)](Result<jobs::AddResult> added) mutable {
+        if (added.code() != Code::kNoTimeout) return inserted(added.ok());
+        // The tube's type was deleted (over HTTP) since this session made it: make it again
+        // and add once more, where blocking is fine (the jobs layer's thread must not block).
+        self->context_.run_blocking([self, type = std::move(type), id = std::move(id), kept,
+                                     options, inserted = std::move(inserted)] {
+          bool made = self->ensure_tube(self->used_, true).ok();
+          inserted(made && self->context_.jobs.add(type, id, *kept, options).ok());
+        });
+      });
 }
 
 std::string Session::reserve_job(uint64_t id) {
@@ -348,25 +375,30 @@ std::string Session::reserve_job(uint64_t id) {
   return reply;
 }
 
-std::string Session::remove(uint64_t id) {
-  std::optional<std::string> tube;
-  Status removed;
-  if (Held* mine = held(id)) {
-    tube = tube_of_type(mine->job.type);
-    removed = context_.jobs.remove(mine->job);
-    held_.erase(id);
-  } else {
-    // Not this connection's: beanstalkd deletes a ready, delayed or buried job, never one
-    // another connection has reserved.
-    auto type = context_.jobs.type_of(std::to_string(id));
-    if (!type.ok()) return type.code() == Code::kNotFound ? line("NOT_FOUND") : internal_error();
-    tube = tube_of_type(*type);
-    removed = context_.jobs.remove(*type, std::to_string(id), {.unless_running = true});
-  }
+// The reply to a delete, counted in the tube's stats when it deleted the job.
+std::string Session::deleted(const Status& removed, const std::optional<std::string>& tube) {
   if (fenced_or_gone(removed)) return line("NOT_FOUND");
   if (!removed.ok()) return internal_error();
   if (tube) context_.counters.deleted(*tube);
   return line("DELETED");
+}
+
+void Session::remove_held(uint64_t id, Done done) {
+  auto mine = held_.extract(id);
+  jobs::Job job = std::move(mine.mapped().job);
+  std::optional<std::string> tube = tube_of_type(job.type);
+  context_.jobs.remove_async(
+      std::move(job), [self = shared_from_this(), tube = std::move(tube), done = std::move(done)](
+                          Status removed) { done(self->deleted(removed, tube), false); });
+}
+
+std::string Session::remove(uint64_t id) {
+  // Not this connection's (execute() deletes a held job with remove_held): beanstalkd deletes a
+  // ready, delayed or buried job, never one another connection has reserved.
+  auto type = context_.jobs.type_of(std::to_string(id));
+  if (!type.ok()) return type.code() == Code::kNotFound ? line("NOT_FOUND") : internal_error();
+  return deleted(context_.jobs.remove(*type, std::to_string(id), {.unless_running = true}),
+                 tube_of_type(*type));
 }
 
 std::string Session::release(const Command& command) {

@@ -86,7 +86,7 @@ class Session : public std::enable_shared_from_this<Session> {
   };
   using HeldMap = std::map<uint64_t, Held>;
 
-  std::string run(const Command& command, const std::string& body);
+  std::string run(const Command& command);  // the commands that reply at once
   void reserve(std::optional<Clock::time_point> timeout_at, Done done);
   void on_reserved(Result<jobs::Job> job, std::optional<Clock::time_point> timeout_at,
                    bool bound_by_margin, Done done);
@@ -97,12 +97,15 @@ class Session : public std::enable_shared_from_this<Session> {
   Held* held(uint64_t id);
   void hold(jobs::Job job);
 
-  std::string put(const Command& command, const std::string& body);
+  // put and the delete of a held job reply through `done` once their commit settles.
+  void put(const Command& command, std::string body, Done done);
+  void remove_held(uint64_t id, Done done);
+  std::string deleted(const Status& removed, const std::optional<std::string>& tube);
   std::string use(const std::string& tube);
   std::string watch(const std::string& tube);
   std::string ignore(const std::string& tube);
   std::string reserve_job(uint64_t id);
-  std::string remove(uint64_t id);
+  std::string remove(uint64_t id);  // of a job this connection does not hold
   std::string release(const Command& command);
   std::string bury(const Command& command);
   std::string touch(uint64_t id);
