@@ -8,9 +8,9 @@
 # docs/benchmarks.md and docs/benchmarks.png (scripts/bench-report.py).
 #
 # Every system runs in two durability classes, matched per system:
-#   durable  an acknowledged add survives power loss: kvq LMDB sync, beanstalkd binlog with an
+#   durable  an acknowledged add survives power loss: kvq LMDB durable, beanstalkd binlog with an
 #            fsync on every write (-f 0), PostgreSQL synchronous_commit=on, Redis appendfsync always
-#   relaxed  no fsync before the acknowledgement: kvq LMDB nosync, beanstalkd binlog without fsync
+#   relaxed  no fsync before the acknowledgement: kvq LMDB relaxed, beanstalkd binlog without fsync
 #            (-F), PostgreSQL synchronous_commit=off, Redis appendfsync everysec
 # Each (run, class, system) gets a fresh server and data directory; the worker counts run one
 # after another against it. Runs interleave the systems, so a noisy minute hits all of them.
@@ -87,12 +87,12 @@ as_postgres() {
 # The configuration each system runs with, as written into the report.
 config_of() {  # system class
   case "$1/$2" in
-    kvq-http/durable) echo "kvq serve --durability sync (LMDB, group commit: the transactions of a group share its two fsyncs; add, accept and finish commit asynchronously from the 2 I/O threads, the default)" ;;
-    kvq-http/relaxed) echo "kvq serve --durability nosync (LMDB with MDB_WRITEMAP, no fsync; store calls on the 2 I/O threads, the default)" ;;
-    kvq-beanstalk/durable) echo "kvq serve --durability sync --beanstalk-listen 127.0.0.1:PORT (the beanstalkd protocol over the same jobs layer and LMDB group commit as HTTP)" ;;
-    kvq-beanstalk/relaxed) echo "kvq serve --durability nosync --beanstalk-listen 127.0.0.1:PORT" ;;
-    kvq-lib/durable) echo "kvq::jobs::Jobs on open_lmdb_store(durability = kSync), in the benchmark process" ;;
-    kvq-lib/relaxed) echo "kvq::jobs::Jobs on open_lmdb_store(durability = kNoSync), in the benchmark process" ;;
+    kvq-http/durable) echo "kvq serve --durability durable (LMDB, group commit: the transactions of a group share its two fsyncs; add, accept and finish commit asynchronously from the 2 I/O threads, the default)" ;;
+    kvq-http/relaxed) echo "kvq serve --durability relaxed (LMDB without fsync at commit; synced in order about once a second, the last synced state kept intact; store calls on the 2 I/O threads, the default)" ;;
+    kvq-beanstalk/durable) echo "kvq serve --durability durable --beanstalk-listen 127.0.0.1:PORT (the beanstalkd protocol over the same jobs layer and LMDB group commit as HTTP)" ;;
+    kvq-beanstalk/relaxed) echo "kvq serve --durability relaxed --beanstalk-listen 127.0.0.1:PORT" ;;
+    kvq-lib/durable) echo "kvq::jobs::Jobs on open_lmdb_store(durability = kDurable), in the benchmark process" ;;
+    kvq-lib/relaxed) echo "kvq::jobs::Jobs on open_lmdb_store(durability = kRelaxed), in the benchmark process" ;;
     beanstalkd/durable) echo "beanstalkd -b DIR -f 0 (binlog, fsync on every write)" ;;
     beanstalkd/relaxed) echo "beanstalkd -b DIR -F (binlog, never fsync)" ;;
     postgres/durable) echo "PostgreSQL defaults (fsync=on, wal_sync_method=fdatasync, shared_buffers=128MB), synchronous_commit=on; one table with a partial index on pending rows, prepared statements, autocommit; idle workers wait on LISTEN and each add sends a NOTIFY" ;;
@@ -111,15 +111,15 @@ start_server() {  # system class
   address="127.0.0.1:$port"
   case "$system" in
     kvq-http)
-      local durability=sync
-      [ "$class" = relaxed ] && durability=nosync
+      local durability=durable
+      [ "$class" = relaxed ] && durability=relaxed
       start_kvq_serve "$kvq" "$server_data.out" "$server_data.log" --data "$server_data" \
         --durability "$durability"
       address="${server_url#http://}"
       ;;
     kvq-beanstalk)
-      local durability=sync
-      [ "$class" = relaxed ] && durability=nosync
+      local durability=durable
+      [ "$class" = relaxed ] && durability=relaxed
       port=$((port + 1))  # the HTTP listener takes a free port of its own
       start_kvq_serve "$kvq" "$server_data.out" "$server_data.log" --data "$server_data" \
         --durability "$durability" --beanstalk-listen "127.0.0.1:$port"

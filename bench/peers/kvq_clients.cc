@@ -143,7 +143,7 @@ class KvqLib final : public QueueSystem {
  public:
   KvqLib(const std::string& data_dir, bool durable) : tag_(run_tag()), data_dir_(data_dir) {
     auto store = open_lmdb_store(
-        {.path = data_dir, .durability = durable ? Durability::kSync : Durability::kNoSync});
+        {.path = data_dir, .durability = durable ? Durability::kDurable : Durability::kRelaxed});
     if (!store.ok())
       throw std::runtime_error("kvq-lib: open " + data_dir + ": " + store.status().to_string());
     auto opened = jobs::Jobs::open(*store);

@@ -67,7 +67,7 @@ int64_t lmdb_commits(const std::string& data_dir);
 struct SystemOptions {
   std::string system;   // beanstalkd, postgres, redis, kvq-http, kvq-beanstalk, kvq-lib
   std::string address;  // host:port (peers, kvq-http, kvq-beanstalk); a data directory (kvq-lib)
-  bool durable = true;  // kvq-lib: LMDB sync (durable) or nosync (relaxed)
+  bool durable = true;  // kvq-lib: LMDB durable or relaxed
   // kvq-http, kvq-beanstalk: the server's data directory, where its commits are counted (none:
   // not counted).
   std::string data_dir;
