@@ -152,10 +152,14 @@ struct Fixture {
         std::to_string(runs++) + "/";
     // KVQ_BENCH_ETCD_GROUP_COMMIT=off: each commit its own Txn (EtcdOptions::group_commit).
     const char* group_commit = std::getenv("KVQ_BENCH_ETCD_GROUP_COMMIT");
+    // KVQ_BENCH_ETCD_SERIALIZABLE_FIRST_READS=off: EtcdOptions::serializable_first_reads.
+    const char* serializable = std::getenv("KVQ_BENCH_ETCD_SERIALIZABLE_FIRST_READS");
     auto s = kvq::open_etcd_store(
         {.endpoints = endpoints,
          .key_prefix = prefix,
-         .group_commit = group_commit == nullptr || std::string_view(group_commit) != "off"});
+         .group_commit = group_commit == nullptr || std::string_view(group_commit) != "off",
+         .serializable_first_reads =
+             serializable == nullptr || std::string_view(serializable) != "off"});
     if (!s.ok()) {
       error = "open_etcd_store: " + s.status().to_string();
       return;

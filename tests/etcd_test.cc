@@ -121,6 +121,48 @@ TEST(EtcdStoreTest, AKeyReadAgainInATransactionCostsNoRoundTrip) {
 // back) must cost kvq about member_check_after + member_check_timeout (1 s by default), not the
 // 5 s request timeout — for reads, commits and watches. The followers come first in the
 // endpoint list, so pausing the one kvq talks to measures kvq's own failover, not an election.
+// Issue 23: a transaction that allows stale reads has its first read served by the member alone
+// (serializable); any other keeps etcd's quorum round (linearizable). Shown on a follower cut
+// off from both other members: only the first kind can read there.
+TEST(EtcdFailoverTest, OnlyATransactionThatAllowsStaleReadsReadsWithoutAQuorum) {
+  TempDir dir;
+  EtcdCluster cluster(dir.path(), 3);
+  ASSERT_TRUE(cluster.ready()) << "a 3-member etcd did not start (logs in " << dir.path() << ")";
+  const int leader = cluster.leader();
+  ASSERT_GE(leader, 0) << "etcdctl endpoint status named no leader";
+  const size_t follower = leader == 0 ? 1 : 0;
+  auto on_follower = [&](bool serializable_first_reads) {
+    return open_etcd_store({.endpoints = {cluster.endpoint(follower)},
+                            .key_prefix = dir.path() + "/",
+                            .prefer_leader = false,
+                            .serializable_first_reads = serializable_first_reads});
+  };
+  auto store = on_follower(true);
+  auto linearizable_only = on_follower(false);
+  ASSERT_TRUE(store.ok() && linearizable_only.ok());
+  put(**store, "k", "1");
+  EXPECT_EQ(read(**store, "k"), "1");  // the follower has applied it
+
+  for (size_t i = 0; i < cluster.size(); ++i) {
+    if (i == follower) continue;
+    ASSERT_TRUE(cluster.pause(i)) << "member " << i << " did not stop";
+  }
+  auto stale_ok = begin(**store);
+  EXPECT_TRUE(stale_ok->allow_stale_reads());
+  auto got = stale_ok->get("k");
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, "1");
+  auto current = begin(**store);
+  EXPECT_FALSE(current->get("k").ok()) << "a linearizable read needs a quorum";
+  auto option_off = begin(**linearizable_only);
+  EXPECT_FALSE(option_off->allow_stale_reads());
+  EXPECT_FALSE(option_off->get("k").ok())
+      << "serializable_first_reads = false keeps it linearizable";
+  for (size_t i = 0; i < cluster.size(); ++i) {
+    if (i != follower) cluster.resume(i);
+  }
+}
+
 TEST(EtcdFailoverTest, APausedMemberIsLeftWithinAboutASecondByReadsCommitsAndWatches) {
   constexpr auto kBound = 2s;  // the old behaviour took the 5 s request timeout
   TempDir dir;

@@ -94,6 +94,31 @@ TEST_P(KvConformance, NonSnapshotReadConflictsWithALaterCommit) {
   EXPECT_EQ(read(store(), "other"), std::nullopt) << "a failed commit must change nothing";
 }
 
+TEST_P(KvConformance, ReadsAllowedToBeStaleStillConflictWithALaterCommit) {
+  put(store(), "k", "0");
+  put(store(), "r", "0");
+  auto t1 = begin(store());
+  t1->allow_stale_reads();  // (on etcd, the first read skips the quorum round)
+  ASSERT_EQ(*t1->get("k"), "0");
+  auto rows = t1->get_range("r", "s");
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  put(store(), "k", "1");
+  t1->set("k", "2");
+  Status s = t1->commit();
+  EXPECT_EQ(s.code(), Code::kAborted) << s.to_string();
+  EXPECT_EQ(read(store(), "k"), "1") << "a failed commit must change nothing";
+
+  auto t2 = begin(store());
+  t2->allow_stale_reads();
+  ASSERT_TRUE(t2->get_range("r", "s").ok());
+  put(store(), "r2", "new");  // into the range t2 read
+  t2->set("k", "3");
+  s = t2->commit();
+  EXPECT_EQ(s.code(), Code::kAborted) << s.to_string();
+  EXPECT_EQ(read(store(), "k"), "1");
+}
+
 TEST_P(KvConformance, SnapshotReadAddsNoConflict) {
   put(store(), "k", "0");
   auto t1 = begin(store());

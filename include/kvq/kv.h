@@ -133,6 +133,17 @@ class Transaction {
   // it. The default calls set().
   virtual void touch(std::string_view key);
 
+  // Lets this transaction read a consistent state that may be a little behind the latest
+  // commit. A commit that writes still fails, as always, if anything it read without snapshot
+  // changed after what it saw, so a read-modify-write stays serializable; what a transaction
+  // that writes nothing read (or an error it drew from it) may be out of date. For callers
+  // that write whatever they decide, or, finding nothing, watch from read_version() for what
+  // comes after. Has effect only before the first read. Returns whether reads may now be behind:
+  // on etcd the first read then skips the ReadIndex round with a quorum
+  // (EtcdOptions::serializable_first_reads); the default does nothing and returns false (LMDB
+  // reads the latest commit).
+  virtual bool allow_stale_reads() { return false; }
+
   // Makes the commit conflict if `key` changes after this transaction's read version, as if it
   // had been read without snapshot.
   virtual Status add_read_conflict_key(std::string_view key) = 0;

@@ -47,7 +47,9 @@ Result<std::optional<Job>> try_accept_any(kv::Transaction& txn, const Keys& keys
   if (look) *look = AnyLook{};
   const bool arming = look && arm;
   if (arming) {
-    // At the look's own read version: an add the look cannot see changes a token after it.
+    // At the look's own read version: an add the look cannot see changes a token after it (so
+    // the look may have read a state a little behind the latest commit, as accept_attempt's).
+    txn.allow_stale_reads();
     for (const std::string& type : types) {
       KVQ_ASSIGN_OR_RETURN(auto watch, txn.watch(keys.pending_token(type)));
       look->watches.push_back(std::move(watch));

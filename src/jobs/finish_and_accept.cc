@@ -131,11 +131,11 @@ Result<std::optional<Job>> Jobs::finish_and_accept(Job& job, const FinishOptions
   KVQ_ASSIGN_OR_RETURN(Checked checked, check_finish(job, finish, options_.max_data_bytes));
   const bool take_next = takes_next(*store_, *impl_, names);
   FinishThenAccept call(job, std::move(checked), names, accept, take_next);
-  KVQ_ASSIGN_OR_RETURN(
-      FinishedAndTaken done,
-      kv::run(
-          *store_, [&](kv::Transaction& txn) { return call(txn, impl_->keys, options_); },
-          options_.retry));
+  KVQ_ASSIGN_OR_RETURN(FinishedAndTaken done,
+                       kv::run(*store_, allowing_stale_reads([&](kv::Transaction& txn) {
+                         return call(txn, impl_->keys, options_);
+                       }),
+                               options_.retry));
   call.record(impl_->type_stats, done);
   if (done.next) return std::move(done.next);
   const auto rest = wait_after(accept, start, take_next);
@@ -161,7 +161,9 @@ void Jobs::finish_and_accept_async(Job job, FinishOptions finish, std::vector<st
   // does, here, rather than on the 8 threads the accept waiters' looks run on (finishes
   // filled them and held every look back: 115 jobs/s against 305 on etcd).
   kv::run_async(
-      *store_, [this, call](kv::Transaction& txn) { return (*call)(txn, impl_->keys, options_); },
+      *store_, allowing_stale_reads([this, call](kv::Transaction& txn) {
+        return (*call)(txn, impl_->keys, options_);
+      }),
       [this, call, names = std::move(names), accept = std::move(accept), start, take_next,
        done = std::move(done)](Result<FinishedAndTaken> taken) {
         if (!taken.ok()) return done(taken.status());

@@ -415,6 +415,9 @@ Result<std::vector<Job>> accept_attempt(kv::Transaction& txn, const Keys& keys,
   if (next_due) next_due->reset();
   if (watch && arm == ArmWatch::kAlways) {
     // At the look's own read version: an add the look cannot see changes the token after it.
+    // So a look that finds nothing may have read a state a little behind the latest commit:
+    // the watch fires for whatever it missed.
+    txn.allow_stale_reads();
     KVQ_ASSIGN_OR_RETURN(*watch, txn.watch(keys.pending_token(type)));
   } else if (watch) {
     *watch = kv::Watch();  // an earlier try's

@@ -4,8 +4,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
@@ -27,6 +29,35 @@ struct Finished {
   bool recognised = false;  // the call found its own earlier commit
   bool counted = false;     // set by counting(): the stats count it
 };
+
+inline const Status& status_of(const Status& status) { return status; }
+template <typename T>
+const Status& status_of(const Result<T>& result) {
+  return result.status();
+}
+
+// `call` (a worker's call: (txn, args...) -> Status or Result) on reads that may be a little
+// behind the latest commit (kv::Transaction::allow_stale_reads: on etcd, no quorum round for
+// the first read). A worker's call writes what it decides, and its commit fails if what it
+// read had changed since. What it decides without writing — that the worker is fenced out,
+// or the job is gone — is first confirmed on a current read: the member that answered may not
+// yet have applied the accept that gave the worker its job.
+template <typename Call>
+auto allowing_stale_reads(Call call) {
+  return [call, confirming = std::make_shared<bool>(false)](kv::Transaction& txn, auto&&... args) {
+    const bool stale = !*confirming && txn.allow_stale_reads();
+    auto result = call(txn, std::forward<decltype(args)>(args)...);
+    const Code code = status_of(result).code();
+    if (stale && (code == Code::kFailedPrecondition || code == Code::kNotFound ||
+                  code == Code::kWrongState)) {
+      *confirming = true;
+      return decltype(result)(
+          Aborted("to confirm on a current read what a read that may be "
+                  "behind the latest commit decided"));
+    }
+    return result;
+  };
+}
 
 // The handle and finish's input, checked (kInvalidArgument).
 Result<Checked> check_finish(const Job& job, const FinishOptions& options, size_t max);

@@ -273,7 +273,7 @@ void run_call_async(kv::Store& store, const Keys& keys, const JobsOptions& optio
   auto call = std::make_shared<std::pair<Job, Input>>(std::move(job), std::move(*input));
   kv::run_async(
       store,
-      [call, &keys, checked_call](kv::Transaction& txn) {
+      [call, &keys, checked_call = allowing_stale_reads(checked_call)](kv::Transaction& txn) {
         return checked_call(txn, keys, call->first, call->second);
       },
       std::move(done), options.retry);
@@ -284,7 +284,10 @@ void run_call_async(kv::Store& store, const Keys& keys, const JobsOptions& optio
 Result<UpdateResult> Jobs::update(Job& job, const UpdateOptions& options) {
   KVQ_ASSIGN_OR_RETURN(Checked checked, check_update(job, options, options_.max_data_bytes));
   return kv::run(
-      *store_, [&](kv::Transaction& txn) { return update_checked(txn, impl_->keys, job, checked); },
+      *store_,
+      [&, call = allowing_stale_reads(update_checked)](kv::Transaction& txn) {
+        return call(txn, impl_->keys, job, checked);
+      },
       options_.retry);
 }
 
@@ -311,13 +314,14 @@ Result<UpdateResult> Jobs::update(kv::Transaction& txn, Job& job,
 
 Status Jobs::finish(Job& job, const FinishOptions& options) {
   KVQ_ASSIGN_OR_RETURN(Checked checked, check_finish(job, options, options_.max_data_bytes));
-  KVQ_ASSIGN_OR_RETURN(Finished finished,
-                       kv::run(
-                           *store_,
-                           [&, call = counting(finish_checked)](kv::Transaction& txn) {
-                             return call(txn, impl_->keys, job, checked);
-                           },
-                           options_.retry));
+  KVQ_ASSIGN_OR_RETURN(
+      Finished finished,
+      kv::run(
+          *store_,
+          [&, call = allowing_stale_reads(counting(finish_checked))](kv::Transaction& txn) {
+            return call(txn, impl_->keys, job, checked);
+          },
+          options_.retry));
   if (finished.counted) {
     impl_->type_stats.record_finished(job.type, finished.succeeded,
                                       run_time_since(finished.started));
@@ -381,12 +385,12 @@ Status Jobs::resubmit(kv::Transaction& txn, Job& job, const ResubmitOptions& opt
 
 Result<FailResult> Jobs::fail(Job& job, const FailOptions& options) {
   KVQ_ASSIGN_OR_RETURN(CheckedFail checked, check_fail(job, options, options_.max_data_bytes));
-  KVQ_ASSIGN_OR_RETURN(Failed failed, kv::run(
-                                          *store_,
-                                          [&, call = counting(fail_checked)](kv::Transaction& txn) {
-                                            return call(txn, impl_->keys, job, checked);
-                                          },
-                                          options_.retry));
+  KVQ_ASSIGN_OR_RETURN(
+      Failed failed, kv::run(
+                         *store_,
+                         [&, call = allowing_stale_reads(counting(fail_checked))](
+                             kv::Transaction& txn) { return call(txn, impl_->keys, job, checked); },
+                         options_.retry));
   if (failed.counted)
     impl_->type_stats.record_failed(job.type, failed.result.dead, run_time_since(failed.started));
   return failed.result;
@@ -415,13 +419,14 @@ Result<FailResult> Jobs::fail(kv::Transaction& txn, Job& job, const FailOptions&
 
 Status Jobs::snooze(Job& job, const SnoozeOptions& options) {
   KVQ_RETURN_IF_ERROR(check_snooze(job, options));
-  KVQ_ASSIGN_OR_RETURN(Snoozed snoozed,
-                       kv::run(
-                           *store_,
-                           [&, call = counting(snooze_checked)](kv::Transaction& txn) {
-                             return call(txn, impl_->keys, job, options);
-                           },
-                           options_.retry));
+  KVQ_ASSIGN_OR_RETURN(
+      Snoozed snoozed,
+      kv::run(
+          *store_,
+          [&, call = allowing_stale_reads(counting(snooze_checked))](kv::Transaction& txn) {
+            return call(txn, impl_->keys, job, options);
+          },
+          options_.retry));
   if (snoozed.counted) impl_->type_stats.record_snoozed(job.type, run_time_since(snoozed.started));
   return Status::OK();
 }

@@ -64,6 +64,7 @@ class FaultInjectingTransaction : public Transaction {
   void set(std::string_view key, std::string_view value) override { inner_->set(key, value); }
   void clear(std::string_view key) override { inner_->clear(key); }
   void touch(std::string_view key) override { inner_->touch(key); }
+  bool allow_stale_reads() override { return inner_->allow_stale_reads(); }
   void clear_range(std::string_view begin, std::string_view end) override {
     inner_->clear_range(begin, end);
   }

@@ -252,6 +252,7 @@ int run_serve(int argc, char** argv) {
     etcd->cert_file = options.etcd_cert;
     etcd->key_file = options.etcd_key;
     etcd->group_commit = options.etcd_group_commit;
+    etcd->serializable_first_reads = options.etcd_serializable_first_reads;
     etcd->username = options.etcd_user;
     etcd->password = options.etcd_password;
     store = open_etcd_store(*etcd);

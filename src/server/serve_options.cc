@@ -26,6 +26,9 @@ const char kServeUsage[] =
     "  --etcd-group-commit on|off\n"
     "                       send commits made at the same time to etcd as one request (default\n"
     "                       on; docs/operations.md)\n"
+    "  --etcd-serializable-first-reads on|off\n"
+    "                       let accepts that wait and workers' calls read without a quorum\n"
+    "                       round; their commits still check every read (default on)\n"
     "  --etcd-user NAME     etcd authentication; the password from --etcd-password or\n"
     "  --etcd-password PW   $KVQ_ETCD_PASSWORD\n"
     "  --durability MODE    durable (default: acknowledged once on disk) or relaxed (on disk "
@@ -71,6 +74,7 @@ constexpr const char* kOptionNames[] = {"listen",
                                         "etcd-cert",
                                         "etcd-key",
                                         "etcd-group-commit",
+                                        "etcd-serializable-first-reads",
                                         "etcd-user",
                                         "etcd-password",
                                         "durability",
@@ -113,6 +117,9 @@ std::string apply(ServeOptions& o, const std::string& name, const std::string& v
   } else if (name == "etcd-group-commit") {
     if (value != "on" && value != "off") return "--etcd-group-commit wants on or off";
     o.etcd_group_commit = value == "on";
+  } else if (name == "etcd-serializable-first-reads") {
+    if (value != "on" && value != "off") return "--etcd-serializable-first-reads wants on or off";
+    o.etcd_serializable_first_reads = value == "on";
   } else if (name == "etcd-cert") {
     o.etcd_cert = value;
   } else if (name == "etcd-key") {

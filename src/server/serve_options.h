@@ -16,8 +16,9 @@ struct ServeOptions {
   std::string listen = "127.0.0.1:7411";
   std::string data = "./kvq-data";
   std::string store;  // "" = the LMDB directory `data`; "etcd://host:port,...[/prefix]" = etcd
-  std::string etcd_ca, etcd_cert, etcd_key;  // TLS to etcd
-  bool etcd_group_commit = true;             // EtcdOptions::group_commit
+  std::string etcd_ca, etcd_cert, etcd_key;   // TLS to etcd
+  bool etcd_group_commit = true;              // EtcdOptions::group_commit
+  bool etcd_serializable_first_reads = true;  // EtcdOptions::serializable_first_reads
   std::string etcd_user, etcd_password;  // etcd authentication (password also $KVQ_ETCD_PASSWORD)
   Durability durability = Durability::kSync;
   std::string token;  // also from $KVQ_TOKEN

@@ -23,8 +23,8 @@ class EtcdStore : public kv::Store {
   }
 
   Result<std::unique_ptr<kv::Transaction>> begin() override {
-    return std::unique_ptr<kv::Transaction>(
-        std::make_unique<kv::etcd::EtcdTransaction>(client_, hub_, batcher_));
+    return std::unique_ptr<kv::Transaction>(std::make_unique<kv::etcd::EtcdTransaction>(
+        client_, hub_, batcher_, client_->options().serializable_first_reads));
   }
 
   std::string describe() const override {

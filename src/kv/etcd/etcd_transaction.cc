@@ -75,11 +75,12 @@ Status EtcdTransaction::range(etcdserverpb::RangeRequest& request,
                               etcdserverpb::RangeResponse* response) {
   if (committed_) return FailedPrecondition("the transaction has already committed");
   request.set_revision(revision_);
-  // After the first read, which is linearizable and fixes revision_, a read at that revision
-  // asks for the same data whichever member holds it: serializable spares it etcd's ReadIndex
-  // round. A member behind revision_ (after a failover) refuses it as a future revision, which
-  // is kAborted: kv::run starts the transaction over.
-  request.set_serializable(revision_ != 0);
+  // After the first read, which fixes revision_, a read at that revision asks for the same data
+  // whichever member holds it: serializable spares it etcd's ReadIndex round. A member behind
+  // revision_ (after a failover) refuses it as a future revision, which is kAborted: kv::run
+  // starts the transaction over. The first read is linearizable unless the transaction allowed
+  // a stale one (allow_stale_reads).
+  request.set_serializable(revision_ != 0 || stale_ok_);
   KVQ_RETURN_IF_ERROR(client_->range(request, response));
   if (revision_ == 0) revision_ = response->header().revision();
   return Status::OK();
@@ -133,7 +134,8 @@ Result<std::vector<std::optional<std::string>>> EtcdTransaction::get_many(
     auto* range = request.add_success()->mutable_request_range();
     range->set_key(full(keys[i]));
     range->set_revision(revision_);
-    range->set_serializable(revision_ != 0);  // as range() says; a Txn of such reads is local
+    // As range() says; a Txn of serializable reads is served by the member alone.
+    range->set_serializable(revision_ != 0 || stale_ok_);
     fetched.push_back(i);
   }
   if (fetched.size() == 1) {

@@ -15,10 +15,14 @@ namespace kvq::kv::etcd {
 
 class EtcdTransaction : public Transaction {
  public:
-  // `batcher`: null commits each transaction on its own.
+  // `batcher`: null commits each transaction on its own. `serializable_first_reads`:
+  // EtcdOptions::serializable_first_reads.
   EtcdTransaction(std::shared_ptr<Client> client, std::shared_ptr<WatchHub> hub,
-                  std::shared_ptr<CommitBatcher> batcher)
-      : client_(std::move(client)), hub_(std::move(hub)), batcher_(std::move(batcher)) {}
+                  std::shared_ptr<CommitBatcher> batcher, bool serializable_first_reads)
+      : client_(std::move(client)),
+        hub_(std::move(hub)),
+        batcher_(std::move(batcher)),
+        serializable_first_reads_(serializable_first_reads) {}
 
   Result<std::optional<std::string>> get(std::string_view key, ReadOptions options) override;
   // One Txn of ranges at this transaction's revision.
@@ -31,6 +35,10 @@ class EtcdTransaction : public Transaction {
   void clear_range(std::string_view begin, std::string_view end) override;
   // A token write the batcher may share with other commits (commit_batcher.h).
   void touch(std::string_view key) override;
+  bool allow_stale_reads() override {
+    if (revision_ == 0) stale_ok_ = serializable_first_reads_;
+    return stale_ok_;
+  }
   Status add_read_conflict_key(std::string_view key) override;
   Result<Watch> watch(std::string_view key) override;
   Result<uint64_t> read_version() override;
@@ -66,6 +74,8 @@ class EtcdTransaction : public Transaction {
   // The value each touch() wrote: a key whose buffered write is still that value is a token.
   std::map<std::string, std::string, std::less<>> tokens_;
   Status deferred_;
+  const bool serializable_first_reads_;
+  bool stale_ok_ = false;  // allow_stale_reads(), where the options let it
   bool committed_ = false;
   int64_t committed_revision_ = 0;
 };
