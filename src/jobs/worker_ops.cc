@@ -264,6 +264,19 @@ auto counting(Call call) {
   };
 }
 
+// A worker call in a transaction of its own (kv::run): `checked_call(txn, keys, job, input)`
+// once the handle and input are checked, on reads that may be behind (allowing_stale_reads).
+template <typename Input, typename CheckedCall>
+auto run_call(kv::Store& store, const Keys& keys, const JobsOptions& options, Job& job,
+              const Input& input, CheckedCall checked_call) {
+  return kv::run(
+      store,
+      [&, call = allowing_stale_reads(checked_call)](kv::Transaction& txn) {
+        return call(txn, keys, job, input);
+      },
+      options.retry);
+}
+
 // A worker call without a blocked thread (kv::run_async): `checked_call(txn, keys, job, input)`
 // once the handle and input are checked.
 template <typename Input, typename CheckedCall, typename Done>
@@ -283,12 +296,7 @@ void run_call_async(kv::Store& store, const Keys& keys, const JobsOptions& optio
 
 Result<UpdateResult> Jobs::update(Job& job, const UpdateOptions& options) {
   KVQ_ASSIGN_OR_RETURN(Checked checked, check_update(job, options, options_.max_data_bytes));
-  return kv::run(
-      *store_,
-      [&, call = allowing_stale_reads(update_checked)](kv::Transaction& txn) {
-        return call(txn, impl_->keys, job, checked);
-      },
-      options_.retry);
+  return run_call(*store_, impl_->keys, options_, job, checked, update_checked);
 }
 
 Result<UpdateResult> Jobs::update(kv::Transaction& txn, Job& job, const UpdateOptions& options) {
@@ -314,14 +322,8 @@ Result<UpdateResult> Jobs::update(kv::Transaction& txn, Job& job,
 
 Status Jobs::finish(Job& job, const FinishOptions& options) {
   KVQ_ASSIGN_OR_RETURN(Checked checked, check_finish(job, options, options_.max_data_bytes));
-  KVQ_ASSIGN_OR_RETURN(
-      Finished finished,
-      kv::run(
-          *store_,
-          [&, call = allowing_stale_reads(counting(finish_checked))](kv::Transaction& txn) {
-            return call(txn, impl_->keys, job, checked);
-          },
-          options_.retry));
+  KVQ_ASSIGN_OR_RETURN(Finished finished, run_call(*store_, impl_->keys, options_, job, checked,
+                                                   counting(finish_checked)));
   if (finished.counted) {
     impl_->type_stats.record_finished(job.type, finished.succeeded,
                                       run_time_since(finished.started));
@@ -385,12 +387,8 @@ Status Jobs::resubmit(kv::Transaction& txn, Job& job, const ResubmitOptions& opt
 
 Result<FailResult> Jobs::fail(Job& job, const FailOptions& options) {
   KVQ_ASSIGN_OR_RETURN(CheckedFail checked, check_fail(job, options, options_.max_data_bytes));
-  KVQ_ASSIGN_OR_RETURN(
-      Failed failed, kv::run(
-                         *store_,
-                         [&, call = allowing_stale_reads(counting(fail_checked))](
-                             kv::Transaction& txn) { return call(txn, impl_->keys, job, checked); },
-                         options_.retry));
+  KVQ_ASSIGN_OR_RETURN(Failed failed, run_call(*store_, impl_->keys, options_, job, checked,
+                                               counting(fail_checked)));
   if (failed.counted)
     impl_->type_stats.record_failed(job.type, failed.result.dead, run_time_since(failed.started));
   return failed.result;
@@ -419,14 +417,8 @@ Result<FailResult> Jobs::fail(kv::Transaction& txn, Job& job, const FailOptions&
 
 Status Jobs::snooze(Job& job, const SnoozeOptions& options) {
   KVQ_RETURN_IF_ERROR(check_snooze(job, options));
-  KVQ_ASSIGN_OR_RETURN(
-      Snoozed snoozed,
-      kv::run(
-          *store_,
-          [&, call = allowing_stale_reads(counting(snooze_checked))](kv::Transaction& txn) {
-            return call(txn, impl_->keys, job, options);
-          },
-          options_.retry));
+  KVQ_ASSIGN_OR_RETURN(Snoozed snoozed, run_call(*store_, impl_->keys, options_, job, options,
+                                                 counting(snooze_checked)));
   if (snoozed.counted) impl_->type_stats.record_snoozed(job.type, run_time_since(snoozed.started));
   return Status::OK();
 }
