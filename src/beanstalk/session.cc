@@ -83,21 +83,18 @@ void Session::execute(Request request, Done done) {
     case Verb::kDelete:
       forget_expired();
       if (held(command.id)) return remove_held(command.id, std::move(done));
-      break;
-    default: break;
+      return done(remove(command.id), false);
+    default: return done(run(command), false);
   }
-  done(run(command), false);
 }
 
 std::string Session::run(const Command& command) {
   forget_expired();
   switch (command.verb) {
-    case Verb::kPut: break;  // put(command, body, done)
     case Verb::kUse: return use(command.tube);
     case Verb::kWatch: return watch(command.tube);
     case Verb::kIgnore: return ignore(command.tube);
     case Verb::kReserveJob: return reserve_job(command.id);
-    case Verb::kDelete: return remove(command.id);
     case Verb::kRelease: return release(command);
     case Verb::kBury: return bury(command);
     case Verb::kTouch: return touch(command.id);
@@ -120,6 +117,8 @@ std::string Session::run(const Command& command) {
     case Verb::kListTubeUsed: return "USING " + used_ + "\r\n";
     case Verb::kListTubesWatched: return ok_reply(yaml_list(watched_));
     case Verb::kPauseTube: return pause_tube(command.tube, command.delay);
+    case Verb::kPut:  // these three reply through execute()'s `done`
+    case Verb::kDelete:
     case Verb::kReserve:
     case Verb::kReserveWithTimeout:
     case Verb::kQuit: break;

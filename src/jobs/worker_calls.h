@@ -30,12 +30,6 @@ struct Finished {
   bool counted = false;     // set by counting(): the stats count it
 };
 
-inline const Status& status_of(const Status& status) { return status; }
-template <typename T>
-const Status& status_of(const Result<T>& result) {
-  return result.status();
-}
-
 // `call` (a worker's call: (txn, args...) -> Status or Result) on reads that may be a little
 // behind the latest commit (kv::Transaction::allow_stale_reads: on etcd, no quorum round for
 // the first read). A worker's call writes what it decides, and its commit fails if what it
@@ -47,7 +41,7 @@ auto allowing_stale_reads(Call call) {
   return [call, confirming = std::make_shared<bool>(false)](kv::Transaction& txn, auto&&... args) {
     const bool stale = !*confirming && txn.allow_stale_reads();
     auto result = call(txn, std::forward<decltype(args)>(args)...);
-    const Code code = status_of(result).code();
+    const Code code = internal::status_of(result).code();
     if (stale && (code == Code::kFailedPrecondition || code == Code::kNotFound ||
                   code == Code::kWrongState)) {
       *confirming = true;

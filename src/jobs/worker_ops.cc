@@ -358,25 +358,29 @@ Status Jobs::finish(kv::Transaction& txn, Job& job, std::optional<std::string_vi
   return finish(txn, job, FinishOptions{.data = copy(data)});
 }
 
+namespace {
+
+// resubmit_checked at the time `options` give, as run_call and run_call_async call it.
+auto resubmit_at(std::optional<int64_t> scheduled_time_ms) {
+  return [scheduled_time_ms](kv::Transaction& txn, const Keys& keys, Job& held,
+                             const Checked& checked) {
+    return resubmit_checked(txn, keys, held, scheduled_time_ms, checked);
+  };
+}
+
+}  // namespace
+
 Status Jobs::resubmit(Job& job, const ResubmitOptions& options) {
   KVQ_ASSIGN_OR_RETURN(auto checked,
                        check_call(job, options.data, std::nullopt, "", options_.max_data_bytes));
-  return kv::run(
-      *store_,
-      [&](kv::Transaction& txn) {
-        return resubmit_checked(txn, impl_->keys, job, options.scheduled_time_ms, checked);
-      },
-      options_.retry);
+  return run_call(*store_, impl_->keys, options_, job, checked,
+                  resubmit_at(options.scheduled_time_ms));
 }
 
 void Jobs::resubmit_async(Job job, ResubmitOptions options, std::function<void(Status)> done) {
-  auto resubmit_at = [scheduled = options.scheduled_time_ms](kv::Transaction& txn, const Keys& keys,
-                                                             Job& held, const Checked& checked) {
-    return resubmit_checked(txn, keys, held, scheduled, checked);
-  };
   auto checked = check_call(job, options.data, std::nullopt, "", options_.max_data_bytes);
-  run_call_async(*store_, impl_->keys, options_, std::move(job), std::move(checked), resubmit_at,
-                 std::move(done));
+  run_call_async(*store_, impl_->keys, options_, std::move(job), std::move(checked),
+                 resubmit_at(options.scheduled_time_ms), std::move(done));
 }
 
 Status Jobs::resubmit(kv::Transaction& txn, Job& job, const ResubmitOptions& options) {
