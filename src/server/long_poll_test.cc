@@ -185,6 +185,9 @@ TEST_F(LongPollTest, AResultFirstLeavesTheDeadlineTheClientAndShutdownNothingToD
   };
   int fd = request_poll();
   EXPECT_EQ(response_status(fd, 5s), 200u);
+  // The answer can reach the client before the route has stored what finish returned; it
+  // remembers the poll after that.
+  ASSERT_TRUE(eventually([&] { return last_poll() != nullptr; }));
   EXPECT_TRUE(first_finish);
   EXPECT_EQ(waiting(), 0u) << "finish left the poll held for shutdown";
   std::this_thread::sleep_for(400ms);  // past the deadline
@@ -219,8 +222,9 @@ TEST_F(LongPollTest, TheDeadlineFirstEndsThePollOnceAndTheResultAfterItDoesNothi
   EXPECT_EQ(ends->give_ups, 1);
   EXPECT_EQ(ends->answers, 1);
   EXPECT_EQ(waiting(), 0u);
+  // The deadline can answer before the route has stored the exchange (a loaded machine).
+  ASSERT_TRUE(eventually([&] { return last_poll() != nullptr; }));
   auto poll = last_poll();
-  ASSERT_NE(poll, nullptr);
   EXPECT_FALSE(finish_with_result(*poll, exchange, ends)) << "the result ran after the deadline";
   ::close(fd);
   std::this_thread::sleep_for(200ms);
@@ -258,28 +262,31 @@ TEST_F(LongPollTest, TheClientGoneFirstGivesUpOnceAndNothingAfterItRuns) {
 TEST_F(LongPollTest, AResultRacingTheDeadlineAndShutdownEndsEachPollExactlyOnce) {
   constexpr int kRounds = 60;
   std::vector<std::shared_ptr<Ends>> all;
-  std::shared_ptr<Ends> ends;
   util::Mutex racers_mu;
+  std::shared_ptr<Ends> ends KVQ_GUARDED_BY(racers_mu);
   route_ = [&](std::shared_ptr<Exchange> ex) {
     // The deadline is now: the timers' thread gives up while the result's thread finishes and
     // shutdown ends every waiting poll.
+    util::MutexLock lock(racers_mu);  // `ends` is the main thread's, replaced each round
     auto poll = armed_poll(ex, kv::Clock::now(), ends);
     remember(poll);
-    util::MutexLock lock(racers_mu);
     racers_.emplace_back([poll, ex, ends = ends] { finish_with_result(*poll, ex, ends); });
     racers_.emplace_back([this] { api_->end_all_waiting(); });
   };
   int results = 0;
   int gave_up = 0;
   for (int round = 0; round < kRounds; ++round) {
-    ends = std::make_shared<Ends>();
-    all.push_back(ends);
+    {
+      util::MutexLock lock(racers_mu);
+      ends = std::make_shared<Ends>();
+      all.push_back(ends);
+    }
     int fd = request_poll();
     const unsigned status = response_status(fd, 5s);
     ::close(fd);
     ASSERT_TRUE(status == 200 || status == 204) << "round " << round << ": " << status;
     (status == 200 ? results : gave_up) += 1;
-    ASSERT_TRUE(eventually([&] { return ends->answers > 0; }));
+    ASSERT_TRUE(eventually([&] { return all.back()->answers > 0; }));
   }
   {
     util::MutexLock lock(racers_mu);
