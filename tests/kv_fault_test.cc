@@ -1,6 +1,9 @@
 // Fault injection over a real backend: conflicts, unavailability and unknown commit results.
 #include <gtest/gtest.h>
 
+#include <future>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -118,6 +121,66 @@ TEST_P(KvFaults, ADelayedFirstReadAnswersWithWhatWasCommittedDuringTheDelay) {
   const auto quick = kv::Clock::now();
   ASSERT_TRUE(kv::run(*store, [](kv::Transaction& t) { return t.read_version(); }).ok());
   EXPECT_LT(kv::Clock::now() - quick, 300ms);
+}
+
+// What kv::run and kv::run_async tell each attempt (Transaction::earlier_commit_unknown):
+// whether an earlier attempt's commit ended with an unknown result. Before one did it is false,
+// through conflicts and bodies that failed on their own (neither applied anything); from then
+// on it stays true, also after a later conflict (the attempt that looked for the unknown commit
+// failed, and its look with it). The bodies only write (no read draws a fault), so the store's
+// counts tell what each commit met; every third attempt's body fails on its own.
+TEST_P(KvFaults, EachAttemptIsToldWhetherAnEarlierCommitEndedWithAnUnknownResult) {
+  auto store = faulty(0.3, 0, 0.3, 11);
+  int attempts = 0, told_unknown = 0, conflicts_after_unknown = 0, conflicts_before = 0;
+  struct Run {
+    std::optional<kv::FaultCounts> after_body;  // the counts when the last body returned OK
+    bool expected = false;
+    int attempt = 0;
+  };
+  // The body of every attempt of one run, `run`'s state kept across them.
+  auto body = [&](Run& run, kv::Transaction& txn, const std::string& key) -> Status {
+    const kv::FaultCounts now = store->counts();
+    if (run.after_body) {
+      const auto& was = *run.after_body;
+      if (now.unknown_applied + now.unknown_not_applied >
+          was.unknown_applied + was.unknown_not_applied) {
+        run.expected = true;
+      } else if (now.conflicts > was.conflicts) {
+        ++(run.expected ? conflicts_after_unknown : conflicts_before);
+      }
+      run.after_body.reset();
+    }
+    EXPECT_EQ(txn.earlier_commit_unknown(), run.expected) << key << ", attempt " << run.attempt;
+    ++attempts;
+    if (run.expected) ++told_unknown;
+    txn.set(key, std::to_string(run.attempt));
+    if (++run.attempt % 3 == 0) return Unavailable("the body's own failure");
+    run.after_body = store->counts();
+    return Status::OK();
+  };
+  const kv::RetryOptions retry{.timeout = std::chrono::seconds(30),
+                               .initial_backoff = std::chrono::microseconds(100)};
+  for (int op = 0; op < 150; ++op) {
+    Run run;
+    const std::string key = "sync/" + std::to_string(op);
+    Status s = kv::run(
+        *store, [&](kv::Transaction& txn) { return body(run, txn, key); }, retry);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+  }
+  for (int op = 0; op < 150; ++op) {
+    Run run;
+    const std::string key = "async/" + std::to_string(op);
+    std::promise<Status> settled;
+    kv::run_async(
+        *store, [&](kv::Transaction& txn) { return body(run, txn, key); },
+        [&](Status s) { settled.set_value(std::move(s)); }, retry);
+    Status s = settled.get_future().get();
+    ASSERT_TRUE(s.ok()) << s.to_string();
+  }
+  EXPECT_GT(told_unknown, 20) << "the test must exercise unknown results";
+  EXPECT_GT(conflicts_before, 10) << "the test must exercise conflicts before an unknown result";
+  EXPECT_GT(conflicts_after_unknown, 5) << "and after one";
+  EXPECT_GT(attempts, 300);
 }
 
 KVQ_INSTANTIATE_FOR_BACKENDS(KvFaults);

@@ -144,6 +144,18 @@ class Transaction {
   // reads the latest commit).
   virtual bool allow_stale_reads() { return false; }
 
+  // Whether, in the kv::run (or kv::run_async) that began this transaction, an earlier
+  // attempt's commit ended with kUnknownResult: that commit may have applied. False on a first
+  // attempt, on every attempt after commits that failed only otherwise (kAborted and the rest:
+  // they did not apply) or bodies that failed, and for a transaction kv::run did not begin.
+  // Once true it stays true for the run's later attempts: the attempt that looked for the
+  // unknown commit may itself fail, and its look with it. A body that recognises its own
+  // earlier commit needs to look for it only when this is true, so that a retry after a mere
+  // conflict spends no reads on it (on etcd, round trips).
+  bool earlier_commit_unknown() const { return earlier_commit_unknown_; }
+  // For kv::run and kv::run_async, before they hand the transaction to the body.
+  void set_earlier_commit_unknown(bool unknown) { earlier_commit_unknown_ = unknown; }
+
   // Makes the commit conflict if `key` changes after this transaction's read version, as if it
   // had been read without snapshot.
   virtual Status add_read_conflict_key(std::string_view key) = 0;
@@ -167,6 +179,9 @@ class Transaction {
   // store's own threads and must not block: a blocking commit there fails with kFailedPrecondition
   // (LMDB), as it could wait for itself; commit asynchronously, or hand the work elsewhere.
   virtual void commit_async(std::function<void(Status)> done);
+
+ private:
+  bool earlier_commit_unknown_ = false;
 };
 
 class Store {
@@ -239,9 +254,11 @@ auto run(Store& store, Fn&& fn, const RetryOptions& options = {})
   using R = std::invoke_result_t<Fn&, Transaction&>;
   const auto deadline = Clock::now() + options.timeout;
   Status last;
+  bool commit_unknown = false;
   for (int attempt = 0;; ++attempt) {
     auto txn = store.begin();
     if (txn.ok()) {
+      (*txn)->set_earlier_commit_unknown(commit_unknown);
       R outcome = fn(**txn);
       Status status;
       if constexpr (std::is_same_v<R, Status>) {
@@ -249,7 +266,10 @@ auto run(Store& store, Fn&& fn, const RetryOptions& options = {})
       } else {
         status = outcome.status();
       }
-      if (status.ok()) status = (*txn)->commit();
+      if (status.ok()) {
+        status = (*txn)->commit();
+        if (status.code() == Code::kUnknownResult) commit_unknown = true;
+      }
       if (status.ok()) return outcome;
       if (!status.retryable()) return status;
       last = status;
@@ -285,6 +305,7 @@ class AsyncRun : public std::enable_shared_from_this<AsyncRun<Fn, Done>> {
     auto began = store_.begin();
     if (!began.ok()) return failed(began.status());
     std::shared_ptr<Transaction> txn(std::move(*began));
+    txn->set_earlier_commit_unknown(commit_unknown_);
     auto outcome = std::make_shared<R>(fn_(*txn));
     Status status;
     if constexpr (std::is_same_v<R, Status>) {
@@ -294,6 +315,7 @@ class AsyncRun : public std::enable_shared_from_this<AsyncRun<Fn, Done>> {
     }
     if (!status.ok()) return failed(status);
     txn->commit_async([self = this->shared_from_this(), txn, outcome](Status committed) {
+      if (committed.code() == Code::kUnknownResult) self->commit_unknown_ = true;
       if (committed.ok()) return self->done_(std::move(*outcome));
       self->failed(committed);
     });
@@ -323,6 +345,7 @@ class AsyncRun : public std::enable_shared_from_this<AsyncRun<Fn, Done>> {
   RetryOptions options_;
   Clock::time_point deadline_;
   int attempts_ = 0;
+  bool commit_unknown_ = false;  // an attempt's commit ended kUnknownResult
 };
 
 }  // namespace detail

@@ -100,7 +100,7 @@ Result<Job> Jobs::accept_job(std::string_view type, std::string_view id,
       [&](kv::Transaction& txn) -> Result<Job> {
         // After an unknown commit result, the earlier try may have taken the job: it then runs
         // under this call's lock.
-        if (tried_version) {
+        if (tried_version && txn.earlier_commit_unknown()) {
           KVQ_ASSIGN_OR_RETURN(auto found,
                                find_accepted(txn, impl_->keys, type, *tried_version, {taker}));
           if (!found.empty()) return std::move(found.front());

@@ -87,7 +87,7 @@ Result<std::optional<Job>> try_accept_any(kv::Transaction& txn, const Keys& keys
 }
 
 Result<std::optional<Job>> AnyAttempt::recognise(kv::Transaction& txn, const Keys& keys) const {
-  if (!version_) return std::optional<Job>();
+  if (!version_ || !txn.earlier_commit_unknown()) return std::optional<Job>();
   for (size_t i = 0; i < types_.size(); ++i) {
     KVQ_ASSIGN_OR_RETURN(auto found, find_accepted(txn, keys, types_[i], *version_, {takers_[i]}));
     if (!found.empty()) return std::optional<Job>(std::move(found.front()));

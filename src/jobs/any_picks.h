@@ -51,7 +51,8 @@ class AnyAttempt {
       : types_(std::move(types)), takers_(std::move(takers)) {}
   const std::vector<std::string>& types() const { return types_; }
   const std::vector<Taker>& takers() const { return takers_; }
-  // Before a try's look: the job a previous try took, if that try committed.
+  // Before a try's look: the job a previous try took, if that try committed. Reads nothing
+  // unless an earlier commit's result was unknown (kv::Transaction::earlier_commit_unknown).
   Result<std::optional<Job>> recognise(kv::Transaction& txn, const Keys& keys) const;
   // In order on the first try, spread on a retry (a conflict with another acceptor).
   Pick next_pick();

@@ -228,7 +228,7 @@ Result<std::string> validate_add(std::string_view type, std::string_view id, std
 Result<AddResult> add_attempt(kv::Transaction& txn, const Keys& keys, std::string_view type,
                               std::string_view id, const std::string& normalized,
                               const AddOptions& options, std::optional<uint64_t>& attempt_version) {
-  if (attempt_version) {
+  if (attempt_version && txn.earlier_commit_unknown()) {
     KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, id));
     if (row && row->add_seq == *attempt_version) return AddResult{.added = true};
   }

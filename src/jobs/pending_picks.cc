@@ -395,7 +395,9 @@ class InFlight {
 };
 
 // One try of an accept. An earlier try's commit result may have been unknown: it may have taken
-// jobs already, which `attempt_version` (its read version) finds. The first try of an attempt
+// jobs already, which `attempt_version` (its read version) finds. (Until a commit's result was
+// unknown, no earlier try took anything: kv::run says so, and a retry after conflicts alone
+// reads nothing for it.) The first try of an attempt
 // that started alone in this process takes the due jobs in order; a retry (after a conflict,
 // with an acceptor of another process that took the same head) or an attempt that overlaps
 // another here spreads its pick.
@@ -408,7 +410,7 @@ Result<std::vector<Job>> accept_attempt(kv::Transaction& txn, const Keys& keys,
                                         bool alone, kv::Watch* watch, ArmWatch arm) {
   const Pick pick = tried || !alone ? Pick::kSpread : Pick::kInOrder;
   tried = true;
-  if (attempt_version) {
+  if (attempt_version && txn.earlier_commit_unknown()) {
     KVQ_ASSIGN_OR_RETURN(auto taken, find_accepted(txn, keys, type, *attempt_version, takers));
     if (!taken.empty()) return taken;
   }
