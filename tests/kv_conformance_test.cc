@@ -119,6 +119,33 @@ TEST_P(KvConformance, ReadsAllowedToBeStaleStillConflictWithALaterCommit) {
   EXPECT_EQ(read(store(), "k"), "1");
 }
 
+// prefetch only fetches: a prefetched key conflicts once the transaction reads it, never before,
+// and what it answers then is what get would have (the transaction's own writes included).
+TEST_P(KvConformance, APrefetchedKeyIsTrackedOnlyOnceReadAndReadsAsGetWould) {
+  put(store(), "a", "1");
+  put(store(), "b", "2");
+  auto t1 = begin(store());
+  ASSERT_TRUE(t1->read_version().ok());  // fixed here on every backend
+  t1->set("c", "mine");
+  t1->prefetch({"a", "b", "c", "absent"});
+  put(store(), "a", "changed after the prefetch");
+  EXPECT_EQ(*t1->get("a"), "1") << "the read answers at the transaction's version";
+  EXPECT_EQ(*t1->get("c"), "mine");
+  EXPECT_EQ(*t1->get("absent"), std::nullopt);
+  t1->set("out", "1");
+  Status s = t1->commit();
+  EXPECT_EQ(s.code(), Code::kAborted) << "a changed after t1 read it: " << s.to_string();
+
+  auto t2 = begin(store());
+  t2->prefetch({"a", "b"});
+  ASSERT_EQ(*t2->get("a"), "changed after the prefetch");
+  put(store(), "b", "changed, never read by t2");
+  t2->set("out", "2");
+  s = t2->commit();
+  EXPECT_TRUE(s.ok()) << "b was prefetched, not read: " << s.to_string();
+  EXPECT_EQ(read(store(), "out"), "2");
+}
+
 TEST_P(KvConformance, SnapshotReadAddsNoConflict) {
   put(store(), "k", "0");
   auto t1 = begin(store());

@@ -116,6 +116,13 @@ class Transaction {
   virtual Result<std::vector<std::optional<std::string>>> get_many(
       const std::vector<std::string>& keys, ReadOptions options = {});
 
+  // Says that the transaction is about to read `keys`: a store whose reads are round trips
+  // (etcd) fetches them together now, in one, and the reads then answer from what it fetched.
+  // Reads nothing for the transaction: each key is read (and, without snapshot, tracked for
+  // conflicts) only when get() or get_many() asks for it. A failure is left to those reads.
+  // The default does nothing (LMDB reads from the map).
+  virtual void prefetch(const std::vector<std::string>& keys);
+
   // Keys in [begin, end) in key order (or reverse), at most `limit` of them.
   virtual Result<std::vector<KeyValue>> get_range(std::string_view begin, std::string_view end,
                                                   RangeOptions options = {}) = 0;

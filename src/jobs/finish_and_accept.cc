@@ -44,6 +44,10 @@ class FinishThenAccept {
                                       const JobsOptions& options) {
     KVQ_ASSIGN_OR_RETURN(auto recognised, attempt_.recognise(txn, keys));
     if (recognised) return FinishedAndTaken{last_finished_, std::move(recognised)};
+    // The job's row and every type's settings are read next: on etcd in one round trip.
+    std::vector<std::string> rows{keys.job(job_.type, job_.id)};
+    for (const std::string& type : attempt_.types()) rows.push_back(keys.timeout(type));
+    txn.prefetch(rows);
     // Every type first: a misspelt one changes nothing.
     KVQ_RETURN_IF_ERROR(require_types(txn, keys, attempt_.types()));
     KVQ_ASSIGN_OR_RETURN(Finished finished, finish_checked(txn, keys, job_, checked_));

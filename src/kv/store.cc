@@ -16,6 +16,8 @@ Result<std::vector<std::optional<std::string>>> Transaction::get_many(
   return values;
 }
 
+void Transaction::prefetch(const std::vector<std::string>&) {}
+
 void Transaction::commit_async(std::function<void(Status)> done) { done(commit()); }
 
 void Transaction::touch(std::string_view key) { set(key, util::random_hex(8)); }

@@ -163,6 +163,12 @@ Result<std::vector<std::optional<std::string>>> EtcdTransaction::get_many(
   return values;
 }
 
+void EtcdTransaction::prefetch(const std::vector<std::string>& keys) {
+  // Snapshot: what it fetched is tracked by the read that uses it (get records the first
+  // observation, from fetched_). A failure is the later reads' to meet again.
+  (void)get_many(keys, {.snapshot = true});
+}
+
 Result<std::vector<KeyValue>> EtcdTransaction::get_range(std::string_view begin,
                                                          std::string_view end,
                                                          RangeOptions options) {

@@ -28,6 +28,8 @@ class EtcdTransaction : public Transaction {
   // One Txn of ranges at this transaction's revision.
   Result<std::vector<std::optional<std::string>>> get_many(const std::vector<std::string>& keys,
                                                            ReadOptions options) override;
+  // get_many of `keys` as snapshot reads: fetched (one Txn for several), not yet tracked.
+  void prefetch(const std::vector<std::string>& keys) override;
   Result<std::vector<KeyValue>> get_range(std::string_view begin, std::string_view end,
                                           RangeOptions options) override;
   void set(std::string_view key, std::string_view value) override;
