@@ -2,19 +2,54 @@
 
 #include <algorithm>
 #include <limits>
+#include <unordered_map>
 
+#include "util/mutex.h"
 #include "util/random.h"
 
 namespace kvq::jobs {
 
+namespace {
+
+// The head (priority, time) the last read from the start of an index found, per index (its
+// key prefix), in this process: where the next read's prefix ends. Only a guess: a wrong one
+// costs a second read, never an entry.
+class Heads {
+ public:
+  static Heads& instance() {
+    static Heads* heads = new Heads;  // never destroyed: accepts may run at exit
+    return *heads;
+  }
+  std::optional<std::pair<int64_t, int64_t>> get(const std::string& index) {
+    util::MutexLock lock(mu_);
+    auto it = heads_.find(index);
+    if (it == heads_.end()) return std::nullopt;
+    return it->second;
+  }
+  void set(const std::string& index, int64_t priority, int64_t time) {
+    util::MutexLock lock(mu_);
+    if (heads_.size() >= kMaxIndexes && !heads_.count(index)) heads_.clear();
+    heads_[index] = {priority, time};
+  }
+
+ private:
+  static constexpr size_t kMaxIndexes = 4096;  // types' indexes remembered at once
+  util::Mutex mu_;
+  std::unordered_map<std::string, std::pair<int64_t, int64_t>> heads_ KVQ_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
 DueLevels::DueLevels(kv::Transaction& txn, OrderedIndex index, int64_t max_time,
-                     std::optional<int64_t> max_priority, size_t batch, int max_reads)
+                     std::optional<int64_t> max_priority, size_t batch, int max_reads,
+                     int64_t head_window)
     : txn_(txn),
       index_(std::move(index)),
       max_time_(max_time),
       max_priority_(max_priority),
       batch_(batch),
       reads_left_(max_reads),
+      head_window_(head_window),
       from_(index_.all().first) {}
 
 Result<const OrderedIndex::Entry*> DueLevels::head() {
@@ -26,13 +61,14 @@ Result<const OrderedIndex::Entry*> DueLevels::head() {
     }
     // One read per level: its due entries are the first ones read, up to its due bound (on
     // etcd each read is a round trip).
-    KVQ_ASSIGN_OR_RETURN(auto read,
-                         txn_.get_range(from_, end, {.limit = batch_, .snapshot = true}));
+    const bool from_start = from_ == index_.all().first;
+    KVQ_ASSIGN_OR_RETURN(auto read, read_from(end));
     if (read.empty()) {
       done_ = true;
       break;
     }
     KVQ_ASSIGN_OR_RETURN(auto first, index_.parse(read[0].key));
+    if (from_start) Heads::instance().set(index_.all().first, first.priority, first.time);
     if (max_priority_ && first.priority > *max_priority_) {
       done_ = true;
       break;
@@ -53,6 +89,25 @@ Result<const OrderedIndex::Entry*> DueLevels::head() {
     from_ = index_.from_priority(first.priority + 1);
   }
   return due_.empty() ? nullptr : &due_.front();
+}
+
+Result<std::vector<kv::KeyValue>> DueLevels::read_from(const std::string& end) {
+  const kv::RangeOptions options{.limit = batch_, .snapshot = true};
+  std::string prefix_end;
+  if (from_ == index_.all().first) {
+    if (auto head = Heads::instance().get(from_)) {
+      const int64_t time = head->second > std::numeric_limits<int64_t>::max() - head_window_
+                               ? std::numeric_limits<int64_t>::max()
+                               : head->second + head_window_;
+      prefix_end = index_.due(head->first, time).second;
+    }
+  }
+  if (prefix_end.empty() || prefix_end <= from_ || prefix_end >= end)
+    return txn_.get_range(from_, end, options);
+  KVQ_ASSIGN_OR_RETURN(auto read, txn_.get_range(from_, prefix_end, options));
+  if (!read.empty()) return read;
+  // Nothing before prefix_end (at this transaction's version): the rest begins after it.
+  return txn_.get_range(prefix_end, end, options);
 }
 
 OrderedIndex::Entry DueLevels::take(bool at_random) {

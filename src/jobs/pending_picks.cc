@@ -185,14 +185,15 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
   const bool at_random = pick == Pick::kSpread;
   // Each priority level costs one read, or two when it held fewer due jobs than wanted.
   DueLevels ungrouped(txn, keys.pending_index(type), max_time, accept.max_priority, spread,
-                      2 * kMaxPriorityLevels);
+                      2 * kMaxPriorityLevels, kPendingHeadWindow);
   // A type that never had a job with a group reads nothing more. One that has takes turns
   // between its groups: a group served goes to the back of the line (save_job), so a batch
   // takes one job per group and goes around again when they run out.
   std::optional<DueLevels> groups;
   if (gate.has_groups) {
     groups.emplace(txn, keys.group_queue(type), end_of_ms(max_time), accept.max_priority, spread,
-                   2 * kMaxPriorityLevels + static_cast<int>(gate.allowed));
+                   2 * kMaxPriorityLevels + static_cast<int>(gate.allowed),
+                   ms_to_us(kPendingHeadWindow));
   }
   size_t full_groups = 0;
   std::vector<Job> taken;
@@ -260,11 +261,11 @@ Result<std::optional<Candidate>> peek_candidate(kv::Transaction& txn, const Keys
   }
   const size_t spread = std::max<size_t>(options.accept_spread, 1);
   DueLevels ungrouped(txn, keys.pending_index(type), max_time, accept.max_priority, 1,
-                      2 * kMaxPriorityLevels);
+                      2 * kMaxPriorityLevels, kPendingHeadWindow);
   std::optional<DueLevels> groups;
   if (gate.has_groups) {
     groups.emplace(txn, keys.group_queue(type), end_of_ms(max_time), accept.max_priority, spread,
-                   2 * kMaxPriorityLevels + 1);
+                   2 * kMaxPriorityLevels + 1, ms_to_us(kPendingHeadWindow));
   }
   // The loop of try_accept_many, stopping where it would take: a group found full is marked so
   // (it leaves the queue, as try_accept_many would leave it), and the next in turn is looked at.

@@ -81,13 +81,15 @@ Result<std::vector<OrderedIndex::Entry>> soonest_not_due(kv::Transaction& txn, c
 Result<std::optional<std::string>> next_due(kv::Transaction& txn, const Keys& keys,
                                             std::string_view type, const TypeSettings& settings,
                                             int64_t now) {
-  DueLevels ungrouped(txn, keys.pending_index(type), now, std::nullopt, 1, kMaxPeekReads);
+  DueLevels ungrouped(txn, keys.pending_index(type), now, std::nullopt, 1, kMaxPeekReads,
+                      kPendingHeadWindow);
   KVQ_ASSIGN_OR_RETURN(const OrderedIndex::Entry* job, ungrouped.head());
   const OrderedIndex::Entry* turn = nullptr;
   std::optional<DueLevels> groups;
   if (settings.has_groups) {
     const int64_t end_of_now = ms_to_us(now) + 999;
-    groups.emplace(txn, keys.group_queue(type), end_of_now, std::nullopt, 1, kMaxPeekReads);
+    groups.emplace(txn, keys.group_queue(type), end_of_now, std::nullopt, 1, kMaxPeekReads,
+                   ms_to_us(kPendingHeadWindow));
     KVQ_ASSIGN_OR_RETURN(turn, groups->head());
   }
   const bool turn_first =
