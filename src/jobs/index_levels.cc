@@ -50,10 +50,10 @@ DueLevels::DueLevels(kv::Transaction& txn, OrderedIndex index, int64_t max_time,
       batch_(batch),
       reads_left_(max_reads),
       head_window_(head_window),
-      from_(index_.all().first) {}
+      all_(index_.all()),
+      from_(all_.first) {}
 
 Result<const OrderedIndex::Entry*> DueLevels::head() {
-  const std::string end = index_.all().second;
   while (due_.empty() && !done_) {
     if (reads_left_-- <= 0) {
       done_ = true;
@@ -61,14 +61,14 @@ Result<const OrderedIndex::Entry*> DueLevels::head() {
     }
     // One read per level: its due entries are the first ones read, up to its due bound (on
     // etcd each read is a round trip).
-    const bool from_start = from_ == index_.all().first;
-    KVQ_ASSIGN_OR_RETURN(auto read, read_from(end));
+    const bool from_start = from_ == all_.first;
+    KVQ_ASSIGN_OR_RETURN(auto read, read_from());
     if (read.empty()) {
       done_ = true;
       break;
     }
     KVQ_ASSIGN_OR_RETURN(auto first, index_.parse(read[0].key));
-    if (from_start) Heads::instance().set(index_.all().first, first.priority, first.time);
+    if (from_start) Heads::instance().set(all_.first, first.priority, first.time);
     if (max_priority_ && first.priority > *max_priority_) {
       done_ = true;
       break;
@@ -91,10 +91,11 @@ Result<const OrderedIndex::Entry*> DueLevels::head() {
   return due_.empty() ? nullptr : &due_.front();
 }
 
-Result<std::vector<kv::KeyValue>> DueLevels::read_from(const std::string& end) {
+Result<std::vector<kv::KeyValue>> DueLevels::read_from() {
+  const std::string& end = all_.second;
   const kv::RangeOptions options{.limit = batch_, .snapshot = true};
   std::string prefix_end;
-  if (from_ == index_.all().first) {
+  if (from_ == all_.first) {
     if (auto head = Heads::instance().get(from_)) {
       const int64_t time = head->second > std::numeric_limits<int64_t>::max() - head_window_
                                ? std::numeric_limits<int64_t>::max()

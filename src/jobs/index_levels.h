@@ -17,20 +17,20 @@
 
 namespace kvq::jobs {
 
+// How far past the last head found the first read of the pending index reaches (its times are
+// milliseconds; DueLevels below): at a queue's usual rates a few hundred entries at most.
+constexpr int64_t kPendingHeadWindow = 250;
+
 // The due entries of an index for one accept, best level first. Snapshot reads: only what the
 // accept finally takes adds conflicts. Entries it takes leave the transaction's view, so when
 // those read run out, reading the level again from its start finds what is left of it.
 //
 // A read from the start of the index first asks only for a prefix of it: up to `head_window`
-// (in the index's unit of time) past the head an earlier read in this process found (the head moves
-// forward as jobs are taken). Being a prefix, it answers with the very entries a read to the end
-// would give first; only if it is empty is the rest read. On LMDB that costs nothing; etcd 3.4
-// collects every key of a range before applying a limit, so a read to the end of a queue with a
-// backlog cost it time in proportion to the backlog. How far past the last head found the first
-// read of the pending index reaches (its times are milliseconds): at a queue's usual rates a few
-// hundred entries at most.
-constexpr int64_t kPendingHeadWindow = 250;
-
+// (in the index's unit of time) past the head an earlier read in this process found (the head
+// moves forward as jobs are taken). Being a prefix, it answers with the very entries a read to
+// the end would give first; only if it is empty is the rest read. On LMDB that costs nothing;
+// etcd 3.4 collects every key of a range before applying a limit, so a read to the end of a
+// queue with a backlog cost it time in proportion to the backlog.
 class DueLevels {
  public:
   // Due: time <= max_time. Levels above `max_priority` are never looked at. `batch` entries
@@ -49,8 +49,9 @@ class DueLevels {
   std::optional<int64_t> earliest_not_due() const { return earliest_not_due_; }
 
  private:
-  // get_range(from_, end) of at most batch_ entries, a prefix first where a head is known.
-  Result<std::vector<kv::KeyValue>> read_from(const std::string& end);
+  // get_range(from_, the index's end) of at most batch_ entries, a prefix first where a head
+  // is known.
+  Result<std::vector<kv::KeyValue>> read_from();
 
   kv::Transaction& txn_;
   OrderedIndex index_;
@@ -59,8 +60,9 @@ class DueLevels {
   size_t batch_;
   int reads_left_;
   int64_t head_window_;
-  std::string from_;                      // where the level being read starts
-  std::vector<OrderedIndex::Entry> due_;  // its due entries read and not taken, in order
+  const std::pair<std::string, std::string> all_;  // the index's whole range
+  std::string from_;                               // where the level being read starts
+  std::vector<OrderedIndex::Entry> due_;           // its due entries read and not taken, in order
   bool done_ = false;
   std::optional<int64_t> earliest_not_due_;
 };
