@@ -16,7 +16,12 @@
 #   On each cluster, steps 2 and 3 run once per group commit mode (ETCD_BENCH_GROUP_COMMIT).
 # Every `kvq bench` run: --workers ETCD_BENCH_WORKERS (16), --producers ETCD_BENCH_PRODUCERS (2),
 # --jobs ETCD_BENCH_JOBS (3000), --batch 1, --json, a fresh type. Then it prints a markdown table:
-# store, in-process jobs/s at 1/4/16 threads, HTTP jobs/s, add->accept p50/p99.
+# store, in-process jobs/s at 1/4/16 threads, HTTP jobs/s, add->accept p50/p99, and for each
+# HTTP run what a job cost: the gRPC calls the etcd members answered (Range + Txn, from their
+# grpc_server_handled_total), the Raft proposals they committed (etcd_server_proposals_committed
+# _total, one member's), and the CPU of the etcd members and of kvq serve (/proc/<pid>/stat),
+# each counted from just before to just after the kvq bench run. The in-process runs get no such
+# count: Google Benchmark runs more iterations than it reports.
 #
 # Everything it starts (etcd members, kvq serve, the benchmark in flight) is stopped on exit,
 # including on Ctrl-C, and its temporary directories are removed.
@@ -177,6 +182,38 @@ run_inproc() {
   fi
 }
 
+# Prints what the etcd members (at $endpoints, pids etcd_pids) and kvq serve (server_pid) have
+# done so far, as JSON: calls answered, proposals committed, CPU seconds. {} without etcd.
+cost_snapshot() {
+  python3 - "$endpoints" "$server_pid" "${etcd_pids[@]}" <<'PY'
+import json, os, re, sys, urllib.request
+endpoints, server = sys.argv[1], sys.argv[2]
+if not endpoints:
+    print("{}")
+    sys.exit(0)
+tick = os.sysconf("SC_CLK_TCK")
+def cpu(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+calls = {"Range": 0.0, "Txn": 0.0}
+proposals = 0.0
+handled = re.compile(r'^grpc_server_handled_total\{(.*)\} (\S+)$')
+for ep in endpoints.split(","):
+    text = urllib.request.urlopen(f"http://{ep}/metrics", timeout=5).read().decode()
+    for line in text.splitlines():
+        m = handled.match(line)
+        if m and 'grpc_code="OK"' in m.group(1):
+            method = re.search(r'grpc_method="(\w+)"', m.group(1)).group(1)
+            if method in calls:
+                calls[method] += float(m.group(2))
+        elif line.startswith("etcd_server_proposals_committed_total "):
+            proposals = max(proposals, float(line.split()[1]))
+print(json.dumps({"range": calls["Range"], "txn": calls["Txn"], "proposals": proposals,
+                  "etcd_cpu_s": sum(cpu(p) for p in sys.argv[3:]),
+                  "serve_cpu_s": cpu(server) if server else 0.0}))
+PY
+}
+
 # kvq serve with the given store arguments, then one kvq bench run; appends to http.jsonl.
 run_http() {
   local label="$1"
@@ -185,6 +222,7 @@ run_http() {
   local url="$server_url"
   echo "== $label: $(head -n 1 "$work/serve-$label.out")" >&2
   echo "   kvq bench --workers $workers --producers $producers --jobs $n_jobs" >&2
+  cost_snapshot >"$work/cost-before.json"
   if ! run_child "$kvq_bin" bench --url "$url" --json --producers "$producers" --workers "$workers" \
       --jobs "$n_jobs" --batch 1 --type "bench-$label" >"$work/run.json" 2>"$work/run.err"; then
     echo "etcd-bench: kvq bench failed ($label):" >&2
@@ -192,10 +230,19 @@ run_http() {
     tail -n 20 "$work/serve-$label.err" >&2
     exit 1
   fi
-  python3 - "$label" "$work/run.json" >>"$work/http.jsonl" <<'PY'
+  cost_snapshot >"$work/cost-after.json"
+  python3 - "$label" "$work/run.json" "$work/cost-before.json" "$work/cost-after.json" \
+      >>"$work/http.jsonl" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[2]))
 r["store"] = sys.argv[1]
+before, after = (json.load(open(p)) for p in sys.argv[3:5])
+if before and r.get("jobs"):
+    per_job = lambda k, scale=1.0: (after[k] - before[k]) * scale / r["jobs"]
+    r["cost_per_job"] = {"range": per_job("range"), "txn": per_job("txn"),
+                         "proposals": per_job("proposals"),
+                         "etcd_cpu_ms": per_job("etcd_cpu_s", 1000.0),
+                         "serve_cpu_ms": per_job("serve_cpu_s", 1000.0)}
 print(json.dumps(r))
 PY
   stop_server
@@ -264,8 +311,9 @@ print(f"in-process: jobs_bench BM_JobLifecycle (add -> accept -> finish per iter
       f"HTTP: kvq bench, {workers} workers, {producers} producers, {n_jobs} jobs, batch 1")
 print()
 print(f"| store | in-process jobs/s, 1 thread | 4 threads | 16 threads | HTTP jobs/s ({workers} workers) "
-      "| add→accept p50 ms | p99 ms |")
-print("|---|--:|--:|--:|--:|--:|--:|")
+      "| add→accept p50 ms | p99 ms | HTTP, per job: etcd Range + Txn calls | Raft proposals "
+      "| etcd CPU ms | kvq serve CPU ms |")
+print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 for key, name in rows:
     h = http.get(key)
     cells = [num(inproc.get((key, t))) for t in (1, 4, 16)]
@@ -273,6 +321,12 @@ for key, name in rows:
         cells += [num(h["jobs_per_second"]), num(h["latency_ms"]["p50"], 2), num(h["latency_ms"]["p99"], 2)]
     else:
         cells += ["–", "–", "–"]
+    c = (h or {}).get("cost_per_job")
+    if c:
+        cells += [f"{c['range']:.2f} + {c['txn']:.2f}", num(c["proposals"], 2),
+                  num(c["etcd_cpu_ms"], 2), num(c["serve_cpu_ms"], 2)]
+    else:
+        cells += ["–", "–", "–", "–"]
     print(f"| {name} | " + " | ".join(cells) + " |")
 for store, msgs in failures.items():
     print(f"\nnote: {store}: " + "; ".join(msgs))
