@@ -105,7 +105,9 @@ struct WorkerState {
 };
 
 // The finish of `job`, asking with "next" for the worker's next job when config.next. Its wait
-// is 1 s while producers still add, and none after: a last wait would only delay the end.
+// is 1 s while more jobs are still to be added than there are workers, and none after: near
+// the end some workers' waits can find no job, and the finish they carry would be counted only
+// when the wait ends (on etcd the last jobs of a run came in up to a second late that way).
 // Returns false when the bench must stop.
 bool finish_one(Client& client, Shared& shared, const Json& job, int64_t accepted_us,
                 WorkerState& w) {
@@ -113,7 +115,8 @@ bool finish_one(Client& client, Shared& shared, const Json& job, int64_t accepte
   const std::string id = value_of(job, "id", std::string());
   const Json data = value_of(job, "data", Json());
   Json body = {{"lock", value_of(job, "lock", std::string())}};
-  if (config.next) body["next"] = {{"timeout", shared.added < config.jobs ? 1 : 0}};
+  if (config.next)
+    body["next"] = {{"timeout", config.jobs - shared.added.load() > config.workers ? 1 : 0}};
   Response f = with_retries(shared, [&] {
     return client.post(path("/v1/jobs", {config.type, id, "finish"}), body, milliseconds(20000));
   });
