@@ -765,8 +765,9 @@ class Jobs {
   // process takes, on its transaction's first try, the first due jobs in scheduled time (then
   // id) order — so one consumer, or one process's waiting accepts (served in arrival order, one
   // transaction at a time per type), get the due jobs of a priority in exactly that order. An
-  // accept that overlaps another of its type here, and any retried try (after a conflict with an
-  // accept of another process, or another retryable failure), picks at random among the first
+  // accept that overlaps another of its type here (accept_any and finish_and_accept count as
+  // accepts of each of their types), and any retried try (after a conflict with an accept of
+  // another process, or another retryable failure), picks at random among the first
   // JobsOptions::accept_spread due jobs of that priority instead, so that concurrent acceptors
   // rarely collide. Under contention the order within a priority is therefore approximate: a
   // job can be handed out before up to accept_spread - 1 that were due before it

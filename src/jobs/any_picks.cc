@@ -95,8 +95,16 @@ Result<std::optional<Job>> AnyAttempt::recognise(kv::Transaction& txn, const Key
   return std::optional<Job>();
 }
 
+AnyAttempt::AnyAttempt(const Keys& keys, std::vector<std::string> types, std::vector<Taker> takers)
+    : types_(std::move(types)), takers_(std::move(takers)) {
+  for (const std::string& type : types_) {
+    in_flight_.push_back(std::make_unique<AcceptInFlight>(keys, type));
+    alone_ = alone_ && in_flight_.back()->alone();
+  }
+}
+
 Pick AnyAttempt::next_pick() {
-  const Pick pick = tried_ ? Pick::kSpread : Pick::kInOrder;
+  const Pick pick = tried_ || !alone_ ? Pick::kSpread : Pick::kInOrder;
   tried_ = true;
   return pick;
 }
@@ -117,7 +125,7 @@ void attempt_accept_any_async(kv::Store& store, const Keys& keys, const JobsOpti
     AnyLook look;  // of the last try, the one whose outcome `done` gets
   };
   auto s = std::make_shared<State>(
-      State{AnyAttempt(std::move(types), std::move(takers)), std::move(accept), arm, {}});
+      State{AnyAttempt(keys, std::move(types), std::move(takers)), std::move(accept), arm, {}});
   kv::run_async(
       store,
       [s, &keys, &options](kv::Transaction& txn) -> Result<std::optional<Job>> {
@@ -131,6 +139,7 @@ void attempt_accept_any_async(kv::Store& store, const Keys& keys, const JobsOpti
         return job;
       },
       [s, done = std::move(done)](Result<std::optional<Job>> job) {
+        s->attempt.settle();
         done(AnyOutcome{std::move(job), std::move(s->look)});
       },
       options.retry);

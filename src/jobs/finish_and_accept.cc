@@ -32,13 +32,15 @@ struct FinishedAndTaken {
 class FinishThenAccept {
  public:
   // `take_next`: false finishes only (the two-step form above).
-  FinishThenAccept(Job job, Checked checked, std::vector<std::string> types, AcceptOptions accept,
-                   bool take_next)
+  FinishThenAccept(const Keys& keys, Job job, Checked checked, std::vector<std::string> types,
+                   AcceptOptions accept, bool take_next)
       : job_(std::move(job)),
         checked_(std::move(checked)),
         accept_(std::move(accept)),
-        attempt_(types, takers_for(types, accept_)),
-        take_next_(take_next) {}
+        attempt_(keys, types, takers_for(types, accept_)),
+        take_next_(take_next) {
+    if (!take_next_) attempt_.settle();  // it makes no look
+  }
 
   Result<FinishedAndTaken> operator()(kv::Transaction& txn, const Keys& keys,
                                       const JobsOptions& options) {
@@ -64,6 +66,9 @@ class FinishThenAccept {
     last_finished_.counted = true;  // if recognised by its job, this try's commit was ours
     return FinishedAndTaken{finished, std::move(next)};
   }
+
+  // Its tries are over.
+  void settle() { attempt_.settle(); }
 
   // Records in the types' stats what a committed call did.
   void record(TypeStatsRecorder& stats, const FinishedAndTaken& done) const {
@@ -134,12 +139,13 @@ Result<std::optional<Job>> Jobs::finish_and_accept(Job& job, const FinishOptions
   KVQ_RETURN_IF_ERROR(validate_accept_any(names, accept));
   KVQ_ASSIGN_OR_RETURN(Checked checked, check_finish(job, finish, options_.max_data_bytes));
   const bool take_next = takes_next(*store_, *impl_, names);
-  FinishThenAccept call(job, std::move(checked), names, accept, take_next);
-  KVQ_ASSIGN_OR_RETURN(FinishedAndTaken done,
-                       kv::run(*store_, allowing_stale_reads([&](kv::Transaction& txn) {
-                         return call(txn, impl_->keys, options_);
-                       }),
-                               options_.retry));
+  FinishThenAccept call(impl_->keys, job, std::move(checked), names, accept, take_next);
+  auto committed = kv::run(*store_, allowing_stale_reads([&](kv::Transaction& txn) {
+    return call(txn, impl_->keys, options_);
+  }),
+                           options_.retry);
+  call.settle();
+  KVQ_ASSIGN_OR_RETURN(FinishedAndTaken done, std::move(committed));
   call.record(impl_->type_stats, done);
   if (done.next) return std::move(done.next);
   const auto rest = wait_after(accept, start, take_next);
@@ -159,8 +165,8 @@ void Jobs::finish_and_accept_async(Job job, FinishOptions finish, std::vector<st
   auto checked = check_finish(job, finish, options_.max_data_bytes);
   if (!checked.ok()) return done(checked.status());
   const bool take_next = takes_next(*store_, *impl_, names);
-  auto call = std::make_shared<FinishThenAccept>(std::move(job), std::move(*checked), names, accept,
-                                                 take_next);
+  auto call = std::make_shared<FinishThenAccept>(impl_->keys, std::move(job), std::move(*checked),
+                                                 names, accept, take_next);
   // As finish_async: on a nonblocking store the commit never blocks this thread; elsewhere it
   // does, here, rather than on the 8 threads the accept waiters' looks run on (finishes
   // filled them and held every look back: 115 jobs/s against 305 on etcd).
@@ -170,6 +176,7 @@ void Jobs::finish_and_accept_async(Job job, FinishOptions finish, std::vector<st
       }),
       [this, call, names = std::move(names), accept = std::move(accept), start, take_next,
        done = std::move(done)](Result<FinishedAndTaken> taken) {
+        call->settle();
         if (!taken.ok()) return done(taken.status());
         call->record(impl_->type_stats, *taken);
         const auto rest = wait_after(accept, start, take_next);

@@ -360,40 +360,29 @@ Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys,
   return found;
 }
 
+AcceptInFlight::AcceptInFlight(const Keys& keys, std::string_view type)
+    : key_(&keys, std::string(type)) {
+  util::MutexLock lock(mu());
+  alone_ = counts()[key_]++ == 0;
+}
+
+AcceptInFlight::~AcceptInFlight() {
+  util::MutexLock lock(mu());
+  auto it = counts().find(key_);
+  if (--it->second == 0) counts().erase(it);
+}
+
+util::Mutex& AcceptInFlight::mu() {
+  static util::Mutex m;
+  return m;
+}
+
+std::map<AcceptInFlight::Key, size_t>& AcceptInFlight::counts() {
+  static std::map<Key, size_t> c;
+  return c;
+}
+
 namespace {
-
-// An accept attempt in flight in this process, counted per Jobs (its Keys) and type for as long
-// as it lives. Attempts that overlap here would read the same head and collide on it, so only
-// one that started alone takes the due jobs in order.
-class InFlight {
- public:
-  InFlight(const Keys& keys, std::string_view type) : key_(&keys, std::string(type)) {
-    util::MutexLock lock(mu());
-    alone_ = counts()[key_]++ == 0;
-  }
-  ~InFlight() {
-    util::MutexLock lock(mu());
-    auto it = counts().find(key_);
-    if (--it->second == 0) counts().erase(it);
-  }
-  InFlight(const InFlight&) = delete;
-  InFlight& operator=(const InFlight&) = delete;
-  // No other attempt of its type was in flight here when it started.
-  bool alone() const { return alone_; }
-
- private:
-  using Key = std::pair<const Keys*, std::string>;
-  static util::Mutex& mu() {
-    static util::Mutex m;
-    return m;
-  }
-  static std::map<Key, size_t>& counts() {
-    static std::map<Key, size_t> c;
-    return c;
-  }
-  Key key_;
-  bool alone_ = false;
-};
 
 // One try of an accept. An earlier try's commit result may have been unknown: it may have taken
 // jobs already, which `attempt_version` (its read version) finds. (Until a commit's result was
@@ -451,7 +440,7 @@ Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys,
                                              ArmWatch arm) {
   std::optional<uint64_t> attempt_version;
   bool tried = false;
-  const InFlight in_flight(keys, type);
+  const AcceptInFlight in_flight(keys, type);
   return kv::run(
       store,
       [&](kv::Transaction& txn) {
@@ -471,13 +460,13 @@ void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOpt
     ArmWatch arm;
     std::optional<uint64_t> attempt_version;
     bool tried = false;
-    std::optional<int64_t> next_due;      // of the last try, the one whose outcome `done` gets
-    kv::Watch watch;                      // likewise
-    std::unique_ptr<InFlight> in_flight;  // until the attempt settles
+    std::optional<int64_t> next_due;  // of the last try, the one whose outcome `done` gets
+    kv::Watch watch;                  // likewise
+    std::unique_ptr<AcceptInFlight> in_flight;  // until the attempt settles
   };
   auto a = std::make_shared<Attempt>(Attempt{
       std::move(type), std::move(accept), std::move(takers), arm, {}, false, {}, {}, nullptr});
-  a->in_flight = std::make_unique<InFlight>(keys, a->type);
+  a->in_flight = std::make_unique<AcceptInFlight>(keys, a->type);
   kv::run_async(
       store,
       [a, &keys, &options](kv::Transaction& txn) {

@@ -3,14 +3,18 @@
 // (attempt_*), and the locks the jobs are handed out with.
 #pragma once
 
+#include <cstddef>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
+#include "util/mutex.h"
 
 namespace kvq::jobs {
 
@@ -39,6 +43,27 @@ enum class Pick {
   kInOrder,  // the first ones, in scheduled order (then id): FIFO within a priority
   kSpread,   // at random among the first JobsOptions::accept_spread, so that acceptors that
              // collided on one snapshot seldom collide again
+};
+
+// An accept attempt in flight in this process (of accept, accept_any or finish_and_accept),
+// counted per Jobs (its Keys) and type for as long as it lives. Attempts that overlap here would
+// read the same head and collide on it, so only one that started alone takes the due jobs in
+// order (Pick::kInOrder); the others spread their picks from their first try.
+class AcceptInFlight {
+ public:
+  AcceptInFlight(const Keys& keys, std::string_view type);
+  ~AcceptInFlight();
+  AcceptInFlight(const AcceptInFlight&) = delete;
+  AcceptInFlight& operator=(const AcceptInFlight&) = delete;
+  // No other attempt of its type was in flight here when it started.
+  bool alone() const { return alone_; }
+
+ private:
+  using Key = std::pair<const Keys*, std::string>;
+  static util::Mutex& mu();
+  static std::map<Key, size_t>& counts();
+  Key key_;
+  bool alone_ = false;
 };
 
 // Whether the type's flow control (flow_control.h) let a look take fewer jobs than it had
