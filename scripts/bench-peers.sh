@@ -258,9 +258,15 @@ print(json.dumps({
         "The benchmark process links jemalloc, as docs/api.md advises such an application to "
         "(the kvq executable and Debian's redis-server link it too); the peers' clients run "
         "on it as well.",
-        "Every HTTP call of kvq is a request with a JSON body and a JSON reply (3 per job), "
-        "through the client `kvq bench` uses (Boost.Beast, nlohmann::json); the peers use "
-        "their own binary or text protocols. The client's CPU comes out of the same 2 cores.",
+        "Every HTTP call of kvq is a request with a JSON body and a JSON reply, through the "
+        "client `kvq bench` uses (Boost.Beast, nlohmann::json); the peers use their own binary "
+        "or text protocols. The client's CPU comes out of the same 2 cores.",
+        "kvq's workers (over HTTP and in process) finish with \"next\" "
+        "(Jobs::finish_and_accept) without waiting: one request finishes a job and takes the "
+        "next one due in the same transaction. When none is due they accept (long-poll) as "
+        "usual. The peers' workers delete, then reserve. While workers wait, the jobs go to "
+        "the waiting accepts first (they came first), so at this load kvq over HTTP still "
+        "spends about 3 requests per job (see the cost table).",
         "Memory in the scale run is the proportional set size of the server's processes (of "
         "the benchmark process for kvq in-process). For kvq it includes the pages of the LMDB "
         "file it maps, which are most of it; the Disk column is the data directory's allocated "

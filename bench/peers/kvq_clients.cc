@@ -50,10 +50,7 @@ class HttpClient final : public QueueClient {
     cli::Response r = client_.post(accept_path_, body, wait + std::chrono::seconds(30));
     check(r, "accept");
     if (r.status == 204) return false;
-    const json& job = r.body.at("jobs").at(0);
-    out.id = job.at("id").get<std::string>();
-    out.handle = job.at("lock").get<std::string>();
-    out.payload = job.at("data").dump();
+    take(r.body.at("jobs").at(0), out);
     return true;
   }
 
@@ -64,9 +61,26 @@ class HttpClient final : public QueueClient {
         "finish");
   }
 
+  // One request: the finish, and the next due job in its transaction (none: `next` is null).
+  bool finish_and_reserve(const Reserved& done, Reserved& next) override {
+    count_request();
+    cli::Response r = client_.post(cli::path("/v1/jobs", {kType, done.id, "finish"}),
+                                   json{{"lock", done.handle}, {"next", {{"timeout", 0}}}});
+    check(r, "finish");
+    auto it = r.body.find("next");
+    if (it == r.body.end() || !it->is_object()) return false;
+    take(*it, next);
+    return true;
+  }
+
   cli::Client& client() { return client_; }
 
  private:
+  static void take(const json& job, Reserved& out) {
+    out.id = job.at("id").get<std::string>();
+    out.handle = job.at("lock").get<std::string>();
+    out.payload = job.at("data").dump();
+  }
   static void check(const cli::Response& r, const char* what) {
     if (!r.ok()) throw std::runtime_error(std::string("kvq-http: ") + what + ": " + r.describe());
   }
@@ -127,6 +141,20 @@ class LibClient final : public QueueClient {
                   .data = reserved.payload};
     count_request();
     check(jobs_.finish(job), "finish");
+  }
+
+  // One call and one transaction: the finish, and the next due job if there is one.
+  bool finish_and_reserve(const Reserved& done, Reserved& next) override {
+    jobs::Job job{
+        .type = std::string(kType), .id = done.id, .lock = done.handle, .data = done.payload};
+    count_request();
+    auto taken = jobs_.finish_and_accept(job, {}, {}, {.timeout = std::chrono::milliseconds(0)});
+    check(taken.status(), "finish");
+    if (!*taken) return false;
+    next.id = std::move((*taken)->id);
+    next.handle = std::move((*taken)->lock);
+    next.payload = std::move((*taken)->data);
+    return true;
   }
 
  private:

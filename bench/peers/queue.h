@@ -37,6 +37,15 @@ class QueueClient {
   virtual bool reserve(Reserved& out, std::chrono::milliseconds wait) = 0;
   // Acknowledges a reserved job as done (it must never be handed out again).
   virtual void finish(const Reserved& job) = 0;
+  // Finishes `done` and takes the next job without waiting for one, in one round trip where
+  // the system has a call for it (kvq: finish with "next", Jobs::finish_and_accept); true when
+  // a job was due (it is in `next`), false when none was (the finish stands either way, and is
+  // acknowledged at once). Elsewhere a finish alone, and false: the worker then reserves.
+  virtual bool finish_and_reserve(const Reserved& done, Reserved& next) {
+    (void)next;
+    finish(done);
+    return false;
+  }
 };
 
 class QueueSystem {

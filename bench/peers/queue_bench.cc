@@ -196,14 +196,19 @@ void producer(Run& run, std::unique_ptr<QueueClient> client) {
 void worker(Run& run, std::unique_ptr<QueueClient> client) {
   std::vector<double> latencies;
   try {
-    Reserved job;
+    Reserved job, next;
+    bool held = false;  // `job` came with the last finish
+    int64_t accepted = 0;
     while (!run.failed) {
-      if (run.phase.load() == kDrain && run.producers_done() &&
-          run.finished.load() >= run.added.load())
-        break;
-      if (!client->reserve(job, milliseconds(200))) continue;
-      const int64_t accepted = now_ns();
-      client->finish(job);
+      if (!held) {
+        if (run.phase.load() == kDrain && run.producers_done() &&
+            run.finished.load() >= run.added.load())
+          break;
+        if (!client->reserve(job, milliseconds(200))) continue;
+        accepted = now_ns();
+      }
+      held = client->finish_and_reserve(job, next);
+      const int64_t next_accepted = now_ns();
       const int64_t added = added_ns_of(job.payload);
       if (added < 0)
         throw std::runtime_error("a job came back without its payload: " +
@@ -214,6 +219,10 @@ void worker(Run& run, std::unique_ptr<QueueClient> client) {
       }
       ++run.finished;
       run.finished.notify_all();
+      if (held) {
+        std::swap(job, next);
+        accepted = next_accepted;
+      }
     }
   } catch (const std::exception& e) {
     run.fail(std::string("worker: ") + e.what());
