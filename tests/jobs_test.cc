@@ -601,6 +601,37 @@ TEST_P(JobsTest, ConcurrentAcceptorsNeverGetTheSameJob) {
   for (auto& [id, n] : taken) EXPECT_EQ(n, 1) << id << " was accepted " << n << " times";
 }
 
+// Waiting accepts that overlap (on etcd the later ones leave their look to the accept waiters'
+// round: jobs_impl.h, joins_round) still fail at once for a type that does not exist, and each
+// gets a job of its own when jobs come.
+TEST_P(JobsTest, OverlappingWaitingAcceptsFailAtOnceForAMissingTypeAndEachGetsAJob) {
+  constexpr int kThreads = 8;
+  std::vector<std::thread> threads;
+  std::vector<Status> missing(kThreads);
+  const auto start = kv::Clock::now();
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back(
+        [&, t] { missing[t] = jobs().accept("emial", {.timeout = 10s}).status(); });
+  for (auto& th : threads) th.join();
+  EXPECT_LT(kv::Clock::now() - start, 8s) << "an accept waited for its timeout";
+  for (const Status& s : missing) EXPECT_EQ(s.code(), Code::kNotFound) << s.to_string();
+
+  threads.clear();
+  std::vector<std::optional<Result<Job>>> got(kThreads);
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] { got[t] = jobs().accept("work", {.timeout = 20s}); });
+  std::this_thread::sleep_for(200ms);  // most of them wait by now
+  for (int i = 0; i < kThreads; ++i)
+    ASSERT_TRUE(jobs().add("work", "o" + std::to_string(i), "{}").ok());
+  for (auto& th : threads) th.join();
+  std::set<std::string> ids;
+  for (const auto& job : got) {
+    ASSERT_TRUE(job && job->ok()) << (job ? job->status().to_string() : "no answer");
+    ids.insert((*job)->id);
+  }
+  EXPECT_EQ(ids.size(), static_cast<size_t>(kThreads)) << "a job went to two accepts";
+}
+
 TEST_P(JobsTest, AcceptManyTakesEveryDueJobInOneCommit) {
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(jobs().add("work", "m" + std::to_string(i), "{}").ok());
   ASSERT_TRUE(

@@ -34,6 +34,12 @@ std::vector<std::string> locks_of(const std::vector<Taker>& takers) {
 
 }  // namespace
 
+bool joins_round(const kv::Store& store, const Keys& keys, std::string_view type,
+                 const AcceptOptions& options) {
+  return !store.nonblocking() && options.timeout.count() > 0 &&
+         AcceptInFlight::under_way(keys, type);
+}
+
 Result<Job> Jobs::accept(kv::Transaction& txn, std::string_view type,
                          const AcceptOptions& options) {
   KVQ_RETURN_IF_ERROR(validate_accept(type, options));
@@ -73,6 +79,21 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
   if (options.timeout.count() > 0 && waiters.has_waiters(type_name)) {
     return waiters.submit(type_name, options, lock, deadline, std::nullopt, std::move(done),
                           commit);
+  }
+  if (joins_round(*store_, impl_->keys, type_name, options)) {
+    // Checked first, off this thread: every accept of a type that does not exist fails at once.
+    const uint64_t ticket = waiters.reserve();
+    run_look(*impl_, [this, &waiters, type_name, options, lock, deadline, ticket, commit,
+                      done = std::move(done)]() mutable {
+      if (Status missing = require_type(*store_, impl_->keys, type_name, options_.retry);
+          !missing.ok()) {
+        waiters.forget(ticket);
+        return done(missing);
+      }
+      waiters.submit(type_name, options, lock, deadline, std::nullopt, std::move(done), commit,
+                     ticket);
+    });
+    return ticket;
   }
   // Before looking: a watch live since before our look fires for every add it cannot see.
   const uint64_t generation = waiters.watch_generation(type_name);

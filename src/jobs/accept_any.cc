@@ -68,6 +68,9 @@ uint64_t queue_accept_any(kv::Store& store, Jobs::Impl& impl, const JobsOptions&
 
 uint64_t Jobs::accept_any_async(const std::vector<std::string>& types, const AcceptOptions& options,
                                 std::function<void(Result<Job>)> done) {
+  // One type: an accept of it, which may join the type's round (joins_round).
+  if (types.size() == 1 && joins_round(*store_, impl_->keys, types[0], options))
+    return queue_accept(types[0], options, std::move(done), /*look_async=*/false);
   return queue_accept_any(*store_, *impl_, options_, types, options, std::move(done),
                           /*off_thread=*/true);
 }

@@ -47,4 +47,12 @@ inline void run_look(Jobs::Impl& impl, std::function<void()> look) {
   impl.blocking_looks->post(std::move(look));
 }
 
+// Whether an accept of `type` leaves its look to the accept waiters' next round (which looks for
+// all its waiters in one transaction) instead of looking itself: on a store that is not
+// nonblocking (etcd), where a look is round trips, when it may wait and another accept of its
+// type is under way in this process (AcceptInFlight). Their looks would read the same head of
+// the queue and collide, each collision a try more of reads and a commit.
+bool joins_round(const kv::Store& store, const Keys& keys, std::string_view type,
+                 const AcceptOptions& options);
+
 }  // namespace kvq::jobs

@@ -372,6 +372,11 @@ AcceptInFlight::~AcceptInFlight() {
   if (--it->second == 0) counts().erase(it);
 }
 
+bool AcceptInFlight::under_way(const Keys& keys, std::string_view type) {
+  util::MutexLock lock(mu());
+  return counts().count({&keys, std::string(type)}) != 0;
+}
+
 util::Mutex& AcceptInFlight::mu() {
   static util::Mutex m;
   return m;

@@ -57,6 +57,8 @@ class AcceptInFlight {
   AcceptInFlight& operator=(const AcceptInFlight&) = delete;
   // No other attempt of its type was in flight here when it started.
   bool alone() const { return alone_; }
+  // Whether an attempt of `type` is in flight here now.
+  static bool under_way(const Keys& keys, std::string_view type);
 
  private:
   using Key = std::pair<const Keys*, std::string>;
