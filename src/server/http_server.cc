@@ -300,8 +300,8 @@ class Session : public SessionBase {
     busy_ = true;
     tcp().expires_never();
     const auto& header = parser_->get();
+    started_ = std::chrono::steady_clock::now();  // for the observer's latency too
     if (server_.options.request_log) {
-      started_ = std::chrono::steady_clock::now();
       log_method_.assign(header.method_string().data(), header.method_string().size());
       const std::string_view full(header.target().data(), header.target().size());
       log_path_.assign(full.substr(0, full.find('?')));
@@ -421,7 +421,7 @@ class Session : public SessionBase {
     done_ = true;
     disconnect_ = nullptr;
     release_body();
-    if (server_.observer) server_.observer(route_, response.status);
+    if (server_.observer) server_.observer(route_, response.status, latency());
     if (server_.options.request_log) log_request(response.status);
     if (gone_) return close();
     if (server_.stopping) keep_alive_ = false;
@@ -445,7 +445,7 @@ class Session : public SessionBase {
     done_ = true;
     streaming_ = true;
     release_body();
-    if (server_.observer) server_.observer(route_, 200);
+    if (server_.observer) server_.observer(route_, 200, latency());
     if (server_.options.request_log) log_request(200);
     after_write_ = After::kNothing;
     queue_write(
@@ -455,16 +455,20 @@ class Session : public SessionBase {
     if (!watching_) watch_for_disconnect();
   }
 
+  // Since the request's header was read; 0 before that (a request refused unparsed).
+  std::chrono::nanoseconds latency() const {
+    return started_ == std::chrono::steady_clock::time_point{}
+               ? std::chrono::nanoseconds(0)
+               : std::chrono::steady_clock::now() - started_;
+  }
+
   void log_request(unsigned status) {
-    const auto now = std::chrono::steady_clock::now();
     HttpOptions::RequestRecord record;
     record.method = log_method_.empty() ? std::string_view("-") : std::string_view(log_method_);
     record.path = log_path_.empty() ? std::string_view("-") : std::string_view(log_path_);
     record.route = route_;
     record.status = status;
-    record.latency = started_ == std::chrono::steady_clock::time_point{}
-                         ? std::chrono::nanoseconds(0)
-                         : now - started_;
+    record.latency = latency();
     record.client = client_;
     server_.options.request_log(record);
   }

@@ -79,8 +79,11 @@ struct HttpOptions {
 
 class HttpServer {
  public:
-  // Called after every completed request with its route ("" if none matched) and status.
-  using Observer = std::function<void(const std::string& route, unsigned status)>;
+  // Called after every completed request with its route ("" if none matched), its status and
+  // its latency (header read -> answer queued; a stream: started; 0 for a request refused
+  // before its header was read).
+  using Observer = std::function<void(const std::string& route, unsigned status,
+                                      std::chrono::nanoseconds latency)>;
 
   HttpServer(HttpOptions options, Router router, Observer observer);
   ~HttpServer();

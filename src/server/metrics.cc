@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <charconv>
 #include <sstream>
 
@@ -7,6 +8,8 @@
 
 namespace kvq::server {
 namespace {
+
+const std::string kNoRoute = "none";  // requests refused before a route matched
 
 // Label values escaped as the text format requires.
 std::string label(std::string_view v) {
@@ -172,9 +175,15 @@ Result<std::vector<TypeCounts>> count_jobs(jobs::Jobs& jobs) {
   return out;
 }
 
-void Metrics::request(const std::string& route, unsigned status) {
+void Metrics::request(const std::string& route, unsigned status, double seconds) {
+  const std::string& name = route.empty() ? kNoRoute : route;
   util::MutexLock lock(mu_);
-  ++requests_[{route.empty() ? "none" : route, status}];
+  ++requests_[{name, status}];
+  Durations& d = durations_[name];
+  const auto bucket = std::lower_bound(kRequestBuckets.begin(), kRequestBuckets.end(), seconds);
+  if (bucket != kRequestBuckets.end()) ++d.buckets[bucket - kRequestBuckets.begin()];
+  ++d.count;
+  d.sum += seconds;
 }
 
 void Metrics::accepted(const std::string& type, double waited_seconds) {
@@ -270,6 +279,22 @@ std::string Metrics::render(jobs::Jobs& jobs) {
   for (const auto& [key, n] : requests_) {
     out << "kvq_http_requests_total{route=\"" << label(key.first) << "\",status=\"" << key.second
         << "\"} " << n << "\n";
+  }
+  out << "# HELP kvq_http_request_duration_seconds HTTP requests by route: from the request's "
+         "header read until its answer was queued (a long poll's wait included).\n"
+      << "# TYPE kvq_http_request_duration_seconds histogram\n";
+  for (const auto& [route, d] : durations_) {
+    const std::string r = label(route);
+    uint64_t below = 0;
+    for (size_t i = 0; i < kRequestBuckets.size(); ++i) {
+      below += d.buckets[i];
+      out << "kvq_http_request_duration_seconds_bucket{route=\"" << r << "\",le=\""
+          << number(kRequestBuckets[i]) << "\"} " << below << "\n";
+    }
+    out << "kvq_http_request_duration_seconds_bucket{route=\"" << r << "\",le=\"+Inf\"} " << d.count
+        << "\n"
+        << "kvq_http_request_duration_seconds_sum{route=\"" << r << "\"} " << number(d.sum) << "\n"
+        << "kvq_http_request_duration_seconds_count{route=\"" << r << "\"} " << d.count << "\n";
   }
   return out.str();
 }

@@ -28,7 +28,9 @@ Result<std::vector<TypeCounts>> count_jobs(jobs::Jobs& jobs);
 
 class Metrics {
  public:
-  void request(const std::string& route, unsigned status);
+  // An answered request: `seconds` from its header read until its answer was queued (a long
+  // poll's wait included).
+  void request(const std::string& route, unsigned status, double seconds);
   void accepted(const std::string& type, double waited_seconds);
   void finished(const std::string& type);
   // A failed accept(2): reason "emfile", "enfile", "nomem" or "other" (http_server.h).
@@ -46,8 +48,17 @@ class Metrics {
  private:
   static constexpr std::array<double, 12> kBuckets{0.001, 0.005, 0.01, 0.025, 0.05, 0.1,
                                                    0.25,  0.5,   1,    2.5,   10,   30};
+  // Request durations: finer at the low end, where a request without a wait answers.
+  static constexpr std::array<double, 14> kRequestBuckets{
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 30};
+  struct Durations {
+    std::array<uint64_t, kRequestBuckets.size()> buckets{};  // per bucket, not cumulative
+    uint64_t count = 0;
+    double sum = 0;
+  };
   util::Mutex mu_;
   std::map<std::pair<std::string, unsigned>, uint64_t> requests_ KVQ_GUARDED_BY(mu_);
+  std::map<std::string, Durations> durations_ KVQ_GUARDED_BY(mu_);  // by route
   std::map<std::string, uint64_t> accepts_ KVQ_GUARDED_BY(mu_);
   std::map<std::string, uint64_t> finishes_ KVQ_GUARDED_BY(mu_);
   std::map<std::string, uint64_t, std::less<>> accept_errors_ KVQ_GUARDED_BY(mu_){

@@ -299,9 +299,11 @@ int run_serve(int argc, char** argv) {
                       .latency = r.latency});
     };
   }
-  HttpServer server(http, std::move(router), [&metrics](const std::string& route, unsigned status) {
-    metrics.request(route, status);
-  });
+  HttpServer server(
+      http, std::move(router),
+      [&metrics](const std::string& route, unsigned status, std::chrono::nanoseconds latency) {
+        metrics.request(route, status, std::chrono::duration<double>(latency).count());
+      });
   auto bound = server.listen();
   if (auto* error = std::get_if<std::string>(&bound)) return fatal(*error);
   // The beanstalkd protocol (docs/beanstalk.md), announced before the HTTP URL so that whoever

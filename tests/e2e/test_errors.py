@@ -4,6 +4,7 @@ import http.client
 import json
 import re
 import socket
+import time
 import unittest
 
 from kvq_server import ServerTestCase, q, uniq
@@ -326,6 +327,37 @@ class Metrics(ServerTestCase):
         self.assertTrue(any(l["status"] == "200" and v >= 1 for l, v in reqs), reqs)
         self.assertTrue(any(l["status"] == "404" and v >= 1 for l, v in reqs), reqs)
         self.assertTrue(value("kvq_accepts_total", type=t), "no kvq_accepts_total for the type")
+
+    def test_request_durations_by_route_include_a_long_polls_wait(self):
+        c, t = self.c, uniq("dur")
+        c.set_timeout(t, 30)
+        self.assertStatus(c.add(t, "d0"), 200)
+        self.assertStatus(c.accept(t), 200)
+        started = time.monotonic()
+        self.assertStatus(c.accept(t, timeout=1), 204)  # nothing due: waits its second
+        waited = time.monotonic() - started
+        samples, types = parse_prometheus(self.c.get("/metrics").body.decode())
+        name = "kvq_http_request_duration_seconds"
+        self.assertEqual(types.get(name), "histogram", types)
+        route = "/v1/accept/{type}"
+        buckets = sorted((float(l["le"]), v) for n, l, v in samples
+                         if n == name + "_bucket" and l.get("route") == route)
+        count = [v for n, l, v in samples if n == name + "_count" and l.get("route") == route]
+        total = [v for n, l, v in samples if n == name + "_sum" and l.get("route") == route]
+        self.assertEqual(len(count), 1, samples)
+        self.assertGreaterEqual(count[0], 2)
+        self.assertEqual(buckets[-1], (float("inf"), count[0]), buckets)
+        counts = [v for _, v in buckets]
+        self.assertEqual(counts, sorted(counts), "buckets must be cumulative")
+        # The wait of about a second is in the sum and above the 0.5-s bucket; the quick accept
+        # is below it.
+        self.assertGreaterEqual(total[0], 0.9 * min(waited, 1.0))
+        below_half = dict(buckets)[0.5]
+        self.assertGreaterEqual(below_half, 1)
+        self.assertLess(below_half, count[0])
+        # Every route that answered has its histogram, the add's too.
+        self.assertTrue([v for n, l, v in samples if n == name + "_count"
+                         and l.get("route") == "/v1/jobs/{type}" and v >= 1], samples)
 
 
 def exchange(server, raw, timeout=10):
