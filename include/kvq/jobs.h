@@ -878,8 +878,10 @@ class Jobs {
   // on the type in this process. Otherwise (etcd, where workers' combined transactions would
   // conflict over the head of the queue; accepts waiting, which came first) the finish commits
   // first; then, when accepts of the one type wait here, what is due is theirs: with no time
-  // left the result is nullopt, with time left the call waits behind them; else the next job is
-  // accepted as accept_any would. (A waiter whose options exclude the job due, max_priority
+  // left the result is nullopt, with time left the call waits behind them; on etcd, with no
+  // time left, it is nullopt too while another accept of the one type is looking in this
+  // process (a look of its own would collide with that one); else the next job is accepted as
+  // accept_any would. (A waiter whose options exclude the job due, max_priority
   // say, still makes a call with no time left give nullopt.) On a finish error nothing changed
   // and nothing was accepted. Otherwise the job is finished, and the result holds the next job,
   // or nullopt when none was due by accept.timeout (with a timeout > 0 and none due at the
