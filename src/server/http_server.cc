@@ -421,8 +421,9 @@ class Session : public SessionBase {
     done_ = true;
     disconnect_ = nullptr;
     release_body();
-    if (server_.observer) server_.observer(route_, response.status, latency());
-    if (server_.options.request_log) log_request(response.status);
+    const auto took = latency();
+    if (server_.observer) server_.observer(route_, response.status, took);
+    if (server_.options.request_log) log_request(response.status, took);
     if (gone_) return close();
     if (server_.stopping) keep_alive_ = false;
     std::string head =
@@ -445,8 +446,9 @@ class Session : public SessionBase {
     done_ = true;
     streaming_ = true;
     release_body();
-    if (server_.observer) server_.observer(route_, 200, latency());
-    if (server_.options.request_log) log_request(200);
+    const auto took = latency();
+    if (server_.observer) server_.observer(route_, 200, took);
+    if (server_.options.request_log) log_request(200, took);
     after_write_ = After::kNothing;
     queue_write(
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
@@ -462,13 +464,13 @@ class Session : public SessionBase {
                : std::chrono::steady_clock::now() - started_;
   }
 
-  void log_request(unsigned status) {
+  void log_request(unsigned status, std::chrono::nanoseconds took) {
     HttpOptions::RequestRecord record;
     record.method = log_method_.empty() ? std::string_view("-") : std::string_view(log_method_);
     record.path = log_path_.empty() ? std::string_view("-") : std::string_view(log_path_);
     record.route = route_;
     record.status = status;
-    record.latency = latency();
+    record.latency = took;
     record.client = client_;
     server_.options.request_log(record);
   }
