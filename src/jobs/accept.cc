@@ -34,10 +34,13 @@ std::vector<std::string> locks_of(const std::vector<Taker>& takers) {
 
 }  // namespace
 
+bool looking_here(const kv::Store& store, const Keys& keys, std::string_view type) {
+  return !store.nonblocking() && AcceptInFlight::under_way(keys, type);
+}
+
 bool joins_round(const kv::Store& store, const Keys& keys, std::string_view type,
                  const AcceptOptions& options) {
-  return !store.nonblocking() && options.timeout.count() > 0 &&
-         AcceptInFlight::under_way(keys, type);
+  return options.timeout.count() > 0 && looking_here(store, keys, type);
 }
 
 Result<Job> Jobs::accept(kv::Transaction& txn, std::string_view type,

@@ -95,10 +95,11 @@ Result<std::optional<Job>> AnyAttempt::recognise(kv::Transaction& txn, const Key
   return std::optional<Job>();
 }
 
-AnyAttempt::AnyAttempt(const Keys& keys, std::vector<std::string> types, std::vector<Taker> takers)
+AnyAttempt::AnyAttempt(const Keys* keys, std::vector<std::string> types, std::vector<Taker> takers)
     : types_(std::move(types)), takers_(std::move(takers)) {
+  if (!keys) return;
   for (const std::string& type : types_) {
-    in_flight_.push_back(std::make_unique<AcceptInFlight>(keys, type));
+    in_flight_.push_back(std::make_unique<AcceptInFlight>(*keys, type));
     alone_ = alone_ && in_flight_.back()->alone();
   }
 }
@@ -125,7 +126,7 @@ void attempt_accept_any_async(kv::Store& store, const Keys& keys, const JobsOpti
     AnyLook look;  // of the last try, the one whose outcome `done` gets
   };
   auto s = std::make_shared<State>(
-      State{AnyAttempt(keys, std::move(types), std::move(takers)), std::move(accept), arm, {}});
+      State{AnyAttempt(&keys, std::move(types), std::move(takers)), std::move(accept), arm, {}});
   kv::run_async(
       store,
       [s, &keys, &options](kv::Transaction& txn) -> Result<std::optional<Job>> {

@@ -48,8 +48,9 @@ Result<std::optional<Job>> try_accept_any(kv::Transaction& txn, const Keys& keys
 // unknown commit result, find() tells whether the previous try took a job (then it did commit).
 class AnyAttempt {
  public:
-  // Counted in flight (AcceptInFlight) for every type until settle() or its end.
-  AnyAttempt(const Keys& keys, std::vector<std::string> types, std::vector<Taker> takers);
+  // Counted in flight (AcceptInFlight) under `keys` for every type until settle() or its end;
+  // null `keys`: not counted (a caller that makes no look).
+  AnyAttempt(const Keys* keys, std::vector<std::string> types, std::vector<Taker> takers);
   const std::vector<std::string>& types() const { return types_; }
   const std::vector<Taker>& takers() const { return takers_; }
   // Before a try's look: the job a previous try took, if that try committed. Reads nothing

@@ -9,17 +9,17 @@ namespace {
 
 TEST(AnyAttemptTest, TheFirstTryOfAnAttemptAloneTakesInOrderAndARetrySpreads) {
   const Keys keys("t");
-  AnyAttempt attempt(keys, {"a", "b"}, {{}, {}});
+  AnyAttempt attempt(&keys, {"a", "b"}, {{}, {}});
   EXPECT_EQ(attempt.next_pick(), Pick::kInOrder);
   EXPECT_EQ(attempt.next_pick(), Pick::kSpread);
 }
 
 TEST(AnyAttemptTest, AnAttemptThatOverlapsAnotherOnAnyOfItsTypesSpreadsFromItsFirstTry) {
   const Keys keys("t");
-  AnyAttempt first(keys, {"a"}, {{}});
-  AnyAttempt second(keys, {"b", "a"}, {{}, {}});  // "a" is under way
-  AcceptInFlight accept(keys, "b");               // and a plain accept of "b"
-  AnyAttempt third(keys, {"b"}, {{}});
+  AnyAttempt first(&keys, {"a"}, {{}});
+  AnyAttempt second(&keys, {"b", "a"}, {{}, {}});  // "a" is under way
+  AcceptInFlight accept(keys, "b");                // and a plain accept of "b"
+  AnyAttempt third(&keys, {"b"}, {{}});
   EXPECT_EQ(first.next_pick(), Pick::kInOrder);
   EXPECT_EQ(second.next_pick(), Pick::kSpread);
   EXPECT_EQ(third.next_pick(), Pick::kSpread);
@@ -29,12 +29,20 @@ TEST(AnyAttemptTest, AnAttemptThatOverlapsAnotherOnAnyOfItsTypesSpreadsFromItsFi
 TEST(AnyAttemptTest, ASettledAttemptNoLongerCountsAndOtherJobsLayersDoNotCount) {
   const Keys keys("t");
   const Keys other_layer("t");  // another Jobs on the same store: its own count
-  AnyAttempt settled(keys, {"a"}, {{}});
+  AnyAttempt settled(&keys, {"a"}, {{}});
   settled.settle();
-  AnyAttempt elsewhere(other_layer, {"a"}, {{}});
-  AnyAttempt next(keys, {"a"}, {{}});
+  AnyAttempt elsewhere(&other_layer, {"a"}, {{}});
+  AnyAttempt next(&keys, {"a"}, {{}});
   EXPECT_EQ(elsewhere.next_pick(), Pick::kInOrder);
   EXPECT_EQ(next.next_pick(), Pick::kInOrder);
+}
+
+TEST(AnyAttemptTest, AnAttemptThatMakesNoLookIsNotCounted) {
+  const Keys keys("t");
+  AnyAttempt finish_only(nullptr, {"a"}, {{}});
+  EXPECT_FALSE(AcceptInFlight::under_way(keys, "a"));
+  AnyAttempt looking(&keys, {"a"}, {{}});
+  EXPECT_EQ(looking.next_pick(), Pick::kInOrder);
 }
 
 }  // namespace

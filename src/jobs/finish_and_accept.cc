@@ -37,10 +37,8 @@ class FinishThenAccept {
       : job_(std::move(job)),
         checked_(std::move(checked)),
         accept_(std::move(accept)),
-        attempt_(keys, types, takers_for(types, accept_)),
-        take_next_(take_next) {
-    if (!take_next_) attempt_.settle();  // it makes no look
-  }
+        attempt_(take_next ? &keys : nullptr, types, takers_for(types, accept_)),
+        take_next_(take_next) {}
 
   Result<FinishedAndTaken> operator()(kv::Transaction& txn, const Keys& keys,
                                       const JobsOptions& options) {
@@ -133,8 +131,7 @@ bool left_to_waiters(const kv::Store& store, Jobs::Impl& impl,
                      const std::vector<std::string>& names, const AcceptOptions& rest) {
   if (rest.timeout.count() != 0) return false;
   if (waiters_first(impl, names)) return true;
-  return names.size() == 1 && !store.nonblocking() &&
-         AcceptInFlight::under_way(impl.keys, names[0]);
+  return names.size() == 1 && looking_here(store, impl.keys, names[0]);
 }
 
 }  // namespace

@@ -47,6 +47,11 @@ inline void run_look(Jobs::Impl& impl, std::function<void()> look) {
   impl.blocking_looks->post(std::move(look));
 }
 
+// Whether, on a store that is not nonblocking (etcd), where a look is round trips, an accept of
+// `type` is looking in this process now (AcceptInFlight): a look of another would read the same
+// head of the queue and collide with it.
+bool looking_here(const kv::Store& store, const Keys& keys, std::string_view type);
+
 // Whether an accept of `type` leaves its look to the accept waiters' next round (which looks for
 // all its waiters in one transaction) instead of looking itself: on a store that is not
 // nonblocking (etcd), where a look is round trips, when it may wait and another accept of its
