@@ -370,6 +370,42 @@ void run_async(Store& store, Fn fn, Done done, const RetryOptions& options = {})
       ->attempt();
 }
 
+// ---- Event loops that run transactions ------------------------------------------------------
+
+// Lets the transactions that one round of an event loop commits go to a nonblocking store
+// together. Installed on a loop's thread (for as long as the object lives), it changes what an
+// asynchronous commit made on that thread does when no other commit is under way: instead of
+// committing alone at once, it is put off until the loop has run the handlers that were ready,
+// and the commits they make join it, so the store applies them as one group (LMDB: one write
+// transaction instead of one each, and each of those writes the whole path of every key it
+// changes). A blocking commit from any thread that finds such a commit put off commits it with
+// its own, so nothing waits on the loop but the loop's own commits. Stores that are not
+// nonblocking() ignore it.
+class LoopBatching {
+ public:
+  // `post(task)` must run `task` on the loop after the handlers that are ready now, as
+  // asio::defer does (asio::post too, but from a loop thread it wakes another thread of the
+  // loop to run it, a context switch per commit at low load), and may drop it if the loop
+  // stops: the destructor runs what was dropped.
+  explicit LoopBatching(std::function<void(std::function<void()>)> post);
+  // Runs every task put off here that the loop has not run, so no commit is left behind.
+  // REQUIRES: destroyed on the thread that made it, after its loop has stopped running.
+  ~LoopBatching();
+  LoopBatching(const LoopBatching&) = delete;
+  LoopBatching& operator=(const LoopBatching&) = delete;
+
+  // For stores. Whether the calling thread has a LoopBatching.
+  static bool on_this_thread();
+  // For stores. Hands `task` to the calling thread's loop, to run once: on the loop, or in the
+  // destructor if the loop dropped it. REQUIRES: on_this_thread().
+  static void defer(std::function<void()> task);
+
+ private:
+  struct State;
+  static thread_local State* installed_;  // the calling thread's, if any
+  std::shared_ptr<State> state_;
+};
+
 // Runs `fn` in the caller's open transaction, once: the caller commits (and retries) everything
 // together. This is what lets a layer's operation join a caller's own writes atomically.
 template <typename Fn>

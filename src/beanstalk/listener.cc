@@ -10,6 +10,7 @@
 
 #include "beanstalk/counters.h"
 #include "beanstalk/session.h"
+#include "kvq/kv.h"
 #include "util/mutex.h"
 #include "util/thread_annotations.h"
 #include "util/thread_pool.h"
@@ -250,7 +251,14 @@ std::variant<unsigned short, std::string> Listener::listen() {
 void Listener::start() {
   impl_->accept_next();
   for (unsigned i = 0; i < std::max(1u, impl_->options.io_threads); ++i) {
-    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+    impl_->threads.emplace_back([this] {
+      // The store calls that sessions make on this thread (kv::run_async on LMDB) commit
+      // together, one group per turn of the loop. asio::defer, not post: from a loop thread
+      // post wakes another of its threads to run it.
+      kv::LoopBatching batching(
+          [this](std::function<void()> task) { asio::defer(impl_->ioc, std::move(task)); });
+      impl_->ioc.run();
+    });
   }
 }
 

@@ -17,6 +17,7 @@
 #include <set>
 #include <thread>
 
+#include "kvq/kv.h"
 #include "util/mutex.h"
 #include "util/thread_annotations.h"
 
@@ -800,11 +801,19 @@ std::variant<unsigned short, std::string> HttpServer::listen() {
 }
 
 void HttpServer::run() {
+  // Each I/O thread runs its loop with commit batching: the store calls that handlers make on
+  // these threads (kv::run_async on LMDB) commit together, one group per turn of the loop.
+  // asio::defer, not post: from a loop thread post wakes another of its threads to run it.
+  auto run_loop = [this] {
+    kv::LoopBatching batching(
+        [this](std::function<void()> task) { asio::defer(impl_->ioc, std::move(task)); });
+    impl_->ioc.run();
+  };
   std::vector<std::thread> threads;
   for (unsigned i = 1; i < std::max(1u, impl_->options.io_threads); ++i) {
-    threads.emplace_back([this] { impl_->ioc.run(); });
+    threads.emplace_back(run_loop);
   }
-  impl_->ioc.run();
+  run_loop();
   for (auto& t : threads) t.join();
   impl_->workers.join();
 }

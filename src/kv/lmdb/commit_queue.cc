@@ -100,7 +100,10 @@ CommitOutcome CommitQueue::commit(const CommitRequest& request) {
   }
   auto self = std::make_shared<Member>(&request, nullptr);
   const bool sleep_at_once = env_.durability() != nullptr;
-  bool leads = join(self);
+  std::shared_ptr<Member> put_off;
+  bool leads = join(self, /*put_off=*/false, &put_off);
+  // A group whose lead was put off to a loop's next turn goes with this one, from here.
+  if (put_off) lead(put_off);
   if (!leads) {
     int state;
     while ((state = self->state.load(std::memory_order_acquire)) == Member::kWaiting) {
@@ -123,18 +126,36 @@ CommitOutcome CommitQueue::commit(const CommitRequest& request) {
 void CommitQueue::commit_async(const CommitRequest& request,
                                std::function<void(CommitOutcome)> done) {
   auto self = std::make_shared<Member>(&request, std::move(done));
-  if (!join(self)) return;
+  // On an event loop's thread (kv::LoopBatching), a commit that would go alone waits for the
+  // loop's ready handlers, so that the commits they make go in its group.
+  const bool put_off = !env_.durability() && LoopBatching::on_this_thread();
+  if (!join(self, put_off, nullptr)) return;
   // With fsync an LMDB commit syncs its data pages, so the caller's thread must not lead.
   if (env_.durability()) return hand_to_committer();
+  if (put_off) return LoopBatching::defer([this, self] { lead_put_off(self); });
   lead(self);
 }
 
-bool CommitQueue::join(const std::shared_ptr<Member>& member) {
+bool CommitQueue::join(const std::shared_ptr<Member>& member, bool put_off,
+                       std::shared_ptr<Member>* take_put_off) {
   util::MutexLock lock(mu_);
   queue_.push_back(member);
-  if (queue_.size() > 1) return false;
+  if (queue_.size() > 1) {
+    if (take_put_off && put_off_) *take_put_off = std::exchange(put_off_, nullptr);
+    return false;
+  }
   member->state.store(Member::kLead, std::memory_order_relaxed);
+  if (put_off) put_off_ = member;
   return true;
+}
+
+void CommitQueue::lead_put_off(const std::shared_ptr<Member>& self) {
+  {
+    util::MutexLock lock(mu_);
+    if (put_off_ != self) return;  // a blocking commit has led its group
+    put_off_ = nullptr;
+  }
+  lead(self);
 }
 
 void CommitQueue::lead(const std::shared_ptr<Member>& self) {

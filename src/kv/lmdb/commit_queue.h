@@ -8,7 +8,10 @@
 // first in line, and a leader that finds an asynchronous commit next leads that group too
 // (nobody else waits to). With fsync, where an LMDB commit syncs its data pages, a committer
 // thread (started on first use) leads instead, and leaves the wait for the meta page to the
-// durability tracker, which settles the group from its syncer thread while the next commits. Each
+// durability tracker, which settles the group from its syncer thread while the next commits.
+// Without fsync, on an event loop's thread (kv::LoopBatching), an asynchronous commit first in
+// line leads only at the loop's next turn, so that the commits of the handlers ready now join
+// its group; a blocking commit that finds such a lead waiting takes it over. Each
 // member is judged on its own: one that conflicts gets kAborted and the rest still commit; if
 // applying one fails for lack of room in the transaction, the group is retried one member at a
 // time.
@@ -110,8 +113,13 @@ class CommitQueue {
   // a time (too big for one LMDB transaction).
   enum class Retry { kAgain, kOneByOne };
 
-  // Queues `member`; true if it is first in line, and so leads.
-  bool join(const std::shared_ptr<Member>& member) KVQ_EXCLUDES(mu_);
+  // Queues `member`; true if it is first in line, and so leads (or, if `put_off`, will lead
+  // when its loop runs lead_put_off). When it is not first and the front's lead was put off,
+  // `take_put_off` (if given) takes that lead over.
+  bool join(const std::shared_ptr<Member>& member, bool put_off,
+            std::shared_ptr<Member>* take_put_off) KVQ_EXCLUDES(mu_);
+  // Leads from `self`, unless a blocking commit has taken its lead over meanwhile.
+  void lead_put_off(const std::shared_ptr<Member>& self) KVQ_EXCLUDES(mu_);
   // Commits groups from the front of the queue, starting with `self`'s (nullptr: the committer
   // thread), until the next in line has a thread of its own to lead.
   void lead(const std::shared_ptr<Member>& self) KVQ_EXCLUDES(mu_);
@@ -138,6 +146,8 @@ class CommitQueue {
   util::CondVar committer_cv_;  // with mu_
   bool committer_wanted_ KVQ_GUARDED_BY(mu_) = false;
   bool stopping_ KVQ_GUARDED_BY(mu_) = false;
+  // The member first in line whose lead waits for its loop's next turn (kv::LoopBatching).
+  std::shared_ptr<Member> put_off_ KVQ_GUARDED_BY(mu_);
 };
 
 }  // namespace kvq::kv::lmdb

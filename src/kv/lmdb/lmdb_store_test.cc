@@ -553,5 +553,135 @@ TEST(LmdbStoreTest, OpeningWithAnotherDurabilityWhileTheLastHandleGoesElsewhereN
   EXPECT_EQ(keys_under_t(*store), 300u);
 }
 
+// ---- kv::LoopBatching: commits made in one turn of an event loop go together ----------------
+
+// An event loop for the tests: what is posted waits here until run_all().
+class ListLoop {
+ public:
+  std::function<void(std::function<void()>)> poster() {
+    return [this](std::function<void()> task) {
+      std::lock_guard lock(mu_);
+      tasks_.push_back(std::move(task));
+    };
+  }
+  size_t pending() {
+    std::lock_guard lock(mu_);
+    return tasks_.size();
+  }
+  void run_all() {
+    std::vector<std::function<void()>> now;
+    {
+      std::lock_guard lock(mu_);
+      now.swap(tasks_);
+    }
+    for (auto& task : now) task();
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::function<void()>> tasks_;
+};
+
+// LMDB's id of the newest committed transaction in the environment this process has open on
+// `path`: one more per LMDB write transaction, however many kvq commits it applied.
+uint64_t lmdb_txnid(const std::string& path, Durability d) {
+  auto env = kv::lmdb::Env::open({.path = path, .durability = d});
+  EXPECT_TRUE(env.ok()) << env.status().to_string();
+  if (!env.ok()) return 0;
+  auto read = (*env)->begin_read();
+  EXPECT_TRUE(read.ok()) << read.status().to_string();
+  return read.ok() ? mdb_txn_id(read->get()) : 0;
+}
+
+// Commits key_of(0, i) asynchronously, recording its outcome as `i`.
+void commit_async_key(kv::Store& store, int i, const std::shared_ptr<Outcomes>& outcomes) {
+  std::shared_ptr<kv::Transaction> txn = begin(store);
+  txn->set(key_of(0, i), "v");
+  txn->commit_async([txn, outcomes, i](Status s) { outcomes->record(i, s); });
+}
+
+TEST(LoopBatchingTest, CommitsMadeInOneTurnOfALoopGoInOneLmdbTransaction) {
+  TempDir dir;
+  auto store = open_or_die(dir.path(), Durability::kNoSync);
+  ASSERT_NE(store, nullptr);
+  ListLoop loop;
+  kv::LoopBatching batching(loop.poster());
+  const uint64_t before = lmdb_txnid(dir.path(), Durability::kNoSync);
+  auto outcomes = std::make_shared<Outcomes>(3);
+  for (int i = 0; i < 3; ++i) commit_async_key(*store, i, outcomes);
+  // The first commit's lead waits for the loop's next turn; the others queued behind it.
+  EXPECT_EQ(outcomes->received(), 0u);
+  EXPECT_EQ(loop.pending(), 1u);
+  loop.run_all();
+  ASSERT_TRUE(outcomes->wait_all(5s)) << outcomes->received() << " of 3 settled";
+  for (const Status& st : outcomes->statuses()) EXPECT_TRUE(st.ok()) << st.to_string();
+  for (int calls : outcomes->calls()) EXPECT_EQ(calls, 1);
+  EXPECT_EQ(lmdb_txnid(dir.path(), Durability::kNoSync), before + 1);
+  EXPECT_EQ(keys_under_t(*store), 3u);
+}
+
+TEST(LoopBatchingTest, ABlockingCommitTakesOverALeadPutOffToALoop) {
+  TempDir dir;
+  auto store = open_or_die(dir.path(), Durability::kNoSync);
+  ASSERT_NE(store, nullptr);
+  ListLoop loop;
+  kv::LoopBatching batching(loop.poster());
+  auto outcomes = std::make_shared<Outcomes>(1);
+  commit_async_key(*store, 0, outcomes);
+  ASSERT_EQ(loop.pending(), 1u);
+  // Another thread's blocking commit must not wait for a loop that may never turn again.
+  Status blocking = InvalidArgument("not run");
+  std::thread([&] {
+    auto txn = begin(*store);
+    txn->set(key_of(1, 0), "v");
+    blocking = txn->commit();
+  }).join();
+  EXPECT_TRUE(blocking.ok()) << blocking.to_string();
+  ASSERT_TRUE(outcomes->wait_all(5s)) << "the put-off commit did not settle with the blocking one";
+  EXPECT_TRUE(outcomes->statuses()[0].ok()) << outcomes->statuses()[0].to_string();
+  loop.run_all();  // the loop's turn comes late: nothing more happens
+  EXPECT_EQ(outcomes->calls()[0], 1);
+  EXPECT_EQ(keys_under_t(*store), 2u);
+}
+
+TEST(LoopBatchingTest, ALoopThatDropsItsTasksLeavesNoCommitBehind) {
+  TempDir dir;
+  auto store = open_or_die(dir.path(), Durability::kNoSync);
+  ASSERT_NE(store, nullptr);
+  ListLoop loop;
+  auto outcomes = std::make_shared<Outcomes>(2);
+  {
+    kv::LoopBatching batching(loop.poster());
+    commit_async_key(*store, 0, outcomes);
+    commit_async_key(*store, 1, outcomes);
+    EXPECT_EQ(outcomes->received(), 0u);
+  }  // the loop stopped without running its tasks
+  ASSERT_TRUE(outcomes->wait_all(5s)) << outcomes->received() << " of 2 settled";
+  loop.run_all();  // a task the loop ran after all does nothing more
+  for (int calls : outcomes->calls()) EXPECT_EQ(calls, 1);
+  // Without batching on the thread, a commit leads at once again.
+  auto later = std::make_shared<Outcomes>(1);
+  std::shared_ptr<kv::Transaction> txn = begin(*store);
+  txn->set(key_of(1, 1), "v");
+  txn->commit_async([txn, later](Status s) { later->record(0, s); });
+  EXPECT_EQ(later->received(), 1u);
+  EXPECT_EQ(keys_under_t(*store), 3u);
+}
+
+TEST(LoopBatchingTest, ADurableStoreDoesNotPutCommitsOff) {
+  TempDir dir;
+  auto store = open_or_die(dir.path(), Durability::kSync);
+  ASSERT_NE(store, nullptr);
+  ListLoop loop;
+  kv::LoopBatching batching(loop.poster());
+  auto outcomes = std::make_shared<Outcomes>(2);
+  commit_async_key(*store, 0, outcomes);
+  commit_async_key(*store, 1, outcomes);
+  // Its committer thread already leads the groups (an fsync must not hold up the loop).
+  ASSERT_TRUE(outcomes->wait_all(5s)) << outcomes->received() << " of 2 settled";
+  EXPECT_EQ(loop.pending(), 0u);
+  EXPECT_EQ(keys_under_t(*store), 2u);
+}
+
 }  // namespace
 }  // namespace kvq::testing
