@@ -600,87 +600,87 @@ void commit_async_key(kv::Store& store, int i, const std::shared_ptr<Outcomes>& 
   txn->commit_async([txn, outcomes, i](Status s) { outcomes->record(i, s); });
 }
 
-TEST(LoopBatchingTest, CommitsMadeInOneTurnOfALoopGoInOneLmdbTransaction) {
-  TempDir dir;
-  auto store = open_or_die(dir.path(), Durability::kNoSync);
-  ASSERT_NE(store, nullptr);
-  ListLoop loop;
-  kv::LoopBatching batching(loop.poster());
-  const uint64_t before = lmdb_txnid(dir.path(), Durability::kNoSync);
+// A store in a fresh directory, and a loop whose tasks wait for run_all().
+class LoopBatchingTest : public ::testing::Test {
+ protected:
+  void open(Durability d) {
+    store_ = open_or_die(dir_.path(), d);
+    ASSERT_NE(store_, nullptr);
+  }
+  TempDir dir_;
+  std::shared_ptr<kv::Store> store_;
+  ListLoop loop_;
+};
+
+TEST_F(LoopBatchingTest, CommitsMadeInOneTurnOfALoopGoInOneLmdbTransaction) {
+  ASSERT_NO_FATAL_FAILURE(open(Durability::kNoSync));
+  kv::LoopBatching batching(loop_.poster());
+  const uint64_t before = lmdb_txnid(dir_.path(), Durability::kNoSync);
   auto outcomes = std::make_shared<Outcomes>(3);
-  for (int i = 0; i < 3; ++i) commit_async_key(*store, i, outcomes);
+  for (int i = 0; i < 3; ++i) commit_async_key(*store_, i, outcomes);
   // The first commit's lead waits for the loop's next turn; the others queued behind it.
   EXPECT_EQ(outcomes->received(), 0u);
-  EXPECT_EQ(loop.pending(), 1u);
-  loop.run_all();
+  EXPECT_EQ(loop_.pending(), 1u);
+  loop_.run_all();
   ASSERT_TRUE(outcomes->wait_all(5s)) << outcomes->received() << " of 3 settled";
   for (const Status& st : outcomes->statuses()) EXPECT_TRUE(st.ok()) << st.to_string();
   for (int calls : outcomes->calls()) EXPECT_EQ(calls, 1);
-  EXPECT_EQ(lmdb_txnid(dir.path(), Durability::kNoSync), before + 1);
-  EXPECT_EQ(keys_under_t(*store), 3u);
+  EXPECT_EQ(lmdb_txnid(dir_.path(), Durability::kNoSync), before + 1);
+  EXPECT_EQ(keys_under_t(*store_), 3u);
 }
 
-TEST(LoopBatchingTest, ABlockingCommitTakesOverALeadPutOffToALoop) {
-  TempDir dir;
-  auto store = open_or_die(dir.path(), Durability::kNoSync);
-  ASSERT_NE(store, nullptr);
-  ListLoop loop;
-  kv::LoopBatching batching(loop.poster());
+TEST_F(LoopBatchingTest, ABlockingCommitTakesOverALeadPutOffToALoop) {
+  ASSERT_NO_FATAL_FAILURE(open(Durability::kNoSync));
+  kv::LoopBatching batching(loop_.poster());
   auto outcomes = std::make_shared<Outcomes>(1);
-  commit_async_key(*store, 0, outcomes);
-  ASSERT_EQ(loop.pending(), 1u);
+  commit_async_key(*store_, 0, outcomes);
+  ASSERT_EQ(loop_.pending(), 1u);
   // Another thread's blocking commit must not wait for a loop that may never turn again.
   Status blocking = InvalidArgument("not run");
   std::thread([&] {
-    auto txn = begin(*store);
+    auto txn = begin(*store_);
     txn->set(key_of(1, 0), "v");
     blocking = txn->commit();
   }).join();
   EXPECT_TRUE(blocking.ok()) << blocking.to_string();
   ASSERT_TRUE(outcomes->wait_all(5s)) << "the put-off commit did not settle with the blocking one";
   EXPECT_TRUE(outcomes->statuses()[0].ok()) << outcomes->statuses()[0].to_string();
-  loop.run_all();  // the loop's turn comes late: nothing more happens
+  loop_.run_all();  // the loop's turn comes late: nothing more happens
   EXPECT_EQ(outcomes->calls()[0], 1);
-  EXPECT_EQ(keys_under_t(*store), 2u);
+  EXPECT_EQ(keys_under_t(*store_), 2u);
 }
 
-TEST(LoopBatchingTest, ALoopThatDropsItsTasksLeavesNoCommitBehind) {
-  TempDir dir;
-  auto store = open_or_die(dir.path(), Durability::kNoSync);
-  ASSERT_NE(store, nullptr);
-  ListLoop loop;
+TEST_F(LoopBatchingTest, ALoopThatDropsItsTasksLeavesNoCommitBehind) {
+  ASSERT_NO_FATAL_FAILURE(open(Durability::kNoSync));
   auto outcomes = std::make_shared<Outcomes>(2);
   {
-    kv::LoopBatching batching(loop.poster());
-    commit_async_key(*store, 0, outcomes);
-    commit_async_key(*store, 1, outcomes);
+    kv::LoopBatching batching(loop_.poster());
+    commit_async_key(*store_, 0, outcomes);
+    commit_async_key(*store_, 1, outcomes);
     EXPECT_EQ(outcomes->received(), 0u);
   }  // the loop stopped without running its tasks
   ASSERT_TRUE(outcomes->wait_all(5s)) << outcomes->received() << " of 2 settled";
-  loop.run_all();  // a task the loop ran after all does nothing more
+  loop_.run_all();  // a task the loop ran after all does nothing more
   for (int calls : outcomes->calls()) EXPECT_EQ(calls, 1);
   // Without batching on the thread, a commit leads at once again.
   auto later = std::make_shared<Outcomes>(1);
-  std::shared_ptr<kv::Transaction> txn = begin(*store);
+  std::shared_ptr<kv::Transaction> txn = begin(*store_);
   txn->set(key_of(1, 1), "v");
   txn->commit_async([txn, later](Status s) { later->record(0, s); });
   EXPECT_EQ(later->received(), 1u);
-  EXPECT_EQ(keys_under_t(*store), 3u);
+  EXPECT_EQ(keys_under_t(*store_), 3u);
 }
 
-TEST(LoopBatchingTest, ADurableStoreDoesNotPutCommitsOff) {
-  TempDir dir;
-  auto store = open_or_die(dir.path(), Durability::kSync);
-  ASSERT_NE(store, nullptr);
-  ListLoop loop;
-  kv::LoopBatching batching(loop.poster());
+TEST_F(LoopBatchingTest, ADurableStoreDoesNotPutCommitsOff) {
+  ASSERT_NO_FATAL_FAILURE(open(Durability::kSync));
+  kv::LoopBatching batching(loop_.poster());
   auto outcomes = std::make_shared<Outcomes>(2);
-  commit_async_key(*store, 0, outcomes);
-  commit_async_key(*store, 1, outcomes);
+  commit_async_key(*store_, 0, outcomes);
+  commit_async_key(*store_, 1, outcomes);
   // Its committer thread already leads the groups (an fsync must not hold up the loop).
   ASSERT_TRUE(outcomes->wait_all(5s)) << outcomes->received() << " of 2 settled";
-  EXPECT_EQ(loop.pending(), 0u);
-  EXPECT_EQ(keys_under_t(*store), 2u);
+  EXPECT_EQ(loop_.pending(), 0u);
+  EXPECT_EQ(keys_under_t(*store_), 2u);
 }
 
 }  // namespace
