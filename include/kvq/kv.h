@@ -403,7 +403,7 @@ class LoopBatching {
  private:
   struct State;
   static thread_local State* installed_;  // the calling thread's, if any
-  std::shared_ptr<State> state_;
+  std::unique_ptr<State> state_;          // the loop's tasks hold only their own Deferred
 };
 
 // Runs `fn` in the caller's open transaction, once: the caller commits (and retries) everything

@@ -30,7 +30,7 @@ struct LoopBatching::State {
 thread_local LoopBatching::State* LoopBatching::installed_ = nullptr;
 
 LoopBatching::LoopBatching(std::function<void(std::function<void()>)> post)
-    : state_(std::make_shared<State>()) {
+    : state_(std::make_unique<State>()) {
   state_->post = std::move(post);
   installed_ = state_.get();
 }
