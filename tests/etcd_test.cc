@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "kvq/jobs.h"
 #include "support/backends.h"
 #include "support/etcd_cluster.h"
 #include "support/kv_helpers.h"
@@ -115,6 +116,33 @@ TEST(EtcdStoreTest, AKeyReadAgainInATransactionCostsNoRoundTrip) {
   txn->set("k", "v2");  // the reads still guard the commit as the first ones did
   EXPECT_TRUE(txn->commit().ok());
   EXPECT_EQ(read(**store, "k"), "v2");
+}
+
+// Issue 23: an accept that takes several jobs in order reads their rows in one call, not one
+// Range each (the acceptor's rounds serve many waiting workers at once, and each round trip
+// held them all up). Counted by the member itself; nothing else runs on this cluster, and the
+// Jobs runs no background work that reads.
+TEST(EtcdStoreTest, AnAcceptOfSeveralJobsReadsTheirRowsInOneCall) {
+  TempDir dir;
+  EtcdCluster cluster(dir.path(), 1);
+  ASSERT_TRUE(cluster.ready()) << "etcd did not start (logs in " << dir.path() << ")";
+  auto store = open_etcd_store({.endpoints = {cluster.endpoint(0)}, .key_prefix = "p/"});
+  ASSERT_TRUE(store.ok());
+  auto jobs = jobs::Jobs::open(*store, {.run_activity_monitor = false, .run_scheduler = false});
+  ASSERT_TRUE(jobs.ok()) << jobs.status().to_string();
+  ASSERT_TRUE((*jobs)->set_type_timeout("work", 60s).ok());
+  constexpr size_t kJobs = 8;
+  for (size_t i = 0; i < kJobs; ++i)
+    ASSERT_TRUE((*jobs)->add("work", "j" + std::to_string(i), "{}").ok());
+  const long ranges_before = cluster.handled(0, "Range");
+  ASSERT_GE(ranges_before, 0) << "etcd's /metrics could not be read";
+  auto taken = (*jobs)->accept_many("work", kJobs, {});
+  const long ranges = cluster.handled(0, "Range") - ranges_before;
+  ASSERT_TRUE(taken.ok()) << taken.status().to_string();
+  ASSERT_EQ(taken->size(), kJobs);
+  for (size_t i = 0; i < kJobs; ++i) EXPECT_EQ((*taken)[i].id, "j" + std::to_string(i));
+  // The queue's head and the settings take a few reads; a read per row would be 8 more.
+  EXPECT_LT(ranges, static_cast<long>(kJobs)) << ranges << " Range calls for one accept";
 }
 
 // Issue 17: a member that stops answering (SIGSTOP: its connections stay open, nothing comes

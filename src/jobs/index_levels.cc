@@ -118,6 +118,12 @@ OrderedIndex::Entry DueLevels::take(bool at_random) {
   return entry;
 }
 
+std::vector<std::string> DueLevels::first_names(size_t n) const {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < std::min(n, due_.size()); ++i) names.push_back(due_[i].name);
+  return names;
+}
+
 Result<uint64_t> count_keys(kv::Transaction& txn, std::pair<std::string, std::string> range,
                             uint64_t limit) {
   constexpr size_t kPage = 1000;

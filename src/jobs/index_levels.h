@@ -43,6 +43,9 @@ class DueLevels {
   // Removes and returns a due entry of head()'s level: the first, or one at random among those
   // read. REQUIRES: head() returned an entry since the last take().
   OrderedIndex::Entry take(bool at_random);
+  // The names of the first `n` due entries of head()'s level read so far, in order: what the
+  // next n take(false) calls return while the level lasts (no read).
+  std::vector<std::string> first_names(size_t n) const;
   // Entries due by a later time count from now on (a bound that follows the clock).
   void extend_due(int64_t max_time) { max_time_ = std::max(max_time_, max_time); }
   // The earliest time of an entry seen not yet due, on a level better than any due one.

@@ -60,6 +60,29 @@ class EtcdCluster {
   }
   void resume(size_t i) { kill(members_[i].pid, SIGCONT); }
 
+  // How many calls of gRPC method `method` (Range, Txn, ...) member i has answered, from its
+  // /metrics (grpc_server_handled_total, all codes); -1 if they could not be read.
+  long handled(size_t i, const std::string& method) const {
+    const std::string cmd =
+        "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://" + endpoint(i) +
+        "/metrics', timeout=5).read().decode())\" 2>/dev/null";
+    FILE* out = popen(cmd.c_str(), "r");
+    if (!out) return -1;
+    std::string said;
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof buf, out)) said.append(buf, n);
+    if (pclose(out) != 0) return -1;
+    long total = 0;
+    std::istringstream lines(said);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("grpc_server_handled_total{", 0) != 0 ||
+          line.find("grpc_method=\"" + method + "\"") == std::string::npos)
+        continue;
+      total += std::stol(line.substr(line.rfind(' ') + 1));
+    }
+    return total;
+  }
+
   // The index of the Raft leader, from Debian's etcdctl (`endpoint status`); -1 if none said so.
   int leader() const {
     std::string endpoints;
