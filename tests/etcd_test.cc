@@ -191,6 +191,45 @@ TEST(EtcdFailoverTest, OnlyATransactionThatAllowsStaleReadsReadsWithoutAQuorum) 
   }
 }
 
+// An add's reads may be served by the member alone too (its commit checks them), but an answer
+// it gives without a write must come from a current read: on a follower cut off from its
+// quorum, an add reads (the member answers its read) and cannot commit, and an add to a type
+// that does not exist does not answer kNoTimeout from what the member alone knows.
+TEST(EtcdFailoverTest, AnAddReadsWithoutAQuorumButAnswersWithoutAWriteOnlyOnACurrentRead) {
+  TempDir dir;
+  EtcdCluster cluster(dir.path(), 3);
+  ASSERT_TRUE(cluster.ready()) << "a 3-member etcd did not start (logs in " << dir.path() << ")";
+  const int leader = cluster.leader();
+  ASSERT_GE(leader, 0) << "etcdctl endpoint status named no leader";
+  const size_t follower = leader == 0 ? 1 : 0;
+  auto store = open_etcd_store({.endpoints = {cluster.endpoint(follower)},
+                                .key_prefix = dir.path() + "/",
+                                .prefer_leader = false});
+  ASSERT_TRUE(store.ok());
+  auto jobs = jobs::Jobs::open(
+      *store, {.run_activity_monitor = false, .retry = {.timeout = 3s}, .run_scheduler = false});
+  ASSERT_TRUE(jobs.ok()) << jobs.status().to_string();
+  ASSERT_TRUE((*jobs)->set_type_timeout("work", 60s).ok());
+  ASSERT_TRUE((*jobs)->add("work", "before", "{}").ok());  // the follower has the type
+
+  for (size_t i = 0; i < cluster.size(); ++i) {
+    if (i == follower) continue;
+    ASSERT_TRUE(cluster.pause(i)) << "member " << i << " did not stop";
+  }
+  const long served_before = cluster.handled(follower, "Txn", "OK");
+  ASSERT_GE(served_before, 0) << "etcd's /metrics could not be read";
+  EXPECT_FALSE((*jobs)->add("work", "cut-off", "{}").ok()) << "a commit needs a quorum";
+  EXPECT_GT(cluster.handled(follower, "Txn", "OK"), served_before)
+      << "the add's read (one Txn for the type's settings and the row) needed a quorum";
+  auto missing = (*jobs)->add("no-such-type", "j", "{}");
+  EXPECT_NE(missing.status().code(), Code::kNoTimeout)
+      << "answered from the cut-off member's view alone: " << missing.status().to_string();
+  for (size_t i = 0; i < cluster.size(); ++i) {
+    if (i != follower) cluster.resume(i);
+  }
+  EXPECT_EQ((*jobs)->add("no-such-type", "j", "{}").status().code(), Code::kNoTimeout);
+}
+
 TEST(EtcdFailoverTest, APausedMemberIsLeftWithinAboutASecondByReadsCommitsAndWatches) {
   constexpr auto kBound = 2s;  // the old behaviour took the 5 s request timeout
   TempDir dir;

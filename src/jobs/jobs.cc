@@ -172,9 +172,10 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
 
 // add, once its input is validated and its data normalized. Returns whether it added (or
 // changed, or would have changed nothing of) the job: false only when if_exists kKeep found it.
+// `wrote` (if given) tells whether it wrote the job, the only answer its commit vouches for.
 Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                            std::string_view id, const std::string& data,
-                            const AddOptions& options) {
+                            std::string_view id, const std::string& data, const AddOptions& options,
+                            bool* wrote = nullptr) {
   // One read for both (on etcd, one round trip).
   KVQ_ASSIGN_OR_RETURN(auto stored, txn.get_many({keys.timeout(type), keys.job(type, id)}));
   if (!stored[0]) {
@@ -208,6 +209,7 @@ Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_
   }
   KVQ_ASSIGN_OR_RETURN(after->add_seq, txn.read_version());
   KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, std::move(after)));
+  if (wrote) *wrote = true;
   return true;
 }
 
@@ -220,19 +222,42 @@ Result<std::string> validate_add(std::string_view type, std::string_view id, std
   return normalize_data(data, options.data_format, max_data_bytes);
 }
 
+// What the attempts of one add share.
+struct AddAttempts {
+  // The read version of the last attempt that got as far as reading it (see add_attempt).
+  std::optional<uint64_t> version;
+  // Whether the next attempt confirms, on a current read, an answer given without a write.
+  bool confirming = false;
+};
+
 // One attempt of add. An earlier attempt may have committed (unknown result) and the job moved
 // on since — even finished. Re-applying would run it again (and with if_exists kKeep answer
 // "kept" for the job it had itself added), so it recognises its own earlier add by the read
-// version that attempt recorded in `attempt_version`: only a write stamps add_seq, so that
-// attempt added.
+// version that attempt recorded: only a write stamps add_seq, so that attempt added.
+//
+// Its reads may be a little behind the latest commit (kv::Transaction::allow_stale_reads: on
+// etcd, no quorum round before the first): its commit fails if anything it read has changed
+// since, and add_seq still grows with every add of a row (a commit over a row read at a
+// revision is later than the row's last change). An answer it would give without writing —
+// no such type, kept, nothing to change, an id taken in another type — is confirmed on a
+// current read first, as a worker's call confirms that it is fenced out (worker_calls.h).
 Result<AddResult> add_attempt(kv::Transaction& txn, const Keys& keys, std::string_view type,
                               std::string_view id, const std::string& normalized,
-                              const AddOptions& options, std::optional<uint64_t>& attempt_version) {
+                              const AddOptions& options, AddAttempts& attempts) {
+  const bool stale = !attempts.confirming && txn.allow_stale_reads();
+  std::optional<uint64_t>& attempt_version = attempts.version;
   if (attempt_version && txn.earlier_commit_unknown()) {
     KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, id));
     if (row && row->add_seq == *attempt_version) return AddResult{.added = true};
   }
-  Result<bool> added = add_normalized(txn, keys, type, id, normalized, options);
+  bool wrote = false;
+  Result<bool> added = add_normalized(txn, keys, type, id, normalized, options, &wrote);
+  if (stale && !wrote) {
+    attempts.confirming = true;
+    return Aborted(
+        "to confirm on a current read what a read that may be behind the latest "
+        "commit decided");
+  }
   // Read after add's own reads fixed it: on etcd asking first would cost a round trip.
   KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
   if (!added.ok()) return added.status();
@@ -245,11 +270,11 @@ Result<AddResult> Jobs::add(std::string_view type, std::string_view id, std::str
                             AddOptions options) {
   KVQ_ASSIGN_OR_RETURN(std::string normalized,
                        validate_add(type, id, data, options, options_.max_data_bytes));
-  std::optional<uint64_t> attempt_version;
+  AddAttempts attempts;
   return kv::run(
       *store_,
       [&](kv::Transaction& txn) {
-        return add_attempt(txn, impl_->keys, type, id, normalized, options, attempt_version);
+        return add_attempt(txn, impl_->keys, type, id, normalized, options, attempts);
       },
       options_.retry);
 }
@@ -261,15 +286,14 @@ void Jobs::add_async(std::string_view type, std::string_view id, std::string_vie
   struct Add {
     std::string type, id, data;
     AddOptions options;
-    std::optional<uint64_t> attempt_version;
+    AddAttempts attempts;
   };
   auto add = std::make_shared<Add>(
       Add{std::string(type), std::string(id), std::move(*normalized), options, {}});
   kv::run_async(
       *store_,
       [add, &keys = impl_->keys](kv::Transaction& txn) {
-        return add_attempt(txn, keys, add->type, add->id, add->data, add->options,
-                           add->attempt_version);
+        return add_attempt(txn, keys, add->type, add->id, add->data, add->options, add->attempts);
       },
       std::move(done), options_.retry);
 }

@@ -61,8 +61,9 @@ class EtcdCluster {
   void resume(size_t i) { kill(members_[i].pid, SIGCONT); }
 
   // How many calls of gRPC method `method` (Range, Txn, ...) member i has answered, from its
-  // /metrics (grpc_server_handled_total, all codes); -1 if they could not be read.
-  long handled(size_t i, const std::string& method) const {
+  // /metrics (grpc_server_handled_total), with gRPC code `code` (OK, ...) or any if empty; -1
+  // if they could not be read.
+  long handled(size_t i, const std::string& method, const std::string& code = "") const {
     const std::string cmd =
         "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://" + endpoint(i) +
         "/metrics', timeout=5).read().decode())\" 2>/dev/null";
@@ -76,7 +77,8 @@ class EtcdCluster {
     std::istringstream lines(said);
     for (std::string line; std::getline(lines, line);) {
       if (line.rfind("grpc_server_handled_total{", 0) != 0 ||
-          line.find("grpc_method=\"" + method + "\"") == std::string::npos)
+          line.find("grpc_method=\"" + method + "\"") == std::string::npos ||
+          (!code.empty() && line.find("grpc_code=\"" + code + "\"") == std::string::npos))
         continue;
       total += std::stol(line.substr(line.rfind(' ') + 1));
     }
