@@ -6,9 +6,15 @@
 
 namespace kvq::kv::etcd {
 
+// A thread in drive(), woken only when one of its members is done or it may send a batch.
+struct CommitBatcher::Waiter {
+  util::CondVar cv;
+};
+
 struct CommitBatcher::Pending {
   Member member;
   size_t bytes = 0;
+  Waiter* waiter = nullptr;
   bool done = false;
   std::optional<Result<Committed>> result;
 };
@@ -110,8 +116,12 @@ void CommitBatcher::drive(const std::vector<Pending*>& mine) {
     p->bytes = p->member.txn.ByteSizeLong();
     for (const auto& [key, value] : p->member.tokens) p->bytes += key.size() + value.size() + 8;
   }
+  Waiter self;
   util::MutexLock lock(mu_);
-  for (auto* p : mine) queue_.push_back(p);
+  for (auto* p : mine) {
+    p->waiter = &self;
+    queue_.push_back(p);
+  }
   for (;;) {
     bool all_done = true;
     for (auto* p : mine) all_done = all_done && p->done;
@@ -124,11 +134,13 @@ void CommitBatcher::drive(const std::vector<Pending*>& mine) {
       send(batch);
       lock.lock();
       --sending_;
-      changed_.notify_all();
       continue;
     }
-    changed_.wait(mu_);
+    self.cv.wait(mu_);
   }
+  // Someone must send what is still queued: the oldest waiting commit's thread, if no batch
+  // is under way to wake it when it ends.
+  if (sending_ < limits_.in_flight && !queue_.empty()) queue_.front()->waiter->cv.notify_one();
 }
 
 std::vector<CommitBatcher::Pending*> CommitBatcher::take_batch() {
@@ -228,6 +240,10 @@ void CommitBatcher::send(const std::vector<Pending*>& batch) {
   for (size_t i = 0; i < batch.size(); ++i) {
     batch[i]->result = std::move(results[i]);
     batch[i]->done = true;
+    // Only the threads whose commits are done wake (once the lock is let go, a woken one may
+    // return and take its Pending and Waiter with it). A notify_all of every waiting thread
+    // after each batch cost a context switch per waiting commit.
+    batch[i]->waiter->cv.notify_one();
   }
 }
 

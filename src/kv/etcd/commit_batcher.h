@@ -94,6 +94,7 @@ class CommitBatcher {
   Counts counts() const;
 
  private:
+  struct Waiter;
   struct Pending;
   // Takes the members of the next batch off the queue: the oldest, then each later one that
   // conflicts with none taken so far, within the limits.
@@ -107,7 +108,6 @@ class CommitBatcher {
   std::shared_ptr<Client> client_;
   BatchLimits limits_;
   mutable util::Mutex mu_;
-  util::CondVar changed_;
   std::deque<Pending*> queue_ KVQ_GUARDED_BY(mu_);
   size_t sending_ KVQ_GUARDED_BY(mu_) = 0;
   Counts counts_ KVQ_GUARDED_BY(mu_);
