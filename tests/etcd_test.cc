@@ -118,6 +118,32 @@ TEST(EtcdStoreTest, AKeyReadAgainInATransactionCostsNoRoundTrip) {
   EXPECT_EQ(read(**store, "k"), "v2");
 }
 
+// A range prefetched with keys is read from what the prefetch fetched: one round trip for all.
+TEST(EtcdStoreTest, APrefetchedRangeCostsNoRoundTripOfItsOwn) {
+  TempDir dir;
+  EtcdCluster cluster(dir.path(), 1);
+  ASSERT_TRUE(cluster.ready()) << "etcd did not start (logs in " << dir.path() << ")";
+  auto store = open_etcd_store({.endpoints = {cluster.endpoint(0)}, .key_prefix = "p/"});
+  ASSERT_TRUE(store.ok());
+  put(**store, "k", "v");
+  put(**store, "q/1", "a");
+  put(**store, "q/2", "b");
+  auto txn = begin(**store);
+  txn->prefetch({"k"}, {{"q/", "q0", {.limit = 1, .snapshot = true}}});
+  ASSERT_TRUE(cluster.pause(0)) << "the member's threads did not all stop";
+  const auto started = kv::Clock::now();
+  auto key = txn->get("k");
+  auto range = txn->get_range("q/", "q0", {.limit = 1, .snapshot = true});
+  const auto took = kv::Clock::now() - started;
+  cluster.resume(0);
+  ASSERT_TRUE(key.ok()) << key.status().to_string();
+  EXPECT_EQ(*key, "v");
+  ASSERT_TRUE(range.ok()) << range.status().to_string();
+  ASSERT_EQ(range->size(), 1u);
+  EXPECT_EQ((*range)[0].key, "q/1");
+  EXPECT_LT(took, 200ms) << "a read went to the paused member";
+}
+
 // Issue 23: an accept that takes several jobs in order reads their rows in one call, not one
 // Range each (the acceptor's rounds serve many waiting workers at once, and each round trip
 // held them all up). Counted by the member itself; nothing else runs on this cluster, and the

@@ -63,6 +63,12 @@ struct RangeOptions {
   bool snapshot = false;  // true: adds no read conflict.
 };
 
+// A get_range a transaction is about to make: its arguments (Transaction::prefetch).
+struct RangeRead {
+  std::string begin, end;
+  RangeOptions options;
+};
+
 namespace detail {
 struct WatchState;
 }
@@ -116,12 +122,14 @@ class Transaction {
   virtual Result<std::vector<std::optional<std::string>>> get_many(
       const std::vector<std::string>& keys, ReadOptions options = {});
 
-  // Says that the transaction is about to read `keys`: a store whose reads are round trips
-  // (etcd) fetches them together now, in one, and the reads then answer from what it fetched.
-  // Reads nothing for the transaction: each key is read (and, without snapshot, tracked for
-  // conflicts) only when get() or get_many() asks for it. A failure is left to those reads.
-  // The default does nothing (LMDB reads from the map).
-  virtual void prefetch(const std::vector<std::string>& keys);
+  // Says that the transaction is about to read `keys`, and to make each get_range of
+  // `ranges`: a store whose reads are round trips (etcd) fetches the keys and the first rows of
+  // those ranges together now, in one, and the reads then answer from what it fetched. Reads
+  // nothing for the transaction: each key or range is read (and, without snapshot, tracked for
+  // conflicts) only when get(), get_many() or get_range() asks for it. A failure is left to
+  // those reads. The default does nothing (LMDB reads from the map).
+  virtual void prefetch(const std::vector<std::string>& keys,
+                        const std::vector<RangeRead>& ranges = {});
 
   // Keys in [begin, end) in key order (or reverse), at most `limit` of them.
   virtual Result<std::vector<KeyValue>> get_range(std::string_view begin, std::string_view end,

@@ -91,7 +91,7 @@ Result<const OrderedIndex::Entry*> DueLevels::head() {
   return due_.empty() ? nullptr : &due_.front();
 }
 
-Result<std::vector<kv::KeyValue>> DueLevels::read_from() {
+kv::RangeRead DueLevels::next_read() const {
   const std::string& end = all_.second;
   const kv::RangeOptions options{.limit = batch_, .snapshot = true};
   std::string prefix_end;
@@ -103,12 +103,16 @@ Result<std::vector<kv::KeyValue>> DueLevels::read_from() {
       prefix_end = index_.due(head->first, time).second;
     }
   }
-  if (prefix_end.empty() || prefix_end <= from_ || prefix_end >= end)
-    return txn_.get_range(from_, end, options);
-  KVQ_ASSIGN_OR_RETURN(auto read, txn_.get_range(from_, prefix_end, options));
-  if (!read.empty()) return read;
-  // Nothing before prefix_end (at this transaction's version): the rest begins after it.
-  return txn_.get_range(prefix_end, end, options);
+  if (prefix_end.empty() || prefix_end <= from_ || prefix_end >= end) return {from_, end, options};
+  return {from_, std::move(prefix_end), options};
+}
+
+Result<std::vector<kv::KeyValue>> DueLevels::read_from() {
+  const kv::RangeRead first = next_read();
+  KVQ_ASSIGN_OR_RETURN(auto read, txn_.get_range(first.begin, first.end, first.options));
+  if (!read.empty() || first.end == all_.second) return read;
+  // Nothing before the prefix's end (at this transaction's version): the rest begins after it.
+  return txn_.get_range(first.end, all_.second, first.options);
 }
 
 OrderedIndex::Entry DueLevels::take(bool at_random) {

@@ -43,6 +43,8 @@ class DueLevels {
   // Removes and returns a due entry of head()'s level: the first, or one at random among those
   // read. REQUIRES: head() returned an entry since the last take().
   OrderedIndex::Entry take(bool at_random);
+  // The get_range the next read of head() starts with (for kv::Transaction::prefetch).
+  kv::RangeRead next_read() const;
   // The names of the first `n` due entries of head()'s level read so far, in order: what the
   // next n take(false) calls return while the level lasts (no read).
   std::vector<std::string> first_names(size_t n) const;

@@ -174,6 +174,13 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
                                          HeldBack* held) {
   const int64_t now = now_ms();
   const int64_t max_time = accept.max_scheduled_time_ms.value_or(now);
+  const size_t spread = std::max(options.accept_spread, takers.size());
+  // Each priority level costs one read, or two when it held fewer due jobs than wanted.
+  DueLevels ungrouped(txn, keys.pending_index(type), max_time, accept.max_priority, spread,
+                      2 * kMaxPriorityLevels, kPendingHeadWindow);
+  // The type's settings (the flow gate's first read) and the queue's head come in one read (on
+  // etcd one round trip instead of two; nothing on LMDB).
+  txn.prefetch({keys.timeout(type)}, {ungrouped.next_read()});
   KVQ_ASSIGN_OR_RETURN(FlowGate gate, open_flow_gate(txn, keys, type, takers.size(), now));
   auto note_due = [&](std::optional<int64_t> at) {
     if (next_due && at && (!*next_due || *at < **next_due)) *next_due = at;
@@ -183,11 +190,7 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
     note_due(gate.reopens_ms);
   }
   if (gate.allowed == 0) return NotFound("no job of type '" + std::string(type) + "' may start");
-  const size_t spread = std::max(options.accept_spread, takers.size());
   const bool at_random = pick == Pick::kSpread;
-  // Each priority level costs one read, or two when it held fewer due jobs than wanted.
-  DueLevels ungrouped(txn, keys.pending_index(type), max_time, accept.max_priority, spread,
-                      2 * kMaxPriorityLevels, kPendingHeadWindow);
   // A type that never had a job with a group reads nothing more. One that has takes turns
   // between its groups: a group served goes to the back of the line (save_job), so a batch
   // takes one job per group and goes around again when they run out.

@@ -9,6 +9,24 @@ namespace {
 
 constexpr int64_t kPage = 500;
 
+// The rows a get_range of `options` asks etcd for at a time.
+int64_t page_of(const RangeOptions& options) {
+  return options.limit ? std::min<int64_t>(kPage, static_cast<int64_t>(options.limit) + 16) : kPage;
+}
+
+// The request for one page of [begin, end) (full keys), in key order or reverse.
+etcdserverpb::RangeRequest page_request(std::string begin, std::string end, bool reverse,
+                                        int64_t page) {
+  etcdserverpb::RangeRequest request;
+  request.set_key(std::move(begin));
+  request.set_range_end(std::move(end));
+  request.set_limit(page);
+  request.set_sort_order(reverse ? etcdserverpb::RangeRequest::DESCEND
+                                 : etcdserverpb::RangeRequest::ASCEND);
+  request.set_sort_target(etcdserverpb::RangeRequest::KEY);
+  return request;
+}
+
 // The stored keys of a range at one revision, fetched a page at a time.
 class EtcdRangeSource : public RangeSource {
  public:
@@ -42,13 +60,7 @@ class EtcdRangeSource : public RangeSource {
 
  private:
   Status load() {
-    etcdserverpb::RangeRequest request;
-    request.set_key(begin_);
-    request.set_range_end(end_);
-    request.set_limit(page_);
-    request.set_sort_order(reverse_ ? etcdserverpb::RangeRequest::DESCEND
-                                    : etcdserverpb::RangeRequest::ASCEND);
-    request.set_sort_target(etcdserverpb::RangeRequest::KEY);
+    etcdserverpb::RangeRequest request = page_request(begin_, end_, reverse_, page_);
     index_ = 0;
     return fetch_(request, &rows_);
   }
@@ -81,6 +93,13 @@ Status EtcdTransaction::range(etcdserverpb::RangeRequest& request,
   // starts the transaction over. The first read is linearizable unless the transaction allowed
   // a stale one (allow_stale_reads).
   request.set_serializable(revision_ != 0 || stale_ok_);
+  auto page = prefetched_pages_.find(
+      PageKey{request.key(), request.range_end(), request.limit(), request.sort_order()});
+  if (page != prefetched_pages_.end()) {
+    *response = std::move(page->second);
+    prefetched_pages_.erase(page);
+    return Status::OK();
+  }
   KVQ_RETURN_IF_ERROR(client_->range(request, response));
   if (revision_ == 0) revision_ = response->header().revision();
   return Status::OK();
@@ -163,18 +182,60 @@ Result<std::vector<std::optional<std::string>>> EtcdTransaction::get_many(
   return values;
 }
 
-void EtcdTransaction::prefetch(const std::vector<std::string>& keys) {
+void EtcdTransaction::prefetch(const std::vector<std::string>& keys,
+                               const std::vector<RangeRead>& ranges) {
   // Snapshot: what it fetched is tracked by the read that uses it (get records the first
-  // observation, from fetched_). A failure is the later reads' to meet again.
-  (void)get_many(keys, {.snapshot = true});
+  // observation, from fetched_; get_range what it returns). A failure is the later reads' to
+  // meet again.
+  if (ranges.empty()) {
+    (void)get_many(keys, {.snapshot = true});
+    return;
+  }
+  if (committed_) return;
+  etcdserverpb::TxnRequest request;
+  std::vector<std::string> fetched;  // the keys asked for, in the request's order
+  for (const auto& key : keys) {
+    if (!check_key(key).ok() || buffer_.lookup(key) || fetched_.count(key)) continue;
+    request.add_success()->mutable_request_range()->set_key(full(key));
+    fetched.push_back(key);
+  }
+  std::vector<PageKey> pages;
+  for (const auto& r : ranges) {
+    if (r.begin >= r.end) continue;
+    auto page = page_request(full(r.begin), full(r.end), r.options.reverse, page_of(r.options));
+    pages.push_back(PageKey{page.key(), page.range_end(), page.limit(), page.sort_order()});
+    *request.add_success()->mutable_request_range() = std::move(page);
+  }
+  for (auto& op : *request.mutable_success()) {
+    // As range() says; a Txn of serializable reads is served by the member alone.
+    op.mutable_request_range()->set_revision(revision_);
+    op.mutable_request_range()->set_serializable(revision_ != 0 || stale_ok_);
+  }
+  etcdserverpb::TxnResponse response;
+  if (!client_->txn(request, &response).ok() ||
+      response.responses_size() != request.success_size()) {
+    return;
+  }
+  if (revision_ == 0) revision_ = response.header().revision();
+  int i = 0;
+  for (const auto& key : fetched) {
+    const auto& rows = response.responses(i++).response_range();
+    std::optional<Stored> stored;
+    if (rows.kvs_size() > 0) stored = Stored{rows.kvs(0).mod_revision(), rows.kvs(0).value()};
+    fetched_.emplace(key, std::move(stored));
+  }
+  for (auto& page : pages) {
+    auto* rows = response.mutable_responses(i++)->mutable_response_range();
+    rows->mutable_header()->set_revision(revision_);
+    prefetched_pages_.insert_or_assign(std::move(page), std::move(*rows));
+  }
 }
 
 Result<std::vector<KeyValue>> EtcdTransaction::get_range(std::string_view begin,
                                                          std::string_view end,
                                                          RangeOptions options) {
   if (begin >= end) return std::vector<KeyValue>();
-  const int64_t page =
-      options.limit ? std::min<int64_t>(kPage, static_cast<int64_t>(options.limit) + 16) : kPage;
+  const int64_t page = page_of(options);
   EtcdRangeSource stored([this](auto& request, auto* response) { return range(request, response); },
                          client_->prefix(), full(begin), full(end), options.reverse, page);
   KVQ_RETURN_IF_ERROR(stored.start());

@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "kv/etcd/commit_batcher.h"
@@ -28,8 +29,10 @@ class EtcdTransaction : public Transaction {
   // One Txn of ranges at this transaction's revision.
   Result<std::vector<std::optional<std::string>>> get_many(const std::vector<std::string>& keys,
                                                            ReadOptions options) override;
-  // get_many of `keys` as snapshot reads: fetched (one Txn for several), not yet tracked.
-  void prefetch(const std::vector<std::string>& keys) override;
+  // `keys` and the first page of each range, fetched in one Txn of ranges, not yet tracked:
+  // get and get_many answer from fetched_, a range's first page read from prefetched_pages_.
+  void prefetch(const std::vector<std::string>& keys,
+                const std::vector<RangeRead>& ranges) override;
   Result<std::vector<KeyValue>> get_range(std::string_view begin, std::string_view end,
                                           RangeOptions options) override;
   void set(std::string_view key, std::string_view value) override;
@@ -68,6 +71,10 @@ class EtcdTransaction : public Transaction {
   // What each key read by get or get_many held at revision_: the same however often it is
   // asked again, so a second read of a key costs no round trip.
   std::map<std::string, std::optional<Stored>, std::less<>> fetched_;
+  // Pages of ranges that prefetch fetched at revision_, by their request (key, range_end,
+  // limit, sort order): the next range() of the same request takes its page from here.
+  using PageKey = std::tuple<std::string, std::string, int64_t, int>;
+  std::map<PageKey, etcdserverpb::RangeResponse> prefetched_pages_;
   // Non-snapshot reads: the key's mod_revision when read (0: absent).
   std::map<std::string, int64_t, std::less<>> reads_;
   // Covered parts of non-snapshot range reads: nothing in them may change after revision_.
