@@ -22,12 +22,8 @@ using namespace std::chrono_literals;
 bool compact_now(const std::string& endpoint, uint64_t revision) {
   const std::string cmd = "ETCDCTL_API=3 etcdctl --endpoints=" + endpoint + " compaction " +
                           std::to_string(revision) + " 2>&1";
-  FILE* out = popen(cmd.c_str(), "r");
-  if (!out) return false;
   std::string said;
-  char buf[256];
-  while (size_t n = fread(buf, 1, sizeof buf, out)) said.append(buf, n);
-  const int status = pclose(out);
+  const int status = run_command(cmd, said);
   return status == 0 || said.find("required revision has been compacted") != std::string::npos;
 }
 
@@ -88,26 +84,41 @@ TEST(EtcdStoreTest, AnUnreachableClusterIsUnavailableNotACrash) {
   EXPECT_EQ(v.status().code(), Code::kUnavailable) << v.status().to_string();
 }
 
+// A 1-member cluster of the test's own (so that pausing it or counting its calls sees this
+// test alone) and a store on it.
+class EtcdOneMemberTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(cluster_.ready()) << "etcd did not start (logs in " << dir_.path() << ")";
+    auto opened = open_etcd_store({.endpoints = {cluster_.endpoint(0)}, .key_prefix = "p/"});
+    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+    store_ = *opened;
+  }
+  EtcdCluster& cluster() { return cluster_; }
+  kv::Store& store() { return *store_; }
+  std::shared_ptr<kv::Store> store_ptr() { return store_; }
+
+ private:
+  TempDir dir_;
+  EtcdCluster cluster_{dir_.path(), 1};
+  std::shared_ptr<kv::Store> store_;
+};
+
 // A key read twice in one transaction is fetched once: at the transaction's revision its value
 // cannot differ, so the second read (get or get_many) answers from what the first fetched, and
 // answers even while the member does not.
-TEST(EtcdStoreTest, AKeyReadAgainInATransactionCostsNoRoundTrip) {
-  TempDir dir;
-  EtcdCluster cluster(dir.path(), 1);
-  ASSERT_TRUE(cluster.ready()) << "etcd did not start (logs in " << dir.path() << ")";
-  auto store = open_etcd_store({.endpoints = {cluster.endpoint(0)}, .key_prefix = "p/"});
-  ASSERT_TRUE(store.ok());
-  put(**store, "k", "v");
-  put(**store, "j", "w");
-  auto txn = begin(**store);
+TEST_F(EtcdOneMemberTest, AKeyReadAgainInATransactionCostsNoRoundTrip) {
+  put(store(), "k", "v");
+  put(store(), "j", "w");
+  auto txn = begin(store());
   ASSERT_EQ(*txn->get("k"), "v");
   ASSERT_EQ(*txn->get_many({"j", "absent"}), (std::vector<std::optional<std::string>>{"w", {}}));
-  ASSERT_TRUE(cluster.pause(0)) << "the member's threads did not all stop";
+  ASSERT_TRUE(cluster().pause(0)) << "the member's threads did not all stop";
   const auto started = kv::Clock::now();
   auto again = txn->get("k", {.snapshot = true});
   auto many = txn->get_many({"absent", "k", "j"});
   const auto took = kv::Clock::now() - started;
-  cluster.resume(0);
+  cluster().resume(0);
   ASSERT_TRUE(again.ok()) << again.status().to_string();
   EXPECT_EQ(*again, "v");
   ASSERT_TRUE(many.ok()) << many.status().to_string();
@@ -115,27 +126,22 @@ TEST(EtcdStoreTest, AKeyReadAgainInATransactionCostsNoRoundTrip) {
   EXPECT_LT(took, 200ms) << "a read went to the paused member";
   txn->set("k", "v2");  // the reads still guard the commit as the first ones did
   EXPECT_TRUE(txn->commit().ok());
-  EXPECT_EQ(read(**store, "k"), "v2");
+  EXPECT_EQ(read(store(), "k"), "v2");
 }
 
 // A range prefetched with keys is read from what the prefetch fetched: one round trip for all.
-TEST(EtcdStoreTest, APrefetchedRangeCostsNoRoundTripOfItsOwn) {
-  TempDir dir;
-  EtcdCluster cluster(dir.path(), 1);
-  ASSERT_TRUE(cluster.ready()) << "etcd did not start (logs in " << dir.path() << ")";
-  auto store = open_etcd_store({.endpoints = {cluster.endpoint(0)}, .key_prefix = "p/"});
-  ASSERT_TRUE(store.ok());
-  put(**store, "k", "v");
-  put(**store, "q/1", "a");
-  put(**store, "q/2", "b");
-  auto txn = begin(**store);
+TEST_F(EtcdOneMemberTest, APrefetchedRangeCostsNoRoundTripOfItsOwn) {
+  put(store(), "k", "v");
+  put(store(), "q/1", "a");
+  put(store(), "q/2", "b");
+  auto txn = begin(store());
   txn->prefetch({"k"}, {{"q/", "q0", {.limit = 1, .snapshot = true}}});
-  ASSERT_TRUE(cluster.pause(0)) << "the member's threads did not all stop";
+  ASSERT_TRUE(cluster().pause(0)) << "the member's threads did not all stop";
   const auto started = kv::Clock::now();
   auto key = txn->get("k");
   auto range = txn->get_range("q/", "q0", {.limit = 1, .snapshot = true});
   const auto took = kv::Clock::now() - started;
-  cluster.resume(0);
+  cluster().resume(0);
   ASSERT_TRUE(key.ok()) << key.status().to_string();
   EXPECT_EQ(*key, "v");
   ASSERT_TRUE(range.ok()) << range.status().to_string();
@@ -148,28 +154,63 @@ TEST(EtcdStoreTest, APrefetchedRangeCostsNoRoundTripOfItsOwn) {
 // Range each (the acceptor's rounds serve many waiting workers at once, and each round trip
 // held them all up). Counted by the member itself; nothing else runs on this cluster, and the
 // Jobs runs no background work that reads.
-TEST(EtcdStoreTest, AnAcceptOfSeveralJobsReadsTheirRowsInOneCall) {
-  TempDir dir;
-  EtcdCluster cluster(dir.path(), 1);
-  ASSERT_TRUE(cluster.ready()) << "etcd did not start (logs in " << dir.path() << ")";
-  auto store = open_etcd_store({.endpoints = {cluster.endpoint(0)}, .key_prefix = "p/"});
-  ASSERT_TRUE(store.ok());
-  auto jobs = jobs::Jobs::open(*store, {.run_activity_monitor = false, .run_scheduler = false});
+TEST_F(EtcdOneMemberTest, AnAcceptOfSeveralJobsReadsTheirRowsInOneCall) {
+  auto jobs =
+      jobs::Jobs::open(store_ptr(), {.run_activity_monitor = false, .run_scheduler = false});
   ASSERT_TRUE(jobs.ok()) << jobs.status().to_string();
   ASSERT_TRUE((*jobs)->set_type_timeout("work", 60s).ok());
   constexpr size_t kJobs = 8;
   for (size_t i = 0; i < kJobs; ++i)
     ASSERT_TRUE((*jobs)->add("work", "j" + std::to_string(i), "{}").ok());
-  const long ranges_before = cluster.handled(0, "Range");
+  const long ranges_before = cluster().handled(0, "Range");
   ASSERT_GE(ranges_before, 0) << "etcd's /metrics could not be read";
   auto taken = (*jobs)->accept_many("work", kJobs, {});
-  const long ranges = cluster.handled(0, "Range") - ranges_before;
+  const long ranges = cluster().handled(0, "Range") - ranges_before;
   ASSERT_TRUE(taken.ok()) << taken.status().to_string();
   ASSERT_EQ(taken->size(), kJobs);
   for (size_t i = 0; i < kJobs; ++i) EXPECT_EQ((*taken)[i].id, "j" + std::to_string(i));
   // The queue's head and the settings take a few reads; a read per row would be 8 more.
   EXPECT_LT(ranges, static_cast<long>(kJobs)) << ranges << " Range calls for one accept";
 }
+
+// A 3-member cluster of the test's own, and the index of a follower, which cut_off() leaves
+// without both other members (paused), so that it can answer nothing that needs a quorum.
+class EtcdFollowerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(cluster_.ready()) << "a 3-member etcd did not start (logs in " << dir_.path()
+                                  << ")";
+    const int leader = cluster_.leader();
+    ASSERT_GE(leader, 0) << "etcdctl endpoint status named no leader";
+    follower_ = leader == 0 ? 1 : 0;
+  }
+  void TearDown() override { reconnect(); }
+  // A store that talks to the follower only.
+  Result<std::shared_ptr<kv::Store>> on_follower(bool serializable_first_reads = true) {
+    return open_etcd_store({.endpoints = {cluster_.endpoint(follower_)},
+                            .key_prefix = dir_.path() + "/",
+                            .prefer_leader = false,
+                            .serializable_first_reads = serializable_first_reads});
+  }
+  void cut_off() {
+    for (size_t i = 0; i < cluster_.size(); ++i) {
+      if (i == follower_) continue;
+      ASSERT_TRUE(cluster_.pause(i)) << "member " << i << " did not stop";
+    }
+  }
+  void reconnect() {
+    for (size_t i = 0; i < cluster_.size(); ++i) {
+      if (i != follower_) cluster_.resume(i);
+    }
+  }
+  EtcdCluster& cluster() { return cluster_; }
+  size_t follower() const { return follower_; }
+
+ private:
+  TempDir dir_;
+  EtcdCluster cluster_{dir_.path(), 3};
+  size_t follower_ = 0;
+};
 
 // Issue 17: a member that stops answering (SIGSTOP: its connections stay open, nothing comes
 // back) must cost kvq about member_check_after + member_check_timeout (1 s by default), not the
@@ -178,29 +219,14 @@ TEST(EtcdStoreTest, AnAcceptOfSeveralJobsReadsTheirRowsInOneCall) {
 // Issue 23: a transaction that allows stale reads has its first read served by the member alone
 // (serializable); any other keeps etcd's quorum round (linearizable). Shown on a follower cut
 // off from both other members: only the first kind can read there.
-TEST(EtcdFailoverTest, OnlyATransactionThatAllowsStaleReadsReadsWithoutAQuorum) {
-  TempDir dir;
-  EtcdCluster cluster(dir.path(), 3);
-  ASSERT_TRUE(cluster.ready()) << "a 3-member etcd did not start (logs in " << dir.path() << ")";
-  const int leader = cluster.leader();
-  ASSERT_GE(leader, 0) << "etcdctl endpoint status named no leader";
-  const size_t follower = leader == 0 ? 1 : 0;
-  auto on_follower = [&](bool serializable_first_reads) {
-    return open_etcd_store({.endpoints = {cluster.endpoint(follower)},
-                            .key_prefix = dir.path() + "/",
-                            .prefer_leader = false,
-                            .serializable_first_reads = serializable_first_reads});
-  };
+TEST_F(EtcdFollowerTest, OnlyATransactionThatAllowsStaleReadsReadsWithoutAQuorum) {
   auto store = on_follower(true);
   auto linearizable_only = on_follower(false);
   ASSERT_TRUE(store.ok() && linearizable_only.ok());
   put(**store, "k", "1");
   EXPECT_EQ(read(**store, "k"), "1");  // the follower has applied it
 
-  for (size_t i = 0; i < cluster.size(); ++i) {
-    if (i == follower) continue;
-    ASSERT_TRUE(cluster.pause(i)) << "member " << i << " did not stop";
-  }
+  cut_off();
   auto stale_ok = begin(**store);
   EXPECT_TRUE(stale_ok->allow_stale_reads());
   auto got = stale_ok->get("k");
@@ -212,25 +238,14 @@ TEST(EtcdFailoverTest, OnlyATransactionThatAllowsStaleReadsReadsWithoutAQuorum) 
   EXPECT_FALSE(option_off->allow_stale_reads());
   EXPECT_FALSE(option_off->get("k").ok())
       << "serializable_first_reads = false keeps it linearizable";
-  for (size_t i = 0; i < cluster.size(); ++i) {
-    if (i != follower) cluster.resume(i);
-  }
 }
 
 // An add's reads may be served by the member alone too (its commit checks them), but an answer
 // it gives without a write must come from a current read: on a follower cut off from its
 // quorum, an add reads (the member answers its read) and cannot commit, and an add to a type
 // that does not exist does not answer kNoTimeout from what the member alone knows.
-TEST(EtcdFailoverTest, AnAddReadsWithoutAQuorumButAnswersWithoutAWriteOnlyOnACurrentRead) {
-  TempDir dir;
-  EtcdCluster cluster(dir.path(), 3);
-  ASSERT_TRUE(cluster.ready()) << "a 3-member etcd did not start (logs in " << dir.path() << ")";
-  const int leader = cluster.leader();
-  ASSERT_GE(leader, 0) << "etcdctl endpoint status named no leader";
-  const size_t follower = leader == 0 ? 1 : 0;
-  auto store = open_etcd_store({.endpoints = {cluster.endpoint(follower)},
-                                .key_prefix = dir.path() + "/",
-                                .prefer_leader = false});
+TEST_F(EtcdFollowerTest, AnAddReadsWithoutAQuorumButAnswersWithoutAWriteOnlyOnACurrentRead) {
+  auto store = on_follower();
   ASSERT_TRUE(store.ok());
   auto jobs = jobs::Jobs::open(
       *store, {.run_activity_monitor = false, .retry = {.timeout = 3s}, .run_scheduler = false});
@@ -238,21 +253,16 @@ TEST(EtcdFailoverTest, AnAddReadsWithoutAQuorumButAnswersWithoutAWriteOnlyOnACur
   ASSERT_TRUE((*jobs)->set_type_timeout("work", 60s).ok());
   ASSERT_TRUE((*jobs)->add("work", "before", "{}").ok());  // the follower has the type
 
-  for (size_t i = 0; i < cluster.size(); ++i) {
-    if (i == follower) continue;
-    ASSERT_TRUE(cluster.pause(i)) << "member " << i << " did not stop";
-  }
-  const long served_before = cluster.handled(follower, "Txn", "OK");
+  cut_off();
+  const long served_before = cluster().handled(follower(), "Txn", "OK");
   ASSERT_GE(served_before, 0) << "etcd's /metrics could not be read";
   EXPECT_FALSE((*jobs)->add("work", "cut-off", "{}").ok()) << "a commit needs a quorum";
-  EXPECT_GT(cluster.handled(follower, "Txn", "OK"), served_before)
+  EXPECT_GT(cluster().handled(follower(), "Txn", "OK"), served_before)
       << "the add's read (one Txn for the type's settings and the row) needed a quorum";
   auto missing = (*jobs)->add("no-such-type", "j", "{}");
   EXPECT_NE(missing.status().code(), Code::kNoTimeout)
       << "answered from the cut-off member's view alone: " << missing.status().to_string();
-  for (size_t i = 0; i < cluster.size(); ++i) {
-    if (i != follower) cluster.resume(i);
-  }
+  reconnect();
   EXPECT_EQ((*jobs)->add("no-such-type", "j", "{}").status().code(), Code::kNoTimeout);
 }
 

@@ -19,6 +19,16 @@
 
 namespace kvq::testing {
 
+// Runs `cmd` with the shell; what it printed goes to `said`. Its exit status (pclose's), -1 if
+// it could not be started.
+inline int run_command(const std::string& cmd, std::string& said) {
+  FILE* out = popen(cmd.c_str(), "r");
+  if (!out) return -1;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, out)) said.append(buf, n);
+  return pclose(out);
+}
+
 class EtcdCluster {
  public:
   // Starts `size` members and waits until each answers a linearizable read (so a leader is
@@ -67,12 +77,8 @@ class EtcdCluster {
     const std::string cmd =
         "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://" + endpoint(i) +
         "/metrics', timeout=5).read().decode())\" 2>/dev/null";
-    FILE* out = popen(cmd.c_str(), "r");
-    if (!out) return -1;
     std::string said;
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, out)) said.append(buf, n);
-    if (pclose(out) != 0) return -1;
+    if (run_command(cmd, said) != 0) return -1;
     long total = 0;
     std::istringstream lines(said);
     for (std::string line; std::getline(lines, line);) {
@@ -91,12 +97,8 @@ class EtcdCluster {
     for (size_t i = 0; i < members_.size(); ++i) endpoints += (i ? "," : "") + endpoint(i);
     const std::string cmd = "ETCDCTL_API=3 etcdctl --command-timeout=2s --endpoints=" + endpoints +
                             " endpoint status -w simple 2>/dev/null";
-    FILE* out = popen(cmd.c_str(), "r");
-    if (!out) return -1;
     std::string said;
-    char buf[512];
-    while (size_t n = fread(buf, 1, sizeof buf, out)) said.append(buf, n);
-    pclose(out);
+    run_command(cmd, said);
     // One line per endpoint: "ENDPOINT, ID, VERSION, DB SIZE, IS LEADER, ..."
     std::istringstream lines(said);
     for (std::string line; std::getline(lines, line);) {
