@@ -91,7 +91,12 @@ Result<const OrderedIndex::Entry*> DueLevels::head() {
   return due_.empty() ? nullptr : &due_.front();
 }
 
-kv::RangeRead DueLevels::next_read() const {
+kv::RangeRead DueLevels::next_read() {
+  if (!planned_) planned_ = plan_read();
+  return *planned_;
+}
+
+kv::RangeRead DueLevels::plan_read() const {
   const std::string& end = all_.second;
   const kv::RangeOptions options{.limit = batch_, .snapshot = true};
   std::string prefix_end;
@@ -108,7 +113,8 @@ kv::RangeRead DueLevels::next_read() const {
 }
 
 Result<std::vector<kv::KeyValue>> DueLevels::read_from() {
-  const kv::RangeRead first = next_read();
+  const kv::RangeRead first = planned_ ? std::move(*planned_) : plan_read();
+  planned_.reset();
   KVQ_ASSIGN_OR_RETURN(auto read, txn_.get_range(first.begin, first.end, first.options));
   if (!read.empty() || first.end == all_.second) return read;
   // Nothing before the prefix's end (at this transaction's version): the rest begins after it.

@@ -44,7 +44,7 @@ class DueLevels {
   // read. REQUIRES: head() returned an entry since the last take().
   OrderedIndex::Entry take(bool at_random);
   // The get_range the next read of head() starts with (for kv::Transaction::prefetch).
-  kv::RangeRead next_read() const;
+  kv::RangeRead next_read();
   // The names of the first `n` due entries of head()'s level read so far, in order: what the
   // next n take(false) calls return while the level lasts (no read).
   std::vector<std::string> first_names(size_t n) const;
@@ -57,6 +57,9 @@ class DueLevels {
   // get_range(from_, the index's end) of at most batch_ entries, a prefix first where a head
   // is known.
   Result<std::vector<kv::KeyValue>> read_from();
+  // The first get_range of read_from: from_ to the end, or the prefix up to a window past the
+  // last head found here.
+  kv::RangeRead plan_read() const;
 
   kv::Transaction& txn_;
   OrderedIndex index_;
@@ -67,6 +70,7 @@ class DueLevels {
   int64_t head_window_;
   const std::pair<std::string, std::string> all_;  // the index's whole range
   std::string from_;                               // where the level being read starts
+  std::optional<kv::RangeRead> planned_;           // next_read()'s, for read_from to make
   std::vector<OrderedIndex::Entry> due_;           // its due entries read and not taken, in order
   bool done_ = false;
   std::optional<int64_t> earliest_not_due_;
