@@ -78,11 +78,11 @@ struct EtcdOptions {
   size_t group_commit_in_flight = 1;
   size_t group_commit_max_members = 64;
   // The first read of a transaction that allowed it (kv::Transaction::allow_stale_reads: the
-  // jobs layer's accepts that wait, and a worker's finish, fail, snooze and heartbeat) is served
-  // by the member kvq talks to from what it has applied, without etcd's ReadIndex round with a
-  // quorum ("serializable"). Its commit's compares still hold every key and range it read to
-  // what it saw, so a read that was behind (a new leader still applying) fails the commit and
-  // the transaction starts over. false: every first read is linearizable. (A transaction's
+  // jobs layer's adds, accepts that wait, and a worker's finish, fail, snooze and heartbeat) is
+  // served by the member kvq talks to from what it has applied, without etcd's ReadIndex round
+  // with a quorum ("serializable"). Its commit's compares still hold every key and range it read
+  // to what it saw, so a read that was behind (a new leader still applying) fails the commit
+  // and the transaction starts over. false: every first read is linearizable. (A transaction's
   // later reads are serializable either way: they read at the first one's revision.)
   bool serializable_first_reads = true;
 };
