@@ -262,8 +262,17 @@ TEST_F(EtcdFollowerTest, AnAddReadsWithoutAQuorumButAnswersWithoutAWriteOnlyOnAC
   auto missing = (*jobs)->add("no-such-type", "j", "{}");
   EXPECT_NE(missing.status().code(), Code::kNoTimeout)
       << "answered from the cut-off member's view alone: " << missing.status().to_string();
+  const long served_before_many = cluster().handled(follower(), "Txn", "OK");
+  EXPECT_FALSE((*jobs)->add_many("work", {{"cut-off-2", "{}", {}}}).ok());
+  EXPECT_GT(cluster().handled(follower(), "Txn", "OK"), served_before_many)
+      << "add_many's read needed a quorum";
+  auto missing_many = (*jobs)->add_many("no-such-type", {{"j", "{}", {}}});
+  EXPECT_NE(missing_many.status().code(), Code::kNoTimeout)
+      << "add_many answered from the cut-off member's view alone: "
+      << missing_many.status().to_string();
   reconnect();
   EXPECT_EQ((*jobs)->add("no-such-type", "j", "{}").status().code(), Code::kNoTimeout);
+  EXPECT_EQ((*jobs)->add_many("no-such-type", {{"j", "{}", {}}}).status().code(), Code::kNoTimeout);
 }
 
 TEST(EtcdFailoverTest, APausedMemberIsLeftWithinAboutASecondByReadsCommitsAndWatches) {

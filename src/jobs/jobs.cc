@@ -238,9 +238,10 @@ struct AddAttempts {
 // Its reads may be a little behind the latest commit (kv::Transaction::allow_stale_reads: on
 // etcd, no quorum round before the first): its commit fails if anything it read has changed
 // since, and add_seq still grows with every add of a row (a commit over a row read at a
-// revision is later than the row's last change). An answer it would give without writing —
-// no such type, kept, nothing to change, an id taken in another type — is confirmed on a
-// current read first, as a worker's call confirms that it is fenced out (worker_calls.h).
+// revision is later than the row's last change). An answer it would give without a commit that
+// vouches for it — no such type, kept, nothing to change, an id taken in another type — is
+// confirmed on a current read first, as a worker's call confirms that it is fenced out
+// (worker_calls.h).
 Result<AddResult> add_attempt(kv::Transaction& txn, const Keys& keys, std::string_view type,
                               std::string_view id, const std::string& normalized,
                               const AddOptions& options, AddAttempts& attempts) {
@@ -252,7 +253,7 @@ Result<AddResult> add_attempt(kv::Transaction& txn, const Keys& keys, std::strin
   }
   bool wrote = false;
   Result<bool> added = add_normalized(txn, keys, type, id, normalized, options, &wrote);
-  if (stale && !wrote) {
+  if (stale && (!wrote || !added.ok())) {
     attempts.confirming = true;
     return Aborted(
         "to confirm on a current read what a read that may be behind the latest "
@@ -330,12 +331,13 @@ Result<std::vector<NewJob>> validate_add_many(std::string_view type,
 }
 
 // Every add of the batch in order, in `txn`; a repeated id sees the earlier add of it.
+// `wrote` (if given) tells whether it wrote any job.
 Result<AddManyResult> add_batch(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                                const std::vector<NewJob>& jobs) {
+                                const std::vector<NewJob>& jobs, bool* wrote = nullptr) {
   AddManyResult result;
   for (const auto& job : jobs) {
     KVQ_ASSIGN_OR_RETURN(bool added,
-                         add_normalized(txn, keys, type, job.id, job.data, job.options));
+                         add_normalized(txn, keys, type, job.id, job.data, job.options, wrote));
     if (added) {
       ++result.added;
     } else {
@@ -346,19 +348,23 @@ Result<AddManyResult> add_batch(kv::Transaction& txn, const Keys& keys, std::str
 }
 
 // What the tries of one add_many share: the read version of the latest try that got as far as
-// writing, and what that try did.
+// writing, and what that try did; whether the next try confirms an answer given without a write.
 struct BatchAttempt {
   std::optional<uint64_t> version;
   AddManyResult result;
+  bool confirming = false;
 };
 
 // One attempt of add_many, guarded as add_attempt is. The batch commits whole, so one of its
 // jobs still stamped with the earlier attempt's read version shows that attempt committed, and
 // its answer stands; re-applying would mark a job accepted since then resubmitted, and run it
-// again (or call kept a job the batch had itself added).
+// again (or call kept a job the batch had itself added). Its reads may be behind the latest
+// commit as add's: a batch that writes any job commits only if every row it read (the kept ones
+// too) is unchanged, and one that would answer without committing confirms on a current read.
 Result<AddManyResult> add_many_attempt(kv::Transaction& txn, const Keys& keys,
                                        std::string_view type, const std::vector<NewJob>& jobs,
                                        BatchAttempt& attempt) {
+  const bool stale = !attempt.confirming && txn.allow_stale_reads();
   if (attempt.version) {
     std::vector<std::string> rows;
     rows.reserve(jobs.size());
@@ -371,7 +377,14 @@ Result<AddManyResult> add_many_attempt(kv::Transaction& txn, const Keys& keys,
       if (row.add_seq == *attempt.version) return attempt.result;
     }
   }
-  KVQ_ASSIGN_OR_RETURN(AddManyResult result, add_batch(txn, keys, type, jobs));
+  bool wrote = false;
+  auto batch = add_batch(txn, keys, type, jobs, &wrote);
+  if (stale && (!wrote || !batch.ok())) {
+    attempt.confirming = true;
+    return Aborted(
+        "to confirm on a current read what a read that may be behind the latest commit decided");
+  }
+  KVQ_ASSIGN_OR_RETURN(AddManyResult result, std::move(batch));
   KVQ_ASSIGN_OR_RETURN(attempt.version, txn.read_version());
   attempt.result = result;
   return result;
