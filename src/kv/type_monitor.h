@@ -10,6 +10,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -34,12 +35,13 @@ class TypeMonitor {
   void start() {
     thread_ = std::thread([this] { run(); });
   }
-  void stop() KVQ_EXCLUDES(mu_) {
+  void stop() {
+    Signal& signal = *signal_;
     {
-      util::MutexLock lock(mu_);
-      stopping_ = true;
+      util::MutexLock lock(signal.mu);
+      signal.stopping = true;
     }
-    cv_.notify_all();
+    signal.cv.notify_all();
     if (thread_.joinable()) thread_.join();
     types_watch_.cancel();
   }
@@ -52,30 +54,43 @@ class TypeMonitor {
   // Makes a change of the types token trigger refresh_types.
   void watch_types(Watch watch) {
     types_watch_ = std::move(watch);
-    types_watch_.on_ready([this](const Status& s) {
+    // The callback holds the signal, not this monitor: a fire whose callback is already under
+    // way when stop() cancels the watch may still be running after the monitor is destroyed
+    // (cancel drops a fire it comes before, not one already calling back). Seen under ASan: a
+    // heap-use-after-free of the activity monitor from the etcd watch thread at a Jobs' close.
+    types_watch_.on_ready([signal = signal_](const Status& s) {
       if (s.code() == Code::kCancelled) return;
-      util::MutexLock lock(mu_);
-      types_changed_ = true;
-      cv_.notify_all();
+      util::MutexLock lock(signal->mu);
+      signal->types_changed = true;
+      signal->cv.notify_all();
     });
   }
 
   std::map<std::string, TypeState> types_;  // only the loop's thread touches it
 
  private:
-  void run() KVQ_EXCLUDES(mu_) {
-    util::MutexLock lock(mu_);
-    while (!stopping_) {
-      if (types_changed_) {
-        types_changed_ = false;
+  // What the loop waits on, shared with the types watch's callback (watch_types).
+  struct Signal {
+    util::Mutex mu;
+    util::CondVar cv;
+    bool types_changed KVQ_GUARDED_BY(mu) = true;
+    bool stopping KVQ_GUARDED_BY(mu) = false;
+  };
+
+  void run() {
+    Signal& signal = *signal_;
+    util::MutexLock lock(signal.mu);
+    while (!signal.stopping) {
+      if (signal.types_changed) {
+        signal.types_changed = false;
         lock.unlock();
         Status s = refresh_types();
         lock.lock();
         if (!s.ok()) {
-          types_changed_ = true;
+          signal.types_changed = true;
           const auto resume = Clock::now() + error_pause_;
-          while (!stopping_) {
-            if (!cv_.wait_until(mu_, resume)) break;
+          while (!signal.stopping) {
+            if (!signal.cv.wait_until(signal.mu, resume)) break;
           }
           continue;
         }
@@ -87,8 +102,8 @@ class TypeMonitor {
         wake = std::min(wake, state.next_check);
       }
       lock.lock();
-      while (!stopping_ && !types_changed_) {
-        if (!cv_.wait_until(mu_, wake)) break;
+      while (!signal.stopping && !signal.types_changed) {
+        if (!signal.cv.wait_until(signal.mu, wake)) break;
       }
     }
   }
@@ -96,10 +111,7 @@ class TypeMonitor {
   const Clock::duration idle_period_;
   const Clock::duration error_pause_;
   Watch types_watch_;
-  util::Mutex mu_;
-  util::CondVar cv_;
-  bool types_changed_ KVQ_GUARDED_BY(mu_) = true;
-  bool stopping_ KVQ_GUARDED_BY(mu_) = false;
+  const std::shared_ptr<Signal> signal_ = std::make_shared<Signal>();
   std::thread thread_;
 };
 
