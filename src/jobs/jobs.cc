@@ -10,6 +10,7 @@
 #include "jobs/own_timeouts.h"
 #include "jobs/types.h"
 #include "jobs/validation.h"
+#include "jobs/worker_calls.h"
 
 namespace kvq::jobs {
 
@@ -253,12 +254,7 @@ Result<AddResult> add_attempt(kv::Transaction& txn, const Keys& keys, std::strin
   }
   bool wrote = false;
   Result<bool> added = add_normalized(txn, keys, type, id, normalized, options, &wrote);
-  if (stale && (!wrote || !added.ok())) {
-    attempts.confirming = true;
-    return Aborted(
-        "to confirm on a current read what a read that may be behind the latest "
-        "commit decided");
-  }
+  if (stale && (!wrote || !added.ok())) return confirm_on_current_read(attempts.confirming);
   // Read after add's own reads fixed it: on etcd asking first would cost a round trip.
   KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
   if (!added.ok()) return added.status();
@@ -379,11 +375,7 @@ Result<AddManyResult> add_many_attempt(kv::Transaction& txn, const Keys& keys,
   }
   bool wrote = false;
   auto batch = add_batch(txn, keys, type, jobs, &wrote);
-  if (stale && (!wrote || !batch.ok())) {
-    attempt.confirming = true;
-    return Aborted(
-        "to confirm on a current read what a read that may be behind the latest commit decided");
-  }
+  if (stale && (!wrote || !batch.ok())) return confirm_on_current_read(attempt.confirming);
   KVQ_ASSIGN_OR_RETURN(AddManyResult result, std::move(batch));
   KVQ_ASSIGN_OR_RETURN(attempt.version, txn.read_version());
   attempt.result = result;

@@ -30,6 +30,16 @@ struct Finished {
   bool counted = false;     // set by counting(): the stats count it
 };
 
+// What a try returns when its reads, which may be a little behind the latest commit, decided
+// something no commit of its will vouch for: kv::run tries again, and with `confirming` set the
+// next try does not allow stale reads, so it decides on a current read.
+inline Status confirm_on_current_read(bool& confirming) {
+  confirming = true;
+  return Aborted(
+      "to confirm on a current read what a read that may be behind the latest commit "
+      "decided");
+}
+
 // `call` (a worker's call: (txn, args...) -> Status or Result) on reads that may be a little
 // behind the latest commit (kv::Transaction::allow_stale_reads: on etcd, no quorum round for
 // the first read). A worker's call writes what it decides, and its commit fails if what it
@@ -44,10 +54,7 @@ auto allowing_stale_reads(Call call) {
     const Code code = internal::status_of(result).code();
     if (stale && (code == Code::kFailedPrecondition || code == Code::kNotFound ||
                   code == Code::kWrongState)) {
-      *confirming = true;
-      return decltype(result)(
-          Aborted("to confirm on a current read what a read that may be "
-                  "behind the latest commit decided"));
+      return decltype(result)(confirm_on_current_read(*confirming));
     }
     return result;
   };

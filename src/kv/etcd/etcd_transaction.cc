@@ -133,92 +133,44 @@ Result<std::optional<std::string>> EtcdTransaction::get(std::string_view key, Re
   return std::optional<std::string>(std::move(stored->value));
 }
 
-Result<std::vector<std::optional<std::string>>> EtcdTransaction::get_many(
-    const std::vector<std::string>& keys, ReadOptions options) {
+Status EtcdTransaction::fetch(const std::vector<std::string>& keys,
+                              const std::vector<RangeRead>& ranges) {
   if (committed_) return FailedPrecondition("the transaction has already committed");
-  std::vector<std::optional<std::string>> values(keys.size());
-  std::vector<size_t> fetched;  // which of `keys` each range of the request reads
-  etcdserverpb::TxnRequest request;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (auto buffered = buffer_.lookup(keys[i])) {
-      values[i] = std::move(*buffered);
-      continue;
-    }
-    KVQ_RETURN_IF_ERROR(check_key(keys[i]));
-    if (auto it = fetched_.find(keys[i]); it != fetched_.end()) {
-      if (!options.snapshot) record_read(keys[i], it->second);
-      if (it->second) values[i] = it->second->value;
-      continue;
-    }
-    auto* range = request.add_success()->mutable_request_range();
-    range->set_key(full(keys[i]));
-    range->set_revision(revision_);
-    // As range() says; a Txn of serializable reads is served by the member alone.
-    range->set_serializable(revision_ != 0 || stale_ok_);
-    fetched.push_back(i);
-  }
-  if (fetched.size() == 1) {
-    KVQ_ASSIGN_OR_RETURN(values[fetched[0]], get(keys[fetched[0]], options));
-    return values;
-  }
-  if (fetched.empty()) return values;
-  // A Txn without compares reads every range at one revision, the current one when
-  // revision_ is still 0 (its header tells which).
-  etcdserverpb::TxnResponse response;
-  KVQ_RETURN_IF_ERROR(client_->txn(request, &response));
-  if (response.responses_size() != static_cast<int>(fetched.size())) {
-    return Unavailable("etcd: a read Txn answered " + std::to_string(response.responses_size()) +
-                       " of " + std::to_string(fetched.size()) + " ranges");
-  }
-  if (revision_ == 0) revision_ = response.header().revision();
-  for (size_t j = 0; j < fetched.size(); ++j) {
-    const auto& rows = response.responses(static_cast<int>(j)).response_range();
-    std::optional<Stored> stored;
-    if (rows.kvs_size() > 0) stored = Stored{rows.kvs(0).mod_revision(), rows.kvs(0).value()};
-    fetched_.emplace(keys[fetched[j]], stored);
-    if (!options.snapshot) record_read(keys[fetched[j]], stored);
-    if (stored) values[fetched[j]] = std::move(stored->value);
-  }
-  return values;
-}
-
-void EtcdTransaction::prefetch(const std::vector<std::string>& keys,
-                               const std::vector<RangeRead>& ranges) {
-  // Snapshot: what it fetched is tracked by the read that uses it (get records the first
-  // observation, from fetched_; get_range what it returns). A failure is the later reads' to
-  // meet again.
-  if (ranges.empty()) {
-    (void)get_many(keys, {.snapshot = true});
-    return;
-  }
-  if (committed_) return;
-  etcdserverpb::TxnRequest request;
-  std::vector<std::string> fetched;  // the keys asked for, in the request's order
+  std::vector<std::string> missing;  // keys neither buffered nor fetched, once each
   for (const auto& key : keys) {
-    if (!check_key(key).ok() || buffer_.lookup(key) || fetched_.count(key)) continue;
-    request.add_success()->mutable_request_range()->set_key(full(key));
-    fetched.push_back(key);
+    if (buffer_.lookup(key)) continue;
+    KVQ_RETURN_IF_ERROR(check_key(key));
+    if (!fetched_.count(key) && std::find(missing.begin(), missing.end(), key) == missing.end())
+      missing.push_back(key);
   }
   std::vector<PageKey> pages;
+  etcdserverpb::TxnRequest request;
+  for (const auto& key : missing)
+    request.add_success()->mutable_request_range()->set_key(full(key));
   for (const auto& r : ranges) {
     if (r.begin >= r.end) continue;
     auto page = page_request(full(r.begin), full(r.end), r.options.reverse, page_of(r.options));
     pages.push_back(PageKey{page.key(), page.range_end(), page.limit(), page.sort_order()});
     *request.add_success()->mutable_request_range() = std::move(page);
   }
+  if (pages.empty() && missing.size() <= 1)
+    return missing.empty() ? Status::OK() : read_stored(missing[0]).status();
   for (auto& op : *request.mutable_success()) {
     // As range() says; a Txn of serializable reads is served by the member alone.
     op.mutable_request_range()->set_revision(revision_);
     op.mutable_request_range()->set_serializable(revision_ != 0 || stale_ok_);
   }
+  // A Txn without compares reads every range at one revision, the current one when
+  // revision_ is still 0 (its header tells which).
   etcdserverpb::TxnResponse response;
-  if (!client_->txn(request, &response).ok() ||
-      response.responses_size() != request.success_size()) {
-    return;
+  KVQ_RETURN_IF_ERROR(client_->txn(request, &response));
+  if (response.responses_size() != request.success_size()) {
+    return Unavailable("etcd: a read Txn answered " + std::to_string(response.responses_size()) +
+                       " of " + std::to_string(request.success_size()) + " ranges");
   }
   if (revision_ == 0) revision_ = response.header().revision();
   int i = 0;
-  for (const auto& key : fetched) {
+  for (const auto& key : missing) {
     const auto& rows = response.responses(i++).response_range();
     std::optional<Stored> stored;
     if (rows.kvs_size() > 0) stored = Stored{rows.kvs(0).mod_revision(), rows.kvs(0).value()};
@@ -229,6 +181,31 @@ void EtcdTransaction::prefetch(const std::vector<std::string>& keys,
     rows->mutable_header()->set_revision(revision_);
     prefetched_pages_.insert_or_assign(std::move(page), std::move(*rows));
   }
+  return Status::OK();
+}
+
+Result<std::vector<std::optional<std::string>>> EtcdTransaction::get_many(
+    const std::vector<std::string>& keys, ReadOptions options) {
+  KVQ_RETURN_IF_ERROR(fetch(keys, {}));
+  std::vector<std::optional<std::string>> values(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (auto buffered = buffer_.lookup(keys[i])) {
+      values[i] = std::move(*buffered);
+      continue;
+    }
+    const auto& stored = fetched_.find(keys[i])->second;
+    if (!options.snapshot) record_read(keys[i], stored);
+    if (stored) values[i] = stored->value;
+  }
+  return values;
+}
+
+void EtcdTransaction::prefetch(const std::vector<std::string>& keys,
+                               const std::vector<RangeRead>& ranges) {
+  // Snapshot: what it fetched is tracked by the read that uses it (get records the first
+  // observation, from fetched_; get_range what it returns). A failure is the later reads' to
+  // meet again.
+  (void)fetch(keys, ranges);
 }
 
 Result<std::vector<KeyValue>> EtcdTransaction::get_range(std::string_view begin,

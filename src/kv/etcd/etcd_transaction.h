@@ -60,6 +60,9 @@ class EtcdTransaction : public Transaction {
   // Reads at this transaction's revision (fixing it on the first read).
   Status range(etcdserverpb::RangeRequest& request, etcdserverpb::RangeResponse* response);
   Result<std::optional<Stored>> read_stored(std::string_view key);
+  // Brings into fetched_ each of `keys` neither buffered nor fetched yet, and into
+  // prefetched_pages_ the first page of each range, in one call (a Range for a lone key).
+  Status fetch(const std::vector<std::string>& keys, const std::vector<RangeRead>& ranges);
   void record_read(std::string_view key, const std::optional<Stored>& stored);
   // The commit as the batcher takes it: compares, writes, tokens and what they cover.
   Member member() const;
