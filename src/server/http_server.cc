@@ -438,7 +438,10 @@ class Session : public SessionBase {
     head += keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
     if (response.status != 204) head += response.body;
     after_write_ = keep_alive_ ? After::kNextRequest : After::kClose;
-    if (watching_) tcp().socket().cancel();  // the disconnect watch ends; see on_watch
+    if (watching_) {
+      beast::error_code ignored;       // the socket may be closed already (a timeout closes it)
+      tcp().socket().cancel(ignored);  // the disconnect watch ends; see on_watch
+    }
     queue_write(std::move(head));
   }
 
@@ -608,8 +611,11 @@ class Session : public SessionBase {
     client_gone();
     server_.untrack(this);
     if constexpr (kTls) {
-      if (graceful && !writing_) {
-        tcp().socket().cancel();  // a pending read ends; its handler sees closed_
+      // A socket beast closed when a timeout ran out (a handshake's, say) has nothing to shut
+      // down; cancel() would throw on it, and a server stopping then would terminate.
+      if (graceful && !writing_ && tcp().socket().is_open()) {
+        beast::error_code ignored;
+        tcp().socket().cancel(ignored);  // a pending read ends; its handler sees closed_
         SSL_set_shutdown(stream_.native_handle(), SSL_RECEIVED_SHUTDOWN);
         tcp().expires_after(kLinger);
         stream_.async_shutdown([self = self()](beast::error_code) { self->close_socket(); });
