@@ -253,7 +253,9 @@ TEST_P(AcceptAnyTest, FinishAndAcceptOfTheOwnTypeGivesNulloptWhenNoneIsDue) {
 
 // While an accept of the type waits here, a finish with next and no time left leaves what is
 // due to the waiters, who came first: it finishes and gives nullopt. Here the waiter only takes
-// priority <= 0, so the job due stays pending for a later look (the documented corner).
+// priority <= 0, so the job due stays pending for a later look (the documented corner). On a
+// store that is not nonblocking the finish joins the waiters instead (its round commits it),
+// behind them and with options of its own: it takes the job the waiter's options exclude.
 TEST_P(AcceptAnyTest, FinishAndAcceptWithNoTimeLeftLeavesTheJobDueToWaitingAccepts) {
   ASSERT_TRUE(jobs().add("work", "held", "{}").ok());
   auto job = jobs().accept("work");
@@ -266,8 +268,17 @@ TEST_P(AcceptAnyTest, FinishAndAcceptWithNoTimeLeftLeavesTheJobDueToWaitingAccep
   ASSERT_TRUE(jobs().add("work", "due", "{}", {.priority = 5}).ok());
   auto next = jobs().finish_and_accept(*job, {}, {}, {});
   ASSERT_TRUE(next.ok()) << next.status().to_string();
-  EXPECT_FALSE(next->has_value());
   EXPECT_EQ(info("work", "held").state, State::kFinished);
+  if (!store().nonblocking()) {
+    ASSERT_TRUE(next->has_value());
+    EXPECT_EQ((*next)->id, "due");
+    EXPECT_EQ(info("work", "due").state, State::kRunning);
+    // The waiter, which only takes priority <= 0, still waits.
+    EXPECT_EQ(got.get_future().wait_for(100ms), std::future_status::timeout);
+    EXPECT_TRUE(jobs().cancel_accept(ticket));
+    return;
+  }
+  EXPECT_FALSE(next->has_value());
   EXPECT_EQ(info("work", "due").state, State::kPending);
   // With nobody waiting, the same call takes it.
   EXPECT_TRUE(jobs().cancel_accept(ticket));
@@ -408,6 +419,95 @@ TEST_P(AcceptAnyTest, FinishAndAcceptRetriedAfterAnUnknownCommitLosesAndDoublesN
   ASSERT_TRUE(counts.ok());
   EXPECT_EQ(counts->finished, 2u);
   EXPECT_EQ(counts->running, 0u);
+}
+
+// On a store that is not nonblocking (the fault injector is not, whatever it wraps), a
+// finish with next rides the accept waiters' round, which commits the finishes of the workers
+// it serves with the jobs it takes for them. Commits are slow here, so the finishes that come
+// while the first round commits share the next one. A fenced-out worker's finish fails alone:
+// it changes nothing and takes nothing, and the others' go on.
+TEST_P(AcceptAnyTest, FinishesWithNextShareTheirRoundsCommitAndAFencedOneFailsAlone) {
+  auto slow = std::make_shared<kv::FaultInjectingStore>(
+      raw_ptr(), kv::FaultOptions{.commit_latency = std::chrono::milliseconds(100)});
+  auto worker = jobs::Jobs::open(
+      slow, {.key_prefix = "t", .run_activity_monitor = false, .run_scheduler = false});
+  ASSERT_TRUE(worker.ok());
+  constexpr size_t kWorkers = 4;
+  for (size_t i = 0; i < 2 * kWorkers + 1; ++i) {
+    ASSERT_TRUE(
+        jobs().add("work", "j" + std::to_string(i), "{}", {.scheduled_time_ms = int64_t(i)}).ok());
+  }
+  auto running = jobs().accept_many("work", kWorkers + 1, {});
+  ASSERT_TRUE(running.ok()) << running.status().to_string();
+  ASSERT_EQ(running->size(), kWorkers + 1);
+  const Job fenced = running->back();
+  ASSERT_TRUE(jobs().cancel("work", fenced.id).ok());
+  const uint64_t commits_before = slow->counts().written_commits;
+  std::vector<std::future<Result<std::optional<Job>>>> nexts;
+  for (const Job& job : *running) {
+    nexts.push_back(std::async(std::launch::async, [&worker, job = Job(job)]() mutable {
+      return (*worker)->finish_and_accept(job, {.result = "1"}, {},
+                                          {.timeout = 10s, .worker = "w"});
+    }));
+  }
+  std::set<std::string> next_ids;
+  for (size_t i = 0; i < nexts.size(); ++i) {
+    auto next = nexts[i].get();
+    const Job& job = (*running)[i];
+    if (job.id == fenced.id) {
+      EXPECT_EQ(next.status().code(), Code::kFailedPrecondition) << next.status().to_string();
+      continue;
+    }
+    ASSERT_TRUE(next.ok()) << next.status().to_string();
+    ASSERT_TRUE(next->has_value()) << job.id << " got no next job";
+    EXPECT_TRUE(next_ids.insert((*next)->id).second) << (*next)->id << " handed out twice";
+    EXPECT_EQ(info("work", (*next)->id).worker, "w");
+    const JobInfo finished = info("work", job.id);
+    EXPECT_EQ(finished.outcome, Outcome::kSucceeded) << job.id;
+    EXPECT_EQ(finished.result, "1") << job.id;
+  }
+  EXPECT_EQ(next_ids.size(), kWorkers);
+  EXPECT_EQ(info("work", fenced.id).outcome, Outcome::kCancelled);
+  const uint64_t commits = slow->counts().written_commits - commits_before;
+  // A finish and an accept of its own each would be at least kWorkers + 1 commits.
+  EXPECT_LE(commits, kWorkers) << commits << " commits for " << kWorkers
+                               << " finishes with their next jobs";
+  auto counts = jobs().count("work");
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->running, kWorkers);
+  EXPECT_EQ(counts->pending, 0u);
+}
+
+// A round's batch holds at most 64 waiters. A finish waiting behind more than that many
+// accepts of its kind still rides the round, which finds nothing due for any of them: its
+// finish commits and, with no time left, the call ends.
+TEST_P(AcceptAnyTest, AFinishBehindAFullBatchOfWaitingAcceptsStillCommits) {
+  auto wrapped = std::make_shared<kv::FaultInjectingStore>(raw_ptr(), kv::FaultOptions{});
+  auto worker = jobs::Jobs::open(
+      wrapped, {.key_prefix = "t", .run_activity_monitor = false, .run_scheduler = false});
+  ASSERT_TRUE(worker.ok());
+  ASSERT_TRUE(jobs().add("work", "a", "{}").ok());
+  auto job = jobs().accept("work");
+  ASSERT_TRUE(job.ok());
+  constexpr int kWaiters = 70;
+  std::atomic<int> ended{0};
+  std::vector<uint64_t> tickets;
+  for (int i = 0; i < kWaiters; ++i) {
+    tickets.push_back((*worker)->accept_async("work", {.timeout = 60s},
+                                              [&](Result<Job>) { ended.fetch_add(1); }));
+  }
+  std::this_thread::sleep_for(300ms);  // their looks end and their waits begin
+  auto next = std::async(std::launch::async, [&worker, job = *job]() mutable {
+    return (*worker)->finish_and_accept(job, {}, {}, {});
+  });
+  ASSERT_EQ(next.wait_for(20s), std::future_status::ready)
+      << "a finish behind " << kWaiters << " waiting accepts was not committed";
+  auto got = next.get();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_FALSE(got->has_value());
+  EXPECT_EQ(info("work", "a").outcome, Outcome::kSucceeded);
+  EXPECT_EQ(ended.load(), 0);
+  for (uint64_t ticket : tickets) EXPECT_TRUE((*worker)->cancel_accept(ticket));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, AcceptAnyTest, ::testing::ValuesIn(jobs_params()),

@@ -873,22 +873,23 @@ class Jobs {
   Status finish(kv::Transaction& txn, Job& job, std::optional<std::string_view> data);
   // finish(job, finish) and, in the same transaction, an accept of the next due job of
   // `types` (job's own type when empty; as accept_any): one commit where a worker would spend
-  // two, for a worker that takes jobs one after another. In one transaction only on a store
-  // whose transactions run locally (kv::Store::nonblocking(): LMDB) and while no accept waits
-  // on the type in this process. Otherwise (etcd, where workers' combined transactions would
-  // conflict over the head of the queue; accepts waiting, which came first) the finish commits
-  // first; then, when accepts of the one type wait here, what is due is theirs: with no time
-  // left the result is nullopt, with time left the call waits behind them; on etcd, with no
-  // time left, it is nullopt too while another accept of the one type is looking in this
-  // process (a look of its own would collide with that one); else the next job is accepted as
-  // accept_any would. (A waiter whose options exclude the job due, max_priority
-  // say, still makes a call with no time left give nullopt.) On a finish error nothing changed
-  // and nothing was accepted. Otherwise the job is finished, and the result holds the next job,
-  // or nullopt when none was due by accept.timeout (with a timeout > 0 and none due at the
-  // commit, it waits after the commit as accept_any does; that wait cannot be cancelled, and
-  // any failure of it, a closing Jobs included, gives nullopt too: the finish has committed,
-  // so an error would mislead). A type in `types` that does not exist gets kNotFound before
-  // anything is done.
+  // two, for a worker that takes jobs one after another. On a store whose transactions run
+  // locally (kv::Store::nonblocking(): LMDB), in one transaction while no accept waits on the
+  // type in this process. On a store that is not nonblocking (etcd), where workers' combined
+  // transactions would conflict over the head of the queue, a call that takes from one type
+  // joins that type's waiting accepts, behind those that came first, and the round that serves
+  // them commits its finish with the jobs it takes (the finishes of every worker the round
+  // serves, and their next jobs, in one commit); a call over several types there commits its
+  // finish first, then accepts as accept_any would. On LMDB while accepts of the one type wait
+  // here, the finish commits first and what is due is theirs: with no time left the result is
+  // nullopt, with time left the call waits behind them. (A waiter whose options exclude the job
+  // due, max_priority say, still makes a call with no time left give nullopt.) On a finish
+  // error nothing changed and nothing was accepted. Otherwise the job is finished, and the
+  // result holds the next job, or nullopt when none was due by accept.timeout (with a timeout
+  // > 0 and none due at the commit, it waits after the commit as accept_any does; that wait
+  // cannot be cancelled, and any failure of it, a closing Jobs included, gives nullopt too: the
+  // finish has committed, so an error would mislead). A type in `types` that does not exist
+  // gets kNotFound before anything is done.
   Result<std::optional<Job>> finish_and_accept(Job& job, const FinishOptions& finish,
                                                const std::vector<std::string>& types,
                                                const AcceptOptions& accept);

@@ -102,7 +102,7 @@ void AcceptWaiters::on_fire(const std::string& type, uint64_t generation) {
 uint64_t AcceptWaiters::submit(const std::string& type, const AcceptOptions& options,
                                const std::string& lock, kv::Clock::time_point deadline,
                                std::optional<uint64_t> generation, Callback callback, Commit commit,
-                               uint64_t reserved) {
+                               uint64_t reserved, std::shared_ptr<WaitingFinish> finish) {
   util::MutexLock guard(mu_);
   const uint64_t ticket = reserved ? reserved : next_ticket_++;
   if (reserved) {
@@ -116,14 +116,16 @@ uint64_t AcceptWaiters::submit(const std::string& type, const AcceptOptions& opt
     }
   }
   auto it = queues_.try_emplace(type).first;
-  push_waiter(it->second, {ticket, options, lock, deadline, std::move(callback), commit});
+  const bool finishing = finish != nullptr;
+  push_waiter(it->second,
+              {ticket, options, lock, deadline, std::move(callback), commit, std::move(finish)});
   // The watch that was live before the caller's look, still live: every add since will fire
   // it. Otherwise (or when the caller made no look) the next round looks for this waiter, with
   // every waiter of its kind in one transaction.
   auto watch = watches_.find(type);
   // And no look of the caller's kind was held back by flow control since that watch was
   // armed: such a look waits for what only a round's look arranges (ArmWatch, next_due).
-  const bool covered = generation && *generation != 0 && watch != watches_.end() &&
+  const bool covered = !finishing && generation && *generation != 0 && watch != watches_.end() &&
                        watch->second.live() && watch->second.generation == *generation &&
                        watch->second.held_back_looks == held_back_looks(keys_, type);
   if (!covered) it->second.attempt = true;
@@ -133,6 +135,7 @@ uint64_t AcceptWaiters::submit(const std::string& type, const AcceptOptions& opt
 
 void AcceptWaiters::push_waiter(Queue& queue, Waiter waiter) {
   ++queue.kinds[kind_of(waiter.options)];
+  if (RoundFinishes::pending(waiter.finish)) ++queue.finishing;
   queue.waiters.push_back(std::move(waiter));
 }
 
@@ -140,6 +143,7 @@ std::deque<AcceptWaiters::Waiter>::iterator AcceptWaiters::erase_waiter(
     Queue& queue, std::deque<Waiter>::iterator it) {
   auto kind = queue.kinds.find(kind_of(it->options));
   if (--kind->second == 0) queue.kinds.erase(kind);
+  if (RoundFinishes::pending(it->finish)) --queue.finishing;
   return queue.waiters.erase(it);
 }
 
@@ -205,7 +209,7 @@ void AcceptWaiters::drop_if_empty(std::map<std::string, Queue>::iterator it) {
 void AcceptWaiters::expire(const std::string& type, Queue& queue, kv::Clock::time_point now,
                            Done& done) {
   for (auto it = queue.waiters.begin(); it != queue.waiters.end();) {
-    if (it->deadline > now) {
+    if (it->deadline > now || RoundFinishes::pending(it->finish)) {
       ++it;
       continue;
     }
@@ -217,7 +221,10 @@ void AcceptWaiters::expire(const std::string& type, Queue& queue, kv::Clock::tim
 kv::Clock::time_point AcceptWaiters::next_wake(kv::Clock::time_point now) const {
   auto wake = now + kIdle;
   for (const auto& [type, queue] : queues_) {
-    for (const auto& w : queue.waiters) wake = std::min(wake, w.deadline);
+    for (const auto& w : queue.waiters) {
+      // One whose finish waits for a round: that round's end wakes the loop.
+      if (!RoundFinishes::pending(w.finish)) wake = std::min(wake, w.deadline);
+    }
     if (queue.next_due) wake = std::min(wake, *queue.next_due);
   }
   for (const auto& [ticket, w] : any_waiters_) {
@@ -308,12 +315,26 @@ std::optional<AcceptWaiters::Batch> AcceptWaiters::next_batch(const std::string&
   if (first == queue.waiters.end()) return std::nullopt;
   Batch batch{first->options, {}, {}};
   const Kind kind = kind_of(batch.options);
+  // Room for the waiters of the kind whose finish waits, wherever they queue: a round that
+  // took nothing for those ahead of them would otherwise leave their finishes uncommitted.
+  size_t finishing_here = 0;
+  for (auto it = first; queue.finishing > 0 && it != queue.waiters.end(); ++it) {
+    if (kind_of(it->options) == kind && RoundFinishes::pending(it->finish)) ++finishing_here;
+  }
+  const size_t others = kMaxBatch - std::min(finishing_here, kMaxBatch);
+  size_t other_count = 0;
+  std::vector<std::shared_ptr<WaitingFinish>> finishes;
+  bool finishing = false;
   for (auto it = first; it != queue.waiters.end() && batch.takers.size() < kMaxBatch; ++it) {
     if (kind_of(it->options) != kind) continue;
+    if (!RoundFinishes::pending(it->finish) && other_count++ >= others) continue;
     batch.tickets.push_back(it->ticket);
     batch.takers.push_back({it->lock, it->options.worker, it->options.worker_type});
     if (it->commit == Commit::kAsync) batch.commit = Commit::kAsync;
+    finishing = finishing || RoundFinishes::pending(it->finish);
+    finishes.push_back(RoundFinishes::pending(it->finish) ? it->finish : nullptr);
   }
+  if (finishing) batch.finishes = std::make_shared<RoundFinishes>(type, std::move(finishes));
   // No live watch: this batch's look arms the next one (one batch of a type is in flight at a
   // time, so no other is arming it). Held back by max_running, it arms one on the activity
   // token whatever watch is live.
@@ -327,16 +348,19 @@ std::optional<AcceptWaiters::Batch> AcceptWaiters::next_batch(const std::string&
 void AcceptWaiters::start_batch(const std::string& type, Batch batch) {
   if (batch.commit == Commit::kBlocking) {
     AcceptOutcome outcome{NotFound(""), std::nullopt, {}};
-    outcome.jobs = attempt_accept_many(store_, keys_, options_, type, batch.options, batch.takers,
-                                       &outcome.next_due, &outcome.watch, arm_of(batch));
+    outcome.jobs =
+        attempt_accept_many(store_, keys_, options_, type, batch.options, batch.takers,
+                            &outcome.next_due, &outcome.watch, arm_of(batch), batch.finishes);
     return finish_batch(type, batch, std::move(outcome));
   }
   // The batch moves into the completion; the attempt gets copies of what it reads.
   auto shared = std::make_shared<Batch>(std::move(batch));
-  attempt_accept_many_async(store_, keys_, options_, type, shared->options, shared->takers,
-                            arm_of(*shared), [this, type, shared](AcceptOutcome outcome) {
-                              finish_batch(type, *shared, std::move(outcome));
-                            });
+  attempt_accept_many_async(
+      store_, keys_, options_, type, shared->options, shared->takers, arm_of(*shared),
+      [this, type, shared](AcceptOutcome outcome) {
+        finish_batch(type, *shared, std::move(outcome));
+      },
+      shared->finishes);
 }
 
 void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
@@ -375,15 +399,37 @@ void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
         done.emplace_back(std::move(it->callback), std::move(result));
         erase_waiter(queue, it);
       };
-      if (!jobs.ok() && jobs.status().code() != Code::kNotFound) {
+      // The finishes the batch carried: committed with it, or failed on their own (those
+      // waiters end with their failure and took nothing), or, after another error, left for
+      // another round.
+      std::vector<std::optional<Status>> failed;
+      if (batch.finishes) {
+        failed = batch.finishes->settle(looked);
+        queue.finishing -= batch.finishes->committed();
+      }
+      size_t takers = batch.takers.size();
+      for (size_t i = 0; i < failed.size(); ++i) {
+        if (!failed[i]) continue;
+        complete(batch.tickets[i], std::move(*failed[i]));
+        --takers;
+      }
+      if (!looked) {
         complete(batch.tickets.front(), jobs.status());  // the others try again in their own turn
         queue.found_nothing.clear();
       } else {
-        // The i-th job taken is takers[i]'s (attempt_accept_many keeps their order).
+        // A job's lock names its taker (a taker whose finish failed took none).
         const size_t taken = jobs.ok() ? jobs->size() : 0;
-        for (size_t i = 0; i < taken; ++i) complete(batch.tickets[i], std::move((*jobs)[i]));
+        for (size_t i = 0; i < taken; ++i) {
+          Job& job = (*jobs)[i];
+          for (size_t t = 0; t < batch.takers.size(); ++t) {
+            if (batch.takers[t].lock != job.lock) continue;
+            complete(batch.tickets[t], std::move(job));
+            break;
+          }
+        }
         if (taken > 0) queue.found_nothing.clear();
-        if (taken < batch.takers.size()) {
+        // (With no taker left, the batch made no look.)
+        if (taken < takers) {
           queue.found_nothing.push_back(kind_of(batch.options));
           if (next_due) {
             auto at = steady_at(*next_due + 1);

@@ -34,6 +34,12 @@
 // waits on round trips, attempts of different types run side by side on a few threads of
 // their own.
 //
+// A waiter may carry its worker's finish (finish_and_accept on a store that is not
+// nonblocking: round_finishes.h). It always gets a round (its submit starts one), and its
+// kind's batch in that round takes it whatever the waiters ahead of it (up to kMaxBatch
+// finishes a batch); the round commits the finish with the jobs it takes, in arrival order as
+// always. Its deadline does not end it before the finish committed.
+//
 // An accept over several types (accept_any) waits as one waiter of all of them: not batched,
 // and not in any type's queue (so not ordered with that type's own waiters). Each of its looks
 // (attempt_accept_any_async) arms watches of its own on every type's pending token (and the
@@ -53,6 +59,7 @@
 
 #include "jobs/any_picks.h"
 #include "jobs/pending_picks.h"
+#include "jobs/round_finishes.h"
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
 #include "util/mutex.h"
@@ -80,9 +87,12 @@ class AcceptWaiters {
   // Queues a waiter. `generation` is watch_generation() read before the caller's own last look;
   // nullopt when the caller made none (it queued behind waiters). Unless that watch is still
   // live, the acceptor looks for the waiter in its next round. Returns a ticket for cancel().
+  // With `finish`, the round that serves the waiter commits that finish first (then pass no
+  // generation); the callback's error is the finish's own if `finish->done` is still false.
   uint64_t submit(const std::string& type, const AcceptOptions& options, const std::string& lock,
                   kv::Clock::time_point deadline, std::optional<uint64_t> generation,
-                  Callback callback, Commit commit, uint64_t reserved = 0) KVQ_EXCLUDES(mu_);
+                  Callback callback, Commit commit, uint64_t reserved = 0,
+                  std::shared_ptr<WaitingFinish> finish = nullptr) KVQ_EXCLUDES(mu_);
   // Queues a waiter of several types (Jobs::accept_any), whose own look found nothing due and
   // left `look` (its watches armed at that look). `takers[i]` takes a job of types[i]. Returns
   // a ticket for cancel(); `reserved` as submit's.
@@ -108,6 +118,7 @@ class AcceptWaiters {
     kv::Clock::time_point deadline;
     Callback callback;
     Commit commit;
+    std::shared_ptr<WaitingFinish> finish;  // its worker's, until a round committed it
   };
   // What makes waiters interchangeable in a round: the options that choose which jobs are due.
   using Kind = std::pair<std::optional<int64_t>, std::optional<int64_t>>;  // max time, max priority
@@ -115,9 +126,10 @@ class AcceptWaiters {
   struct Queue {
     std::deque<Waiter> waiters;
     std::map<Kind, size_t> kinds;  // how many waiters of each kind, so a round ends without a scan
-    bool attempt = false;          // a new round is wanted
-    bool round_open = false;       // a round is under way: its next batch is still to be tried
-    bool in_flight = false;        // one of its batches is being attempted
+    size_t finishing = 0;     // waiters whose finish waits for a round (RoundFinishes::pending)
+    bool attempt = false;     // a new round is wanted
+    bool round_open = false;  // a round is under way: its next batch is still to be tried
+    bool in_flight = false;   // one of its batches is being attempted
     std::vector<Kind> found_nothing;  // kinds the open round found nothing due for
     std::optional<kv::Clock::time_point> next_due;
   };
@@ -132,7 +144,8 @@ class AcceptWaiters {
     // back (ArmWatch).
     uint64_t arm = 0;
     bool arm_pending = false;
-    uint64_t held_back_looks = 0;  // held_back_looks() before its look
+    uint64_t held_back_looks = 0;             // held_back_looks() before its look
+    std::shared_ptr<RoundFinishes> finishes;  // of its waiters that carry one; else null
   };
   // The pending watch of a type: kept while the type has no waiters, so that the next waiter
   // needs no look of the acceptor's.

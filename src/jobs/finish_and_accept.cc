@@ -5,17 +5,22 @@
 // waits on the type here. Where each read is a round trip (etcd), workers that finish together
 // all look for their next job at the head of the same queue, and their combined transactions
 // conflict and start over, finish and all: on a 3-member etcd, kvq bench's 16 HTTP workers ran
-// 129-170 jobs/s that way against 315-330 with a finish and a separate accept. There, and while
-// accepts wait, the finish commits on its own (checking the types first, in its transaction)
-// and the next job comes from accept_any, whose waiters share one look among the workers
-// waiting on a type.
+// 129-170 jobs/s that way against 315-330 with a finish and a separate accept. There a worker
+// that takes its next job from one type hands its finish to the accept waiters instead: the
+// round that serves it commits the finishes of every worker it serves with the jobs it takes
+// for them (round_finishes.h), one commit for both where a finish and an accept were two, each
+// waiting for a Raft round. Elsewhere (several types; LMDB while accepts wait) the finish
+// commits on its own (checking the types first, in its transaction) and the next job comes
+// from accept_any, whose waiters share one look among the workers waiting on a type.
 #include <algorithm>
 #include <memory>
 #include <utility>
 
 #include "jobs/any_picks.h"
 #include "jobs/jobs_impl.h"
+#include "jobs/round_finishes.h"
 #include "jobs/worker_calls.h"
+#include "util/mutex.h"
 
 namespace kvq::jobs {
 namespace {
@@ -134,6 +139,37 @@ bool left_to_waiters(const kv::Store& store, Jobs::Impl& impl,
   return names.size() == 1 && looking_here(store, impl.keys, names[0]);
 }
 
+// Whether the finish rides the accept waiters' round of the one type it takes from (above).
+bool rides_round(const kv::Store& store, const std::vector<std::string>& names) {
+  return !store.nonblocking() && names.size() == 1;
+}
+
+// Hands the finish to the waiters of `type`, whose round commits it and takes the next job (by
+// accept.timeout after the finish commits); `done` gets the finish's error, or the next job or
+// nullopt.
+void finish_in_round(Jobs::Impl& impl, Job job, Checked checked, const std::string& type,
+                     const AcceptOptions& accept, AcceptWaiters::Commit commit,
+                     std::function<void(Result<std::optional<Job>>)> done) {
+  auto finish = std::make_shared<WaitingFinish>(std::move(job), std::move(checked));
+  const std::string lock = new_lock(type);
+  auto callback = [stats = &impl.type_stats, finish, type, lock,
+                   done = std::move(done)](Result<Job> next) {
+    const auto latency = take_queue_latency(lock);
+    if (!finish->done) return done(next.status());  // its failure, or the Jobs closing
+    const Finished& finished = finish->finished;
+    if (finished.counted) {
+      stats->record_finished(finish->job.type, finished.succeeded,
+                             run_time_since(finished.started));
+    }
+    // The job is finished whatever the wait gives: no job to hand over, not an error.
+    if (!next.ok()) return done(std::optional<Job>());
+    if (latency) stats->record_accepted(type, *latency);
+    done(std::optional<Job>(std::move(*next)));
+  };
+  impl.accept_waiters.submit(type, accept, lock, kv::Clock::now() + accept.timeout, std::nullopt,
+                             std::move(callback), commit, 0, std::move(finish));
+}
+
 }  // namespace
 
 Result<std::optional<Job>> Jobs::finish_and_accept(Job& job, const FinishOptions& finish,
@@ -143,6 +179,20 @@ Result<std::optional<Job>> Jobs::finish_and_accept(Job& job, const FinishOptions
   const std::vector<std::string> names = types_or_own(job, types);
   KVQ_RETURN_IF_ERROR(validate_accept_any(names, accept));
   KVQ_ASSIGN_OR_RETURN(Checked checked, check_finish(job, finish, options_.max_data_bytes));
+  if (rides_round(*store_, names)) {
+    util::Mutex mu;
+    util::CondVar cv;
+    std::optional<Result<std::optional<Job>>> outcome;  // guarded by mu
+    finish_in_round(*impl_, job, std::move(checked), names[0], accept,
+                    AcceptWaiters::Commit::kBlocking, [&](Result<std::optional<Job>> r) {
+                      util::MutexLock lock(mu);
+                      outcome.emplace(std::move(r));
+                      cv.notify_all();
+                    });
+    util::MutexLock lock(mu);
+    while (!outcome.has_value()) cv.wait(mu);
+    return std::move(*outcome);
+  }
   const bool take_next = takes_next(*store_, *impl_, names);
   FinishThenAccept call(impl_->keys, job, std::move(checked), names, accept, take_next);
   auto committed = kv::run(*store_, allowing_stale_reads([&](kv::Transaction& txn) {
@@ -169,6 +219,10 @@ void Jobs::finish_and_accept_async(Job job, FinishOptions finish, std::vector<st
   if (Status invalid = validate_accept_any(names, accept); !invalid.ok()) return done(invalid);
   auto checked = check_finish(job, finish, options_.max_data_bytes);
   if (!checked.ok()) return done(checked.status());
+  if (rides_round(*store_, names)) {
+    return finish_in_round(*impl_, std::move(job), std::move(*checked), names[0], accept,
+                           AcceptWaiters::Commit::kAsync, std::move(done));
+  }
   const bool take_next = takes_next(*store_, *impl_, names);
   auto call = std::make_shared<FinishThenAccept>(impl_->keys, std::move(job), std::move(*checked),
                                                  names, accept, take_next);

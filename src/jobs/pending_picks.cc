@@ -413,13 +413,11 @@ namespace {
 // that started alone in this process takes the due jobs in order; a retry (after a conflict,
 // with an acceptor of another process that took the same head) or an attempt that overlaps
 // another here spreads its pick.
-Result<std::vector<Job>> accept_attempt(kv::Transaction& txn, const Keys& keys,
-                                        const JobsOptions& options, std::string_view type,
-                                        const AcceptOptions& accept,
-                                        const std::vector<Taker>& takers,
-                                        std::optional<int64_t>* next_due,
-                                        std::optional<uint64_t>& attempt_version, bool& tried,
-                                        bool alone, kv::Watch* watch, ArmWatch arm) {
+Result<std::vector<Job>> accept_attempt(
+    kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
+    const AcceptOptions& accept, const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
+    std::optional<uint64_t>& attempt_version, bool& tried, bool alone, kv::Watch* watch,
+    ArmWatch arm, LookRiders* riders) {
   const Pick pick = tried || !alone ? Pick::kSpread : Pick::kInOrder;
   tried = true;
   if (attempt_version && txn.earlier_commit_unknown()) {
@@ -427,17 +425,32 @@ Result<std::vector<Job>> accept_attempt(kv::Transaction& txn, const Keys& keys,
     if (!taken.empty()) return taken;
   }
   if (next_due) next_due->reset();
+  bool stale = false;
   if (watch && arm == ArmWatch::kAlways) {
     // At the look's own read version: an add the look cannot see changes the token after it.
     // So a look that finds nothing may have read a state a little behind the latest commit:
     // the watch fires for whatever it missed.
-    txn.allow_stale_reads();
+    if (!riders || !riders->wants_current_reads()) stale = txn.allow_stale_reads();
     KVQ_ASSIGN_OR_RETURN(*watch, txn.watch(keys.pending_token(type)));
   } else if (watch) {
     *watch = kv::Watch();  // an earlier try's
   }
+  // The riders' work first; the takers whose part failed take nothing.
+  std::vector<Taker> taking;
+  if (riders) {
+    KVQ_ASSIGN_OR_RETURN(auto takes, riders->before_look(txn, keys, stale));
+    for (size_t i = 0; i < takers.size(); ++i) {
+      if (takes[i]) taking.push_back(takers[i]);
+    }
+  }
+  const std::vector<Taker>& lookers = riders ? taking : takers;
   HeldBack held;
-  auto taken = try_accept_many(txn, keys, options, type, accept, takers, next_due, pick, &held);
+  auto taken = lookers.empty() ? Result<std::vector<Job>>(NotFound("no taker left"))
+                               : try_accept_many(txn, keys, options, type, accept, lookers,
+                                                 next_due, pick, &held);
+  // Nothing due, but the riders wrote: the try commits that.
+  if (riders && riders->wrote() && !taken.ok() && taken.status().code() == Code::kNotFound)
+    taken = std::vector<Job>();
   if (held.by_running && watch && arm != ArmWatch::kNone) {
     // Full: a slot frees only when a run ends, which rewrites the activity token, not the
     // pending one. Watching it also fires on every other change of the type's jobs (adds,
@@ -459,7 +472,7 @@ Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys,
                                              const AcceptOptions& accept,
                                              const std::vector<Taker>& takers,
                                              std::optional<int64_t>* next_due, kv::Watch* watch,
-                                             ArmWatch arm) {
+                                             ArmWatch arm, std::shared_ptr<LookRiders> riders) {
   std::optional<uint64_t> attempt_version;
   bool tried = false;
   const AcceptInFlight in_flight(keys, type);
@@ -467,14 +480,16 @@ Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys,
       store,
       [&](kv::Transaction& txn) {
         return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version,
-                              tried, in_flight.alone(), watch, watch ? arm : ArmWatch::kNone);
+                              tried, in_flight.alone(), watch, watch ? arm : ArmWatch::kNone,
+                              riders.get());
       },
       options.retry);
 }
 
 void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options,
                                std::string type, AcceptOptions accept, std::vector<Taker> takers,
-                               ArmWatch arm, std::function<void(AcceptOutcome)> done) {
+                               ArmWatch arm, std::function<void(AcceptOutcome)> done,
+                               std::shared_ptr<LookRiders> riders) {
   struct Attempt {
     std::string type;
     AcceptOptions accept;
@@ -491,10 +506,11 @@ void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOpt
   a->in_flight = std::make_unique<AcceptInFlight>(keys, a->type);
   kv::run_async(
       store,
-      [a, &keys, &options](kv::Transaction& txn) {
+      [a, &keys, &options, riders = std::move(riders)](kv::Transaction& txn) {
         return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, &a->next_due,
                               a->attempt_version, a->tried, a->in_flight->alone(),
-                              a->arm == ArmWatch::kNone ? nullptr : &a->watch, a->arm);
+                              a->arm == ArmWatch::kNone ? nullptr : &a->watch, a->arm,
+                              riders.get());
       },
       [a, done = std::move(done)](Result<std::vector<Job>> jobs) {
         a->in_flight.reset();

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -130,6 +131,25 @@ enum class ArmWatch {
   kAlways,
 };
 
+// Work that an accept attempt's transaction does for some of its takers before its look, on
+// each try: the accept waiters' rounds carry the finishes of workers that wait for their next
+// job (round_finishes.h), so that a finish and the accept after it cost one commit, shared by
+// the whole round. A try whose look finds nothing still commits what the riders wrote.
+class LookRiders {
+ public:
+  virtual ~LookRiders() = default;
+  // In the try's transaction (`stale`: its reads may be behind the latest commit), before the
+  // look: for each taker, whether it takes a job in this try (one whose own part failed takes
+  // none). An error fails the try, as any error of its body.
+  virtual Result<std::vector<bool>> before_look(kv::Transaction& txn, const Keys& keys,
+                                                bool stale) = 0;
+  // Whether the try's before_look wrote anything.
+  virtual bool wrote() const = 0;
+  // Whether the next try must read the latest commit (to confirm what a read that may be
+  // behind decided): it then does not allow stale reads.
+  virtual bool wants_current_reads() const { return false; }
+};
+
 // One accept attempt in its own transaction (with retries, recognising its own earlier commit
 // after an unknown result): up to takers.size() due jobs, the i-th for takers[i], in order on
 // the first try of an attempt that started while no other of its type was in flight in this
@@ -137,11 +157,15 @@ enum class ArmWatch {
 // when nothing is due; when fewer than wanted were due, *next_due then holds the earliest
 // scheduled time of a pending job not yet due, if any (or of flow control's reopening, as
 // try_accept_many's). With `watch`, the last try also arms a watch there as `arm` says. An
-// attempt that arms none and was held back by flow control is noted (note_held_back).
+// attempt that arms none and was held back by flow control is noted (note_held_back). With
+// `riders`, each try first runs their work (LookRiders), and takes jobs only for the takers
+// they let take one; the jobs taken are then in takers' order, with a job's lock naming its
+// taker.
 Result<std::vector<Job>> attempt_accept_many(
     kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
     const AcceptOptions& accept, const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-    kv::Watch* watch = nullptr, ArmWatch arm = ArmWatch::kAlways);
+    kv::Watch* watch = nullptr, ArmWatch arm = ArmWatch::kAlways,
+    std::shared_ptr<LookRiders> riders = nullptr);
 // What attempt_accept_many_async hands its caller.
 struct AcceptOutcome {
   Result<std::vector<Job>> jobs;
@@ -152,7 +176,8 @@ struct AcceptOutcome {
 // perhaps on another thread. The Jobs behind `keys` and `options` must outlive the call.
 void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options,
                                std::string type, AcceptOptions accept, std::vector<Taker> takers,
-                               ArmWatch arm, std::function<void(AcceptOutcome)> done);
+                               ArmWatch arm, std::function<void(AcceptOutcome)> done,
+                               std::shared_ptr<LookRiders> riders = nullptr);
 // Undoes the accept of `job` for a caller that is gone — it cancelled while the accept's
 // transaction committed — so that the job does not sit running until its activity timeout
 // and then count a lost attempt: if `job.lock` still holds it, the job is pending again at its

@@ -28,6 +28,10 @@ struct FaultInjectingStore::Shared {
     util::MutexLock lock(mu);
     ++counts.delayed_reads;
   }
+  void count_written_commit() {
+    util::MutexLock lock(mu);
+    ++counts.written_commits;
+  }
   bool inject_unavailable() {
     util::MutexLock lock(mu);
     if (!roll(options.unavailable_rate)) return false;
@@ -61,11 +65,21 @@ class FaultInjectingTransaction : public Transaction {
     if (delayed) shared_->count_delayed_read();
     return result;
   }
-  void set(std::string_view key, std::string_view value) override { inner_->set(key, value); }
-  void clear(std::string_view key) override { inner_->clear(key); }
-  void touch(std::string_view key) override { inner_->touch(key); }
+  void set(std::string_view key, std::string_view value) override {
+    wrote_ = true;
+    inner_->set(key, value);
+  }
+  void clear(std::string_view key) override {
+    wrote_ = true;
+    inner_->clear(key);
+  }
+  void touch(std::string_view key) override {
+    wrote_ = true;
+    inner_->touch(key);
+  }
   bool allow_stale_reads() override { return inner_->allow_stale_reads(); }
   void clear_range(std::string_view begin, std::string_view end) override {
+    wrote_ = true;
     inner_->clear_range(begin, end);
   }
   Status add_read_conflict_key(std::string_view key) override {
@@ -96,12 +110,12 @@ class FaultInjectingTransaction : public Transaction {
       case CommitFault::kUnavailable: return Unavailable("injected: store unavailable on commit");
       case CommitFault::kUnknownNotApplied: return UnknownResult("injected: commit result unknown");
       case CommitFault::kUnknownApplied: {
-        Status s = inner_->commit();
+        Status s = commit_inner();
         return s.ok() ? UnknownResult("injected: commit result unknown (it applied)") : s;
       }
       case CommitFault::kNone: break;
     }
-    return inner_->commit();
+    return commit_inner();
   }
 
  private:
@@ -124,6 +138,12 @@ class FaultInjectingTransaction : public Transaction {
     return {fault, o.commit_latency};
   }
 
+  Status commit_inner() {
+    Status s = inner_->commit();
+    if (s.ok() && wrote_) shared_->count_written_commit();
+    return s;
+  }
+
   // Sleeps read_latency before the transaction's first read, which (on both backends) is the
   // one that fixes its read version; returns whether it slept.
   bool delay_first_read() {
@@ -138,6 +158,7 @@ class FaultInjectingTransaction : public Transaction {
   std::unique_ptr<Transaction> inner_;
   std::shared_ptr<FaultInjectingStore::Shared> shared_;
   bool read_ = false;
+  bool wrote_ = false;  // set, clear, touch or clear_range: its commit counts as written
 };
 
 }  // namespace

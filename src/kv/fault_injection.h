@@ -42,6 +42,8 @@ struct FaultCounts {
   uint64_t unknown_applied = 0;
   uint64_t unknown_not_applied = 0;
   uint64_t delayed_reads = 0;  // first reads that waited read_latency, counted once answered
+  // Commits of transactions that wrote, applied by the inner store (reported unknown or not).
+  uint64_t written_commits = 0;
 };
 
 class FaultInjectingStore : public Store {

@@ -73,6 +73,8 @@ class JobsFixture : public ::testing::TestWithParam<JobsParam> {
 
   jobs::Jobs& jobs() { return *jobs_; }
   kv::Store& raw() { return *raw_; }
+  // The store the Jobs runs on: raw(), or the fault injector around it.
+  kv::Store& store() { return faulty_ ? static_cast<kv::Store&>(*faulty_) : *raw_; }
   std::shared_ptr<kv::Store> raw_ptr() { return raw_; }
   // Whether the fault injector has reported a commit's result as unknown after applying it.
   bool a_commit_result_was_hidden() const {

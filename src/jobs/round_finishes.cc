@@ -1,0 +1,76 @@
+#include "jobs/round_finishes.h"
+
+#include "jobs/types.h"
+
+namespace kvq::jobs {
+namespace {
+
+// What a finish decides without writing, and so may have decided on reads behind the latest
+// commit (allowing_stale_reads): confirmed on a current read before its waiter hears of it.
+bool needs_current_read(Code code) {
+  return code == Code::kFailedPrecondition || code == Code::kNotFound || code == Code::kWrongState;
+}
+
+// A finish's own failure, which ends its waiter and not the round: the decisions above, and
+// input its job's row refuses.
+bool fails_alone(Code code) { return needs_current_read(code) || code == Code::kInvalidArgument; }
+
+}  // namespace
+
+Result<std::vector<bool>> RoundFinishes::before_look(kv::Transaction& txn, const Keys& keys,
+                                                     bool stale) {
+  wrote_ = false;
+  std::vector<bool> takes(slots_.size(), true);
+  std::vector<std::string> rows{keys.timeout(type_)};
+  for (auto& finish : slots_) {
+    if (!pending(finish)) continue;
+    finish->tried.reset();
+    rows.push_back(keys.job(finish->job.type, finish->job.id));
+  }
+  if (rows.size() == 1) return takes;
+  // The type's settings and every job's row in one read (on etcd, one round trip).
+  txn.prefetch(rows);
+  // A type gone: no finish commits, as finish_and_accept checks its types first.
+  const Status type = require_type(txn, keys, type_);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    auto& finish = slots_[i];
+    if (!pending(finish)) continue;
+    Result<Finished> done =
+        type.ok() ? finish_checked(txn, keys, finish->job, finish->checked) : type;
+    if (done.ok()) {
+      // As finish's counting: a commit recognised before any try wrote was an earlier call's.
+      done->counted = !done->recognised || finish->wrote;
+      if (!done->recognised) finish->wrote = wrote_ = true;
+    } else {
+      const Code code = done.status().code();
+      if (!fails_alone(code)) return done.status();  // the round's try fails (a read's error)
+      if (stale && !confirming_ && needs_current_read(code))
+        return confirm_on_current_read(confirming_);
+      takes[i] = false;
+    }
+    finish->tried = std::move(done);
+  }
+  return takes;
+}
+
+std::vector<std::optional<Status>> RoundFinishes::settle(bool committed) {
+  std::vector<std::optional<Status>> failed(slots_.size());
+  committed_ = 0;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    auto& finish = slots_[i];
+    if (!pending(finish) || !finish->tried) continue;
+    if (committed) {
+      if (finish->tried->ok()) {
+        finish->done = true;
+        finish->finished = **finish->tried;
+        ++committed_;
+      } else {
+        failed[i] = finish->tried->status();
+      }
+    }
+    finish->tried.reset();
+  }
+  return failed;
+}
+
+}  // namespace kvq::jobs
