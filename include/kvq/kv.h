@@ -127,7 +127,8 @@ class Transaction {
   // those ranges together now, in one, and the reads then answer from what it fetched. Reads
   // nothing for the transaction: each key or range is read (and, without snapshot, tracked for
   // conflicts) only when get(), get_many() or get_range() asks for it. A failure is left to
-  // those reads. The default does nothing (LMDB reads from the map).
+  // those reads. A key or range already fetched (and not yet read) is not fetched again. The
+  // default does nothing (LMDB reads from the map).
   virtual void prefetch(const std::vector<std::string>& keys,
                         const std::vector<RangeRead>& ranges = {});
 

@@ -164,6 +164,16 @@ int64_t end_of_ms(int64_t ms) {
   return us > std::numeric_limits<int64_t>::max() - 999 ? us : us + 999;
 }
 
+// The levels of `type`'s pending index a look for `takers` jobs reads, due by `max_time`. Each
+// priority level costs one read, or two when it held fewer due jobs than wanted.
+DueLevels ungrouped_levels(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
+                           std::string_view type, const AcceptOptions& accept, size_t takers,
+                           int64_t max_time) {
+  const size_t spread = std::max(options.accept_spread, takers);
+  return DueLevels(txn, keys.pending_index(type), max_time, accept.max_priority, spread,
+                   2 * kMaxPriorityLevels, kPendingHeadWindow);
+}
+
 }  // namespace
 
 Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
@@ -175,9 +185,7 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
   const int64_t now = now_ms();
   const int64_t max_time = accept.max_scheduled_time_ms.value_or(now);
   const size_t spread = std::max(options.accept_spread, takers.size());
-  // Each priority level costs one read, or two when it held fewer due jobs than wanted.
-  DueLevels ungrouped(txn, keys.pending_index(type), max_time, accept.max_priority, spread,
-                      2 * kMaxPriorityLevels, kPendingHeadWindow);
+  DueLevels ungrouped = ungrouped_levels(txn, keys, options, type, accept, takers.size(), max_time);
   // The type's settings (the flow gate's first read) and the queue's head come in one read (on
   // etcd one round trip instead of two; nothing on LMDB).
   txn.prefetch({keys.timeout(type)}, {ungrouped.next_read()});
@@ -412,12 +420,13 @@ namespace {
 // reads nothing for it.) The first try of an attempt
 // that started alone in this process takes the due jobs in order; a retry (after a conflict,
 // with an acceptor of another process that took the same head) or an attempt that overlaps
-// another here spreads its pick.
+// another here spreads its pick. `round_trips`: the store's reads are round trips (it is not
+// nonblocking), so the try's first reads are worth fetching in one.
 Result<std::vector<Job>> accept_attempt(
     kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
     const AcceptOptions& accept, const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
     std::optional<uint64_t>& attempt_version, bool& tried, bool alone, kv::Watch* watch,
-    ArmWatch arm, LookRiders* riders) {
+    ArmWatch arm, LookRiders* riders, bool round_trips) {
   const Pick pick = tried || !alone ? Pick::kSpread : Pick::kInOrder;
   tried = true;
   if (attempt_version && txn.earlier_commit_unknown()) {
@@ -426,11 +435,26 @@ Result<std::vector<Job>> accept_attempt(
   }
   if (next_due) next_due->reset();
   bool stale = false;
-  if (watch && arm == ArmWatch::kAlways) {
-    // At the look's own read version: an add the look cannot see changes the token after it.
-    // So a look that finds nothing may have read a state a little behind the latest commit:
-    // the watch fires for whatever it missed.
-    if (!riders || !riders->wants_current_reads()) stale = txn.allow_stale_reads();
+  const bool arm_pending = watch && arm == ArmWatch::kAlways;
+  // At the look's own read version: an add the look cannot see changes the token after it.
+  // So a look that finds nothing may have read a state a little behind the latest commit: the
+  // watch fires for whatever it missed.
+  if (arm_pending && (!riders || !riders->wants_current_reads())) stale = txn.allow_stale_reads();
+  // The look's first reads in one (on etcd one round trip; nothing on LMDB): the token the
+  // watch starts from, what the riders read, the type's settings and the queue's head.
+  // (Where reads are local, planning that read twice would only cost a second look at the
+  // process's heads.)
+  if (round_trips) {
+    std::vector<std::string> first_keys;
+    if (riders) first_keys = riders->reads(keys);
+    if (arm_pending) first_keys.push_back(keys.pending_token(type));
+    first_keys.push_back(keys.timeout(type));
+    const int64_t max_time = accept.max_scheduled_time_ms.value_or(now_ms());
+    txn.prefetch(
+        first_keys,
+        {ungrouped_levels(txn, keys, options, type, accept, takers.size(), max_time).next_read()});
+  }
+  if (arm_pending) {
     KVQ_ASSIGN_OR_RETURN(*watch, txn.watch(keys.pending_token(type)));
   } else if (watch) {
     *watch = kv::Watch();  // an earlier try's
@@ -481,7 +505,7 @@ Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys,
       [&](kv::Transaction& txn) {
         return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version,
                               tried, in_flight.alone(), watch, watch ? arm : ArmWatch::kNone,
-                              riders.get());
+                              riders.get(), !store.nonblocking());
       },
       options.retry);
 }
@@ -506,11 +530,12 @@ void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOpt
   a->in_flight = std::make_unique<AcceptInFlight>(keys, a->type);
   kv::run_async(
       store,
-      [a, &keys, &options, riders = std::move(riders)](kv::Transaction& txn) {
+      [a, &keys, &options, riders = std::move(riders),
+       round_trips = !store.nonblocking()](kv::Transaction& txn) {
         return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, &a->next_due,
                               a->attempt_version, a->tried, a->in_flight->alone(),
-                              a->arm == ArmWatch::kNone ? nullptr : &a->watch, a->arm,
-                              riders.get());
+                              a->arm == ArmWatch::kNone ? nullptr : &a->watch, a->arm, riders.get(),
+                              round_trips);
       },
       [a, done = std::move(done)](Result<std::vector<Job>> jobs) {
         a->in_flight.reset();

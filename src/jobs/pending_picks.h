@@ -143,6 +143,9 @@ class LookRiders {
   // none). An error fails the try, as any error of its body.
   virtual Result<std::vector<bool>> before_look(kv::Transaction& txn, const Keys& keys,
                                                 bool stale) = 0;
+  // The keys before_look reads: fetched with the look's first read (on etcd, one round trip
+  // for both). Empty when it reads nothing.
+  virtual std::vector<std::string> reads(const Keys& keys) const = 0;
   // Whether the try's before_look wrote anything.
   virtual bool wrote() const = 0;
   // Whether the next try must read the latest commit (to confirm what a read that may be

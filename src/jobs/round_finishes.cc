@@ -17,18 +17,26 @@ bool fails_alone(Code code) { return needs_current_read(code) || code == Code::k
 
 }  // namespace
 
+std::vector<std::string> RoundFinishes::reads(const Keys& keys) const {
+  std::vector<std::string> rows;
+  for (const auto& finish : slots_) {
+    if (pending(finish)) rows.push_back(keys.job(finish->job.type, finish->job.id));
+  }
+  if (!rows.empty()) rows.push_back(keys.timeout(type_));
+  return rows;
+}
+
 Result<std::vector<bool>> RoundFinishes::before_look(kv::Transaction& txn, const Keys& keys,
                                                      bool stale) {
   wrote_ = false;
   std::vector<bool> takes(slots_.size(), true);
-  std::vector<std::string> rows{keys.timeout(type_)};
+  std::vector<std::string> rows = reads(keys);
+  if (rows.empty()) return takes;
   for (auto& finish : slots_) {
-    if (!pending(finish)) continue;
-    finish->tried.reset();
-    rows.push_back(keys.job(finish->job.type, finish->job.id));
+    if (pending(finish)) finish->tried.reset();
   }
-  if (rows.size() == 1) return takes;
-  // The type's settings and every job's row in one read (on etcd, one round trip).
+  // The type's settings and every job's row in one read (on etcd, one round trip; none when
+  // the look's first read fetched them already).
   txn.prefetch(rows);
   // A type gone: no finish commits, as finish_and_accept checks its types first.
   const Status type = require_type(txn, keys, type_);

@@ -44,6 +44,7 @@ class RoundFinishes : public LookRiders {
 
   Result<std::vector<bool>> before_look(kv::Transaction& txn, const Keys& keys,
                                         bool stale) override;
+  std::vector<std::string> reads(const Keys& keys) const override;
   bool wrote() const override { return wrote_; }
   bool wants_current_reads() const override { return confirming_; }
 

@@ -150,7 +150,11 @@ Status EtcdTransaction::fetch(const std::vector<std::string>& keys,
   for (const auto& r : ranges) {
     if (r.begin >= r.end) continue;
     auto page = page_request(full(r.begin), full(r.end), r.options.reverse, page_of(r.options));
-    pages.push_back(PageKey{page.key(), page.range_end(), page.limit(), page.sort_order()});
+    PageKey key{page.key(), page.range_end(), page.limit(), page.sort_order()};
+    // Prefetched already and not yet read: the read to come answers from that.
+    if (prefetched_pages_.count(key) || std::find(pages.begin(), pages.end(), key) != pages.end())
+      continue;
+    pages.push_back(std::move(key));
     *request.add_success()->mutable_request_range() = std::move(page);
   }
   if (pages.empty() && missing.size() <= 1)
