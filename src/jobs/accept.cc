@@ -7,7 +7,6 @@
 #include "jobs/pending_picks.h"
 #include "jobs/types.h"
 #include "jobs/validation.h"
-#include "util/mutex.h"
 
 namespace kvq::jobs {
 namespace {
@@ -205,20 +204,8 @@ bool Jobs::cancel_accept(uint64_t ticket) {
 }
 
 Result<Job> Jobs::accept(std::string_view type, const AcceptOptions& options) {
-  util::Mutex mu;
-  util::CondVar cv;
-  std::optional<Result<Job>> outcome;  // guarded by mu (a local: the analysis cannot say so)
-  queue_accept(
-      type, options,
-      [&](Result<Job> r) {
-        util::MutexLock lock(mu);
-        outcome.emplace(std::move(r));
-        cv.notify_all();
-      },
-      /*look_async=*/false);
-  util::MutexLock lock(mu);
-  while (!outcome.has_value()) cv.wait(mu);
-  return std::move(*outcome);
+  return wait_for<Result<Job>>(
+      [&](auto done) { queue_accept(type, options, std::move(done), /*look_async=*/false); });
 }
 
 }  // namespace kvq::jobs

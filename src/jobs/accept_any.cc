@@ -7,7 +7,6 @@
 #include "jobs/jobs_impl.h"
 #include "jobs/types.h"
 #include "jobs/validation.h"
-#include "util/mutex.h"
 
 namespace kvq::jobs {
 namespace {
@@ -76,20 +75,10 @@ uint64_t Jobs::accept_any_async(const std::vector<std::string>& types, const Acc
 }
 
 Result<Job> Jobs::accept_any(const std::vector<std::string>& types, const AcceptOptions& options) {
-  util::Mutex mu;
-  util::CondVar cv;
-  std::optional<Result<Job>> outcome;  // guarded by mu (a local: the analysis cannot say so)
-  queue_accept_any(
-      *store_, *impl_, options_, types, options,
-      [&](Result<Job> r) {
-        util::MutexLock lock(mu);
-        outcome.emplace(std::move(r));
-        cv.notify_all();
-      },
-      /*off_thread=*/false);
-  util::MutexLock lock(mu);
-  while (!outcome.has_value()) cv.wait(mu);
-  return std::move(*outcome);
+  return wait_for<Result<Job>>([&](auto done) {
+    queue_accept_any(*store_, *impl_, options_, types, options, std::move(done),
+                     /*off_thread=*/false);
+  });
 }
 
 Result<Job> Jobs::accept_job(std::string_view type, std::string_view id,

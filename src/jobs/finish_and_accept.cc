@@ -20,7 +20,6 @@
 #include "jobs/jobs_impl.h"
 #include "jobs/round_finishes.h"
 #include "jobs/worker_calls.h"
-#include "util/mutex.h"
 
 namespace kvq::jobs {
 namespace {
@@ -180,18 +179,10 @@ Result<std::optional<Job>> Jobs::finish_and_accept(Job& job, const FinishOptions
   KVQ_RETURN_IF_ERROR(validate_accept_any(names, accept));
   KVQ_ASSIGN_OR_RETURN(Checked checked, check_finish(job, finish, options_.max_data_bytes));
   if (rides_round(*store_, names)) {
-    util::Mutex mu;
-    util::CondVar cv;
-    std::optional<Result<std::optional<Job>>> outcome;  // guarded by mu
-    finish_in_round(*impl_, job, std::move(checked), names[0], accept,
-                    AcceptWaiters::Commit::kBlocking, [&](Result<std::optional<Job>> r) {
-                      util::MutexLock lock(mu);
-                      outcome.emplace(std::move(r));
-                      cv.notify_all();
-                    });
-    util::MutexLock lock(mu);
-    while (!outcome.has_value()) cv.wait(mu);
-    return std::move(*outcome);
+    return wait_for<Result<std::optional<Job>>>([&](auto done) {
+      finish_in_round(*impl_, job, std::move(checked), names[0], accept,
+                      AcceptWaiters::Commit::kBlocking, std::move(done));
+    });
   }
   const bool take_next = takes_next(*store_, *impl_, names);
   FinishThenAccept call(impl_->keys, job, std::move(checked), names, accept, take_next);

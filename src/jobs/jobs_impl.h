@@ -3,6 +3,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <utility>
 
 #include "jobs/accept_waiters.h"
 #include "jobs/activity_monitor.h"
@@ -12,6 +14,7 @@
 #include "jobs/schema.h"
 #include "jobs/type_stats.h"
 #include "kvq/jobs.h"
+#include "util/mutex.h"
 #include "util/thread_pool.h"
 
 namespace kvq::jobs {
@@ -45,6 +48,23 @@ struct Jobs::Impl {
 inline void run_look(Jobs::Impl& impl, std::function<void()> look) {
   if (!impl.blocking_looks) return look();
   impl.blocking_looks->post(std::move(look));
+}
+
+// A blocking entry point over an asynchronous one: calls `start` with a callback taking a T,
+// and returns what that callback is given, waiting for it.
+template <typename T, typename Start>
+T wait_for(Start start) {
+  util::Mutex mu;
+  util::CondVar cv;
+  std::optional<T> outcome;  // guarded by mu (a local: the analysis cannot say so)
+  start([&](T result) {
+    util::MutexLock lock(mu);
+    outcome.emplace(std::move(result));
+    cv.notify_all();
+  });
+  util::MutexLock lock(mu);
+  while (!outcome.has_value()) cv.wait(mu);
+  return std::move(*outcome);
 }
 
 // Whether, on a store that is not nonblocking (etcd), where a look is round trips, an accept of
