@@ -402,30 +402,31 @@ void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
       // The finishes the batch carried: committed with it, or failed on their own (those
       // waiters end with their failure and took nothing), or, after another error, left for
       // another round.
-      std::vector<std::optional<Status>> failed;
-      if (batch.finishes) {
-        failed = batch.finishes->settle(looked);
-        queue.finishing -= batch.finishes->committed();
-      }
+      RoundFinishes::Settled settled;
+      if (batch.finishes) settled = batch.finishes->settle(looked);
+      queue.finishing -= settled.done;
       size_t takers = batch.takers.size();
-      for (size_t i = 0; i < failed.size(); ++i) {
-        if (!failed[i]) continue;
-        complete(batch.tickets[i], std::move(*failed[i]));
+      for (size_t i = 0; i < settled.failed.size(); ++i) {
+        if (!settled.failed[i]) continue;
+        complete(batch.tickets[i], std::move(*settled.failed[i]));
         --takers;
       }
       if (!looked) {
         complete(batch.tickets.front(), jobs.status());  // the others try again in their own turn
         queue.found_nothing.clear();
       } else {
-        // A job's lock names its taker (a taker whose finish failed took none).
+        // The jobs come in takers' order, a job's lock naming its taker (a taker whose finish
+        // failed took none).
         const size_t taken = jobs.ok() ? jobs->size() : 0;
+        size_t t = 0;
         for (size_t i = 0; i < taken; ++i) {
           Job& job = (*jobs)[i];
-          for (size_t t = 0; t < batch.takers.size(); ++t) {
-            if (batch.takers[t].lock != job.lock) continue;
-            complete(batch.tickets[t], std::move(job));
-            break;
+          while (t < batch.takers.size() && batch.takers[t].lock != job.lock) ++t;
+          if (t == batch.takers.size()) {
+            orphans.push_back(std::move(job));  // no taker of this batch (never expected)
+            continue;
           }
+          complete(batch.tickets[t++], std::move(job));
         }
         if (taken > 0) queue.found_nothing.clear();
         // (With no taker left, the batch made no look.)

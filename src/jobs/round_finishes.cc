@@ -1,5 +1,7 @@
 #include "jobs/round_finishes.h"
 
+#include <algorithm>
+
 #include "jobs/types.h"
 
 namespace kvq::jobs {
@@ -22,7 +24,6 @@ std::vector<std::string> RoundFinishes::reads(const Keys& keys) const {
   for (const auto& finish : slots_) {
     if (pending(finish)) rows.push_back(keys.job(finish->job.type, finish->job.id));
   }
-  if (!rows.empty()) rows.push_back(keys.timeout(type_));
   return rows;
 }
 
@@ -30,25 +31,20 @@ Result<std::vector<bool>> RoundFinishes::before_look(kv::Transaction& txn, const
                                                      bool stale) {
   wrote_ = false;
   std::vector<bool> takes(slots_.size(), true);
-  std::vector<std::string> rows = reads(keys);
-  if (rows.empty()) return takes;
+  if (std::none_of(slots_.begin(), slots_.end(), pending)) return takes;
   for (auto& finish : slots_) {
-    if (pending(finish)) finish->tried.reset();
+    if (pending(finish)) finish->tried.reset();  // an earlier try's
   }
-  // The type's settings and every job's row in one read (on etcd, one round trip; none when
-  // the look's first read fetched them already).
-  txn.prefetch(rows);
+  // Their rows and the settings came with the look's first read (accept_attempt).
   // A type gone: no finish commits, as finish_and_accept checks its types first.
   const Status type = require_type(txn, keys, type_);
   for (size_t i = 0; i < slots_.size(); ++i) {
     auto& finish = slots_[i];
     if (!pending(finish)) continue;
     Result<Finished> done =
-        type.ok() ? finish_checked(txn, keys, finish->job, finish->checked) : type;
+        type.ok() ? finish->finish_counted(txn, keys, finish->job, finish->checked) : type;
     if (done.ok()) {
-      // As finish's counting: a commit recognised before any try wrote was an earlier call's.
-      done->counted = !done->recognised || finish->wrote;
-      if (!done->recognised) finish->wrote = wrote_ = true;
+      if (!done->recognised) wrote_ = true;
     } else {
       const Code code = done.status().code();
       if (!fails_alone(code)) return done.status();  // the round's try fails (a read's error)
@@ -61,9 +57,8 @@ Result<std::vector<bool>> RoundFinishes::before_look(kv::Transaction& txn, const
   return takes;
 }
 
-std::vector<std::optional<Status>> RoundFinishes::settle(bool committed) {
-  std::vector<std::optional<Status>> failed(slots_.size());
-  committed_ = 0;
+RoundFinishes::Settled RoundFinishes::settle(bool committed) {
+  Settled settled{std::vector<std::optional<Status>>(slots_.size())};
   for (size_t i = 0; i < slots_.size(); ++i) {
     auto& finish = slots_[i];
     if (!pending(finish) || !finish->tried) continue;
@@ -71,14 +66,14 @@ std::vector<std::optional<Status>> RoundFinishes::settle(bool committed) {
       if (finish->tried->ok()) {
         finish->done = true;
         finish->finished = **finish->tried;
-        ++committed_;
+        ++settled.done;
       } else {
-        failed[i] = finish->tried->status();
+        settled.failed[i] = finish->tried->status();
       }
     }
     finish->tried.reset();
   }
-  return failed;
+  return settled;
 }
 
 }  // namespace kvq::jobs

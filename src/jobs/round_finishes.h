@@ -11,6 +11,7 @@
 // as any accept does.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,9 +32,11 @@ struct WaitingFinish {
   // Committed (or found committed by an earlier try): what it decided, for the type's stats.
   bool done = false;
   Finished finished;
-  // Of the latest try: what it decided; and whether any try wrote it (counting, as finish's).
+  // What the latest try decided.
   std::optional<Result<Finished>> tried;
-  bool wrote = false;
+  // finish_checked, counting its answer as finish's own calls do (across every round's try).
+  std::function<Result<Finished>(kv::Transaction&, const Keys&, const Job&, const Checked&)>
+      finish_counted = counting(finish_checked);
 };
 
 // The finishes a round carries: one slot per taker, null for a waiter with none to commit.
@@ -44,17 +47,20 @@ class RoundFinishes : public LookRiders {
 
   Result<std::vector<bool>> before_look(kv::Transaction& txn, const Keys& keys,
                                         bool stale) override;
+  // The rows of the finishes still to commit.
   std::vector<std::string> reads(const Keys& keys) const override;
   bool wrote() const override { return wrote_; }
   bool wants_current_reads() const override { return confirming_; }
 
   // After the round's attempt, knowing its fate. `committed`: its last try committed, or
   // wrote nothing and needed no commit. Then each finish of that try is done, or failed with
-  // the status that slot's waiter is to end with (returned, null where there is none); else
-  // nothing of the try counts and the finishes wait for another round.
-  std::vector<std::optional<Status>> settle(bool committed);
-  // How many finishes the last settle() found committed.
-  size_t committed() const { return committed_; }
+  // the status that slot's waiter is to end with (null where there is none); else nothing of
+  // the try counts and the finishes wait for another round.
+  struct Settled {
+    std::vector<std::optional<Status>> failed;  // by slot
+    size_t done = 0;                            // finishes now done
+  };
+  Settled settle(bool committed);
   // Whether a finish still waits for its commit: such a waiter is not ended by its deadline.
   static bool pending(const std::shared_ptr<WaitingFinish>& finish) {
     return finish && !finish->done;
@@ -64,7 +70,6 @@ class RoundFinishes : public LookRiders {
   std::string type_;
   std::vector<std::shared_ptr<WaitingFinish>> slots_;
   bool wrote_ = false;       // by the latest try
-  size_t committed_ = 0;     // by settle()
   bool confirming_ = false;  // a failure decided on stale reads is being confirmed
 };
 

@@ -60,6 +60,25 @@ auto allowing_stale_reads(Call call) {
   };
 }
 
+// `call` (finish_checked, fail_checked, snooze_checked) marking its answer counted for the
+// type's stats unless it recognised a commit that an earlier call made (and counted): one it
+// recognises before any try of its own wrote. After a try that wrote, whose commit result was
+// unknown, the commit it recognises is its own. (A try that wrote and failed for another
+// reason, a conflict or a fault before the commit, then made it count a commit an earlier call
+// made at the same moment: only possible for two calls with one handle at once.)
+template <typename Call>
+auto counting(Call call) {
+  return [call, wrote = std::make_shared<bool>(false)](kv::Transaction& txn, const Keys& keys,
+                                                       const Job& job, const auto& input) {
+    auto result = call(txn, keys, job, input);
+    if (result.ok()) {
+      result->counted = !result->recognised || *wrote;
+      if (!result->recognised) *wrote = true;
+    }
+    return result;
+  };
+}
+
 // The handle and finish's input, checked (kInvalidArgument).
 Result<Checked> check_finish(const Job& job, const FinishOptions& options, size_t max);
 // finish in `txn`: kFailedPrecondition ("halt") once the worker is fenced out; a retry after
