@@ -175,6 +175,84 @@ TEST_F(EtcdOneMemberTest, AnAcceptOfSeveralJobsReadsTheirRowsInOneCall) {
   EXPECT_LT(ranges, static_cast<long>(kJobs)) << ranges << " Range calls for one accept";
 }
 
+// Issue 23: an add of a new job guesses its reads (kv::ReadOptions): the type's settings as
+// this store handle remembers them, the job's row as absent. So it costs etcd its commit and
+// no read; the commit checks both guesses. Counted by the member itself.
+TEST_F(EtcdOneMemberTest, AnAddOfANewJobMakesNoReadOfItsOwn) {
+  auto jobs =
+      jobs::Jobs::open(store_ptr(), {.run_activity_monitor = false, .run_scheduler = false});
+  ASSERT_TRUE(jobs.ok()) << jobs.status().to_string();
+  ASSERT_TRUE((*jobs)->set_type_timeout("work", 60s).ok());
+  ASSERT_TRUE((*jobs)->add("work", "first", "{}").ok());  // reads the settings, remembers them
+  const long ranges_before = cluster().handled(0, "Range");
+  const long txns_before = cluster().handled(0, "Txn");
+  ASSERT_GE(ranges_before, 0) << "etcd's /metrics could not be read";
+  auto added = (*jobs)->add("work", "second", "{\"n\": 2}");
+  ASSERT_TRUE(added.ok()) << added.status().to_string();
+  EXPECT_TRUE(added->added);
+  EXPECT_EQ(cluster().handled(0, "Range") - ranges_before, 0);
+  EXPECT_EQ(cluster().handled(0, "Txn") - txns_before, 1) << "the commit alone";
+  auto info = (*jobs)->get("work", "second");
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->data, "{\"n\":2}");
+}
+
+// The guesses are checked by the commit: with the type's settings changed by another process
+// (its own store handle) and the job already there, the add still replaces the job, once.
+TEST_F(EtcdOneMemberTest, AnAddWhoseGuessesAreWrongStillAddsOnce) {
+  auto jobs =
+      jobs::Jobs::open(store_ptr(), {.run_activity_monitor = false, .run_scheduler = false});
+  ASSERT_TRUE(jobs.ok()) << jobs.status().to_string();
+  ASSERT_TRUE((*jobs)->set_type_timeout("work", 60s).ok());
+  ASSERT_TRUE((*jobs)->add("work", "j", "{\"v\": 1}").ok());
+  auto other_store = open_etcd_store({.endpoints = {cluster().endpoint(0)}, .key_prefix = "p/"});
+  ASSERT_TRUE(other_store.ok()) << other_store.status().to_string();
+  auto other =
+      jobs::Jobs::open(*other_store, {.run_activity_monitor = false, .run_scheduler = false});
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  ASSERT_TRUE((*other)->set_type_timeout("work", 5s).ok());
+  auto again = (*jobs)->add("work", "j", "{\"v\": 2}");
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_TRUE(again->added);
+  auto info = (*other)->get("work", "j");
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->data, "{\"v\":2}");
+  auto pending = (*other)->pending_count("work");
+  ASSERT_TRUE(pending.ok()) << pending.status().to_string();
+  EXPECT_EQ(*pending, 1u) << "the add doubled the job";
+}
+
+// A remembered value (kv::ReadOptions::remembered) answers without a call; one that another
+// store handle changed since fails the commit, and is then read again.
+TEST_F(EtcdOneMemberTest, ARememberedValueChangedElsewhereFailsTheCommitAndIsReadAgain) {
+  put(store(), "settings", "s1");
+  auto remembered = [&]() -> std::optional<std::string> {
+    auto txn = begin(store());
+    txn->allow_stale_reads();
+    auto value = txn->get("settings", {.remembered = true});
+    return value.ok() ? *value : std::optional<std::string>("error: " + value.status().to_string());
+  };
+  ASSERT_EQ(remembered(), "s1");  // read, and remembered
+  auto other = open_etcd_store({.endpoints = {cluster().endpoint(0)}, .key_prefix = "p/"});
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  put(**other, "settings", "s2");
+
+  const long ranges_before = cluster().handled(0, "Range");
+  const long txns_before = cluster().handled(0, "Txn");
+  auto txn = begin(store());
+  txn->allow_stale_reads();
+  auto guessed = txn->get("settings", {.remembered = true});
+  ASSERT_TRUE(guessed.ok()) << guessed.status().to_string();
+  EXPECT_EQ(*guessed, "s1") << "remembered, not read";
+  EXPECT_EQ(cluster().handled(0, "Range") - ranges_before, 0);
+  EXPECT_EQ(cluster().handled(0, "Txn") - txns_before, 0);
+  txn->set("x", "1");
+  Status s = txn->commit();
+  EXPECT_EQ(s.code(), Code::kAborted) << s.to_string();
+  EXPECT_EQ(read(store(), "x"), std::nullopt) << "a failed commit must change nothing";
+  EXPECT_EQ(remembered(), "s2") << "a failed guess is forgotten, and read again";
+}
+
 // A 3-member cluster of the test's own, and the index of a follower, which cut_off() leaves
 // without both other members (paused), so that it can answer nothing that needs a quorum.
 class EtcdFollowerTest : public ::testing::Test {

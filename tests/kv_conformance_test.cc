@@ -119,6 +119,28 @@ TEST_P(KvConformance, ReadsAllowedToBeStaleStillConflictWithALaterCommit) {
   EXPECT_EQ(read(store(), "k"), "1");
 }
 
+// Guessed reads (ReadOptions::remembered, assume_absent) are checked at commit like any read,
+// whatever `snapshot` says: a wrong guess never commits, and kv::run's next attempt, reading
+// instead, writes what a read would have. (On LMDB a guess is an ordinary read.)
+TEST_P(KvConformance, AGuessedReadNeverCommitsOverWhatTheStoreHolds) {
+  put(store(), "row", "old");
+  put(store(), "settings", "s1");
+  auto seen = begin(store());  // the settings remembered, where a store remembers
+  seen->allow_stale_reads();
+  ASSERT_EQ(*seen->get("settings", {.remembered = true}), "s1");
+  int attempts = 0;
+  Status s = kv::run(store(), [&](kv::Transaction& txn) -> Status {
+    const bool guess = attempts++ == 0;
+    txn.allow_stale_reads();
+    KVQ_ASSIGN_OR_RETURN(auto settings, txn.get("settings", {.remembered = guess}));
+    KVQ_ASSIGN_OR_RETURN(auto row, txn.get("row", {.snapshot = true, .assume_absent = guess}));
+    txn.set("row", row.value_or("none") + "+" + settings.value_or("none"));
+    return Status::OK();
+  });
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(read(store(), "row"), "old+s1");
+}
+
 // prefetch only fetches: a prefetched key conflicts once the transaction reads it, never before,
 // and what it answers then is what get would have (the transaction's own writes included).
 TEST_P(KvConformance, APrefetchedKeyIsTrackedOnlyOnceReadAndReadsAsGetWould) {

@@ -55,6 +55,21 @@ struct KeyValue {
 
 struct ReadOptions {
   bool snapshot = false;  // true: adds no read conflict.
+  // Guesses, for a read whose answer the commit checks anyway: they spare a store whose reads
+  // are round trips (etcd) the call. Each has effect only in a transaction whose
+  // allow_stale_reads() returned true; elsewhere, and on LMDB (whose reads are local), the read
+  // is an ordinary one. A guessed read is tracked as a read without snapshot (whatever
+  // `snapshot` says), so the commit fails (kAborted, which kv::run retries) if the store holds
+  // anything else. A body should not guess again on the attempt after such a failure: nothing
+  // is remembered of a failed guess, so the same guess would fail the same way.
+  //
+  // `remembered`: the value this store handle last saw of the key (read, or written by its own
+  // commits) may answer, however old; a key it has not seen yet is read, and remembered for the
+  // next transaction. For keys that seldom change (a type's settings).
+  bool remembered = false;
+  // `assume_absent`: the key is taken to be absent without asking the store. For a key the
+  // caller expects to create (a new job's row).
+  bool assume_absent = false;
 };
 
 struct RangeOptions {

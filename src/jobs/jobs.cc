@@ -174,11 +174,20 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
 // add, once its input is validated and its data normalized. Returns whether it added (or
 // changed, or would have changed nothing of) the job: false only when if_exists kKeep found it.
 // `wrote` (if given) tells whether it wrote the job, the only answer its commit vouches for.
+// `guess`: read the type's settings as remembered and take the job as new (kv::ReadOptions:
+// on etcd, no call at all), for the commit to check.
 Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_view type,
                             std::string_view id, const std::string& data, const AddOptions& options,
-                            bool* wrote = nullptr) {
-  // One read for both (on etcd, one round trip).
-  KVQ_ASSIGN_OR_RETURN(auto stored, txn.get_many({keys.timeout(type), keys.job(type, id)}));
+                            bool* wrote = nullptr, bool guess = false) {
+  std::vector<std::optional<std::string>> stored;
+  if (guess) {
+    KVQ_ASSIGN_OR_RETURN(auto settings, txn.get(keys.timeout(type), {.remembered = true}));
+    KVQ_ASSIGN_OR_RETURN(auto row, txn.get(keys.job(type, id), {.assume_absent = true}));
+    stored = {std::move(settings), std::move(row)};
+  } else {
+    // One read for both (on etcd, one round trip).
+    KVQ_ASSIGN_OR_RETURN(stored, txn.get_many({keys.timeout(type), keys.job(type, id)}));
+  }
   if (!stored[0]) {
     return NoTimeout("type '" + std::string(type) +
                      "' has no timeout; set the type's timeout before adding jobs");
@@ -229,6 +238,9 @@ struct AddAttempts {
   std::optional<uint64_t> version;
   // Whether the next attempt confirms, on a current read, an answer given without a write.
   bool confirming = false;
+  // Whether the next attempt may guess its reads (add_normalized): only the first. A guess that
+  // failed its commit would fail the same way again; so would an answer drawn from one.
+  bool guess = true;
 };
 
 // One attempt of add. An earlier attempt may have committed (unknown result) and the job moved
@@ -252,8 +264,13 @@ Result<AddResult> add_attempt(kv::Transaction& txn, const Keys& keys, std::strin
     KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, id));
     if (row && row->add_seq == *attempt_version) return AddResult{.added = true};
   }
+  // A producer that sets kKeep expects to find the job at times: a guess that it is new would
+  // then cost a failed commit, where a read costs less.
+  const bool guess = stale && attempts.guess && options.if_exists == IfExists::kUpdate &&
+                     !txn.earlier_commit_unknown();
+  attempts.guess = false;
   bool wrote = false;
-  Result<bool> added = add_normalized(txn, keys, type, id, normalized, options, &wrote);
+  Result<bool> added = add_normalized(txn, keys, type, id, normalized, options, &wrote, guess);
   if (stale && (!wrote || !added.ok())) return confirm_on_current_read(attempts.confirming);
   // Read after add's own reads fixed it: on etcd asking first would cost a round trip.
   KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());

@@ -24,7 +24,7 @@ class EtcdStore : public kv::Store {
 
   Result<std::unique_ptr<kv::Transaction>> begin() override {
     return std::unique_ptr<kv::Transaction>(std::make_unique<kv::etcd::EtcdTransaction>(
-        client_, hub_, batcher_, client_->options().serializable_first_reads));
+        client_, hub_, batcher_, remembered_, client_->options().serializable_first_reads));
   }
 
   std::string describe() const override {
@@ -40,6 +40,7 @@ class EtcdStore : public kv::Store {
   std::shared_ptr<kv::etcd::Client> client_;
   std::shared_ptr<kv::etcd::WatchHub> hub_;
   std::shared_ptr<kv::etcd::CommitBatcher> batcher_;  // null without group_commit
+  std::shared_ptr<kv::etcd::Remembered> remembered_ = std::make_shared<kv::etcd::Remembered>();
 };
 
 }  // namespace

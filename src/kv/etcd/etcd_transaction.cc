@@ -101,6 +101,7 @@ Status EtcdTransaction::range(etcdserverpb::RangeRequest& request,
     return Status::OK();
   }
   KVQ_RETURN_IF_ERROR(client_->range(request, response));
+  remembered_->saw_revision(response->header().revision());
   if (revision_ == 0) revision_ = response->header().revision();
   return Status::OK();
 }
@@ -116,6 +117,7 @@ Result<std::optional<EtcdTransaction::Stored>> EtcdTransaction::read_stored(std:
   std::optional<Stored> stored;
   if (response.kvs_size() > 0)
     stored = Stored{response.kvs(0).mod_revision(), response.kvs(0).value()};
+  refresh_remembered(request.key(), stored);
   fetched_.emplace(std::string(key), stored);
   return stored;
 }
@@ -125,8 +127,50 @@ void EtcdTransaction::record_read(std::string_view key, const std::optional<Stor
   reads_.try_emplace(std::string(key), stored ? stored->mod_revision : 0);
 }
 
+Result<std::optional<EtcdTransaction::Stored>> EtcdTransaction::guess(std::string_view key,
+                                                                      const ReadOptions& options) {
+  KVQ_RETURN_IF_ERROR(check_key(key));
+  if (committed_) return FailedPrecondition("the transaction has already committed");
+  if (auto it = fetched_.find(key); it != fetched_.end()) return it->second;
+  std::optional<Stored> stored;
+  if (!options.assume_absent) {
+    const std::string full_key = full(key);
+    auto known = remembered_->find(full_key);
+    if (!known) {
+      // Not seen yet: read it now, at this transaction's revision, and remember it.
+      KVQ_ASSIGN_OR_RETURN(stored, read_stored(key));
+      std::optional<Remembered::Value> value;
+      if (stored) value = Remembered::Value{stored->mod_revision, stored->value};
+      remembered_->remember(full_key, std::move(value));
+      return stored;
+    }
+    if (*known) stored = Stored{(*known)->mod_revision, std::move((*known)->value)};
+  }
+  fetched_.emplace(std::string(key), stored);
+  guessed_.emplace_back(key);
+  return stored;
+}
+
+void EtcdTransaction::refresh_remembered(const std::string& full_key,
+                                         const std::optional<Stored>& stored) {
+  std::optional<Remembered::Value> value;
+  if (stored) value = Remembered::Value{stored->mod_revision, stored->value};
+  remembered_->refresh(full_key, value);
+}
+
+void EtcdTransaction::forget_guesses() {
+  for (const auto& key : guessed_) remembered_->forget(full(key));
+}
+
 Result<std::optional<std::string>> EtcdTransaction::get(std::string_view key, ReadOptions options) {
   if (auto buffered = buffer_.lookup(key)) return *buffered;
+  if (guesses(options)) {
+    // Checked at commit whatever `snapshot` says: that is what makes a guess safe.
+    KVQ_ASSIGN_OR_RETURN(auto guessed, guess(key, options));
+    record_read(key, guessed);
+    if (!guessed) return std::optional<std::string>();
+    return std::optional<std::string>(std::move(guessed->value));
+  }
   KVQ_ASSIGN_OR_RETURN(auto stored, read_stored(key));
   if (!options.snapshot) record_read(key, stored);
   if (!stored) return std::optional<std::string>();
@@ -172,12 +216,14 @@ Status EtcdTransaction::fetch(const std::vector<std::string>& keys,
     return Unavailable("etcd: a read Txn answered " + std::to_string(response.responses_size()) +
                        " of " + std::to_string(request.success_size()) + " ranges");
   }
+  remembered_->saw_revision(response.header().revision());
   if (revision_ == 0) revision_ = response.header().revision();
   int i = 0;
   for (const auto& key : missing) {
     const auto& rows = response.responses(i++).response_range();
     std::optional<Stored> stored;
     if (rows.kvs_size() > 0) stored = Stored{rows.kvs(0).mod_revision(), rows.kvs(0).value()};
+    refresh_remembered(full(key), stored);
     fetched_.emplace(key, std::move(stored));
   }
   for (auto& page : pages) {
@@ -190,6 +236,15 @@ Status EtcdTransaction::fetch(const std::vector<std::string>& keys,
 
 Result<std::vector<std::optional<std::string>>> EtcdTransaction::get_many(
     const std::vector<std::string>& keys, ReadOptions options) {
+  if (guesses(options)) {
+    std::vector<std::optional<std::string>> values;
+    values.reserve(keys.size());
+    for (const auto& key : keys) {
+      KVQ_ASSIGN_OR_RETURN(auto value, get(key, options));
+      values.push_back(std::move(value));
+    }
+    return values;
+  }
   KVQ_RETURN_IF_ERROR(fetch(keys, {}));
   std::vector<std::optional<std::string>> values(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -278,6 +333,11 @@ Result<Watch> EtcdTransaction::watch(std::string_view key) {
 }
 
 Result<uint64_t> EtcdTransaction::read_version() {
+  if (revision_ == 0 && !guessed_.empty() && remembered_->latest_revision() > 0) {
+    // Reads may be stale here, and every guess is checked at commit: a revision this handle has
+    // seen serves as well as a current one, without a call.
+    revision_ = remembered_->latest_revision();
+  }
   if (revision_ == 0) {
     etcdserverpb::RangeRequest request;
     request.set_key(full("\x01"));  // any key: only the header's revision is wanted
@@ -380,16 +440,28 @@ Status EtcdTransaction::commit() {
   Member m = member();
   committed_ = true;
   Committed outcome;
+  Result<Committed> sent = Committed{};
   if (batcher_) {
-    KVQ_ASSIGN_OR_RETURN(outcome, batcher_->commit(std::move(m)));
+    sent = batcher_->commit(std::move(m));
   } else {
     fold_tokens(m);
     etcdserverpb::TxnResponse response;
-    KVQ_RETURN_IF_ERROR(client_->txn(m.txn, &response));
-    outcome = Committed{response.succeeded(), response.header().revision()};
+    Status status = client_->txn(m.txn, &response);
+    if (status.ok())
+      sent = Committed{response.succeeded(), response.header().revision()};
+    else
+      sent = status;
   }
-  if (!outcome.succeeded)
+  if (!sent.ok() || !sent->succeeded) {
+    forget_guesses();
+    if (!sent.ok()) return sent.status();
     return Aborted("a key this transaction read was changed by a later commit");
+  }
+  outcome = *sent;
+  remembered_->saw_revision(outcome.revision);
+  for (const auto& [key, value] : buffer_.writes) {
+    if (!tokens_.count(key)) remembered_->committed(full(key), value, outcome.revision);
+  }
   committed_revision_ = outcome.revision;
   return Status::OK();
 }

@@ -10,19 +10,22 @@
 #include "kv/etcd/commit_batcher.h"
 #include "kv/etcd/etcd_client.h"
 #include "kv/etcd/etcd_watch.h"
+#include "kv/etcd/remembered.h"
 #include "kv/overlay.h"
 
 namespace kvq::kv::etcd {
 
 class EtcdTransaction : public Transaction {
  public:
-  // `batcher`: null commits each transaction on its own. `serializable_first_reads`:
-  // EtcdOptions::serializable_first_reads.
+  // `batcher`: null commits each transaction on its own. `remembered`: the store handle's,
+  // shared by its transactions. `serializable_first_reads`: EtcdOptions::serializable_first_reads.
   EtcdTransaction(std::shared_ptr<Client> client, std::shared_ptr<WatchHub> hub,
-                  std::shared_ptr<CommitBatcher> batcher, bool serializable_first_reads)
+                  std::shared_ptr<CommitBatcher> batcher, std::shared_ptr<Remembered> remembered,
+                  bool serializable_first_reads)
       : client_(std::move(client)),
         hub_(std::move(hub)),
         batcher_(std::move(batcher)),
+        remembered_(std::move(remembered)),
         serializable_first_reads_(serializable_first_reads) {}
 
   Result<std::optional<std::string>> get(std::string_view key, ReadOptions options) override;
@@ -46,6 +49,8 @@ class EtcdTransaction : public Transaction {
   }
   Status add_read_conflict_key(std::string_view key) override;
   Result<Watch> watch(std::string_view key) override;
+  // Without a read yet, in a transaction that guessed: the newest revision the handle has seen
+  // (its reads are then at that revision), which costs no call.
   Result<uint64_t> read_version() override;
   Status commit() override;
   uint64_t committed_version() const override { return static_cast<uint64_t>(committed_revision_); }
@@ -60,6 +65,18 @@ class EtcdTransaction : public Transaction {
   // Reads at this transaction's revision (fixing it on the first read).
   Status range(etcdserverpb::RangeRequest& request, etcdserverpb::RangeResponse* response);
   Result<std::optional<Stored>> read_stored(std::string_view key);
+  // Whether a read with `options` is answered by a guess (ReadOptions::remembered,
+  // assume_absent): only once reads may be stale.
+  bool guesses(const ReadOptions& options) const {
+    return stale_ok_ && (options.remembered || options.assume_absent);
+  }
+  // A read with a guess: the value fetched or guessed before in this transaction, else the
+  // guess (a remembered key not yet remembered is read, and remembered).
+  Result<std::optional<Stored>> guess(std::string_view key, const ReadOptions& options);
+  // A read found `stored` at `full_key`: if the handle remembers that key, it takes what was read.
+  void refresh_remembered(const std::string& full_key, const std::optional<Stored>& stored);
+  // Forgets what this transaction guessed, after a commit that failed or may have.
+  void forget_guesses();
   // Brings into fetched_ each of `keys` neither buffered nor fetched yet, and into
   // prefetched_pages_ the first page of each range, in one call (a Range for a lone key).
   Status fetch(const std::vector<std::string>& keys, const std::vector<RangeRead>& ranges);
@@ -70,7 +87,10 @@ class EtcdTransaction : public Transaction {
   std::shared_ptr<Client> client_;
   std::shared_ptr<WatchHub> hub_;
   std::shared_ptr<CommitBatcher> batcher_;
+  std::shared_ptr<Remembered> remembered_;
   int64_t revision_ = 0;
+  // Keys answered by a guess rather than a read at revision_.
+  std::vector<std::string> guessed_;
   // What each key read by get or get_many held at revision_: the same however often it is
   // asked again, so a second read of a key costs no round trip.
   std::map<std::string, std::optional<Stored>, std::less<>> fetched_;
