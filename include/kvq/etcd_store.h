@@ -69,8 +69,9 @@ struct EtcdOptions {
   // nested Txns (one Raft round and one apply for all), never two that conflict in one (a
   // member's compares are judged before any member's writes, so kvq keeps apart commits where
   // one writes what another compared or wrote). A commit with nothing else waiting goes at once.
-  // At most group_commit_in_flight requests are under way at a time; the others' commits wait
-  // for the next. Batches hold at most group_commit_max_members commits and stay within etcd's
+  // At most group_commit_in_flight requests are under way at a time, and one more while every
+  // request under way holds a single commit and a single commit waits (light load: it would
+  // wait for a Raft round it does not share); the others' commits wait for the next. Batches hold at most group_commit_max_members commits and stay within etcd's
   // default --max-txn-ops (128) and --max-request-bytes (1.5 MiB); a request etcd refuses
   // anyway (a cluster with lower limits) is sent again commit by commit. false: each commit
   // is its own Txn.

@@ -108,7 +108,9 @@ std::vector<Result<Committed>> CommitBatcher::commit_together(std::vector<Member
 
 CommitBatcher::Counts CommitBatcher::counts() const {
   util::MutexLock lock(mu_);
-  return counts_;
+  Counts counts = counts_;
+  counts.under_way = sending_;
+  return counts;
 }
 
 void CommitBatcher::drive(const std::vector<Pending*>& mine) {
@@ -126,21 +128,31 @@ void CommitBatcher::drive(const std::vector<Pending*>& mine) {
     bool all_done = true;
     for (auto* p : mine) all_done = all_done && p->done;
     if (all_done) break;
-    if (sending_ < limits_.in_flight && !queue_.empty()) {
+    if (may_send()) {
       // Any waiting thread sends the next batch, its own members or not: whoever is free.
       std::vector<Pending*> batch = take_batch();
+      const bool heavy = batch.size() > kLightBatch;
       ++sending_;
+      heavy_sending_ += heavy ? 1 : 0;
       lock.unlock();
       send(batch);
       lock.lock();
       --sending_;
+      heavy_sending_ -= heavy ? 1 : 0;
       continue;
     }
     self.cv.wait(mu_);
   }
   // Someone must send what is still queued: the oldest waiting commit's thread, if no batch
   // is under way to wake it when it ends.
-  if (sending_ < limits_.in_flight && !queue_.empty()) queue_.front()->waiter->cv.notify_one();
+  if (may_send()) queue_.front()->waiter->cv.notify_one();
+}
+
+bool CommitBatcher::may_send() const {
+  if (queue_.empty()) return false;
+  if (sending_ < limits_.in_flight) return true;
+  // Light load: one more request, if every one under way and the next are light.
+  return sending_ < limits_.in_flight + 1 && heavy_sending_ == 0 && queue_.size() <= kLightBatch;
 }
 
 std::vector<CommitBatcher::Pending*> CommitBatcher::take_batch() {

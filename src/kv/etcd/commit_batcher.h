@@ -16,7 +16,9 @@
 // members' compares decide (a failed member's token write is a spurious wake-up, harmless).
 //
 // A commit alone (nothing else waiting) is sent at once as it is: the batcher adds no latency
-// when idle. While `in_flight` batches are under way, commits wait and go together in the next.
+// when idle. While `in_flight` batches are under way, commits wait and go together in the next,
+// except under light load: while every request under way holds one commit, a lone waiting
+// commit goes at once as one request more (may_send).
 #pragma once
 
 #include <cstddef>
@@ -90,6 +92,7 @@ class CommitBatcher {
     uint64_t batched = 0;     // of them, in a request with other members
     uint64_t refused = 0;     // batches refused by etcd and sent again member by member
     uint64_t kept_apart = 0;  // times a waiting member was left out of a batch for a conflict
+    uint64_t under_way = 0;   // requests sent and not yet answered, now
   };
   Counts counts() const;
 
@@ -104,12 +107,22 @@ class CommitBatcher {
   Result<Committed> send_alone(Member& member);
   // Runs `mine` to completion, sending batches (its own or others') while it may.
   void drive(const std::vector<Pending*>& mine);
+  // Whether a waiting thread may send the next batch now: while fewer than `in_flight`
+  // requests are under way, and one more while all of them, and the next, are light.
+  bool may_send() const KVQ_REQUIRES(mu_);
+
+  // A request of at most this many members is light. Under light load (a few producers, each
+  // waiting for its commit) a commit that waits for the request under way waits for a whole
+  // Raft round it does not share; under heavy load (requests of several members) a second
+  // request would split the batches and cost Raft rounds.
+  static constexpr size_t kLightBatch = 1;
 
   std::shared_ptr<Client> client_;
   BatchLimits limits_;
   mutable util::Mutex mu_;
   std::deque<Pending*> queue_ KVQ_GUARDED_BY(mu_);
   size_t sending_ KVQ_GUARDED_BY(mu_) = 0;
+  size_t heavy_sending_ KVQ_GUARDED_BY(mu_) = 0;  // of them, requests of more than kLightBatch
   Counts counts_ KVQ_GUARDED_BY(mu_);
 };
 

@@ -9,10 +9,15 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/support/backends.h"
+#include "tests/support/etcd_cluster.h"
+#include "tests/support/temp_dir.h"
 
 namespace kvq::kv::etcd {
 namespace {
@@ -232,6 +237,83 @@ TEST_F(CommitBatcherTest, BatchesStayWithinTheOperationLimit) {
   auto counts = batcher.counts();
   EXPECT_EQ(counts.refused, 0u);
   EXPECT_EQ(counts.requests, 2u);  // 64 + 36 members and tokens: 128, then 72 operations
+}
+
+// How many requests a batcher has under way is seen while a 1-member cluster of the test's own
+// is paused: what was sent waits there, and counts() says what was sent.
+class CommitBatcherInFlightTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(cluster_.ready()) << "etcd did not start (logs in " << dir_.path() << ")";
+    EtcdOptions options;
+    options.endpoints = {cluster_.endpoint(0)};
+    // Paused for a while on purpose: not a member to leave.
+    options.member_check_after = std::chrono::seconds(30);
+    options.request_timeout = std::chrono::seconds(30);
+    options.prefer_leader = false;
+    auto client = Client::create(options);
+    ASSERT_TRUE(client.ok()) << client.status().to_string();
+    batcher_.emplace(*client, BatchLimits{});
+  }
+
+  static Member puts(const std::string& k) {
+    Member m;
+    auto* p = m.txn.add_success()->mutable_request_put();
+    p->set_key("in-flight/" + k);
+    p->set_value("v");
+    m.written.push_back(Span::key("in-flight/" + k));
+    return m;
+  }
+  // Waits up to 5 s for `n` requests under way.
+  bool under_way(uint64_t n) {
+    for (int i = 0; i < 500 && batcher_->counts().under_way < n; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return batcher_->counts().under_way >= n;
+  }
+
+  testing::TempDir dir_;
+  testing::EtcdCluster cluster_{dir_.path(), 1};
+  std::optional<CommitBatcher> batcher_;
+};
+
+// Under light load a commit does not wait for the request under way: behind a request of one
+// member (one producer's add, say), a lone commit goes at once as a second request, where
+// waiting would cost it a whole Raft round it does not share.
+TEST_F(CommitBatcherInFlightTest, ALoneCommitBehindALightRequestIsSentAtOnce) {
+  ASSERT_TRUE(cluster_.pause(0)) << "the member's threads did not all stop";
+  std::optional<Result<Committed>> first, second;
+  std::thread a([&] { first = batcher_->commit(puts("a")); });
+  EXPECT_TRUE(under_way(1));
+  std::thread b([&] { second = batcher_->commit(puts("b")); });
+  EXPECT_TRUE(under_way(2)) << "the second commit waited for the first request";
+  cluster_.resume(0);
+  a.join();
+  b.join();
+  ASSERT_TRUE(first->ok()) << first->status().to_string();
+  ASSERT_TRUE(second->ok()) << second->status().to_string();
+  EXPECT_TRUE((*first)->succeeded);
+  EXPECT_TRUE((*second)->succeeded);
+  EXPECT_EQ(batcher_->counts().requests, 2u);
+}
+
+// Under heavy load it does: behind a request of several members, a commit waits and goes with
+// the others that came meanwhile, so that Raft rounds stay shared.
+TEST_F(CommitBatcherInFlightTest, ACommitBehindAHeavyRequestWaitsForIt) {
+  ASSERT_TRUE(cluster_.pause(0)) << "the member's threads did not all stop";
+  std::vector<Result<Committed>> together;
+  std::optional<Result<Committed>> later;
+  std::thread a([&] { together = batcher_->commit_together({puts("a"), puts("b")}); });
+  EXPECT_TRUE(under_way(1));
+  std::thread b([&] { later = batcher_->commit(puts("c")); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(batcher_->counts().under_way, 1u) << "a second request while a heavy one was under way";
+  cluster_.resume(0);
+  a.join();
+  b.join();
+  ASSERT_EQ(together.size(), 2u);
+  for (const auto& r : together) ASSERT_TRUE(r.ok() && r->succeeded) << r.status().to_string();
+  ASSERT_TRUE(later->ok() && (*later)->succeeded);
+  EXPECT_EQ(batcher_->counts().requests, 2u);
 }
 
 }  // namespace
