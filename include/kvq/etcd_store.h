@@ -71,10 +71,10 @@ struct EtcdOptions {
   // one writes what another compared or wrote). A commit with nothing else waiting goes at once.
   // At most group_commit_in_flight requests are under way at a time, and one more while every
   // request under way holds a single commit and a single commit waits (light load: it would
-  // wait for a Raft round it does not share); the others' commits wait for the next. Batches hold at most group_commit_max_members commits and stay within etcd's
-  // default --max-txn-ops (128) and --max-request-bytes (1.5 MiB); a request etcd refuses
-  // anyway (a cluster with lower limits) is sent again commit by commit. false: each commit
-  // is its own Txn.
+  // wait for a Raft round it does not share); the others' commits wait for the next. Batches hold
+  // at most group_commit_max_members commits and stay within etcd's default --max-txn-ops (128) and
+  // --max-request-bytes (1.5 MiB); a request etcd refuses anyway (a cluster with lower limits) is
+  // sent again commit by commit. false: each commit is its own Txn.
   bool group_commit = true;
   size_t group_commit_in_flight = 1;
   size_t group_commit_max_members = 64;
