@@ -236,15 +236,7 @@ Status EtcdTransaction::fetch(const std::vector<std::string>& keys,
 
 Result<std::vector<std::optional<std::string>>> EtcdTransaction::get_many(
     const std::vector<std::string>& keys, ReadOptions options) {
-  if (guesses(options)) {
-    std::vector<std::optional<std::string>> values;
-    values.reserve(keys.size());
-    for (const auto& key : keys) {
-      KVQ_ASSIGN_OR_RETURN(auto value, get(key, options));
-      values.push_back(std::move(value));
-    }
-    return values;
-  }
+  if (guesses(options)) return Transaction::get_many(keys, options);  // get() of each
   KVQ_RETURN_IF_ERROR(fetch(keys, {}));
   std::vector<std::optional<std::string>> values(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
