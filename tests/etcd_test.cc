@@ -433,6 +433,46 @@ TEST(EtcdFailoverTest, APausedMemberIsLeftWithinAboutASecondByReadsCommitsAndWat
       static_cast<long long>(ms(commit_took)), static_cast<long long>(ms(next_took)));
 }
 
+// A follower forwards a write to the leader it knows; when that leader is paused the request
+// is lost, and etcd answers it only after its own request timeout (7 s by default) or once the
+// old leader resumes. The follower itself answers kvq's check as soon as the others have
+// elected a new leader, so "alive" alone would keep kvq waiting: an answer in a later raft term
+// than the call's gives the call up (kUnknownResult for a commit). Found by the end-to-end test
+// of a paused leader (tests/e2e/test_etcd_cluster.py), where an add waited 3 to 6 s.
+TEST(EtcdFailoverTest, ACommitAFollowerForwardedToAPausedLeaderIsGivenUpAfterTheElection) {
+  TempDir dir;
+  EtcdCluster cluster(dir.path(), 3);
+  ASSERT_TRUE(cluster.ready()) << "a 3-member etcd did not start (logs in " << dir.path() << ")";
+  const int leader = cluster.leader();
+  ASSERT_GE(leader, 0) << "etcdctl endpoint status named no leader";
+  const size_t follower = leader == 0 ? 1 : 0;
+  // The check comes after the election (about 1-2 s here), and etcd's own timeout after that.
+  auto store = open_etcd_store({.endpoints = {cluster.endpoint(follower)},
+                                .key_prefix = dir.path() + "/",
+                                .request_timeout = 20s,
+                                .member_check_after = 3s,
+                                .prefer_leader = false,
+                                .group_commit = false});
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  put(**store, "k", "1");  // the client learns the raft term
+  auto txn = begin(**store);
+  ASSERT_EQ(*txn->get("k"), "1");
+  txn->set("k", "2");
+  ASSERT_TRUE(cluster.pause(static_cast<size_t>(leader))) << "the leader's threads did not stop";
+  const auto started = kv::Clock::now();
+  const Status commit = txn->commit();
+  const auto took = kv::Clock::now() - started;
+  cluster.resume(static_cast<size_t>(leader));
+  EXPECT_EQ(commit.code(), Code::kUnknownResult) << commit.to_string();
+  EXPECT_LT(took, 5s) << "the commit waited for the paused leader or etcd's own timeout";
+  std::printf(
+      "a commit forwarded to a paused leader ended %s after %lld ms\n", commit.to_string().c_str(),
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+  // The store goes on: the next commit reaches the new leader.
+  put(**store, "k", "3");
+  EXPECT_EQ(read(**store, "k"), "3");
+}
+
 // Issue 23: with the followers first in the endpoint list, kvq finds the leader
 // (Maintenance.Status) and sends its calls there, so a paused follower costs a read nothing —
 // without leader routing the same read waits out the failover (about member_check_after +

@@ -47,7 +47,9 @@ struct EtcdOptions {
   // is sent there at once, a commit ends kUnknownResult (it may have applied, so it is never
   // sent again as if it had not). A paused member thus costs a call about 1 s with these
   // defaults, not request_timeout. An answer: the member is alive, and the slow call is
-  // awaited up to request_timeout.
+  // awaited up to request_timeout — unless the answer comes in a later raft term than the call
+  // was sent in: the cluster elected a new leader meanwhile, and a member that forwarded the
+  // call to the old one may never answer it, so it is given up as above.
   std::chrono::milliseconds member_check_after{500};
   std::chrono::milliseconds member_check_timeout{500};
   // TLS: set ca_file to talk TLS (verifying the members against that CA); cert_file and

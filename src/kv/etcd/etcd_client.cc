@@ -144,17 +144,28 @@ void Client::set_fail_over_listener(std::function<void(size_t)> listener) {
   listener_ = std::move(listener);
 }
 
-bool Client::answers(size_t index, std::chrono::system_clock::time_point deadline) {
+Client::Check Client::check(size_t index, std::chrono::system_clock::time_point deadline,
+                            uint64_t term) {
   grpc::ClientContext context;
   context.set_deadline(
       std::min(deadline, std::chrono::system_clock::now() + options_.member_check_timeout));
-  if (!authorize(context).ok()) return true;  // cannot tell; let the call run its course
+  if (!authorize(context).ok()) return Check::kAlive;  // cannot tell; let the call run its course
   // The read read_version makes: linearizable, so a member cut off from its quorum fails it too.
   etcdserverpb::RangeRequest request;
   request.set_key(options_.key_prefix + "\x01");
   request.set_count_only(true);
   etcdserverpb::RangeResponse response;
-  return !unreachable(kv_[index]->Range(&context, request, &response).error_code());
+  const grpc::Status status = kv_[index]->Range(&context, request, &response);
+  if (unreachable(status.error_code())) return Check::kSilent;
+  if (!status.ok()) return Check::kAlive;
+  saw_term(response.header().raft_term());
+  return term != 0 && response.header().raft_term() > term ? Check::kNewLeader : Check::kAlive;
+}
+
+void Client::saw_term(uint64_t term) {
+  uint64_t seen = raft_term_.load(std::memory_order_relaxed);
+  while (term > seen && !raft_term_.compare_exchange_weak(seen, term)) {
+  }
 }
 
 void Client::check_leader(bool now) {
@@ -249,7 +260,12 @@ Status Client::authorize(grpc::ClientContext& context) {
 // cancelled: a read is sent again at once to the next endpoint, within the same deadline; a
 // commit is never sent again here — it may have applied, so it ends kUnknownResult and the
 // caller's retry (kv::run, which re-reads first) decides. The next call starts on the next
-// endpoint either way.
+// endpoint either way. A member that answers in a later raft term than the call was sent in
+// has the call cancelled too: a follower forwards writes (and asks for read indexes) to the
+// leader it knew, and when that leader is gone (paused, dead) the request is lost — etcd
+// answers it only after its own request timeout, 7 s by default, or once the old leader
+// resumes. Seen on a 3-member cluster with the leader paused for 3 s: an add waited 3 to 6 s
+// where the election took about 1.5 s.
 template <typename Start>
 Status Client::call(bool commit, Start&& start) {
   const auto deadline = std::chrono::system_clock::now() + options_.request_timeout;
@@ -257,16 +273,20 @@ Status Client::call(bool commit, Start&& start) {
   Status result = Unavailable("etcd: no endpoint");
   for (size_t tried = 0; tried < channels_.size(); ++tried) {
     const size_t index = current_.load() % channels_.size();
+    const uint64_t term = raft_term_.load(std::memory_order_relaxed);
     grpc::ClientContext context;
     context.set_deadline(deadline);
     KVQ_RETURN_IF_ERROR(authorize(context));
     auto attempt = std::make_shared<Attempt>();
     start(*kv_[index], context, [attempt](grpc::Status s) { attempt->complete(std::move(s)); });
     bool given_up = false;
-    if (!attempt->wait_until(std::chrono::steady_clock::now() + options_.member_check_after) &&
-        !answers(index, deadline)) {
-      given_up = true;
-      context.TryCancel();
+    Check found = Check::kAlive;
+    if (!attempt->wait_until(std::chrono::steady_clock::now() + options_.member_check_after)) {
+      found = check(index, deadline, term);
+      if (found != Check::kAlive) {
+        given_up = true;
+        context.TryCancel();
+      }
     }
     // gRPC completes every call, by its deadline at the latest.
     const grpc::Status status = attempt->wait();
@@ -280,16 +300,17 @@ Status Client::call(bool commit, Start&& start) {
     given_up = given_up && status.error_code() == grpc::StatusCode::CANCELLED;
     if (!given_up && !unreachable(status.error_code())) return from_grpc(status, commit);
     fail_over(index);
-    result = given_up
-                 ? from_grpc(grpc::Status(
-                                 grpc::StatusCode::UNAVAILABLE,
-                                 "member " + options_.endpoints[index] +
-                                     " answered neither the call in " +
-                                     std::to_string(options_.member_check_after.count()) +
-                                     " ms nor a check of it in " +
-                                     std::to_string(options_.member_check_timeout.count()) + " ms"),
-                             commit)
-                 : from_grpc(status, commit);
+    const std::string member = "member " + options_.endpoints[index];
+    const std::string why =
+        found == Check::kNewLeader
+            ? member + " held the call while the cluster elected a new leader (raft term " +
+                  std::to_string(term) + " before); what it forwarded to the old one may be lost"
+            : member + " answered neither the call in " +
+                  std::to_string(options_.member_check_after.count()) +
+                  " ms nor a check of it in " +
+                  std::to_string(options_.member_check_timeout.count()) + " ms";
+    result = given_up ? from_grpc(grpc::Status(grpc::StatusCode::UNAVAILABLE, why), commit)
+                      : from_grpc(status, commit);
     if (commit || std::chrono::system_clock::now() >= deadline) break;
   }
   return result;
@@ -297,9 +318,12 @@ Status Client::call(bool commit, Start&& start) {
 
 Status Client::range(const etcdserverpb::RangeRequest& request,
                      etcdserverpb::RangeResponse* response) {
-  return call(false, [&](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context, auto done) {
-    stub.async()->Range(&context, &request, response, std::move(done));
-  });
+  Status status =
+      call(false, [&](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context, auto done) {
+        stub.async()->Range(&context, &request, response, std::move(done));
+      });
+  if (status.ok()) saw_term(response->header().raft_term());
+  return status;
 }
 
 Status Client::txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response) {
@@ -308,9 +332,12 @@ Status Client::txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnRes
                        [](const etcdserverpb::RequestOp& op) { return !op.has_request_range(); });
   };
   const bool commit = writes(request.success()) || writes(request.failure());
-  return call(commit, [&](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context, auto done) {
-    stub.async()->Txn(&context, &request, response, std::move(done));
-  });
+  Status status =
+      call(commit, [&](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context, auto done) {
+        stub.async()->Txn(&context, &request, response, std::move(done));
+      });
+  if (status.ok()) saw_term(response->header().raft_term());
+  return status;
 }
 
 }  // namespace kvq::kv::etcd

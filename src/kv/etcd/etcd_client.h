@@ -54,8 +54,17 @@ class Client {
   // start(stub, context, done) starts one asynchronous call that ends by calling done(status).
   template <typename Start>
   Status call(bool commit, Start&& start);
-  // Whether member `index` answers a tiny linearizable read within member_check_timeout.
-  bool answers(size_t index, std::chrono::system_clock::time_point deadline);
+  // What a check of the member that holds a slow call found (check()).
+  enum class Check {
+    kAlive,      // it answered, and the cluster has the leader it had when the call was sent
+    kSilent,     // no answer within member_check_timeout: paused, dead or cut off
+    kNewLeader,  // it answered in a raft term after the call's: the cluster elected a leader
+  };
+  // Asks member `index` a tiny linearizable read within member_check_timeout, for a call sent
+  // when the newest raft term seen was `term` (0: none seen yet).
+  Check check(size_t index, std::chrono::system_clock::time_point deadline, uint64_t term);
+  // A response carried raft term `term`.
+  void saw_term(uint64_t term);
   // Starts, unless one is under way or the last is recent (leader_check_period), an asking of
   // every endpoint for its status; the endpoint that answers that it leads becomes current.
   // `now`: ask even if the last asking is recent (after a failover). Never blocks.
@@ -71,6 +80,7 @@ class Client {
   std::vector<std::unique_ptr<etcdserverpb::KV::Stub>> kv_;
   std::vector<std::unique_ptr<etcdserverpb::Maintenance::Stub>> maintenance_;
   std::atomic<size_t> current_{0};
+  std::atomic<uint64_t> raft_term_{0};  // the newest raft term any response carried
   // The leader check (check_leader): whether one is under way, and when the last started.
   util::Mutex leader_mu_;
   bool leader_check_running_ KVQ_GUARDED_BY(leader_mu_) = false;
