@@ -253,6 +253,98 @@ TEST_F(EtcdOneMemberTest, ARememberedValueChangedElsewhereFailsTheCommitAndIsRea
   EXPECT_EQ(remembered(), "s2") << "a failed guess is forgotten, and read again";
 }
 
+// A transaction that guessed and writes nothing still has its guesses checked when it commits:
+// an answer decided on a remembered value that another handle changed since does not stand.
+TEST_F(EtcdOneMemberTest, AGuessOfATransactionThatWritesNothingIsStillChecked) {
+  put(store(), "settings", "s1");
+  {
+    auto txn = begin(store());
+    txn->allow_stale_reads();
+    ASSERT_EQ(*txn->get("settings", {.remembered = true}), "s1");  // read, and remembered
+  }
+  auto other = open_etcd_store({.endpoints = {cluster().endpoint(0)}, .key_prefix = "p/"});
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  put(**other, "settings", "s2");
+  auto txn = begin(store());
+  txn->allow_stale_reads();
+  ASSERT_EQ(*txn->get("settings", {.remembered = true}), "s1");  // the guess
+  Status s = txn->commit();
+  EXPECT_EQ(s.code(), Code::kAborted) << s.to_string();
+  auto again = begin(store());
+  again->allow_stale_reads();
+  EXPECT_EQ(*again->get("settings", {.remembered = true}), "s2")
+      << "a failed guess is forgotten, and read again";
+  EXPECT_TRUE(again->commit().ok());
+}
+
+// What a commit writes to a key it assumed absent is remembered: the next transaction of the
+// handle that guesses the key finds it without a call.
+TEST_F(EtcdOneMemberTest, WhatACommitWritesToAKeyAssumedAbsentIsRemembered) {
+  {
+    auto txn = begin(store());
+    txn->allow_stale_reads();
+    ASSERT_EQ(*txn->get("row", {.assume_absent = true}), std::nullopt);
+    txn->set("row", "v1");
+    ASSERT_TRUE(txn->commit().ok());
+  }
+  const long ranges_before = cluster().handled(0, "Range");
+  const long txns_before = cluster().handled(0, "Txn");
+  ASSERT_GE(ranges_before, 0) << "etcd's /metrics could not be read";
+  auto txn = begin(store());
+  txn->allow_stale_reads();
+  EXPECT_EQ(*txn->get("row", {.remembered = true}), "v1");
+  EXPECT_EQ(cluster().handled(0, "Range") - ranges_before, 0);
+  EXPECT_EQ(cluster().handled(0, "Txn") - txns_before, 0);
+  txn->set("row", "v2");
+  ASSERT_TRUE(txn->commit().ok()) << "the guess holds: the row is as this handle wrote it";
+  EXPECT_EQ(read(store(), "row"), "v2");
+}
+
+// A worker's finish on the store handle that added and took its job reads nothing: the row is
+// as that handle's accept wrote it. Counted by the member itself.
+TEST_F(EtcdOneMemberTest, AFinishOnTheHandleThatTookTheJobReadsNothing) {
+  auto jobs =
+      jobs::Jobs::open(store_ptr(), {.run_activity_monitor = false, .run_scheduler = false});
+  ASSERT_TRUE(jobs.ok()) << jobs.status().to_string();
+  ASSERT_TRUE((*jobs)->set_type_timeout("work", 60s).ok());
+  ASSERT_TRUE((*jobs)->add("work", "j", "{}").ok());
+  auto job = (*jobs)->accept("work", {.timeout = 5s});
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  const long ranges_before = cluster().handled(0, "Range");
+  const long txns_before = cluster().handled(0, "Txn");
+  ASSERT_GE(ranges_before, 0) << "etcd's /metrics could not be read";
+  Status finished = (*jobs)->finish(*job);
+  ASSERT_TRUE(finished.ok()) << finished.to_string();
+  EXPECT_EQ(cluster().handled(0, "Range") - ranges_before, 0);
+  EXPECT_EQ(cluster().handled(0, "Txn") - txns_before, 1) << "the commit alone";
+  auto info = (*jobs)->get("work", "j");
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->state, jobs::State::kFinished);
+}
+
+// A worker whose job another process removed meanwhile is fenced out, although its handle
+// still remembers the row as its accept wrote it: the finish's commit checks the guess, fails,
+// and the call reads the row again. The job stays removed.
+TEST_F(EtcdOneMemberTest, AFinishOnARememberedRowChangedElsewhereIsFencedOut) {
+  auto jobs =
+      jobs::Jobs::open(store_ptr(), {.run_activity_monitor = false, .run_scheduler = false});
+  ASSERT_TRUE(jobs.ok()) << jobs.status().to_string();
+  ASSERT_TRUE((*jobs)->set_type_timeout("work", 60s).ok());
+  ASSERT_TRUE((*jobs)->add("work", "j", "{}").ok());
+  auto job = (*jobs)->accept("work", {.timeout = 5s});
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  auto other_store = open_etcd_store({.endpoints = {cluster().endpoint(0)}, .key_prefix = "p/"});
+  ASSERT_TRUE(other_store.ok()) << other_store.status().to_string();
+  auto other =
+      jobs::Jobs::open(*other_store, {.run_activity_monitor = false, .run_scheduler = false});
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  ASSERT_TRUE((*other)->remove("work", "j").ok());
+  Status finished = (*jobs)->finish(*job);
+  EXPECT_EQ(finished.code(), Code::kFailedPrecondition) << finished.to_string();
+  auto info = (*other)->get("work", "j");
+  EXPECT_EQ(info.status().code(), Code::kNotFound) << "the finish brought the removed job back";
+}
+
 // A 3-member cluster of the test's own, and the index of a follower, which cut_off() leaves
 // without both other members (paused), so that it can answer nothing that needs a quorum.
 class EtcdFollowerTest : public ::testing::Test {

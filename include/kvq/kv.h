@@ -60,15 +60,19 @@ struct ReadOptions {
   // allow_stale_reads() returned true; elsewhere, and on LMDB (whose reads are local), the read
   // is an ordinary one. A guessed read is tracked as a read without snapshot (whatever
   // `snapshot` says), so the commit fails (kAborted, which kv::run retries) if the store holds
-  // anything else. A body should not guess again on the attempt after such a failure: nothing
-  // is remembered of a failed guess, so the same guess would fail the same way.
+  // anything else; a transaction that guessed and writes nothing has its guesses checked by
+  // its commit all the same. A body should not guess again on the attempt after such a
+  // failure: nothing is remembered of a failed guess, so the same guess would fail the same way.
   //
   // `remembered`: the value this store handle last saw of the key (read, or written by its own
   // commits) may answer, however old; a key it has not seen yet is read, and remembered for the
-  // next transaction. For keys that seldom change (a type's settings).
+  // next transaction. For keys that seldom change (a type's settings) or that change mostly
+  // through this handle (the row of a job this process added or took). The handle remembers a
+  // few thousand keys, the least recently used going first.
   bool remembered = false;
   // `assume_absent`: the key is taken to be absent without asking the store. For a key the
-  // caller expects to create (a new job's row).
+  // caller expects to create (a new job's row). What the commit then writes to it is
+  // remembered, as if it had been read with `remembered`.
   bool assume_absent = false;
 };
 

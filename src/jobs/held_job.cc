@@ -34,8 +34,12 @@ Result<JobRow> held(const Job& job, std::optional<JobRow> row) {
   return std::move(*row);
 }
 
+Result<std::optional<JobRow>> load_own_row(kv::Transaction& txn, const Keys& keys, const Job& job) {
+  return load_job(txn, keys, job.type, job.id, {.remembered = true});
+}
+
 Result<JobRow> load_held(kv::Transaction& txn, const Keys& keys, const Job& job) {
-  KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, job.type, job.id));
+  KVQ_ASSIGN_OR_RETURN(auto row, load_own_row(txn, keys, job));
   return held(job, std::move(row));
 }
 

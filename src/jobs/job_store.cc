@@ -39,8 +39,9 @@ int64_t now_us() {
 }
 
 Result<std::optional<JobRow>> load_job(kv::Transaction& txn, const Keys& keys,
-                                       std::string_view type, std::string_view id) {
-  KVQ_ASSIGN_OR_RETURN(auto bytes, txn.get(keys.job(type, id)));
+                                       std::string_view type, std::string_view id,
+                                       kv::ReadOptions read) {
+  KVQ_ASSIGN_OR_RETURN(auto bytes, txn.get(keys.job(type, id), read));
   if (!bytes) return std::optional<JobRow>();
   KVQ_ASSIGN_OR_RETURN(JobRow row, decode_row(*bytes));
   return std::optional<JobRow>(std::move(row));

@@ -18,8 +18,10 @@ int64_t now_ms();
 int64_t now_us();
 
 // The row of (type, id), read without snapshot (so a later change conflicts); nullopt if absent.
+// `read`: guesses the read may take (kv::ReadOptions).
 Result<std::optional<JobRow>> load_job(kv::Transaction& txn, const Keys& keys,
-                                       std::string_view type, std::string_view id);
+                                       std::string_view type, std::string_view id,
+                                       kv::ReadOptions read = {});
 
 // Replaces `before` (nullopt: absent) by `after` (nullopt: delete). Sets after->seq to the
 // transaction's read version and after->updated to now, and rewrites the type's tokens so

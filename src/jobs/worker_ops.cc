@@ -87,7 +87,7 @@ Result<UpdateResult> update_checked(kv::Transaction& txn, const Keys& keys, Job&
 
 Result<Finished> finish_checked(kv::Transaction& txn, const Keys& keys, const Job& job,
                                 const Checked& checked) {
-  KVQ_ASSIGN_OR_RETURN(auto current, load_job(txn, keys, job.type, job.id));
+  KVQ_ASSIGN_OR_RETURN(auto current, load_own_row(txn, keys, job));
   // A retry after an unknown commit result finds its own finish already applied. Only while no
   // other run holds the job: a finish with the lock of a run since re-accepted halts.
   if (current && current->lock.empty() && util::secret_equal(current->finished_lock, job.lock)) {
@@ -170,7 +170,7 @@ FailResult decided(const JobRow& row) {
 
 Result<Failed> fail_checked(kv::Transaction& txn, const Keys& keys, const Job& job,
                             const CheckedFail& fail) {
-  KVQ_ASSIGN_OR_RETURN(auto current, load_job(txn, keys, job.type, job.id));
+  KVQ_ASSIGN_OR_RETURN(auto current, load_own_row(txn, keys, job));
   // A retry after an unknown commit result finds its own fail applied: the attempt is counted
   // once, and the answer is what that commit decided.
   if (current && util::secret_equal(current->finished_lock, job.lock))
@@ -223,7 +223,7 @@ struct Snoozed {
 
 Result<Snoozed> snooze_checked(kv::Transaction& txn, const Keys& keys, const Job& job,
                                const SnoozeOptions& options) {
-  KVQ_ASSIGN_OR_RETURN(auto current, load_job(txn, keys, job.type, job.id));
+  KVQ_ASSIGN_OR_RETURN(auto current, load_own_row(txn, keys, job));
   if (current && util::secret_equal(current->finished_lock, job.lock))
     return Snoozed{current->started, true};
   KVQ_ASSIGN_OR_RETURN(JobRow before, held(job, std::move(current)));

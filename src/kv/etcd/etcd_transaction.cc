@@ -162,6 +162,22 @@ void EtcdTransaction::forget_guesses() {
   for (const auto& key : guessed_) remembered_->forget(full(key));
 }
 
+Status EtcdTransaction::check_guesses() {
+  if (guessed_.empty()) return Status::OK();
+  // A Txn of compares alone writes nothing: etcd answers it as a read (no Raft proposal).
+  etcdserverpb::TxnRequest request;
+  for (const auto& key : guessed_) {
+    if (auto read = reads_.find(key); read != reads_.end())
+      compare_read(request, key, read->second);
+  }
+  etcdserverpb::TxnResponse response;
+  Status status = client_->txn(request, &response);
+  if (status.ok() && response.succeeded()) return Status::OK();
+  forget_guesses();
+  if (!status.ok()) return status;
+  return Aborted("a key this transaction guessed holds something else");
+}
+
 Result<std::optional<std::string>> EtcdTransaction::get(std::string_view key, ReadOptions options) {
   if (auto buffered = buffer_.lookup(key)) return *buffered;
   if (guesses(options)) {
@@ -346,23 +362,28 @@ void EtcdTransaction::touch(std::string_view key) {
   tokens_.insert_or_assign(std::string(key), value);
 }
 
+void EtcdTransaction::compare_read(etcdserverpb::TxnRequest& txn, const std::string& key,
+                                   int64_t mod_revision) const {
+  auto* compare = txn.add_compare();
+  compare->set_key(full(key));
+  compare->set_result(etcdserverpb::Compare::EQUAL);
+  if (mod_revision == 0) {
+    // An absent key has version 0, whether it never existed or was deleted.
+    compare->set_target(etcdserverpb::Compare::VERSION);
+    compare->set_version(0);
+  } else {
+    compare->set_target(etcdserverpb::Compare::MOD);
+    compare->set_mod_revision(mod_revision);
+  }
+}
+
 // etcd refuses a Txn that writes one key twice, so a cleared range is split around every key
 // the transaction also sets or clears on its own; overlapping cleared ranges are merged.
 Member EtcdTransaction::member() const {
   Member m;
   etcdserverpb::TxnRequest& txn = m.txn;
   for (const auto& [key, mod] : reads_) {
-    auto* compare = txn.add_compare();
-    compare->set_key(full(key));
-    compare->set_result(etcdserverpb::Compare::EQUAL);
-    if (mod == 0) {
-      // An absent key has version 0, whether it never existed or was deleted.
-      compare->set_target(etcdserverpb::Compare::VERSION);
-      compare->set_version(0);
-    } else {
-      compare->set_target(etcdserverpb::Compare::MOD);
-      compare->set_mod_revision(mod);
-    }
+    compare_read(txn, key, mod);
     m.compared.push_back(Span::key(full(key)));
   }
   for (const auto& [begin, end] : ranges_) {
@@ -425,6 +446,7 @@ Status EtcdTransaction::commit() {
   KVQ_RETURN_IF_ERROR(deferred_);
   if (buffer_.empty()) {
     KVQ_RETURN_IF_ERROR(read_version().status());
+    KVQ_RETURN_IF_ERROR(check_guesses());
     committed_ = true;
     committed_revision_ = revision_;
     return Status::OK();
@@ -452,7 +474,15 @@ Status EtcdTransaction::commit() {
   outcome = *sent;
   remembered_->saw_revision(outcome.revision);
   for (const auto& [key, value] : buffer_.writes) {
-    if (!tokens_.count(key)) remembered_->committed(full(key), value, outcome.revision);
+    if (tokens_.count(key)) continue;
+    if (std::find(guessed_.begin(), guessed_.end(), key) != guessed_.end()) {
+      // Guessed (remembered, or assumed absent): what it holds now is this commit's.
+      std::optional<Remembered::Value> stored;
+      if (value) stored = Remembered::Value{outcome.revision, *value};
+      remembered_->remember(full(key), std::move(stored));
+    } else {
+      remembered_->committed(full(key), value, outcome.revision);
+    }
   }
   committed_revision_ = outcome.revision;
   return Status::OK();

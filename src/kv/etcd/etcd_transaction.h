@@ -77,12 +77,18 @@ class EtcdTransaction : public Transaction {
   void refresh_remembered(const std::string& full_key, const std::optional<Stored>& stored);
   // Forgets what this transaction guessed, after a commit that failed or may have.
   void forget_guesses();
+  // The commit of a transaction that writes nothing: its guesses still hold (kAborted, and
+  // they are forgotten, if not).
+  Status check_guesses();
   // Brings into fetched_ each of `keys` neither buffered nor fetched yet, and into
   // prefetched_pages_ the first page of each range, in one call (a Range for a lone key).
   Status fetch(const std::vector<std::string>& keys, const std::vector<RangeRead>& ranges);
   void record_read(std::string_view key, const std::optional<Stored>& stored);
   // The commit as the batcher takes it: compares, writes, tokens and what they cover.
   Member member() const;
+  // Adds to `txn` the compare that `key`, read at `mod_revision` (0: absent), still holds.
+  void compare_read(etcdserverpb::TxnRequest& txn, const std::string& key,
+                    int64_t mod_revision) const;
 
   std::shared_ptr<Client> client_;
   std::shared_ptr<WatchHub> hub_;

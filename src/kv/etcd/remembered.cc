@@ -2,23 +2,35 @@
 
 namespace kvq::kv::etcd {
 
-std::optional<std::optional<Remembered::Value>> Remembered::find(std::string_view key) const {
+std::optional<std::optional<Remembered::Value>> Remembered::find(std::string_view key) {
   util::MutexLock lock(mu_);
   auto it = values_.find(key);
   if (it == values_.end()) return std::nullopt;
-  return it->second;
+  used(it->second);
+  return it->second.value;
 }
+
+void Remembered::used(Entry& entry) { uses_.splice(uses_.begin(), uses_, entry.use); }
 
 void Remembered::remember(const std::string& key, std::optional<Value> value) {
   util::MutexLock lock(mu_);
-  if (values_.size() >= kMaxKeys && !values_.count(key)) values_.erase(values_.begin());
-  values_.insert_or_assign(key, std::move(value));
+  if (auto it = values_.find(key); it != values_.end()) {
+    it->second.value = std::move(value);
+    used(it->second);
+    return;
+  }
+  if (values_.size() >= kMaxKeys) {
+    values_.erase(uses_.back());
+    uses_.pop_back();
+  }
+  uses_.push_front(key);
+  values_.emplace(key, Entry{std::move(value), uses_.begin()});
 }
 
 void Remembered::refresh(const std::string& key, const std::optional<Value>& value) {
   util::MutexLock lock(mu_);
   auto it = values_.find(key);
-  if (it != values_.end()) it->second = value;
+  if (it != values_.end()) it->second.value = value;
 }
 
 void Remembered::committed(const std::string& key, const std::optional<std::string>& value,
@@ -27,14 +39,17 @@ void Remembered::committed(const std::string& key, const std::optional<std::stri
   auto it = values_.find(key);
   if (it == values_.end()) return;
   if (value)
-    it->second = Value{revision, *value};
+    it->second.value = Value{revision, *value};
   else
-    it->second = std::nullopt;
+    it->second.value = std::nullopt;
 }
 
 void Remembered::forget(const std::string& key) {
   util::MutexLock lock(mu_);
-  values_.erase(key);
+  auto it = values_.find(key);
+  if (it == values_.end()) return;
+  uses_.erase(it->second.use);
+  values_.erase(it);
 }
 
 void Remembered::saw_revision(int64_t revision) {

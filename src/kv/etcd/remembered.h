@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <optional>
 #include <string>
@@ -26,11 +27,13 @@ class Remembered {
     std::string value;
   };
 
-  // Keys with their values at most; past it, remembering a new key forgets an arbitrary one.
+  // Keys with their values at most; past it, remembering a new key forgets the one least
+  // recently found or remembered (a type's settings, found by every add, stay; the rows of jobs
+  // long finished go).
   static constexpr size_t kMaxKeys = 4096;
 
   // The remembered value of `key` (a full key), if any.
-  std::optional<std::optional<Value>> find(std::string_view key) const KVQ_EXCLUDES(mu_);
+  std::optional<std::optional<Value>> find(std::string_view key) KVQ_EXCLUDES(mu_);
   // Remembers `key` as read (nullopt: absent) at some revision.
   void remember(const std::string& key, std::optional<Value> value) KVQ_EXCLUDES(mu_);
   // A read of this handle found `value` for `key`: a remembered key takes it; any other is
@@ -48,8 +51,16 @@ class Remembered {
   void saw_revision(int64_t revision);
 
  private:
-  mutable util::Mutex mu_;
-  std::map<std::string, std::optional<Value>, std::less<>> values_ KVQ_GUARDED_BY(mu_);
+  struct Entry {
+    std::optional<Value> value;
+    std::list<std::string>::iterator use;  // its place in uses_
+  };
+  // Moves `entry` to the front of uses_.
+  void used(Entry& entry) KVQ_REQUIRES(mu_);
+
+  util::Mutex mu_;
+  std::map<std::string, Entry, std::less<>> values_ KVQ_GUARDED_BY(mu_);
+  std::list<std::string> uses_ KVQ_GUARDED_BY(mu_);  // the keys, most recently used first
   std::atomic<int64_t> latest_{0};
 };
 
