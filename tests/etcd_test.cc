@@ -300,15 +300,25 @@ TEST_F(EtcdOneMemberTest, WhatACommitWritesToAKeyAssumedAbsentIsRemembered) {
   EXPECT_EQ(read(store(), "row"), "v2");
 }
 
+// The jobs layer on `store`, without its background threads.
+auto open_jobs(std::shared_ptr<kv::Store> store) {
+  return jobs::Jobs::open(std::move(store),
+                          {.run_activity_monitor = false, .run_scheduler = false});
+}
+
+// Job "j" of a type "work", added and taken through `jobs`.
+Result<jobs::Job> added_and_taken(jobs::Jobs& jobs) {
+  KVQ_RETURN_IF_ERROR(jobs.set_type_timeout("work", 60s));
+  KVQ_RETURN_IF_ERROR(jobs.add("work", "j", "{}").status());
+  return jobs.accept("work", {.timeout = 5s});
+}
+
 // A worker's finish on the store handle that added and took its job reads nothing: the row is
 // as that handle's accept wrote it. Counted by the member itself.
 TEST_F(EtcdOneMemberTest, AFinishOnTheHandleThatTookTheJobReadsNothing) {
-  auto jobs =
-      jobs::Jobs::open(store_ptr(), {.run_activity_monitor = false, .run_scheduler = false});
+  auto jobs = open_jobs(store_ptr());
   ASSERT_TRUE(jobs.ok()) << jobs.status().to_string();
-  ASSERT_TRUE((*jobs)->set_type_timeout("work", 60s).ok());
-  ASSERT_TRUE((*jobs)->add("work", "j", "{}").ok());
-  auto job = (*jobs)->accept("work", {.timeout = 5s});
+  auto job = added_and_taken(**jobs);
   ASSERT_TRUE(job.ok()) << job.status().to_string();
   const long ranges_before = cluster().handled(0, "Range");
   const long txns_before = cluster().handled(0, "Txn");
@@ -326,17 +336,13 @@ TEST_F(EtcdOneMemberTest, AFinishOnTheHandleThatTookTheJobReadsNothing) {
 // still remembers the row as its accept wrote it: the finish's commit checks the guess, fails,
 // and the call reads the row again. The job stays removed.
 TEST_F(EtcdOneMemberTest, AFinishOnARememberedRowChangedElsewhereIsFencedOut) {
-  auto jobs =
-      jobs::Jobs::open(store_ptr(), {.run_activity_monitor = false, .run_scheduler = false});
+  auto jobs = open_jobs(store_ptr());
   ASSERT_TRUE(jobs.ok()) << jobs.status().to_string();
-  ASSERT_TRUE((*jobs)->set_type_timeout("work", 60s).ok());
-  ASSERT_TRUE((*jobs)->add("work", "j", "{}").ok());
-  auto job = (*jobs)->accept("work", {.timeout = 5s});
+  auto job = added_and_taken(**jobs);
   ASSERT_TRUE(job.ok()) << job.status().to_string();
   auto other_store = open_etcd_store({.endpoints = {cluster().endpoint(0)}, .key_prefix = "p/"});
   ASSERT_TRUE(other_store.ok()) << other_store.status().to_string();
-  auto other =
-      jobs::Jobs::open(*other_store, {.run_activity_monitor = false, .run_scheduler = false});
+  auto other = open_jobs(*other_store);
   ASSERT_TRUE(other.ok()) << other.status().to_string();
   ASSERT_TRUE((*other)->remove("work", "j").ok());
   Status finished = (*jobs)->finish(*job);
