@@ -5,6 +5,8 @@
 #include <sstream>
 #include <thread>
 
+#include "util/atomic_max.h"
+
 namespace kvq::kv::etcd {
 
 Status from_grpc(const grpc::Status& status, bool commit) {
@@ -162,11 +164,7 @@ Client::Check Client::check(size_t index, std::chrono::system_clock::time_point 
   return term != 0 && response.header().raft_term() > term ? Check::kNewLeader : Check::kAlive;
 }
 
-void Client::saw_term(uint64_t term) {
-  uint64_t seen = raft_term_.load(std::memory_order_relaxed);
-  while (term > seen && !raft_term_.compare_exchange_weak(seen, term)) {
-  }
-}
+void Client::saw_term(uint64_t term) { util::raise_to(raft_term_, term); }
 
 void Client::check_leader(bool now) {
   if (!options_.prefer_leader || channels_.size() < 2) return;

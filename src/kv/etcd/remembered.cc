@@ -1,5 +1,7 @@
 #include "kv/etcd/remembered.h"
 
+#include "util/atomic_max.h"
+
 namespace kvq::kv::etcd {
 
 std::optional<std::optional<Remembered::Value>> Remembered::find(std::string_view key) {
@@ -52,10 +54,6 @@ void Remembered::forget(const std::string& key) {
   values_.erase(it);
 }
 
-void Remembered::saw_revision(int64_t revision) {
-  int64_t seen = latest_.load(std::memory_order_relaxed);
-  while (revision > seen && !latest_.compare_exchange_weak(seen, revision)) {
-  }
-}
+void Remembered::saw_revision(int64_t revision) { util::raise_to(latest_, revision); }
 
 }  // namespace kvq::kv::etcd
