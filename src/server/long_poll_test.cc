@@ -263,7 +263,7 @@ TEST_F(LongPollTest, AResultRacingTheDeadlineAndShutdownEndsEachPollExactlyOnce)
   constexpr int kRounds = 60;
   std::vector<std::shared_ptr<Ends>> all;
   util::Mutex racers_mu;
-  std::shared_ptr<Ends> ends KVQ_GUARDED_BY(racers_mu);
+  std::shared_ptr<Ends> ends;  // guarded by racers_mu (a local: the analysis cannot annotate it)
   route_ = [&](std::shared_ptr<Exchange> ex) {
     // The deadline is now: the timers' thread gives up while the result's thread finishes and
     // shutdown ends every waiting poll.
