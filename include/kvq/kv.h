@@ -169,11 +169,15 @@ class Transaction {
   virtual void touch(std::string_view key);
 
   // Lets this transaction read a consistent state that may be a little behind the latest
-  // commit. A commit that writes still fails, as always, if anything it read without snapshot
+  // commit, though never behind what this store handle has seen: its read version is still at
+  // least that of every transaction of this store that read before it began, and of every
+  // commit that returned before then (read_version's promise above holds). A commit that
+  // writes still fails, as always, if anything it read without snapshot
   // changed after what it saw, so a read-modify-write stays serializable; what a transaction
   // that writes nothing read (or an error it drew from it) may be out of date. For callers
   // that write whatever they decide, or, finding nothing, watch from read_version() for what
-  // comes after. Has effect only before the first read. Returns whether reads may now be behind:
+  // comes after (or wait on a watch this store armed before, still unfired). Has effect only
+  // before the first read. Returns whether reads may now be behind:
   // on etcd the first read then skips the ReadIndex round with a quorum
   // (EtcdOptions::serializable_first_reads); the default does nothing and returns false (LMDB
   // reads the latest commit).

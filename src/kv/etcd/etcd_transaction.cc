@@ -100,7 +100,12 @@ Status EtcdTransaction::range(etcdserverpb::RangeRequest& request,
     prefetched_pages_.erase(page);
     return Status::OK();
   }
+  const int64_t floor = stale_first_read_floor();
   KVQ_RETURN_IF_ERROR(client_->range(request, response));
+  if (response->header().revision() < floor) {
+    request.set_serializable(false);
+    KVQ_RETURN_IF_ERROR(client_->range(request, response));
+  }
   remembered_->saw_revision(response->header().revision());
   if (revision_ == 0) revision_ = response->header().revision();
   return Status::OK();
@@ -227,7 +232,12 @@ Status EtcdTransaction::fetch(const std::vector<std::string>& keys,
   // A Txn without compares reads every range at one revision, the current one when
   // revision_ is still 0 (its header tells which).
   etcdserverpb::TxnResponse response;
+  const int64_t floor = stale_first_read_floor();
   KVQ_RETURN_IF_ERROR(client_->txn(request, &response));
+  if (response.header().revision() < floor) {
+    for (auto& op : *request.mutable_success()) op.mutable_request_range()->set_serializable(false);
+    KVQ_RETURN_IF_ERROR(client_->txn(request, &response));
+  }
   if (response.responses_size() != request.success_size()) {
     return Unavailable("etcd: a read Txn answered " + std::to_string(response.responses_size()) +
                        " of " + std::to_string(request.success_size()) + " ranges");

@@ -62,6 +62,15 @@ class EtcdTransaction : public Transaction {
 
  private:
   std::string full(std::string_view key) const { return client_->prefix() + std::string(key); }
+  // For a first read that may be stale (serializable, no quorum round): the newest revision
+  // this handle has seen, below which its answer is read again with a quorum round. A member
+  // behind it (a follower after a failover, one cut off) would otherwise give this transaction
+  // a read version older than an earlier one's, which kv.h promises never happens, and let a
+  // look that finds nothing miss what a look of this handle saw before (the accept waiters
+  // count on that). 0 (no floor) for any other read.
+  int64_t stale_first_read_floor() const {
+    return revision_ == 0 && stale_ok_ ? remembered_->latest_revision() : 0;
+  }
   // Reads at this transaction's revision (fixing it on the first read).
   Status range(etcdserverpb::RangeRequest& request, etcdserverpb::RangeResponse* response);
   Result<std::optional<Stored>> read_stored(std::string_view key);
