@@ -436,10 +436,16 @@ Result<std::vector<Job>> accept_attempt(
   if (next_due) next_due->reset();
   bool stale = false;
   const bool arm_pending = watch && arm == ArmWatch::kAlways;
-  // At the look's own read version: an add the look cannot see changes the token after it.
-  // So a look that finds nothing may have read a state a little behind the latest commit: the
-  // watch fires for whatever it missed.
-  if (arm_pending && (!riders || !riders->wants_current_reads())) stale = txn.allow_stale_reads();
+  // A look whose caller will wait may read a state a little behind the latest commit: what it
+  // takes its commit checks, and whatever it missed changed the pending token after its read.
+  // Armed here, the watch starts at the look's own read version, so it fires for that. Not
+  // armed here (kWhenFull), the caller waits on the type's live pending watch, armed by an
+  // earlier look of this store handle: a stale read is never older than what the handle has
+  // seen (kv::Transaction::allow_stale_reads), so not older than that watch's start, and a
+  // watch still live has seen no change since. A look whose caller will not wait (kNone)
+  // reads the latest commit: it answers "nothing due" at once.
+  if (watch && arm != ArmWatch::kNone && (!riders || !riders->wants_current_reads()))
+    stale = txn.allow_stale_reads();
   // The look's first reads in one (on etcd one round trip; nothing on LMDB): the token the
   // watch starts from, what the riders read, the type's settings and the queue's head.
   // (Where reads are local, planning that read twice would only cost a second look at the
