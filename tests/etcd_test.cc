@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <string>
 #include <thread>
 
@@ -349,6 +350,107 @@ TEST_F(EtcdOneMemberTest, AFinishOnARememberedRowChangedElsewhereIsFencedOut) {
   EXPECT_EQ(finished.code(), Code::kFailedPrecondition) << finished.to_string();
   auto info = (*other)->get("work", "j");
   EXPECT_EQ(info.status().code(), Code::kNotFound) << "the finish brought the removed job back";
+}
+
+// A prefetch for reads that will guess (kv::ReadOptions::remembered) leaves out the keys the
+// handle remembers: they are answered from its memory (here older than what etcd holds, as
+// another handle changed it since; the commit then fails), the others from what it fetched.
+TEST_F(EtcdOneMemberTest, APrefetchForGuessingReadsFetchesOnlyWhatIsNotRemembered) {
+  put(store(), "known", "k1");
+  put(store(), "a", "1");
+  put(store(), "b", "2");
+  {
+    auto txn = begin(store());
+    txn->allow_stale_reads();
+    ASSERT_EQ(*txn->get("known", {.remembered = true}), "k1");  // read, and remembered
+  }
+  auto other = open_etcd_store({.endpoints = {cluster().endpoint(0)}, .key_prefix = "p/"});
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  put(**other, "known", "k2");
+  const long ranges_before = cluster().handled(0, "Range");
+  const long txns_before = cluster().handled(0, "Txn");
+  ASSERT_GE(ranges_before, 0) << "etcd's /metrics could not be read";
+  auto txn = begin(store());
+  ASSERT_TRUE(txn->allow_stale_reads());
+  txn->prefetch({"known", "a", "b"}, {}, {.remembered = true});
+  EXPECT_EQ(*txn->get("known", {.remembered = true}), "k1") << "answered from memory, not fetched";
+  EXPECT_EQ(*txn->get("a", {.remembered = true}), "1");
+  EXPECT_EQ(*txn->get("b", {.remembered = true}), "2");
+  EXPECT_EQ(cluster().handled(0, "Range") - ranges_before, 0);
+  EXPECT_EQ(cluster().handled(0, "Txn") - txns_before, 1) << "one read of a and b together";
+  txn->set("x", "1");
+  EXPECT_EQ(txn->commit().code(), Code::kAborted) << "the guess of 'known' is checked";
+}
+
+// Issue 23: the round that serves a waiting accept takes the row of a job this store handle
+// added as the handle remembers it (kv::ReadOptions::remembered), without a read of its own.
+// Counted by the member itself.
+TEST_F(EtcdOneMemberTest, AWaitingAcceptTakesAJobThisHandleAddedWithoutReadingItsRow) {
+  auto jobs = open_jobs(store_ptr());
+  ASSERT_TRUE(jobs.ok()) << jobs.status().to_string();
+  ASSERT_TRUE((*jobs)->set_type_timeout("work", 60s).ok());
+  // An add reads the type's settings once, then remembers them.
+  ASSERT_TRUE((*jobs)->add("work", "warm-up", "{}").ok());
+  ASSERT_TRUE((*jobs)->remove("work", "warm-up").ok());
+  auto waiting =
+      std::async(std::launch::async, [&] { return (*jobs)->accept("work", {.timeout = 10s}); });
+  std::this_thread::sleep_for(300ms);  // its look found nothing: it waits
+  // Counted from before the add (the waiter may be served before the add returns): the add's
+  // commit, the round's first read and its commit, and no read of the row.
+  const long ranges_before = cluster().handled(0, "Range");
+  const long txns_before = cluster().handled(0, "Txn");
+  ASSERT_GE(ranges_before, 0) << "etcd's /metrics could not be read";
+  ASSERT_TRUE((*jobs)->add("work", "j", "{\"v\": 1}").ok());  // remembers the row it wrote
+  auto job = waiting.get();
+  const long ranges = cluster().handled(0, "Range") - ranges_before;
+  const long txns = cluster().handled(0, "Txn") - txns_before;
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  EXPECT_EQ(job->data, "{\"v\":1}");
+  EXPECT_EQ(ranges, 0) << "the round read the row its handle had just written";
+  EXPECT_EQ(txns, 3) << "the add's commit, the round's first read and its commit";
+}
+
+// A remembered row that another process changed since is not trusted: one whose index entry
+// moved (a new scheduled time) is read again before the job is taken, and one that changed
+// otherwise fails the round's commit, which then reads it. Either way the waiting accept gets
+// the job as it is now, and takes it once.
+TEST_F(EtcdOneMemberTest, AWaitingAcceptWhoseRememberedRowIsOutOfDateTakesTheJobAsItIs) {
+  auto jobs = open_jobs(store_ptr());
+  ASSERT_TRUE(jobs.ok()) << jobs.status().to_string();
+  ASSERT_TRUE((*jobs)->set_type_timeout("work", 60s).ok());
+  auto other_store = open_etcd_store({.endpoints = {cluster().endpoint(0)}, .key_prefix = "p/"});
+  ASSERT_TRUE(other_store.ok()) << other_store.status().to_string();
+  auto other = open_jobs(*other_store);
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const int64_t later = now + 2500;
+  // Remembered by this handle as pending, due later: "moved" in an hour, "changed" at `later`.
+  ASSERT_TRUE(
+      (*jobs)->add("work", "moved", "{\"v\": 1}", {.scheduled_time_ms = now + 3600'000}).ok());
+  ASSERT_TRUE((*jobs)->add("work", "changed", "{\"v\": 1}", {.scheduled_time_ms = later}).ok());
+  auto waiting =
+      std::async(std::launch::async, [&] { return (*jobs)->accept("work", {.timeout = 10s}); });
+  std::this_thread::sleep_for(300ms);  // its look found nothing due: it waits
+  // Elsewhere: "moved" becomes due now (its index entry is no longer where this handle's row
+  // would put it); then "changed" gets new data, still due at `later` (its entry stays).
+  ASSERT_TRUE((*other)->add("work", "moved", "{\"v\": 2}", {.scheduled_time_ms = now}).ok());
+  auto first = waiting.get();
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_EQ(first->id, "moved");
+  EXPECT_EQ(first->data, "{\"v\":2}");
+  ASSERT_TRUE((*other)->add("work", "changed", "{\"v\": 2}", {.scheduled_time_ms = later}).ok());
+  auto second = (*jobs)->accept("work", {.timeout = 10s});
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  EXPECT_EQ(second->id, "changed");
+  EXPECT_EQ(second->data, "{\"v\":2}");
+  for (const char* id : {"moved", "changed"}) {
+    auto info = (*other)->get("work", id);
+    ASSERT_TRUE(info.ok()) << info.status().to_string();
+    EXPECT_EQ(info->state, jobs::State::kRunning) << id;
+    EXPECT_EQ(info->attempts, 1u) << id << " was taken more than once";
+  }
 }
 
 // A 3-member cluster of the test's own, and the index of a follower, which cut_off() leaves

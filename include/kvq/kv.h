@@ -146,10 +146,11 @@ class Transaction {
   // those ranges together now, in one, and the reads then answer from what it fetched. Reads
   // nothing for the transaction: each key or range is read (and, without snapshot, tracked for
   // conflicts) only when get(), get_many() or get_range() asks for it. A failure is left to
-  // those reads. A key or range already fetched (and not yet read) is not fetched again. The
-  // default does nothing (LMDB reads from the map).
+  // those reads. A key or range already fetched (and not yet read) is not fetched again.
+  // `options` are those the keys will be read with: a key that read will answer with a guess
+  // (ReadOptions) is not fetched. The default does nothing (LMDB reads from the map).
   virtual void prefetch(const std::vector<std::string>& keys,
-                        const std::vector<RangeRead>& ranges = {});
+                        const std::vector<RangeRead>& ranges = {}, ReadOptions options = {});
 
   // Keys in [begin, end) in key order (or reverse), at most `limit` of them.
   virtual Result<std::vector<KeyValue>> get_range(std::string_view begin, std::string_view end,

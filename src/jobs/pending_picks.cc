@@ -100,13 +100,19 @@ std::string new_lock(std::string_view type) {
 
 namespace {
 
-// Takes the pending job `id` (its index entry at (priority, scheduled)) for `taker`.
+// Takes the pending job `id` (its index entry at (priority, scheduled)) for `taker`. With
+// `guess`, its row as the store handle remembers it (kv::ReadOptions::remembered: on etcd the
+// row of a job this process added costs no read); the commit checks it.
 Result<Job> take_job(kv::Transaction& txn, const Keys& keys, std::string_view type,
                      const std::string& id, int64_t priority, int64_t scheduled,
-                     std::string_view group, const Taker& taker, const FlowGate& gate) {
-  KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id));
+                     std::string_view group, const Taker& taker, const FlowGate& gate,
+                     bool guess = false) {
+  KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id, {.remembered = guess}));
   if (!before || state_of(*before) != State::kPending || before->priority != priority ||
       before->scheduled != scheduled || before->group != group) {
+    // A remembered row older than the index entry (the job changed in another process): the
+    // attempt is retried, reading it (a retry guesses nothing).
+    if (guess) return Aborted("the remembered row of job '" + id + "' is out of date");
     return Internal("pending index entry for job '" + id + "' does not match its row");
   }
   JobRow after = *before;
@@ -181,7 +187,7 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
                                          const AcceptOptions& accept,
                                          const std::vector<Taker>& takers,
                                          std::optional<int64_t>* next_due, Pick pick,
-                                         HeldBack* held) {
+                                         HeldBack* held, bool guess_rows) {
   const int64_t now = now_ms();
   const int64_t max_time = accept.max_scheduled_time_ms.value_or(now);
   const size_t spread = std::max(options.accept_spread, takers.size());
@@ -218,7 +224,8 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
       for (const auto& name : ungrouped.first_names(std::min(gate.allowed, kPrefetchRows)))
         rows.push_back(keys.job(type, name));
     }
-    if (rows.size() > 1) txn.prefetch(rows);
+    // Guessed rows the handle remembers are not fetched.
+    if (rows.size() > 1) txn.prefetch(rows, {}, {.remembered = guess_rows});
   }
   size_t full_groups = 0;
   std::vector<Job> taken;
@@ -237,7 +244,7 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
       // that collided on the same snapshot seldom pick the same ones again.
       OrderedIndex::Entry entry = ungrouped.take(at_random);
       KVQ_ASSIGN_OR_RETURN(Job took, take_job(txn, keys, type, entry.name, entry.priority,
-                                              entry.time, "", taker, gate));
+                                              entry.time, "", taker, gate, guess_rows));
       taken.push_back(std::move(took));
       continue;
     }
@@ -428,6 +435,7 @@ Result<std::vector<Job>> accept_attempt(
     std::optional<uint64_t>& attempt_version, bool& tried, bool alone, kv::Watch* watch,
     ArmWatch arm, LookRiders* riders, bool round_trips) {
   const Pick pick = tried || !alone ? Pick::kSpread : Pick::kInOrder;
+  const bool first_try = !tried;
   tried = true;
   if (attempt_version && txn.earlier_commit_unknown()) {
     KVQ_ASSIGN_OR_RETURN(auto taken, find_accepted(txn, keys, type, *attempt_version, takers));
@@ -477,7 +485,8 @@ Result<std::vector<Job>> accept_attempt(
   HeldBack held;
   auto taken = lookers.empty() ? Result<std::vector<Job>>(NotFound("no taker left"))
                                : try_accept_many(txn, keys, options, type, accept, lookers,
-                                                 next_due, pick, &held);
+                                                 next_due, pick, &held,
+                                                 /*guess_rows=*/stale && first_try);
   // Nothing due, but the riders wrote: the try commits that.
   if (riders && riders->wrote() && !taken.ok() && taken.status().code() == Code::kNotFound)
     taken = std::vector<Job>();

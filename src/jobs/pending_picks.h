@@ -82,13 +82,16 @@ struct HeldBack {
 // nothing allowed): kNotFound. When fewer jobs than takers were due, *next_due (if given)
 // receives the earliest scheduled time of a pending job not yet due, if any, or the earlier
 // time flow control lets more through by itself (a pause's end, room in the rate window);
-// *held (if given) says whether flow control held it back.
+// *held (if given) says whether flow control held it back. `guess_rows`: the rows of the jobs
+// it takes without groups may be guessed (kv::ReadOptions::remembered; for an attempt that
+// allowed stale reads and guessed nothing wrong before); a row found older than its index
+// entry fails the attempt with kAborted, to be retried without guesses.
 Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
                                          const JobsOptions& options, std::string_view type,
                                          const AcceptOptions& accept,
                                          const std::vector<Taker>& takers,
                                          std::optional<int64_t>* next_due, Pick pick,
-                                         HeldBack* held = nullptr);
+                                         HeldBack* held = nullptr, bool guess_rows = false);
 // try_accept_many for one taker (`lock`, accept.worker and accept.worker_type), in order.
 Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
                        std::string_view type, const AcceptOptions& accept, const std::string& lock,

@@ -16,7 +16,8 @@ Result<std::vector<std::optional<std::string>>> Transaction::get_many(
   return values;
 }
 
-void Transaction::prefetch(const std::vector<std::string>&, const std::vector<RangeRead>&) {}
+void Transaction::prefetch(const std::vector<std::string>&, const std::vector<RangeRead>&,
+                           ReadOptions) {}
 
 void Transaction::commit_async(std::function<void(Status)> done) { done(commit()); }
 

@@ -278,11 +278,21 @@ Result<std::vector<std::optional<std::string>>> EtcdTransaction::get_many(
 }
 
 void EtcdTransaction::prefetch(const std::vector<std::string>& keys,
-                               const std::vector<RangeRead>& ranges) {
+                               const std::vector<RangeRead>& ranges, ReadOptions options) {
   // Snapshot: what it fetched is tracked by the read that uses it (get records the first
   // observation, from fetched_; get_range what it returns). A failure is the later reads' to
   // meet again.
-  (void)fetch(keys, ranges);
+  if (!guesses(options)) {
+    (void)fetch(keys, ranges);
+    return;
+  }
+  std::vector<std::string> unguessed;  // the keys the guessing reads will ask etcd for
+  if (!options.assume_absent) {
+    for (const auto& key : keys) {
+      if (!fetched_.count(key) && !remembered_->find(full(key))) unguessed.push_back(key);
+    }
+  }
+  (void)fetch(unguessed, ranges);
 }
 
 Result<std::vector<KeyValue>> EtcdTransaction::get_range(std::string_view begin,

@@ -34,8 +34,9 @@ class EtcdTransaction : public Transaction {
                                                            ReadOptions options) override;
   // `keys` and the first page of each range, fetched in one Txn of ranges, not yet tracked:
   // get and get_many answer from fetched_, a range's first page read from prefetched_pages_.
-  void prefetch(const std::vector<std::string>& keys,
-                const std::vector<RangeRead>& ranges) override;
+  // Keys a guess will answer (guesses(options), a key the handle remembers) are left out.
+  void prefetch(const std::vector<std::string>& keys, const std::vector<RangeRead>& ranges,
+                ReadOptions options) override;
   Result<std::vector<KeyValue>> get_range(std::string_view begin, std::string_view end,
                                           RangeOptions options) override;
   void set(std::string_view key, std::string_view value) override;
