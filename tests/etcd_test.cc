@@ -98,6 +98,21 @@ class EtcdOneMemberTest : public ::testing::Test {
   EtcdCluster& cluster() { return cluster_; }
   kv::Store& store() { return *store_; }
   std::shared_ptr<kv::Store> store_ptr() { return store_; }
+  // Puts `first` at `key`, which this store handle then reads and remembers
+  // (kv::ReadOptions::remembered), and changes it to `second` through another handle: what
+  // this handle remembers is out of date.
+  void remember_then_change_elsewhere(const std::string& key, const std::string& first,
+                                      const std::string& second) {
+    put(store(), key, first);
+    {
+      auto txn = begin(store());
+      txn->allow_stale_reads();
+      ASSERT_EQ(*txn->get(key, {.remembered = true}), first);  // read, and remembered
+    }
+    auto other = open_etcd_store({.endpoints = {cluster().endpoint(0)}, .key_prefix = "p/"});
+    ASSERT_TRUE(other.ok()) << other.status().to_string();
+    put(**other, key, second);
+  }
 
  private:
   TempDir dir_;
@@ -257,15 +272,7 @@ TEST_F(EtcdOneMemberTest, ARememberedValueChangedElsewhereFailsTheCommitAndIsRea
 // A transaction that guessed and writes nothing still has its guesses checked when it commits:
 // an answer decided on a remembered value that another handle changed since does not stand.
 TEST_F(EtcdOneMemberTest, AGuessOfATransactionThatWritesNothingIsStillChecked) {
-  put(store(), "settings", "s1");
-  {
-    auto txn = begin(store());
-    txn->allow_stale_reads();
-    ASSERT_EQ(*txn->get("settings", {.remembered = true}), "s1");  // read, and remembered
-  }
-  auto other = open_etcd_store({.endpoints = {cluster().endpoint(0)}, .key_prefix = "p/"});
-  ASSERT_TRUE(other.ok()) << other.status().to_string();
-  put(**other, "settings", "s2");
+  ASSERT_NO_FATAL_FAILURE(remember_then_change_elsewhere("settings", "s1", "s2"));
   auto txn = begin(store());
   txn->allow_stale_reads();
   ASSERT_EQ(*txn->get("settings", {.remembered = true}), "s1");  // the guess
@@ -356,17 +363,9 @@ TEST_F(EtcdOneMemberTest, AFinishOnARememberedRowChangedElsewhereIsFencedOut) {
 // handle remembers: they are answered from its memory (here older than what etcd holds, as
 // another handle changed it since; the commit then fails), the others from what it fetched.
 TEST_F(EtcdOneMemberTest, APrefetchForGuessingReadsFetchesOnlyWhatIsNotRemembered) {
-  put(store(), "known", "k1");
   put(store(), "a", "1");
   put(store(), "b", "2");
-  {
-    auto txn = begin(store());
-    txn->allow_stale_reads();
-    ASSERT_EQ(*txn->get("known", {.remembered = true}), "k1");  // read, and remembered
-  }
-  auto other = open_etcd_store({.endpoints = {cluster().endpoint(0)}, .key_prefix = "p/"});
-  ASSERT_TRUE(other.ok()) << other.status().to_string();
-  put(**other, "known", "k2");
+  ASSERT_NO_FATAL_FAILURE(remember_then_change_elsewhere("known", "k1", "k2"));
   const long ranges_before = cluster().handled(0, "Range");
   const long txns_before = cluster().handled(0, "Txn");
   ASSERT_GE(ranges_before, 0) << "etcd's /metrics could not be read";
@@ -388,19 +387,21 @@ TEST_F(EtcdOneMemberTest, APrefetchForGuessingReadsFetchesOnlyWhatIsNotRemembere
 TEST_F(EtcdOneMemberTest, AWaitingAcceptTakesAJobThisHandleAddedWithoutReadingItsRow) {
   auto jobs = open_jobs(store_ptr());
   ASSERT_TRUE(jobs.ok()) << jobs.status().to_string();
-  ASSERT_TRUE((*jobs)->set_type_timeout("work", 60s).ok());
+  // A type no other test here uses: the process remembers where each queue's head was
+  // (jobs/index_levels.h), and a head left by an earlier test's "work" would cost a read more.
+  ASSERT_TRUE((*jobs)->set_type_timeout("rows", 60s).ok());
   // An add reads the type's settings once, then remembers them.
-  ASSERT_TRUE((*jobs)->add("work", "warm-up", "{}").ok());
-  ASSERT_TRUE((*jobs)->remove("work", "warm-up").ok());
+  ASSERT_TRUE((*jobs)->add("rows", "warm-up", "{}").ok());
+  ASSERT_TRUE((*jobs)->remove("rows", "warm-up").ok());
   auto waiting =
-      std::async(std::launch::async, [&] { return (*jobs)->accept("work", {.timeout = 10s}); });
+      std::async(std::launch::async, [&] { return (*jobs)->accept("rows", {.timeout = 10s}); });
   std::this_thread::sleep_for(300ms);  // its look found nothing: it waits
   // Counted from before the add (the waiter may be served before the add returns): the add's
   // commit, the round's first read and its commit, and no read of the row.
   const long ranges_before = cluster().handled(0, "Range");
   const long txns_before = cluster().handled(0, "Txn");
   ASSERT_GE(ranges_before, 0) << "etcd's /metrics could not be read";
-  ASSERT_TRUE((*jobs)->add("work", "j", "{\"v\": 1}").ok());  // remembers the row it wrote
+  ASSERT_TRUE((*jobs)->add("rows", "j", "{\"v\": 1}").ok());  // remembers the row it wrote
   auto job = waiting.get();
   const long ranges = cluster().handled(0, "Range") - ranges_before;
   const long txns = cluster().handled(0, "Txn") - txns_before;
