@@ -289,7 +289,7 @@ void EtcdTransaction::prefetch(const std::vector<std::string>& keys,
   std::vector<std::string> unguessed;  // the keys the guessing reads will ask etcd for
   if (!options.assume_absent) {
     for (const auto& key : keys) {
-      if (!fetched_.count(key) && !remembered_->find(full(key))) unguessed.push_back(key);
+      if (!remembered_->knows(full(key))) unguessed.push_back(key);
     }
   }
   (void)fetch(unguessed, ranges);

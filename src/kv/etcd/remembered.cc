@@ -12,6 +12,11 @@ std::optional<std::optional<Remembered::Value>> Remembered::find(std::string_vie
   return it->second.value;
 }
 
+bool Remembered::knows(std::string_view key) const {
+  util::MutexLock lock(mu_);
+  return values_.find(key) != values_.end();
+}
+
 void Remembered::used(Entry& entry) { uses_.splice(uses_.begin(), uses_, entry.use); }
 
 void Remembered::remember(const std::string& key, std::optional<Value> value) {

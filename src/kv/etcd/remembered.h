@@ -34,6 +34,8 @@ class Remembered {
 
   // The remembered value of `key` (a full key), if any.
   std::optional<std::optional<Value>> find(std::string_view key) KVQ_EXCLUDES(mu_);
+  // Whether `key` (a full key) is remembered: find() would answer it, without copying its value.
+  bool knows(std::string_view key) const KVQ_EXCLUDES(mu_);
   // Remembers `key` as read (nullopt: absent) at some revision.
   void remember(const std::string& key, std::optional<Value> value) KVQ_EXCLUDES(mu_);
   // A read of this handle found `value` for `key`: a remembered key takes it; any other is
@@ -58,7 +60,7 @@ class Remembered {
   // Moves `entry` to the front of uses_.
   void used(Entry& entry) KVQ_REQUIRES(mu_);
 
-  util::Mutex mu_;
+  mutable util::Mutex mu_;
   std::map<std::string, Entry, std::less<>> values_ KVQ_GUARDED_BY(mu_);
   std::list<std::string> uses_ KVQ_GUARDED_BY(mu_);  // the keys, most recently used first
   std::atomic<int64_t> latest_{0};

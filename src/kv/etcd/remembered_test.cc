@@ -34,7 +34,9 @@ TEST(RememberedTest, AFullMemoryForgetsTheLeastRecentlyUsedKey) {
 // Remembering a key again, or a commit's value, replaces its value; forgetting frees its place.
 TEST(RememberedTest, AKeyHoldsTheLatestValueUntilForgotten) {
   Remembered remembered;
+  EXPECT_FALSE(remembered.knows("k"));
   remembered.remember("k", std::nullopt);
+  EXPECT_TRUE(remembered.knows("k")) << "remembered as absent is remembered";
   auto absent = remembered.find("k");
   ASSERT_TRUE(absent);
   EXPECT_FALSE(*absent) << "remembered as absent";
@@ -47,6 +49,7 @@ TEST(RememberedTest, AKeyHoldsTheLatestValueUntilForgotten) {
   EXPECT_FALSE(remembered.find("unknown")) << "a commit remembers only keys remembered";
   remembered.forget("k");
   EXPECT_FALSE(remembered.find("k"));
+  EXPECT_FALSE(remembered.knows("k"));
   for (size_t i = 0; i < Remembered::kMaxKeys; ++i)
     remembered.remember("row/" + std::to_string(i), std::nullopt);
   size_t kept = 0;
