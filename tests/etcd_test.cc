@@ -98,6 +98,11 @@ class EtcdOneMemberTest : public ::testing::Test {
   EtcdCluster& cluster() { return cluster_; }
   kv::Store& store() { return *store_; }
   std::shared_ptr<kv::Store> store_ptr() { return store_; }
+  // Another store handle on the same member and prefix: another process's view, sharing
+  // nothing this handle remembers.
+  Result<std::shared_ptr<kv::Store>> other_store() {
+    return open_etcd_store({.endpoints = {cluster().endpoint(0)}, .key_prefix = "p/"});
+  }
   // Puts `first` at `key`, which this store handle then reads and remembers
   // (kv::ReadOptions::remembered), and changes it to `second` through another handle: what
   // this handle remembers is out of date.
@@ -109,7 +114,7 @@ class EtcdOneMemberTest : public ::testing::Test {
       txn->allow_stale_reads();
       ASSERT_EQ(*txn->get(key, {.remembered = true}), first);  // read, and remembered
     }
-    auto other = open_etcd_store({.endpoints = {cluster().endpoint(0)}, .key_prefix = "p/"});
+    auto other = other_store();
     ASSERT_TRUE(other.ok()) << other.status().to_string();
     put(**other, key, second);
   }
@@ -221,10 +226,10 @@ TEST_F(EtcdOneMemberTest, AnAddWhoseGuessesAreWrongStillAddsOnce) {
   ASSERT_TRUE(jobs.ok()) << jobs.status().to_string();
   ASSERT_TRUE((*jobs)->set_type_timeout("work", 60s).ok());
   ASSERT_TRUE((*jobs)->add("work", "j", "{\"v\": 1}").ok());
-  auto other_store = open_etcd_store({.endpoints = {cluster().endpoint(0)}, .key_prefix = "p/"});
-  ASSERT_TRUE(other_store.ok()) << other_store.status().to_string();
+  auto other_handle = other_store();
+  ASSERT_TRUE(other_handle.ok()) << other_handle.status().to_string();
   auto other =
-      jobs::Jobs::open(*other_store, {.run_activity_monitor = false, .run_scheduler = false});
+      jobs::Jobs::open(*other_handle, {.run_activity_monitor = false, .run_scheduler = false});
   ASSERT_TRUE(other.ok()) << other.status().to_string();
   ASSERT_TRUE((*other)->set_type_timeout("work", 5s).ok());
   auto again = (*jobs)->add("work", "j", "{\"v\": 2}");
@@ -249,7 +254,7 @@ TEST_F(EtcdOneMemberTest, ARememberedValueChangedElsewhereFailsTheCommitAndIsRea
     return value.ok() ? *value : std::optional<std::string>("error: " + value.status().to_string());
   };
   ASSERT_EQ(remembered(), "s1");  // read, and remembered
-  auto other = open_etcd_store({.endpoints = {cluster().endpoint(0)}, .key_prefix = "p/"});
+  auto other = other_store();
   ASSERT_TRUE(other.ok()) << other.status().to_string();
   put(**other, "settings", "s2");
 
@@ -348,9 +353,9 @@ TEST_F(EtcdOneMemberTest, AFinishOnARememberedRowChangedElsewhereIsFencedOut) {
   ASSERT_TRUE(jobs.ok()) << jobs.status().to_string();
   auto job = added_and_taken(**jobs);
   ASSERT_TRUE(job.ok()) << job.status().to_string();
-  auto other_store = open_etcd_store({.endpoints = {cluster().endpoint(0)}, .key_prefix = "p/"});
-  ASSERT_TRUE(other_store.ok()) << other_store.status().to_string();
-  auto other = open_jobs(*other_store);
+  auto other_handle = other_store();
+  ASSERT_TRUE(other_handle.ok()) << other_handle.status().to_string();
+  auto other = open_jobs(*other_handle);
   ASSERT_TRUE(other.ok()) << other.status().to_string();
   ASSERT_TRUE((*other)->remove("work", "j").ok());
   Status finished = (*jobs)->finish(*job);
@@ -419,9 +424,9 @@ TEST_F(EtcdOneMemberTest, AWaitingAcceptWhoseRememberedRowIsOutOfDateTakesTheJob
   auto jobs = open_jobs(store_ptr());
   ASSERT_TRUE(jobs.ok()) << jobs.status().to_string();
   ASSERT_TRUE((*jobs)->set_type_timeout("work", 60s).ok());
-  auto other_store = open_etcd_store({.endpoints = {cluster().endpoint(0)}, .key_prefix = "p/"});
-  ASSERT_TRUE(other_store.ok()) << other_store.status().to_string();
-  auto other = open_jobs(*other_store);
+  auto other_handle = other_store();
+  ASSERT_TRUE(other_handle.ok()) << other_handle.status().to_string();
+  auto other = open_jobs(*other_handle);
   ASSERT_TRUE(other.ok()) << other.status().to_string();
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
