@@ -43,7 +43,7 @@ Result<std::optional<Job>> try_accept_any(kv::Transaction& txn, const Keys& keys
                                           const std::vector<std::string>& types,
                                           const AcceptOptions& accept,
                                           const std::vector<Taker>& takers, Pick pick,
-                                          AnyLook* look, bool arm) {
+                                          PickClaims* claims, AnyLook* look, bool arm) {
   if (look) *look = AnyLook{};
   const bool arming = look && arm;
   if (arming) {
@@ -79,7 +79,7 @@ Result<std::optional<Job>> try_accept_any(kv::Transaction& txn, const Keys& keys
     // The type's own look again, in this transaction: it finds the candidate just seen (the
     // first in order; one of its priority when spread).
     auto taken = try_accept_many(txn, keys, options, types[r.index], accept, {takers[r.index]},
-                                 nullptr, pick);
+                                 look ? &look->next_due : nullptr, pick, nullptr, false, claims);
     if (taken.ok()) return std::optional<Job>(std::move(taken->front()));
     if (taken.status().code() != Code::kNotFound) return taken.status();
   }
@@ -98,14 +98,13 @@ Result<std::optional<Job>> AnyAttempt::recognise(kv::Transaction& txn, const Key
 AnyAttempt::AnyAttempt(const Keys* keys, std::vector<std::string> types, std::vector<Taker> takers)
     : types_(std::move(types)), takers_(std::move(takers)) {
   if (!keys) return;
-  for (const std::string& type : types_) {
+  for (const std::string& type : types_)
     in_flight_.push_back(std::make_unique<AcceptInFlight>(*keys, type));
-    alone_ = alone_ && in_flight_.back()->alone();
-  }
+  claims_ = std::make_unique<PickClaims>(*keys);
 }
 
 Pick AnyAttempt::next_pick() {
-  const Pick pick = tried_ || !alone_ ? Pick::kSpread : Pick::kInOrder;
+  const Pick pick = tried_ ? Pick::kSpread : Pick::kInOrder;
   tried_ = true;
   return pick;
 }
@@ -130,12 +129,19 @@ void attempt_accept_any_async(kv::Store& store, const Keys& keys, const JobsOpti
   kv::run_async(
       store,
       [s, &keys, &options](kv::Transaction& txn) -> Result<std::optional<Job>> {
+        s->attempt.begin_try();
         s->look = AnyLook{};  // an earlier try's
         KVQ_ASSIGN_OR_RETURN(auto recognised, s->attempt.recognise(txn, keys));
         if (recognised) return recognised;
         KVQ_RETURN_IF_ERROR(require_types(txn, keys, s->attempt.types()));
-        auto job = try_accept_any(txn, keys, options, s->attempt.types(), s->accept,
-                                  s->attempt.takers(), s->attempt.next_pick(), &s->look, s->arm);
+        auto job =
+            try_accept_any(txn, keys, options, s->attempt.types(), s->accept, s->attempt.takers(),
+                           s->attempt.next_pick(), s->attempt.claims(), &s->look, s->arm);
+        // As accept_attempt: a look that will not wait is not told "nothing due" while other
+        // accepts here are taking what is due.
+        if (job.ok() && !*job && !s->arm && s->attempt.claims()->all_claimed())
+          return Result<std::optional<Job>>(
+              Aborted("the due jobs are being taken by other accepts in this process"));
         KVQ_RETURN_IF_ERROR(s->attempt.looked(txn));
         return job;
       },

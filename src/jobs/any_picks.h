@@ -35,35 +35,44 @@ struct AnyLook {
 };
 
 // In the caller's transaction, without checking that the types exist: the best due job of
-// `types` for its taker, nullopt when none is due (or allowed). With `look`, fills it, arming
-// watches when `arm`.
+// `types` for its taker, nullopt when none is due (or allowed). With `claims` (the attempt's),
+// passes over jobs other attempts here claimed, as try_accept_many does. With `look`, fills
+// it, arming watches when `arm`.
 Result<std::optional<Job>> try_accept_any(kv::Transaction& txn, const Keys& keys,
                                           const JobsOptions& options,
                                           const std::vector<std::string>& types,
                                           const AcceptOptions& accept,
                                           const std::vector<Taker>& takers, Pick pick,
-                                          AnyLook* look, bool arm);
+                                          PickClaims* claims, AnyLook* look, bool arm);
 
 // The retry state of an accept over several types that runs in its own transactions: after an
 // unknown commit result, find() tells whether the previous try took a job (then it did commit).
 class AnyAttempt {
  public:
-  // Counted in flight (AcceptInFlight) under `keys` for every type until settle() or its end;
-  // null `keys`: not counted (a caller that makes no look).
+  // Counted in flight (AcceptInFlight) under `keys` for every type, and holding the claims
+  // of its latest try (PickClaims), until settle() or its end; null `keys`: neither (a caller
+  // that makes no look).
   AnyAttempt(const Keys* keys, std::vector<std::string> types, std::vector<Taker> takers);
   const std::vector<std::string>& types() const { return types_; }
   const std::vector<Taker>& takers() const { return takers_; }
+  // First in each try, before its first read: lets go of the claims of the try before.
+  void begin_try() {
+    if (claims_) claims_->new_try();
+  }
   // Before a try's look: the job a previous try took, if that try committed. Reads nothing
   // unless an earlier commit's result was unknown (kv::Transaction::earlier_commit_unknown).
   Result<std::optional<Job>> recognise(kv::Transaction& txn, const Keys& keys) const;
-  // In order on the first try of an attempt that started alone in this process (on each of
-  // its types), spread on a retry (a conflict with another acceptor) or when it overlaps
-  // another here: 16 threads' finish_and_accept all taking the head collided and retried,
-  // finish and all (in process, LMDB relaxed: 15-16k jobs/s against 20-22k for a finish and
-  // an accept).
+  // In order on the first try (passing over the jobs other attempts here claimed: 16
+  // threads' finish_and_accept all taking the head collided and retried, finish and all),
+  // spread on a retry (a conflict with an acceptor of another process).
   Pick next_pick();
-  // Its look is over: no longer counted in flight.
-  void settle() { in_flight_.clear(); }
+  // Its look is over: no longer counted in flight, and its claims let go.
+  void settle() {
+    in_flight_.clear();
+    if (claims_) claims_->let_go();
+  }
+  // The claims of the try under way (null if the attempt makes no look).
+  PickClaims* claims() { return claims_.get(); }
   // After a try's look (whose first read fixed its version: asking first would cost etcd a
   // round trip): remembers the version, for recognise.
   Status looked(kv::Transaction& txn);
@@ -74,7 +83,7 @@ class AnyAttempt {
   std::optional<uint64_t> version_;
   bool tried_ = false;
   std::vector<std::unique_ptr<AcceptInFlight>> in_flight_;
-  bool alone_ = true;
+  std::unique_ptr<PickClaims> claims_;
 };
 
 struct AnyOutcome {

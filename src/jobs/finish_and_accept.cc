@@ -46,6 +46,7 @@ class FinishThenAccept {
 
   Result<FinishedAndTaken> operator()(kv::Transaction& txn, const Keys& keys,
                                       const JobsOptions& options) {
+    attempt_.begin_try();
     KVQ_ASSIGN_OR_RETURN(auto recognised, attempt_.recognise(txn, keys));
     if (recognised) return FinishedAndTaken{last_finished_, std::move(recognised)};
     // The job's row and every type's settings are read next: on etcd in one round trip.
@@ -62,7 +63,7 @@ class FinishThenAccept {
     if (!take_next_) return FinishedAndTaken{finished, std::nullopt};
     KVQ_ASSIGN_OR_RETURN(
         auto next, try_accept_any(txn, keys, options, attempt_.types(), accept_, attempt_.takers(),
-                                  attempt_.next_pick(), nullptr, false));
+                                  attempt_.next_pick(), attempt_.claims(), nullptr, false));
     KVQ_RETURN_IF_ERROR(attempt_.looked(txn));
     last_finished_ = finished;
     last_finished_.counted = true;  // if recognised by its job, this try's commit was ours

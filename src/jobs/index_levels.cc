@@ -122,7 +122,21 @@ Result<std::vector<kv::KeyValue>> DueLevels::read_from() {
 }
 
 OrderedIndex::Entry DueLevels::take(bool at_random) {
-  const size_t i = at_random ? util::random_below(due_.size()) : 0;
+  return take_at(at_random ? util::random_below(due_.size()) : 0);
+}
+
+std::optional<OrderedIndex::Entry> DueLevels::take(
+    bool at_random, const std::function<bool(const std::string&)>& claim) {
+  const size_t n = due_.size();
+  const size_t start = at_random ? util::random_below(n) : 0;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (start + k) % n;
+    if (claim(due_[i].name)) return take_at(i);
+  }
+  return std::nullopt;
+}
+
+OrderedIndex::Entry DueLevels::take_at(size_t i) {
   OrderedIndex::Entry entry = std::move(due_[i]);
   due_.erase(due_.begin() + static_cast<std::ptrdiff_t>(i));
   return entry;

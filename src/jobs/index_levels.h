@@ -43,6 +43,11 @@ class DueLevels {
   // Removes and returns a due entry of head()'s level: the first, or one at random among those
   // read. REQUIRES: head() returned an entry since the last take().
   OrderedIndex::Entry take(bool at_random);
+  // take() of the first entry, or of one at random, for which `claim` returns true (it is
+  // asked of the entries read in order, or in order from a random one); nullopt, taking none,
+  // when it refuses them all.
+  std::optional<OrderedIndex::Entry> take(bool at_random,
+                                          const std::function<bool(const std::string&)>& claim);
   // The get_range the next read of head() starts with (for kv::Transaction::prefetch).
   kv::RangeRead next_read();
   // The names of the first `n` due entries of head()'s level read so far, in order: what the
@@ -54,6 +59,8 @@ class DueLevels {
   std::optional<int64_t> earliest_not_due() const { return earliest_not_due_; }
 
  private:
+  // Removes and returns due_[i].
+  OrderedIndex::Entry take_at(size_t i);
   // get_range(from_, the index's end) of at most batch_ entries, a prefix first where a head
   // is known.
   Result<std::vector<kv::KeyValue>> read_from();

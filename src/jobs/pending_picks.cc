@@ -3,10 +3,13 @@
 #include <memory>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <deque>
 #include <limits>
 #include <map>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 
 #include "jobs/flow_control.h"
@@ -187,7 +190,7 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
                                          const AcceptOptions& accept,
                                          const std::vector<Taker>& takers,
                                          std::optional<int64_t>* next_due, Pick pick,
-                                         HeldBack* held, bool guess_rows) {
+                                         HeldBack* held, bool guess_rows, PickClaims* claims) {
   const int64_t now = now_ms();
   const int64_t max_time = accept.max_scheduled_time_ms.value_or(now);
   const size_t spread = std::max(options.accept_spread, takers.size());
@@ -242,9 +245,19 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
     if (!turn || (job && !turn_first(*turn, *job))) {
       // In order: the first due job. Spread: one at random among those read, so that acceptors
       // that collided on the same snapshot seldom pick the same ones again.
-      OrderedIndex::Entry entry = ungrouped.take(at_random);
-      KVQ_ASSIGN_OR_RETURN(Job took, take_job(txn, keys, type, entry.name, entry.priority,
-                                              entry.time, "", taker, gate, guess_rows));
+      std::optional<OrderedIndex::Entry> entry =
+          claims ? ungrouped.take(at_random,
+                                  [&](const std::string& id) { return claims->claim(type, id); })
+                 : ungrouped.take(at_random);
+      if (!entry) {
+        // Every due job read is being taken by another attempt here: taking one would fail
+        // this commit. Looked for again in a moment: if that attempt fails, it is still due.
+        claims->note_all_claimed();
+        note_due(now + 1);
+        break;
+      }
+      KVQ_ASSIGN_OR_RETURN(Job took, take_job(txn, keys, type, entry->name, entry->priority,
+                                              entry->time, "", taker, gate, guess_rows));
       taken.push_back(std::move(took));
       continue;
     }
@@ -392,10 +405,88 @@ Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys,
   return found;
 }
 
+namespace {
+
+// Every claim in this process, as PickClaims registers it (the Keys' address, the type's
+// length, the type and the id), held or let go less than kClaimMemory ago.
+constexpr auto kClaimMemory = std::chrono::seconds(1);
+
+struct ClaimRegistry {
+  struct Claim {
+    bool held = true;
+    std::chrono::steady_clock::time_point let_go_at;  // when not held
+  };
+  util::Mutex mu;
+  std::unordered_map<std::string, Claim> claims KVQ_GUARDED_BY(mu);
+  // Claims let go, oldest first, to forget them (a key claimed again since stays).
+  std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>> let_go_order
+      KVQ_GUARDED_BY(mu);
+};
+
+ClaimRegistry& claim_registry() {
+  static ClaimRegistry* registry = new ClaimRegistry;  // never destroyed: used at exit
+  return *registry;
+}
+
+std::string claim_key(const Keys* keys, std::string_view type, std::string_view id) {
+  std::string key = std::to_string(reinterpret_cast<uintptr_t>(keys));
+  key += '/';
+  key += std::to_string(type.size());
+  key += '/';
+  key += type;
+  key += id;
+  return key;
+}
+
+}  // namespace
+
+bool PickClaims::claim(std::string_view type, std::string_view id) {
+  std::string key = claim_key(keys_, type, id);
+  ClaimRegistry& registry = claim_registry();
+  util::MutexLock lock(registry.mu);
+  auto [it, fresh] = registry.claims.try_emplace(key);
+  if (!fresh) {
+    // Held, or let go since this try began (whose reads may predate that try's commit and
+    // still show the job pending). Let go before: this try's reads show what that one did.
+    if (it->second.held || it->second.let_go_at >= try_began_) return false;
+    it->second.held = true;
+  }
+  held_.push_back(std::move(key));
+  return true;
+}
+
+void PickClaims::new_try() {
+  let_go();
+  all_claimed_ = false;
+  try_began_ = std::chrono::steady_clock::now();
+}
+
+void PickClaims::let_go() {
+  if (held_.empty()) return;
+  const auto now = std::chrono::steady_clock::now();
+  ClaimRegistry& registry = claim_registry();
+  util::MutexLock lock(registry.mu);
+  for (std::string& key : held_) {
+    auto& claim = registry.claims[key];
+    claim.held = false;
+    claim.let_go_at = now;
+    registry.let_go_order.emplace_back(now, std::move(key));
+  }
+  held_.clear();
+  auto& order = registry.let_go_order;
+  while (!order.empty() && order.front().first + kClaimMemory < now) {
+    auto it = registry.claims.find(order.front().second);
+    if (it != registry.claims.end() && !it->second.held &&
+        it->second.let_go_at == order.front().first)
+      registry.claims.erase(it);
+    order.pop_front();
+  }
+}
+
 AcceptInFlight::AcceptInFlight(const Keys& keys, std::string_view type)
     : key_(&keys, std::string(type)) {
   util::MutexLock lock(mu());
-  alone_ = counts()[key_]++ == 0;
+  ++counts()[key_];
 }
 
 AcceptInFlight::~AcceptInFlight() {
@@ -424,17 +515,18 @@ namespace {
 // One try of an accept. An earlier try's commit result may have been unknown: it may have taken
 // jobs already, which `attempt_version` (its read version) finds. (Until a commit's result was
 // unknown, no earlier try took anything: kv::run says so, and a retry after conflicts alone
-// reads nothing for it.) The first try of an attempt
-// that started alone in this process takes the due jobs in order; a retry (after a conflict,
-// with an acceptor of another process that took the same head) or an attempt that overlaps
-// another here spreads its pick. `round_trips`: the store's reads are round trips (it is not
-// nonblocking), so the try's first reads are worth fetching in one.
+// reads nothing for it.) The first try takes the due jobs in order, passing over those that
+// other attempts here claimed (`claims`, the attempt's); a retry (after a conflict, with an
+// acceptor of another process that took the same head) spreads its pick. `round_trips`: the
+// store's reads are round trips (it is not nonblocking), so the try's first reads are worth
+// fetching in one.
 Result<std::vector<Job>> accept_attempt(
     kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
     const AcceptOptions& accept, const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-    std::optional<uint64_t>& attempt_version, bool& tried, bool alone, kv::Watch* watch,
-    ArmWatch arm, LookRiders* riders, bool round_trips) {
-  const Pick pick = tried || !alone ? Pick::kSpread : Pick::kInOrder;
+    std::optional<uint64_t>& attempt_version, bool& tried, PickClaims& claims, kv::Watch* watch,
+    ArmWatch arm, LookRiders* riders, bool round_trips, bool caller_waits) {
+  const Pick pick = tried ? Pick::kSpread : Pick::kInOrder;
+  claims.new_try();
   const bool first_try = !tried;
   tried = true;
   if (attempt_version && txn.earlier_commit_unknown()) {
@@ -486,7 +578,19 @@ Result<std::vector<Job>> accept_attempt(
   auto taken = lookers.empty() ? Result<std::vector<Job>>(NotFound("no taker left"))
                                : try_accept_many(txn, keys, options, type, accept, lookers,
                                                  next_due, pick, &held,
-                                                 /*guess_rows=*/stale && first_try);
+                                                 /*guess_rows=*/stale && first_try, &claims);
+  // Nothing taken because other attempts here are taking what is due. A look that arms a
+  // watch counted the type due again in a moment (try_accept_many). One that arms none: a
+  // caller that will not wait is not told "nothing due" while those attempts may still fail (it
+  // tries again); one that waits has its wait look again, as after flow control held it back.
+  if (!taken.ok() && taken.status().code() == Code::kNotFound && claims.all_claimed() &&
+      arm == ArmWatch::kNone) {
+    if (!caller_waits) {
+      return Aborted("the due jobs of type '" + std::string(type) +
+                     "' are being taken by other accepts in this process");
+    }
+    note_held_back(keys, type);
+  }
   // Nothing due, but the riders wrote: the try commits that.
   if (riders && riders->wrote() && !taken.ok() && taken.status().code() == Code::kNotFound)
     taken = std::vector<Job>();
@@ -506,21 +610,20 @@ Result<std::vector<Job>> accept_attempt(
 
 }  // namespace
 
-Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys,
-                                             const JobsOptions& options, std::string_view type,
-                                             const AcceptOptions& accept,
-                                             const std::vector<Taker>& takers,
-                                             std::optional<int64_t>* next_due, kv::Watch* watch,
-                                             ArmWatch arm, std::shared_ptr<LookRiders> riders) {
+Result<std::vector<Job>> attempt_accept_many(
+    kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
+    const AcceptOptions& accept, const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
+    kv::Watch* watch, ArmWatch arm, std::shared_ptr<LookRiders> riders, bool caller_waits) {
   std::optional<uint64_t> attempt_version;
   bool tried = false;
   const AcceptInFlight in_flight(keys, type);
+  PickClaims claims(keys);  // until the attempt settles
   return kv::run(
       store,
       [&](kv::Transaction& txn) {
         return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version,
-                              tried, in_flight.alone(), watch, watch ? arm : ArmWatch::kNone,
-                              riders.get(), !store.nonblocking());
+                              tried, claims, watch, watch ? arm : ArmWatch::kNone, riders.get(),
+                              !store.nonblocking(), caller_waits);
       },
       options.retry);
 }
@@ -528,7 +631,7 @@ Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys,
 void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options,
                                std::string type, AcceptOptions accept, std::vector<Taker> takers,
                                ArmWatch arm, std::function<void(AcceptOutcome)> done,
-                               std::shared_ptr<LookRiders> riders) {
+                               std::shared_ptr<LookRiders> riders, bool caller_waits) {
   struct Attempt {
     std::string type;
     AcceptOptions accept;
@@ -539,21 +642,32 @@ void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOpt
     std::optional<int64_t> next_due;  // of the last try, the one whose outcome `done` gets
     kv::Watch watch;                  // likewise
     std::unique_ptr<AcceptInFlight> in_flight;  // until the attempt settles
+    std::unique_ptr<PickClaims> claims;         // likewise
   };
-  auto a = std::make_shared<Attempt>(Attempt{
-      std::move(type), std::move(accept), std::move(takers), arm, {}, false, {}, {}, nullptr});
+  auto a = std::make_shared<Attempt>(Attempt{std::move(type),
+                                             std::move(accept),
+                                             std::move(takers),
+                                             arm,
+                                             {},
+                                             false,
+                                             {},
+                                             {},
+                                             nullptr,
+                                             nullptr});
   a->in_flight = std::make_unique<AcceptInFlight>(keys, a->type);
+  a->claims = std::make_unique<PickClaims>(keys);
   kv::run_async(
       store,
-      [a, &keys, &options, riders = std::move(riders),
-       round_trips = !store.nonblocking()](kv::Transaction& txn) {
+      [a, &keys, &options, riders = std::move(riders), round_trips = !store.nonblocking(),
+       caller_waits](kv::Transaction& txn) {
         return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, &a->next_due,
-                              a->attempt_version, a->tried, a->in_flight->alone(),
+                              a->attempt_version, a->tried, *a->claims,
                               a->arm == ArmWatch::kNone ? nullptr : &a->watch, a->arm, riders.get(),
-                              round_trips);
+                              round_trips, caller_waits);
       },
       [a, done = std::move(done)](Result<std::vector<Job>> jobs) {
         a->in_flight.reset();
+        a->claims.reset();  // lets go of them
         done(AcceptOutcome{std::move(jobs), a->next_due, std::move(a->watch)});
       },
       options.retry);
@@ -561,10 +675,12 @@ void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOpt
 
 Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options,
                            std::string_view type, const AcceptOptions& accept,
-                           const std::string& lock, std::optional<int64_t>* next_due) {
-  KVQ_ASSIGN_OR_RETURN(auto jobs,
-                       attempt_accept_many(store, keys, options, type, accept,
-                                           {{lock, accept.worker, accept.worker_type}}, next_due));
+                           const std::string& lock, std::optional<int64_t>* next_due,
+                           bool caller_waits) {
+  KVQ_ASSIGN_OR_RETURN(
+      auto jobs, attempt_accept_many(store, keys, options, type, accept,
+                                     {{lock, accept.worker, accept.worker_type}}, next_due, nullptr,
+                                     ArmWatch::kAlways, nullptr, caller_waits));
   return std::move(jobs.front());
 }
 

@@ -3,6 +3,7 @@
 // (attempt_*), and the locks the jobs are handed out with.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <map>
@@ -47,17 +48,15 @@ enum class Pick {
 };
 
 // An accept attempt in flight in this process (of accept, accept_any or finish_and_accept),
-// counted per Jobs (its Keys) and type for as long as it lives. Attempts that overlap here would
-// read the same head and collide on it, so only one that started alone takes the due jobs in
-// order (Pick::kInOrder); the others spread their picks from their first try.
+// counted per Jobs (its Keys) and type for as long as it lives: on a store whose reads are
+// round trips, a waiting accept of a type under way joins the look of the accept waiters'
+// round instead of reading the same head itself (jobs_impl.h: looking_here, joins_round).
 class AcceptInFlight {
  public:
   AcceptInFlight(const Keys& keys, std::string_view type);
   ~AcceptInFlight();
   AcceptInFlight(const AcceptInFlight&) = delete;
   AcceptInFlight& operator=(const AcceptInFlight&) = delete;
-  // No other attempt of its type was in flight here when it started.
-  bool alone() const { return alone_; }
   // Whether an attempt of `type` is in flight here now.
   static bool under_way(const Keys& keys, std::string_view type);
 
@@ -66,7 +65,41 @@ class AcceptInFlight {
   static util::Mutex& mu();
   static std::map<Key, size_t>& counts();
   Key key_;
-  bool alone_ = false;
+};
+
+// The due jobs (without a group) that an accept attempt in flight in this process has picked
+// and is taking. Attempts of a type that overlap here read the same head of its queue; on a
+// store with one writer all but one of those that pick the same job fail their commit and try
+// again (16 threads' finish_and_accept collided about once every two jobs on LMDB). So a pick
+// passes over a job another attempt here claimed. A claim lasts until its try ends, and for the
+// tries that began before then a little longer: their reads may predate its commit, and so
+// still show the job pending. A claim is a hint, not a lock: the commit still checks what it
+// took, and a pick that finds every due job it read claimed takes one all the same.
+class PickClaims {
+ public:
+  explicit PickClaims(const Keys& keys) : keys_(&keys) {}
+  ~PickClaims() { let_go(); }
+  PickClaims(const PickClaims&) = delete;
+  PickClaims& operator=(const PickClaims&) = delete;
+  // Before a try's first read: lets go of the claims of the try before (its commit is over, or
+  // it never came).
+  void new_try();
+  // Lets go of the claims held (the attempt is over).
+  void let_go();
+  // Whether this try stopped taking because every due job it read was claimed by another
+  // (try_accept_many notes it): an answer of "nothing due" is then not the store's. A caller
+  // that will not wait retries instead (kAborted); one that waits looks again in a moment.
+  bool all_claimed() const { return all_claimed_; }
+  void note_all_claimed() { all_claimed_ = true; }
+  // Claims job `id` of `type` for this try; false if another attempt's try holds it, or let it
+  // go after this try began.
+  bool claim(std::string_view type, std::string_view id);
+
+ private:
+  const Keys* keys_;
+  std::chrono::steady_clock::time_point try_began_ = std::chrono::steady_clock::now();
+  std::vector<std::string> held_;  // as registered (type and id, tagged with keys_)
+  bool all_claimed_ = false;
 };
 
 // Whether the type's flow control (flow_control.h) let a look take fewer jobs than it had
@@ -85,13 +118,14 @@ struct HeldBack {
 // *held (if given) says whether flow control held it back. `guess_rows`: the rows of the jobs
 // it takes without groups may be guessed (kv::ReadOptions::remembered; for an attempt that
 // allowed stale reads and guessed nothing wrong before); a row found older than its index
-// entry fails the attempt with kAborted, to be retried without guesses.
-Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
-                                         const JobsOptions& options, std::string_view type,
-                                         const AcceptOptions& accept,
-                                         const std::vector<Taker>& takers,
-                                         std::optional<int64_t>* next_due, Pick pick,
-                                         HeldBack* held = nullptr, bool guess_rows = false);
+// entry fails the attempt with kAborted, to be retried without guesses. With `claims` (the
+// attempt's), it passes over due jobs another attempt in this process claimed, and claims those
+// it takes; when all it read are claimed, it takes no more, notes so in `claims`, and counts
+// the type due again a millisecond from now (*next_due).
+Result<std::vector<Job>> try_accept_many(
+    kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
+    const AcceptOptions& accept, const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
+    Pick pick, HeldBack* held = nullptr, bool guess_rows = false, PickClaims* claims = nullptr);
 // try_accept_many for one taker (`lock`, accept.worker and accept.worker_type), in order.
 Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
                        std::string_view type, const AcceptOptions& accept, const std::string& lock,
@@ -167,11 +201,17 @@ class LookRiders {
 // `riders`, each try first runs their work (LookRiders), and takes jobs only for the takers
 // they let take one; the jobs taken are then in takers' order, with a job's lock naming its
 // taker.
+// A try that took nothing because other attempts here were taking every due job it read
+// (PickClaims) answers kNotFound with the type due again in a millisecond when it arms a watch
+// (its caller waits, and looks again then). Arming none, it is noted as a look held back
+// (note_held_back: the accept waiters look again for its caller) when `caller_waits`, else it
+// tries again (kAborted): a caller that will not wait is never told "nothing due" while those
+// attempts may still fail.
 Result<std::vector<Job>> attempt_accept_many(
     kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
     const AcceptOptions& accept, const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
     kv::Watch* watch = nullptr, ArmWatch arm = ArmWatch::kAlways,
-    std::shared_ptr<LookRiders> riders = nullptr);
+    std::shared_ptr<LookRiders> riders = nullptr, bool caller_waits = false);
 // What attempt_accept_many_async hands its caller.
 struct AcceptOutcome {
   Result<std::vector<Job>> jobs;
@@ -183,7 +223,8 @@ struct AcceptOutcome {
 void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options,
                                std::string type, AcceptOptions accept, std::vector<Taker> takers,
                                ArmWatch arm, std::function<void(AcceptOutcome)> done,
-                               std::shared_ptr<LookRiders> riders = nullptr);
+                               std::shared_ptr<LookRiders> riders = nullptr,
+                               bool caller_waits = false);
 // Undoes the accept of `job` for a caller that is gone — it cancelled while the accept's
 // transaction committed — so that the job does not sit running until its activity timeout
 // and then count a lost attempt: if `job.lock` still holds it, the job is pending again at its
@@ -193,6 +234,7 @@ Status give_back(kv::Transaction& txn, const Keys& keys, const Job& job);
 // The same for one job, taken with `lock` for accept.worker.
 Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options,
                            std::string_view type, const AcceptOptions& accept,
-                           const std::string& lock, std::optional<int64_t>* next_due);
+                           const std::string& lock, std::optional<int64_t>* next_due,
+                           bool caller_waits = false);
 
 }  // namespace kvq::jobs
