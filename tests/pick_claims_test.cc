@@ -10,7 +10,6 @@
 #include <thread>
 #include <vector>
 
-#include "jobs/flow_control.h"
 #include "jobs/job_store.h"
 #include "jobs/pending_picks.h"
 #include "jobs/schema.h"
@@ -133,40 +132,30 @@ TEST_F(PickClaimsTest, AClaimLetGoBeforeATryBeganIsNoLongerPassedOver) {
   EXPECT_TRUE(txn->commit().ok());
 }
 
-// A caller that will not wait is never told "nothing due" while the only due job is claimed by
-// an attempt that may still fail: it tries again, and takes the job once that attempt let go
-// of it without taking it.
-TEST_F(PickClaimsTest, AnAttemptThatWillNotWaitRetriesWhileEveryDueJobIsClaimed) {
-  add("j1");
-  PickClaims failing(keys_);
-  failing.new_try();
-  ASSERT_TRUE(failing.claim("work", "j1"));
-  std::thread let_go([&] {
-    std::this_thread::sleep_for(100ms);
-    failing.let_go();
-  });
-  const auto start = kv::Clock::now();
-  auto job = jobs::attempt_accept(*store_, keys_, options_, "work", {}, jobs::new_lock("work"),
-                                  nullptr, /*caller_waits=*/false);
-  let_go.join();
-  ASSERT_TRUE(job.ok()) << job.status().to_string();
-  EXPECT_EQ(job->id, "j1");
-  EXPECT_GE(kv::Clock::now() - start, 90ms) << "it did not wait for the claim";
-}
-
-// A caller that waits is told "nothing due" at once, and its look counts as held back, so that
-// the accept waiters look for it again rather than wait on a watch that a failing claimant
-// would never fire (AcceptWaiters::submit).
-TEST_F(PickClaimsTest, AnAttemptWhoseCallerWaitsReportsItsLookHeldBack) {
-  add("j1");
-  PickClaims other(keys_);
-  other.new_try();
-  ASSERT_TRUE(other.claim("work", "j1"));
-  const uint64_t held_before = jobs::held_back_looks(keys_, "work");
-  auto job = jobs::attempt_accept(*store_, keys_, options_, "work", {}, jobs::new_lock("work"),
-                                  nullptr, /*caller_waits=*/true);
-  EXPECT_EQ(job.status().code(), Code::kNotFound) << job.status().to_string();
-  EXPECT_EQ(jobs::held_back_looks(keys_, "work"), held_before + 1);
+// An attempt is never told "nothing due" while the only due job is claimed by an attempt that
+// may still fail: it tries again, and takes the job once that attempt let go of it without
+// taking it. So for one whose caller would not wait, and for one that would (it arms a watch).
+TEST_F(PickClaimsTest, AnAttemptRetriesWhileEveryDueJobIsClaimed) {
+  for (const bool waits : {false, true}) {
+    const std::string id = waits ? "j2" : "j1";
+    add(id);
+    PickClaims failing(keys_);
+    failing.new_try();
+    ASSERT_TRUE(failing.claim("work", id));
+    std::thread let_go([&] {
+      std::this_thread::sleep_for(100ms);
+      failing.let_go();
+    });
+    const auto start = kv::Clock::now();
+    kv::Watch watch;
+    auto jobs = jobs::attempt_accept_many(*store_, keys_, options_, "work", {},
+                                          {{jobs::new_lock("work"), "", ""}}, nullptr,
+                                          waits ? &watch : nullptr, jobs::ArmWatch::kAlways);
+    let_go.join();
+    ASSERT_TRUE(jobs.ok()) << (waits ? "waiting: " : "") << jobs.status().to_string();
+    EXPECT_EQ(jobs->front().id, id);
+    EXPECT_GE(kv::Clock::now() - start, 90ms) << "it did not wait for the claim";
+  }
 }
 
 }  // namespace

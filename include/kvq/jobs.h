@@ -774,11 +774,11 @@ class Jobs {
   // accept_spread - 1 that were due before it (bench/accept_order measures it:
   // docs/performance.md). Priorities are never inverted among jobs due at the look.
   //
-  // Passing over is a hint, like SQL's SKIP LOCKED, with one difference: an accept that does
-  // not wait is never told that nothing is due while the only due jobs are being taken by
-  // other accepts here, whose commits may yet fail; it tries again once they are done. One
-  // that waits looks again within a millisecond. (finish_and_accept's look without a wait is
-  // the exception: it gives nullopt, as it does when accepts wait here.)
+  // Passing over is a hint: an accept whose look finds every due job it read being taken by
+  // other accepts here looks again a moment later (kv::run's backoff), so it is never told
+  // that nothing is due, nor waits for a new job, while their commits may yet fail.
+  // (finish_and_accept's look without a wait is the exception: it gives nullopt, as it does
+  // when accepts wait here.)
   //
   // Groups (AddOptions::group): a group stands in line as one entry, at the priority of its
   // first pending job (by priority, then scheduled time) and at its turn: that job's scheduled

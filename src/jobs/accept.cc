@@ -120,12 +120,10 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
           }
           waiters.submit(type_name, options, lock, deadline, generation, done,
                          AcceptWaiters::Commit::kAsync, ticket);
-        },
-        nullptr, /*caller_waits=*/options.timeout.count() > 0);
+        });
     return ticket;
   }
-  auto job = attempt_accept(*store_, impl_->keys, options_, type, options, lock, nullptr,
-                            /*caller_waits=*/options.timeout.count() > 0);
+  auto job = attempt_accept(*store_, impl_->keys, options_, type, options, lock, nullptr);
   if (job.ok() || job.status().code() != Code::kNotFound) {
     done(std::move(job));
     return 0;

@@ -524,7 +524,7 @@ Result<std::vector<Job>> accept_attempt(
     kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
     const AcceptOptions& accept, const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
     std::optional<uint64_t>& attempt_version, bool& tried, PickClaims& claims, kv::Watch* watch,
-    ArmWatch arm, LookRiders* riders, bool round_trips, bool caller_waits) {
+    ArmWatch arm, LookRiders* riders, bool round_trips) {
   const Pick pick = tried ? Pick::kSpread : Pick::kInOrder;
   claims.new_try();
   const bool first_try = !tried;
@@ -579,17 +579,15 @@ Result<std::vector<Job>> accept_attempt(
                                : try_accept_many(txn, keys, options, type, accept, lookers,
                                                  next_due, pick, &held,
                                                  /*guess_rows=*/stale && first_try, &claims);
-  // Nothing taken because other attempts here are taking what is due. A look that arms a
-  // watch counted the type due again in a moment (try_accept_many). One that arms none: a
-  // caller that will not wait is not told "nothing due" while those attempts may still fail (it
-  // tries again); one that waits has its wait look again, as after flow control held it back.
+  // Nothing taken because other attempts here are taking every due job it read: the look is
+  // tried again after kv::run's backoff, by when their commits are done. Answering "nothing
+  // due" could be wrong should one of them fail, and waiting for a watch or a timer (a first
+  // version) held the caller up for longer than that backoff. Unless the riders wrote: their
+  // work commits, and the takers look again a millisecond on (try_accept_many's next_due).
   if (!taken.ok() && taken.status().code() == Code::kNotFound && claims.all_claimed() &&
-      arm == ArmWatch::kNone) {
-    if (!caller_waits) {
-      return Aborted("the due jobs of type '" + std::string(type) +
-                     "' are being taken by other accepts in this process");
-    }
-    note_held_back(keys, type);
+      !(riders && riders->wrote())) {
+    return Aborted("the due jobs of type '" + std::string(type) +
+                   "' are being taken by other accepts in this process");
   }
   // Nothing due, but the riders wrote: the try commits that.
   if (riders && riders->wrote() && !taken.ok() && taken.status().code() == Code::kNotFound)
@@ -610,10 +608,12 @@ Result<std::vector<Job>> accept_attempt(
 
 }  // namespace
 
-Result<std::vector<Job>> attempt_accept_many(
-    kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
-    const AcceptOptions& accept, const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-    kv::Watch* watch, ArmWatch arm, std::shared_ptr<LookRiders> riders, bool caller_waits) {
+Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys,
+                                             const JobsOptions& options, std::string_view type,
+                                             const AcceptOptions& accept,
+                                             const std::vector<Taker>& takers,
+                                             std::optional<int64_t>* next_due, kv::Watch* watch,
+                                             ArmWatch arm, std::shared_ptr<LookRiders> riders) {
   std::optional<uint64_t> attempt_version;
   bool tried = false;
   const AcceptInFlight in_flight(keys, type);
@@ -623,7 +623,7 @@ Result<std::vector<Job>> attempt_accept_many(
       [&](kv::Transaction& txn) {
         return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version,
                               tried, claims, watch, watch ? arm : ArmWatch::kNone, riders.get(),
-                              !store.nonblocking(), caller_waits);
+                              !store.nonblocking());
       },
       options.retry);
 }
@@ -631,7 +631,7 @@ Result<std::vector<Job>> attempt_accept_many(
 void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options,
                                std::string type, AcceptOptions accept, std::vector<Taker> takers,
                                ArmWatch arm, std::function<void(AcceptOutcome)> done,
-                               std::shared_ptr<LookRiders> riders, bool caller_waits) {
+                               std::shared_ptr<LookRiders> riders) {
   struct Attempt {
     std::string type;
     AcceptOptions accept;
@@ -658,12 +658,12 @@ void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOpt
   a->claims = std::make_unique<PickClaims>(keys);
   kv::run_async(
       store,
-      [a, &keys, &options, riders = std::move(riders), round_trips = !store.nonblocking(),
-       caller_waits](kv::Transaction& txn) {
+      [a, &keys, &options, riders = std::move(riders),
+       round_trips = !store.nonblocking()](kv::Transaction& txn) {
         return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, &a->next_due,
                               a->attempt_version, a->tried, *a->claims,
                               a->arm == ArmWatch::kNone ? nullptr : &a->watch, a->arm, riders.get(),
-                              round_trips, caller_waits);
+                              round_trips);
       },
       [a, done = std::move(done)](Result<std::vector<Job>> jobs) {
         a->in_flight.reset();
@@ -675,12 +675,10 @@ void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOpt
 
 Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options,
                            std::string_view type, const AcceptOptions& accept,
-                           const std::string& lock, std::optional<int64_t>* next_due,
-                           bool caller_waits) {
-  KVQ_ASSIGN_OR_RETURN(
-      auto jobs, attempt_accept_many(store, keys, options, type, accept,
-                                     {{lock, accept.worker, accept.worker_type}}, next_due, nullptr,
-                                     ArmWatch::kAlways, nullptr, caller_waits));
+                           const std::string& lock, std::optional<int64_t>* next_due) {
+  KVQ_ASSIGN_OR_RETURN(auto jobs,
+                       attempt_accept_many(store, keys, options, type, accept,
+                                           {{lock, accept.worker, accept.worker_type}}, next_due));
   return std::move(jobs.front());
 }
 

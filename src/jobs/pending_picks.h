@@ -87,8 +87,8 @@ class PickClaims {
   // Lets go of the claims held (the attempt is over).
   void let_go();
   // Whether this try stopped taking because every due job it read was claimed by another
-  // (try_accept_many notes it): an answer of "nothing due" is then not the store's. A caller
-  // that will not wait retries instead (kAborted); one that waits looks again in a moment.
+  // (try_accept_many notes it): an answer of "nothing due" is then not the store's, and the
+  // attempt tries again instead (kAborted).
   bool all_claimed() const { return all_claimed_; }
   void note_all_claimed() { all_claimed_ = true; }
   // Claims job `id` of `type` for this try; false if another attempt's try holds it, or let it
@@ -202,16 +202,13 @@ class LookRiders {
 // they let take one; the jobs taken are then in takers' order, with a job's lock naming its
 // taker.
 // A try that took nothing because other attempts here were taking every due job it read
-// (PickClaims) answers kNotFound with the type due again in a millisecond when it arms a watch
-// (its caller waits, and looks again then). Arming none, it is noted as a look held back
-// (note_held_back: the accept waiters look again for its caller) when `caller_waits`, else it
-// tries again (kAborted): a caller that will not wait is never told "nothing due" while those
-// attempts may still fail.
+// (PickClaims) is tried again (kAborted, kv::run's backoff), unless its riders wrote: its caller
+// is never told "nothing due", nor waits for a new job, while their commits may yet fail.
 Result<std::vector<Job>> attempt_accept_many(
     kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
     const AcceptOptions& accept, const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
     kv::Watch* watch = nullptr, ArmWatch arm = ArmWatch::kAlways,
-    std::shared_ptr<LookRiders> riders = nullptr, bool caller_waits = false);
+    std::shared_ptr<LookRiders> riders = nullptr);
 // What attempt_accept_many_async hands its caller.
 struct AcceptOutcome {
   Result<std::vector<Job>> jobs;
@@ -223,8 +220,7 @@ struct AcceptOutcome {
 void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options,
                                std::string type, AcceptOptions accept, std::vector<Taker> takers,
                                ArmWatch arm, std::function<void(AcceptOutcome)> done,
-                               std::shared_ptr<LookRiders> riders = nullptr,
-                               bool caller_waits = false);
+                               std::shared_ptr<LookRiders> riders = nullptr);
 // Undoes the accept of `job` for a caller that is gone — it cancelled while the accept's
 // transaction committed — so that the job does not sit running until its activity timeout
 // and then count a lost attempt: if `job.lock` still holds it, the job is pending again at its
@@ -234,7 +230,6 @@ Status give_back(kv::Transaction& txn, const Keys& keys, const Job& job);
 // The same for one job, taken with `lock` for accept.worker.
 Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options,
                            std::string_view type, const AcceptOptions& accept,
-                           const std::string& lock, std::optional<int64_t>* next_due,
-                           bool caller_waits = false);
+                           const std::string& lock, std::optional<int64_t>* next_due);
 
 }  // namespace kvq::jobs
