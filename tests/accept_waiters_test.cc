@@ -16,7 +16,7 @@
 #include "kvq/jobs.h"
 #include "kvq/lmdb_store.h"
 #include "support/delivered.h"
-#include "support/temp_dir.h"
+#include "support/lmdb_jobs_white_box.h"
 
 namespace kvq::testing {
 namespace {
@@ -25,16 +25,11 @@ using namespace std::chrono_literals;
 using jobs::AcceptWaiters;
 using jobs::Job;
 
-class AcceptWaitersTest : public ::testing::Test {
+class AcceptWaitersTest : public LmdbJobsWhiteBox {
  protected:
   void SetUp() override {
-    auto store = open_lmdb_store({.path = dir_.path(), .durability = Durability::kNoSync});
-    ASSERT_TRUE(store.ok()) << store.status().to_string();
-    store_ = *store;
-    auto opened = jobs::Jobs::open(store_, options_);
-    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
-    jobs_ = std::move(*opened);
-    ASSERT_TRUE(jobs_->set_type_timeout("work", 60s).ok());
+    LmdbJobsWhiteBox::SetUp();
+    if (HasFatalFailure()) return;
     waiters_ = std::make_unique<AcceptWaiters>(*store_, keys_, options_);
   }
   void TearDown() override { waiters_.reset(); }
@@ -54,11 +49,6 @@ class AcceptWaitersTest : public ::testing::Test {
     return 0;
   }
 
-  TempDir dir_;
-  jobs::JobsOptions options_{.key_prefix = "t"};
-  jobs::Keys keys_{options_.key_prefix};
-  std::shared_ptr<kv::Store> store_;
-  std::unique_ptr<jobs::Jobs> jobs_;
   std::unique_ptr<AcceptWaiters> waiters_;
 };
 

@@ -15,7 +15,7 @@
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
 #include "kvq/lmdb_store.h"
-#include "support/temp_dir.h"
+#include "support/lmdb_jobs_white_box.h"
 
 namespace kvq::testing {
 namespace {
@@ -24,18 +24,8 @@ using namespace std::chrono_literals;
 using jobs::Job;
 using jobs::PickClaims;
 
-class PickClaimsTest : public ::testing::Test {
+class PickClaimsTest : public LmdbJobsWhiteBox {
  protected:
-  void SetUp() override {
-    auto store = open_lmdb_store({.path = dir_.path(), .durability = Durability::kNoSync});
-    ASSERT_TRUE(store.ok()) << store.status().to_string();
-    store_ = *store;
-    auto opened = jobs::Jobs::open(store_, options_);
-    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
-    jobs_ = std::move(*opened);
-    ASSERT_TRUE(jobs_->set_type_timeout("work", 60s).ok());
-  }
-
   void add(const std::string& id) { ASSERT_TRUE(jobs_->add("work", id, "{}").ok()); }
 
   std::unique_ptr<kv::Transaction> begin() {
@@ -53,12 +43,6 @@ class PickClaimsTest : public ::testing::Test {
                                  {{jobs::new_lock("work"), "", ""}}, next_due, jobs::Pick::kInOrder,
                                  nullptr, false, claims);
   }
-
-  TempDir dir_;
-  jobs::JobsOptions options_{.key_prefix = "t"};
-  jobs::Keys keys_{options_.key_prefix};
-  std::shared_ptr<kv::Store> store_;
-  std::unique_ptr<jobs::Jobs> jobs_;
 };
 
 TEST_F(PickClaimsTest, OverlappingLooksTakeDifferentJobsAndBothCommit) {
