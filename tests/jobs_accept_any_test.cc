@@ -121,6 +121,27 @@ TEST_P(AcceptAnyTest, AWaitingAcceptAnyWakesWhenAnyOfItsTypesGetsAJob) {
   EXPECT_EQ(none.status().code(), Code::kDeadlineExceeded);
 }
 
+TEST_P(AcceptAnyTest, AWaitingAcceptAnyOfOneFullTypeWakesWhenItsRunEnds) {
+  // One type, the form every worker of a single type (and a beanstalkd connection watching one
+  // tube) takes: at max_running, only a run's end frees a slot, and it rewrites the type's
+  // activity token, not its pending one; the wait must watch that too.
+  ASSERT_TRUE(jobs().set_max_running("work", 1).ok());
+  ASSERT_TRUE(jobs().add("work", "a", "{}").ok());
+  auto running = jobs().accept_any({"work"});
+  ASSERT_TRUE(running.ok()) << running.status().to_string();
+  ASSERT_TRUE(jobs().add("work", "b", "{}").ok());
+  auto waiting = std::async(std::launch::async, [&] {
+    return jobs().accept_any({"work"}, {.timeout = 30s, .worker = "w"});
+  });
+  EXPECT_EQ(waiting.wait_for(300ms), std::future_status::timeout);
+  EXPECT_EQ(info("work", "b").state, State::kPending);
+  ASSERT_TRUE(jobs().finish(*running).ok());
+  ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready);
+  auto job = waiting.get();
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  EXPECT_EQ(job->id, "b");
+}
+
 TEST_P(AcceptAnyTest, AnAsyncAcceptAnyWakesAndCanBeCancelled) {
   std::promise<Result<Job>> got;
   const uint64_t ticket = jobs().accept_any_async(

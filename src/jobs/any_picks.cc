@@ -55,6 +55,21 @@ Result<std::optional<Job>> try_accept_any(kv::Transaction& txn, const Keys& keys
       look->watches.push_back(std::move(watch));
     }
   }
+  if (types.size() == 1) {
+    // One type: its own look takes the job at once. Ranking it first (peek_candidate) would
+    // read its queue's head twice, which finish_and_accept, whose workers name one type, did
+    // for every job.
+    HeldBack held;
+    auto taken = try_accept_many(txn, keys, options, types[0], accept, {takers[0]},
+                                 look ? &look->next_due : nullptr, pick, &held, false, claims);
+    if (arming && held.by_running) {
+      KVQ_ASSIGN_OR_RETURN(auto watch, txn.watch(keys.activity_token(types[0])));
+      look->watches.push_back(std::move(watch));
+    }
+    if (taken.ok()) return std::optional<Job>(std::move(taken->front()));
+    if (taken.status().code() != Code::kNotFound) return taken.status();
+    return std::optional<Job>();
+  }
   struct Ranked {
     Candidate candidate;
     size_t index;  // in `types`: the first type given wins a tie

@@ -75,12 +75,14 @@ Result<const OrderedIndex::Entry*> DueLevels::head() {
     }
     from_ = index_.from_priority(first.priority);
     const std::string due_end = index_.due(first.priority, max_time_).second;
-    for (const auto& kv : read) {
+    for (auto& kv : read) {
       if (kv.key >= due_end) break;
-      KVQ_ASSIGN_OR_RETURN(auto entry, index_.parse(kv.key));
-      due_.push_back(std::move(entry));
+      due_.push_back({std::move(kv.key), std::nullopt});
     }
-    if (!due_.empty()) break;
+    if (!due_.empty()) {
+      due_.front().entry = std::move(first);
+      break;
+    }
     if (!earliest_not_due_ || first.time < *earliest_not_due_) earliest_not_due_ = first.time;
     if (first.priority == std::numeric_limits<int64_t>::max()) {
       done_ = true;
@@ -88,7 +90,18 @@ Result<const OrderedIndex::Entry*> DueLevels::head() {
     }
     from_ = index_.from_priority(first.priority + 1);
   }
-  return due_.empty() ? nullptr : &due_.front();
+  if (due_.empty()) return nullptr;
+  KVQ_ASSIGN_OR_RETURN(const OrderedIndex::Entry* front, entry_at(0));
+  return front;
+}
+
+Result<OrderedIndex::Entry*> DueLevels::entry_at(size_t i) {
+  Due& due = due_[i];
+  if (!due.entry) {
+    KVQ_ASSIGN_OR_RETURN(auto entry, index_.parse(due.key));
+    due.entry = std::move(entry);
+  }
+  return &*due.entry;
 }
 
 kv::RangeRead DueLevels::next_read() {
@@ -121,30 +134,37 @@ Result<std::vector<kv::KeyValue>> DueLevels::read_from() {
   return txn_.get_range(first.end, all_.second, first.options);
 }
 
-OrderedIndex::Entry DueLevels::take(bool at_random) {
+Result<OrderedIndex::Entry> DueLevels::take(bool at_random) {
   return take_at(at_random ? util::random_below(due_.size()) : 0);
 }
 
-std::optional<OrderedIndex::Entry> DueLevels::take(
+Result<std::optional<OrderedIndex::Entry>> DueLevels::take(
     bool at_random, const std::function<bool(const std::string&)>& claim) {
   const size_t n = due_.size();
   const size_t start = at_random ? util::random_below(n) : 0;
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (start + k) % n;
-    if (claim(due_[i].name)) return take_at(i);
+    KVQ_ASSIGN_OR_RETURN(const OrderedIndex::Entry* entry, entry_at(i));
+    if (!claim(entry->name)) continue;
+    KVQ_ASSIGN_OR_RETURN(auto taken, take_at(i));
+    return std::optional<OrderedIndex::Entry>(std::move(taken));
   }
-  return std::nullopt;
+  return std::optional<OrderedIndex::Entry>();
 }
 
-OrderedIndex::Entry DueLevels::take_at(size_t i) {
-  OrderedIndex::Entry entry = std::move(due_[i]);
+Result<OrderedIndex::Entry> DueLevels::take_at(size_t i) {
+  KVQ_ASSIGN_OR_RETURN(OrderedIndex::Entry * parsed, entry_at(i));
+  OrderedIndex::Entry entry = std::move(*parsed);
   due_.erase(due_.begin() + static_cast<std::ptrdiff_t>(i));
   return entry;
 }
 
-std::vector<std::string> DueLevels::first_names(size_t n) const {
+Result<std::vector<std::string>> DueLevels::first_names(size_t n) {
   std::vector<std::string> names;
-  for (size_t i = 0; i < std::min(n, due_.size()); ++i) names.push_back(due_[i].name);
+  for (size_t i = 0; i < std::min(n, due_.size()); ++i) {
+    KVQ_ASSIGN_OR_RETURN(const OrderedIndex::Entry* entry, entry_at(i));
+    names.push_back(entry->name);
+  }
   return names;
 }
 

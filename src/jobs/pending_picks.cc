@@ -224,8 +224,9 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
     KVQ_ASSIGN_OR_RETURN(const OrderedIndex::Entry* first, ungrouped.head());
     std::vector<std::string> rows;
     if (first) {
-      for (const auto& name : ungrouped.first_names(std::min(gate.allowed, kPrefetchRows)))
-        rows.push_back(keys.job(type, name));
+      KVQ_ASSIGN_OR_RETURN(auto names,
+                           ungrouped.first_names(std::min(gate.allowed, kPrefetchRows)));
+      for (const auto& name : names) rows.push_back(keys.job(type, name));
     }
     // Guessed rows the handle remembers are not fetched.
     if (rows.size() > 1) txn.prefetch(rows, {}, {.remembered = guess_rows});
@@ -245,10 +246,14 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
     if (!turn || (job && !turn_first(*turn, *job))) {
       // In order: the first due job. Spread: one at random among those read, so that acceptors
       // that collided on the same snapshot seldom pick the same ones again.
-      std::optional<OrderedIndex::Entry> entry =
-          claims ? ungrouped.take(at_random,
-                                  [&](const std::string& id) { return claims->claim(type, id); })
-                 : ungrouped.take(at_random);
+      std::optional<OrderedIndex::Entry> entry;
+      if (claims) {
+        KVQ_ASSIGN_OR_RETURN(entry, ungrouped.take(at_random, [&](const std::string& id) {
+          return claims->claim(type, id);
+        }));
+      } else {
+        KVQ_ASSIGN_OR_RETURN(entry, ungrouped.take(at_random));
+      }
       if (!entry) {
         // Every due job read is being taken by another attempt here: taking one would fail
         // this commit. Looked for again in a moment: if that attempt fails, it is still due.
@@ -261,8 +266,8 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
       taken.push_back(std::move(took));
       continue;
     }
-    KVQ_ASSIGN_OR_RETURN(auto took,
-                         take_turn(txn, keys, type, groups->take(at_random), taker, gate));
+    KVQ_ASSIGN_OR_RETURN(auto turn_taken, groups->take(at_random));
+    KVQ_ASSIGN_OR_RETURN(auto took, take_turn(txn, keys, type, turn_taken, taker, gate));
     if (took) {
       taken.push_back(std::move(*took));
     } else if (++full_groups >= spread) {
@@ -335,7 +340,7 @@ Result<std::optional<Candidate>> peek_candidate(kv::Transaction& txn, const Keys
       found = Candidate{turn->priority, turn->time};
       break;
     }
-    const OrderedIndex::Entry full = groups->take(false);
+    KVQ_ASSIGN_OR_RETURN(const OrderedIndex::Entry full, groups->take(false));
     KVQ_RETURN_IF_ERROR(mark_group_full(txn, keys, type, full.name, *row));
     if (++full_groups >= spread) {
       note_due(groups->earliest_not_due() ? std::optional(us_to_ms(*groups->earliest_not_due()))

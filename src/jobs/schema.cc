@@ -4,6 +4,12 @@
 #include <limits>
 
 namespace kvq::jobs {
+
+Keys::Keys(std::string prefix) : root_(std::move(prefix)) {
+  for (int64_t s = 1; s <= kLastSpace; ++s) spaces_[s] = root_.sub(Tuple{s});
+  for (int64_t m = 1; m <= kLastMisc; ++m) misc_[m] = spaces_[kMisc].sub(Tuple{m});
+}
+
 namespace {
 
 constexpr int64_t kRowFormat = 1;
