@@ -61,7 +61,7 @@ TEST_F(PickClaimsTest, OverlappingLooksTakeDifferentJobsAndBothCommit) {
   EXPECT_EQ(took_two->front().id, "j2") << "the second look took the job the first is taking";
   EXPECT_TRUE(one->commit().ok());
   EXPECT_TRUE(two->commit().ok());
-  EXPECT_FALSE(second.all_claimed());
+  EXPECT_TRUE(second.after_nothing_taken("type 'work'").ok());
 }
 
 TEST_F(PickClaimsTest, ALookThatFindsEveryDueJobClaimedTakesNoneAndCountsTheTypeDueAgainSoon) {
@@ -76,7 +76,8 @@ TEST_F(PickClaimsTest, ALookThatFindsEveryDueJobClaimedTakesNoneAndCountsTheType
   const int64_t before = jobs::now_ms();
   auto none = look(*two, &second, &next_due);
   EXPECT_EQ(none.status().code(), Code::kNotFound) << "it took the job the first is taking";
-  EXPECT_TRUE(second.all_claimed());
+  EXPECT_EQ(second.after_nothing_taken("type 'work'").code(), Code::kAborted)
+      << "its caller would be told nothing is due while the first may yet fail";
   ASSERT_TRUE(next_due.has_value()) << "nothing would look again if the first fails";
   EXPECT_GE(*next_due, before);
   EXPECT_LE(*next_due, jobs::now_ms() + 1);

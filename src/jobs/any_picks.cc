@@ -152,11 +152,8 @@ void attempt_accept_any_async(kv::Store& store, const Keys& keys, const JobsOpti
         auto job =
             try_accept_any(txn, keys, options, s->attempt.types(), s->accept, s->attempt.takers(),
                            s->attempt.next_pick(), s->attempt.claims(), &s->look, s->arm);
-        // As accept_attempt: nobody is told "nothing due", nor waits for a new job, while other
-        // accepts here are taking what is due and may yet fail; the look is tried again.
-        if (job.ok() && !*job && s->attempt.claims()->all_claimed())
-          return Result<std::optional<Job>>(
-              Aborted("the due jobs are being taken by other accepts in this process"));
+        if (job.ok() && !*job)
+          KVQ_RETURN_IF_ERROR(s->attempt.claims()->after_nothing_taken("its types"));
         KVQ_RETURN_IF_ERROR(s->attempt.looked(txn));
         return job;
       },

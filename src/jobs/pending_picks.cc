@@ -460,6 +460,12 @@ bool PickClaims::claim(std::string_view type, std::string_view id) {
   return true;
 }
 
+Status PickClaims::after_nothing_taken(std::string_view types) const {
+  if (!all_claimed_) return Status::OK();
+  return Aborted("the due jobs of " + std::string(types) +
+                 " are being taken by other accepts in this process");
+}
+
 void PickClaims::new_try() {
   let_go();
   all_claimed_ = false;
@@ -589,11 +595,8 @@ Result<std::vector<Job>> accept_attempt(
   // due" could be wrong should one of them fail, and waiting for a watch or a timer (a first
   // version) held the caller up for longer than that backoff. Unless the riders wrote: their
   // work commits, and the takers look again a millisecond on (try_accept_many's next_due).
-  if (!taken.ok() && taken.status().code() == Code::kNotFound && claims.all_claimed() &&
-      !(riders && riders->wrote())) {
-    return Aborted("the due jobs of type '" + std::string(type) +
-                   "' are being taken by other accepts in this process");
-  }
+  if (!taken.ok() && taken.status().code() == Code::kNotFound && !(riders && riders->wrote()))
+    KVQ_RETURN_IF_ERROR(claims.after_nothing_taken("type '" + std::string(type) + "'"));
   // Nothing due, but the riders wrote: the try commits that.
   if (riders && riders->wrote() && !taken.ok() && taken.status().code() == Code::kNotFound)
     taken = std::vector<Job>();

@@ -86,11 +86,14 @@ class PickClaims {
   void new_try();
   // Lets go of the claims held (the attempt is over).
   void let_go();
-  // Whether this try stopped taking because every due job it read was claimed by another
-  // (try_accept_many notes it): an answer of "nothing due" is then not the store's, and the
-  // attempt tries again instead (kAborted).
-  bool all_claimed() const { return all_claimed_; }
+  // This try stopped taking because every due job it read was claimed by another
+  // (try_accept_many notes it).
   void note_all_claimed() { all_claimed_ = true; }
+  // What a try that took nothing answers: kAborted when every due job it read was claimed by
+  // another attempt here, so that kv::run tries again after its backoff (by when their commits
+  // are done) — "nothing due" could be wrong should one of them fail, and its caller would
+  // wait for a new job meanwhile; OK otherwise. `types` names what was looked at.
+  Status after_nothing_taken(std::string_view types) const;
   // Claims job `id` of `type` for this try; false if another attempt's try holds it, or let it
   // go after this try began.
   bool claim(std::string_view type, std::string_view id);
