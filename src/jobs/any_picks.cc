@@ -55,20 +55,30 @@ Result<std::optional<Job>> try_accept_any(kv::Transaction& txn, const Keys& keys
       look->watches.push_back(std::move(watch));
     }
   }
+  // Full (max_running held the type back): only a run's end frees a slot, and it rewrites the
+  // activity token, so the look watches that too (ArmWatch).
+  auto watch_if_full = [&](const HeldBack& held, const std::string& type) -> Status {
+    if (!arming || !held.by_running) return Status::OK();
+    KVQ_ASSIGN_OR_RETURN(auto watch, txn.watch(keys.activity_token(type)));
+    look->watches.push_back(std::move(watch));
+    return Status::OK();
+  };
+  // The i-th type's own look, taking for its taker: nullopt when nothing is due.
+  auto take = [&](size_t i, HeldBack* held) -> Result<std::optional<Job>> {
+    auto taken = try_accept_many(txn, keys, options, types[i], accept, {takers[i]},
+                                 look ? &look->next_due : nullptr, pick, held, false, claims);
+    if (taken.ok()) return std::optional<Job>(std::move(taken->front()));
+    if (taken.status().code() != Code::kNotFound) return taken.status();
+    return std::optional<Job>();
+  };
   if (types.size() == 1) {
     // One type: its own look takes the job at once. Ranking it first (peek_candidate) would
     // read its queue's head twice, which finish_and_accept, whose workers name one type, did
     // for every job.
     HeldBack held;
-    auto taken = try_accept_many(txn, keys, options, types[0], accept, {takers[0]},
-                                 look ? &look->next_due : nullptr, pick, &held, false, claims);
-    if (arming && held.by_running) {
-      KVQ_ASSIGN_OR_RETURN(auto watch, txn.watch(keys.activity_token(types[0])));
-      look->watches.push_back(std::move(watch));
-    }
-    if (taken.ok()) return std::optional<Job>(std::move(taken->front()));
-    if (taken.status().code() != Code::kNotFound) return taken.status();
-    return std::optional<Job>();
+    KVQ_ASSIGN_OR_RETURN(auto job, take(0, &held));
+    KVQ_RETURN_IF_ERROR(watch_if_full(held, types[0]));
+    return job;
   }
   struct Ranked {
     Candidate candidate;
@@ -80,11 +90,7 @@ Result<std::optional<Job>> try_accept_any(kv::Transaction& txn, const Keys& keys
     KVQ_ASSIGN_OR_RETURN(auto candidate, peek_candidate(txn, keys, options, types[i], accept,
                                                         look ? &look->next_due : nullptr, &held));
     if (candidate) ranked.push_back({*candidate, i});
-    if (arming && held.by_running) {
-      // Full: only a run's end frees a slot, and it rewrites the activity token (ArmWatch).
-      KVQ_ASSIGN_OR_RETURN(auto watch, txn.watch(keys.activity_token(types[i])));
-      look->watches.push_back(std::move(watch));
-    }
+    KVQ_RETURN_IF_ERROR(watch_if_full(held, types[i]));
   }
   std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
     return std::tie(a.candidate.priority, a.candidate.place_us, a.index) <
@@ -93,10 +99,8 @@ Result<std::optional<Job>> try_accept_any(kv::Transaction& txn, const Keys& keys
   for (const Ranked& r : ranked) {
     // The type's own look again, in this transaction: it finds the candidate just seen (the
     // first in order; one of its priority when spread).
-    auto taken = try_accept_many(txn, keys, options, types[r.index], accept, {takers[r.index]},
-                                 look ? &look->next_due : nullptr, pick, nullptr, false, claims);
-    if (taken.ok()) return std::optional<Job>(std::move(taken->front()));
-    if (taken.status().code() != Code::kNotFound) return taken.status();
+    KVQ_ASSIGN_OR_RETURN(auto job, take(r.index, nullptr));
+    if (job) return job;
   }
   return std::optional<Job>();
 }
