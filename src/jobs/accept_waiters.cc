@@ -35,7 +35,7 @@ ArmWatch AcceptWaiters::arm_of(const Batch& batch) {
 }
 
 AcceptWaiters::AcceptWaiters(kv::Store& store, const Keys& keys, const JobsOptions& options)
-    : store_(store), keys_(keys), options_(options) {
+    : store_(store), keys_(keys), options_(options), hold_rounds_(!store.nonblocking()) {
   if (!store_.nonblocking())
     batch_pool_ = std::make_unique<util::ThreadPool>(kBlockingBatchThreads);
   {
@@ -226,6 +226,7 @@ kv::Clock::time_point AcceptWaiters::next_wake(kv::Clock::time_point now) const 
       if (!RoundFinishes::pending(w.finish)) wake = std::min(wake, w.deadline);
     }
     if (queue.next_due) wake = std::min(wake, *queue.next_due);
+    if (held(queue, now)) wake = std::min(wake, queue.hold.until());
   }
   for (const auto& [ticket, w] : any_waiters_) {
     wake = std::min(wake, w.deadline);
@@ -242,7 +243,7 @@ void AcceptWaiters::run() {
     std::vector<std::pair<std::string, Batch>> to_start;
     for (auto& [type, queue] : queues_) {
       expire(type, queue, now, done);
-      if (queue.waiters.empty() || queue.in_flight) continue;
+      if (queue.waiters.empty() || queue.in_flight || held(queue, now)) continue;
       const bool due = queue.next_due && *queue.next_due <= now;
       if (queue.attempt || due) {
         queue.attempt = false;
@@ -288,16 +289,18 @@ void AcceptWaiters::run() {
       });
     }
     lock.lock();
+    const auto later = kv::Clock::now();
     const bool more = std::any_of(queues_.begin(), queues_.end(),
-                                  [](const auto& q) {
+                                  [&](const auto& q) {
                                     const Queue& queue = q.second;
                                     return !queue.in_flight && !queue.waiters.empty() &&
+                                           !held(queue, later) &&
                                            (queue.attempt || queue.round_open);
                                   }) ||
                       std::any_of(any_waiters_.begin(), any_waiters_.end(), [](const auto& w) {
                         return !w.second.in_flight && w.second.attempt;
                       });
-    if (!more && !stopping_) cv_.wait_until(mu_, next_wake(kv::Clock::now()));
+    if (!more && !stopping_) cv_.wait_until(mu_, next_wake(later));
   }
 }
 
@@ -314,6 +317,7 @@ std::optional<AcceptWaiters::Batch> AcceptWaiters::next_batch(const std::string&
   });
   if (first == queue.waiters.end()) return std::nullopt;
   Batch batch{first->options, {}, {}};
+  batch.started = kv::Clock::now();
   const Kind kind = kind_of(batch.options);
   // Room for the waiters of the kind whose finish waits, wherever they queue: a round that
   // took nothing for those ahead of them would otherwise leave their finishes uncommitted.
@@ -414,6 +418,7 @@ void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
       if (!looked) {
         complete(batch.tickets.front(), jobs.status());  // the others try again in their own turn
         queue.found_nothing.clear();
+        queue.hold.ended(0, batch.started, kv::Clock::now());
       } else {
         // The jobs come in takers' order, a job's lock naming its taker (a taker whose finish
         // failed took none).
@@ -429,6 +434,7 @@ void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
           complete(batch.tickets[t++], std::move(job));
         }
         if (taken > 0) queue.found_nothing.clear();
+        queue.hold.ended(taken, batch.started, kv::Clock::now());
         // (With no taker left, the batch made no look.)
         if (taken < takers) {
           queue.found_nothing.push_back(kind_of(batch.options));

@@ -32,7 +32,8 @@
 // Blocking accepts keep blocking commits, which lead their own group commits. One attempt per
 // type is in flight at a time. On a store that is not nonblocking (etcd), where an attempt
 // waits on round trips, attempts of different types run side by side on a few threads of
-// their own.
+// their own, and a type's next round waits a little for the workers its last one served
+// (round_hold.h).
 //
 // A waiter may carry its worker's finish (finish_and_accept on a store that is not
 // nonblocking: round_finishes.h). It always gets a round (its submit starts one), and its
@@ -60,6 +61,7 @@
 #include "jobs/any_picks.h"
 #include "jobs/pending_picks.h"
 #include "jobs/round_finishes.h"
+#include "jobs/round_hold.h"
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
 #include "util/mutex.h"
@@ -132,6 +134,7 @@ class AcceptWaiters {
     bool in_flight = false;   // one of its batches is being attempted
     std::vector<Kind> found_nothing;  // kinds the open round found nothing due for
     std::optional<kv::Clock::time_point> next_due;
+    RoundHold hold;  // the next round's wait for the waiters the last one served
   };
   // One transaction's worth of a round: waiters of one kind, in arrival order.
   struct Batch {
@@ -146,6 +149,7 @@ class AcceptWaiters {
     bool arm_pending = false;
     uint64_t held_back_looks = 0;             // held_back_looks() before its look
     std::shared_ptr<RoundFinishes> finishes;  // of its waiters that carry one; else null
+    kv::Clock::time_point started{};          // when it was taken off the queue
   };
   // The pending watch of a type: kept while the type has no waiters, so that the next waiter
   // needs no look of the acceptor's.
@@ -187,6 +191,10 @@ class AcceptWaiters {
   };
 
   static ArmWatch arm_of(const Batch& batch);
+  // Whether `queue`'s next round waits now for the waiters its last one served.
+  bool held(const Queue& queue, kv::Clock::time_point now) const {
+    return hold_rounds_ && queue.hold.holds(queue.waiters.size(), now);
+  }
 
   void run() KVQ_EXCLUDES(mu_);
   // The open round's next batch of `queue`, or nullopt when every kind waiting there found
@@ -228,6 +236,9 @@ class AcceptWaiters {
   kv::Store& store_;
   const Keys& keys_;
   const JobsOptions& options_;
+  // Whether rounds wait for the waiters the last one served: on a store that is not
+  // nonblocking (round_hold.h).
+  const bool hold_rounds_;
   std::shared_ptr<FireSink> sink_ = std::make_shared<FireSink>();
   util::Mutex mu_;
   util::CondVar cv_;  // signalled under mu_: new work for run(), or in_flight_ dropped
