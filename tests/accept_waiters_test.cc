@@ -135,6 +135,56 @@ TEST_F(AcceptWaitersTest, OnAStoreWhoseCallsWaitTheBatchesOfTwoTypesRunSideBySid
   EXPECT_LT(both_served, kLatency * 18 / 10) << "the two types' rounds ran one after the other";
 }
 
+// round_hold.h: after a round that served every waiter of a type, the next waits for as many to
+// queue again (for at most half that round's time, 10 ms at most), so workers that come back a
+// little apart share one round instead of the first starting one alone.
+TEST_F(AcceptWaitersTest, OnAStoreWhoseCallsWaitARoundWaitsForTheWaitersTheLastOneServed) {
+  auto slow =
+      std::make_shared<kv::FaultInjectingStore>(store_, kv::FaultOptions{.commit_latency = 100ms});
+  ASSERT_FALSE(slow->nonblocking());
+  AcceptWaiters acceptor(*slow, keys_, options_);
+  auto submit = [&](const std::shared_ptr<Delivered<Result<Job>>>& into) {
+    acceptor.submit("work", {.timeout = 30s}, jobs::new_lock("work"), kv::Clock::now() + 30s,
+                    std::nullopt, deliver_to(into), AcceptWaiters::Commit::kBlocking);
+  };
+  // Two waiters find nothing due and wait together on the type's watch.
+  auto first = std::make_shared<Delivered<Result<Job>>>();
+  auto second = std::make_shared<Delivered<Result<Job>>>();
+  submit(first);
+  submit(second);
+  for (auto give_up = kv::Clock::now() + 10s;
+       kv::Clock::now() < give_up && !acceptor.watch_generation("work");) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_NE(acceptor.watch_generation("work"), 0u);
+  std::this_thread::sleep_for(500ms);  // every round they started has ended
+  // Four jobs at once (through the fast store): one round serves both waiters.
+  ASSERT_TRUE(kv::run(*store_, [&](kv::Transaction& txn) -> Status {
+                for (const char* id : {"j1", "j2", "j3", "j4"})
+                  KVQ_RETURN_IF_ERROR(jobs_->add(txn, "work", id, "{}").status());
+                return Status::OK();
+              }).ok());
+  ASSERT_TRUE(first->wait_for(1, 10s));
+  ASSERT_TRUE(second->wait_for(1, 10s));
+  ASSERT_TRUE(first->values()[0].ok()) << first->values()[0].status().to_string();
+  ASSERT_TRUE(second->values()[0].ok()) << second->values()[0].status().to_string();
+  // The two come back 2 ms apart. Started by the first, a round would take its job alone and
+  // the second would wait for it, then commit a round of its own.
+  const uint64_t commits_before = slow->counts().written_commits;
+  auto third = std::make_shared<Delivered<Result<Job>>>();
+  auto fourth = std::make_shared<Delivered<Result<Job>>>();
+  submit(third);
+  std::this_thread::sleep_for(2ms);
+  submit(fourth);
+  ASSERT_TRUE(third->wait_for(1, 10s));
+  ASSERT_TRUE(fourth->wait_for(1, 10s));
+  ASSERT_TRUE(third->values()[0].ok()) << third->values()[0].status().to_string();
+  ASSERT_TRUE(fourth->values()[0].ok()) << fourth->values()[0].status().to_string();
+  EXPECT_NE(third->values()[0]->id, fourth->values()[0]->id);
+  EXPECT_EQ(slow->counts().written_commits - commits_before, 1u)
+      << "the two came back within the hold and were served by one round";
+}
+
 // The "Order" guarantee of Jobs::accept, for one process's waiting accepts: served in arrival
 // order, one transaction at a time per type, they get the due jobs of a priority in order.
 // Through a store that is not nonblocking() (a FaultInjectingStore injecting nothing), where

@@ -201,8 +201,10 @@ bool AcceptWaiters::cancel(uint64_t ticket) {
 
 void AcceptWaiters::drop_if_empty(std::map<std::string, Queue>::iterator it) {
   // A queue whose batch is in flight stays until that batch finishes, so the type never has
-  // two attempts at once (a submit meanwhile finds the queue and waits its turn).
-  if (!it->second.waiters.empty() || it->second.in_flight) return;
+  // two attempts at once (a submit meanwhile finds the queue and waits its turn); one whose
+  // last round served every waiter stays while its hold waits for them to come back.
+  const Queue& queue = it->second;
+  if (!queue.waiters.empty() || queue.in_flight || held(queue, kv::Clock::now())) return;
   queues_.erase(it);
 }
 
@@ -290,16 +292,15 @@ void AcceptWaiters::run() {
     }
     lock.lock();
     const auto later = kv::Clock::now();
-    const bool more = std::any_of(queues_.begin(), queues_.end(),
-                                  [&](const auto& q) {
-                                    const Queue& queue = q.second;
-                                    return !queue.in_flight && !queue.waiters.empty() &&
-                                           !held(queue, later) &&
-                                           (queue.attempt || queue.round_open);
-                                  }) ||
-                      std::any_of(any_waiters_.begin(), any_waiters_.end(), [](const auto& w) {
-                        return !w.second.in_flight && w.second.attempt;
-                      });
+    // A round to start now, or a waiter of several types to look for.
+    auto type_ready = [&](const auto& q) {
+      const Queue& queue = q.second;
+      return !queue.in_flight && !queue.waiters.empty() && !held(queue, later) &&
+             (queue.attempt || queue.round_open);
+    };
+    auto any_ready = [](const auto& w) { return !w.second.in_flight && w.second.attempt; };
+    const bool more = std::any_of(queues_.begin(), queues_.end(), type_ready) ||
+                      std::any_of(any_waiters_.begin(), any_waiters_.end(), any_ready);
     if (!more && !stopping_) cv_.wait_until(mu_, next_wake(later));
   }
 }

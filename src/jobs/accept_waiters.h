@@ -230,7 +230,7 @@ class AcceptWaiters {
   void give_back_orphan(Job job);
   static void push_waiter(Queue& queue, Waiter waiter);
   static std::deque<Waiter>::iterator erase_waiter(Queue& queue, std::deque<Waiter>::iterator it);
-  // Erases an empty queue with no attempt in flight.
+  // Erases an empty queue with no attempt in flight and no hold.
   void drop_if_empty(std::map<std::string, Queue>::iterator it) KVQ_REQUIRES(mu_);
 
   kv::Store& store_;
