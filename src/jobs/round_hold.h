@@ -15,6 +15,8 @@
 // millisecond, and a worker waits little for one under way.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 
 #include "kvq/kv.h"
