@@ -6,10 +6,11 @@
 // apart (their next request crosses the network and the box's busy threads: 0.25-2 ms on one
 // 2-core box). Started by the first of them, the next round would serve that one alone and
 // make the others wait all of it, and rounds would alternate small and large (1-member etcd,
-// 16 HTTP workers: half the rounds served 1-3 workers, the rest 12-15, each round 4-5 ms).
-// So after a round that handed out n jobs, the next waits until n waiters are queued, or for
-// half as long as that round took (its reads and commit), whichever comes first: waiting
-// costs at most half a round, where starting without them costs them a whole one.
+// 16 HTTP workers: a fifth to a third of the rounds served 1-3 workers, most others 12-15,
+// each round 4-5 ms). So after a round that handed out n jobs, the next waits until n waiters
+// are queued, or for half as long as that round took (its reads and commit; kMaxHold at most),
+// whichever comes first: waiting costs at most half a round, where starting without them
+// costs them a whole one.
 //
 // On a store whose commits are local (LMDB) nothing waits: its rounds end in well under a
 // millisecond, and a worker waits little for one under way.
