@@ -35,7 +35,7 @@ ArmWatch AcceptWaiters::arm_of(const Batch& batch) {
 }
 
 AcceptWaiters::AcceptWaiters(kv::Store& store, const Keys& keys, const JobsOptions& options)
-    : store_(store), keys_(keys), options_(options), hold_rounds_(!store.nonblocking()) {
+    : store_(store), keys_(keys), options_(options) {
   if (!store_.nonblocking())
     batch_pool_ = std::make_unique<util::ThreadPool>(kBlockingBatchThreads);
   {
@@ -416,14 +416,14 @@ void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
         complete(batch.tickets[i], std::move(*settled.failed[i]));
         --takers;
       }
+      const size_t taken = jobs.ok() ? jobs->size() : 0;
+      queue.hold.ended(taken, batch.started, kv::Clock::now());
       if (!looked) {
         complete(batch.tickets.front(), jobs.status());  // the others try again in their own turn
         queue.found_nothing.clear();
-        queue.hold.ended(0, batch.started, kv::Clock::now());
       } else {
         // The jobs come in takers' order, a job's lock naming its taker (a taker whose finish
         // failed took none).
-        const size_t taken = jobs.ok() ? jobs->size() : 0;
         size_t t = 0;
         for (size_t i = 0; i < taken; ++i) {
           Job& job = (*jobs)[i];
@@ -435,7 +435,6 @@ void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
           complete(batch.tickets[t++], std::move(job));
         }
         if (taken > 0) queue.found_nothing.clear();
-        queue.hold.ended(taken, batch.started, kv::Clock::now());
         // (With no taker left, the batch made no look.)
         if (taken < takers) {
           queue.found_nothing.push_back(kind_of(batch.options));

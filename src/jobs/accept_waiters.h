@@ -191,9 +191,10 @@ class AcceptWaiters {
   };
 
   static ArmWatch arm_of(const Batch& batch);
-  // Whether `queue`'s next round waits now for the waiters its last one served.
+  // Whether `queue`'s next round waits now for the waiters its last one served: only on a
+  // store that is not nonblocking (round_hold.h).
   bool held(const Queue& queue, kv::Clock::time_point now) const {
-    return hold_rounds_ && queue.hold.holds(queue.waiters.size(), now);
+    return !store_.nonblocking() && queue.hold.holds(queue.waiters.size(), now);
   }
 
   void run() KVQ_EXCLUDES(mu_);
@@ -236,9 +237,6 @@ class AcceptWaiters {
   kv::Store& store_;
   const Keys& keys_;
   const JobsOptions& options_;
-  // Whether rounds wait for the waiters the last one served: on a store that is not
-  // nonblocking (round_hold.h).
-  const bool hold_rounds_;
   std::shared_ptr<FireSink> sink_ = std::make_shared<FireSink>();
   util::Mutex mu_;
   util::CondVar cv_;  // signalled under mu_: new work for run(), or in_flight_ dropped
