@@ -700,7 +700,7 @@ TEST_P(KvConformance, ConcurrentIncrementsThroughRunAsyncAllCount) {
         // `fn` holds the store: its retries may outlive a wait that gives up.
         kv::run_async(
             store(), [keep = store_ptr()](kv::Transaction& txn) { return increment(txn); },
-            [delivered](Status s) { delivered->add(std::move(s)); });
+            [delivered](Status s) { delivered->add(std::move(s)); }, kv::replayable({}));
       }
     });
   }
@@ -726,7 +726,7 @@ TEST_P(KvConformance, RunAsyncRetriesAConflictAndDeliversTheCommittedAttemptsVal
         txn.set("n", std::to_string(next));
         return next;
       },
-      [delivered](Result<int> r) { delivered->add(std::move(r)); });
+      [delivered](Result<int> r) { delivered->add(std::move(r)); }, kv::replayable({}));
   ASSERT_TRUE(delivered->wait_for(1)) << "done was never called";
   const Result<int> outcome = delivered->values()[0];
   ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
@@ -741,11 +741,79 @@ TEST_P(KvConformance, RunAsyncDeliversTheValueOfAResultFn) {
   auto delivered = std::make_shared<Delivered<Result<std::optional<std::string>>>>();
   kv::run_async(
       store(), [](kv::Transaction& txn) { return txn.get("k"); },
-      [delivered](Result<std::optional<std::string>> r) { delivered->add(std::move(r)); });
+      [delivered](Result<std::optional<std::string>> r) { delivered->add(std::move(r)); },
+      kv::replayable({}));
   ASSERT_TRUE(delivered->wait_for(1)) << "done was never called";
   const auto outcome = delivered->values()[0];
   ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
   EXPECT_EQ(*outcome, "v");
+}
+
+// A body whose reads each name the next key: on a store that replays bodies (etcd) each run
+// fetches one more level, and all of them read at the first read's version. A commit made
+// after that version, while the runs go on, must fail the attempt, and the retry see it.
+TEST_P(KvConformance, RunAsyncOfABodyWhoseReadsFollowEachOtherReadsOneStateAndConflictsAfter) {
+  put(store(), "a", "b");
+  put(store(), "b", "c");
+  put(store(), "c", "1");
+  put(store(), "range/1", "x");
+  auto changed = std::make_shared<std::atomic<bool>>(false);
+  auto seen = std::make_shared<Delivered<std::string>>();  // by each run that read everything
+  auto delivered = std::make_shared<Delivered<Result<std::string>>>();
+  kv::run_async(
+      store(),
+      [keep = store_ptr(), changed, seen](kv::Transaction& txn) -> Result<std::string> {
+        KVQ_ASSIGN_OR_RETURN(auto second, txn.get("a"));
+        // The read version is fixed now; this commit comes after it.
+        if (!changed->exchange(true)) put(*keep, "c", "2");
+        KVQ_ASSIGN_OR_RETURN(auto third, txn.get(second.value_or("?")));
+        KVQ_ASSIGN_OR_RETURN(auto value, txn.get(third.value_or("?")));
+        KVQ_ASSIGN_OR_RETURN(auto rows, txn.get_range("range/", "range0"));
+        const std::string out = value.value_or("?") + "/" + std::to_string(rows.size());
+        seen->add(out);
+        txn.set("out", out);
+        return out;
+      },
+      [delivered](Result<std::string> r) { delivered->add(std::move(r)); }, kv::replayable({}));
+  ASSERT_TRUE(delivered->wait_for(1)) << "done was never called";
+  const auto outcome = delivered->values()[0];
+  ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
+  EXPECT_EQ(*outcome, "2/1") << "the attempt that read c before the change committed";
+  EXPECT_EQ(read(store(), "out"), "2/1");
+  // The first attempt read c at its read version, from before the change: reads that moved on
+  // to a later version would have seen the change at once, and committed it without a retry.
+  ASSERT_GE(seen->size(), 2u);
+  EXPECT_EQ(seen->values().front(), "1/1");
+  EXPECT_EQ(delivered->size(), 1u);
+}
+
+// On a store that replays bodies, run_async returns before the store has answered anything,
+// and no run of the body that read something runs on the caller's thread.
+TEST_P(KvConformance, RunAsyncOnAStoreThatReplaysBodiesReadsOnlyOffTheCallersThread) {
+  if (!store().replays_bodies())
+    GTEST_SKIP() << "this store runs bodies on the caller's thread: its reads never wait";
+  put(store(), "k", "v");
+  const auto caller = std::this_thread::get_id();
+  auto on_caller = std::make_shared<std::atomic<int>>(0);
+  auto delivered = std::make_shared<Delivered<std::thread::id>>();
+  kv::run_async(
+      store(),
+      [caller, on_caller](kv::Transaction& txn) -> Status {
+        KVQ_ASSIGN_OR_RETURN(auto v, txn.get("k"));
+        if (std::this_thread::get_id() == caller) ++*on_caller;
+        txn.set("seen", v.value_or(""));
+        return Status::OK();
+      },
+      [delivered](Status s) {
+        EXPECT_TRUE(s.ok()) << s.to_string();
+        delivered->add(std::this_thread::get_id());
+      },
+      kv::replayable({}));
+  EXPECT_EQ(delivered->size(), 0u) << "run_async waited for the store on the caller's thread";
+  ASSERT_TRUE(delivered->wait_for(1)) << "done was never called";
+  EXPECT_NE(delivered->values()[0], caller);
+  EXPECT_EQ(on_caller->load(), 0) << "a read was answered on the caller's thread";
+  EXPECT_EQ(read(store(), "seen"), "v");
 }
 
 TEST_P(KvConformance, RunAsyncDoesNotRetryOtherErrorsFromFnNorCommitThem) {
@@ -758,7 +826,7 @@ TEST_P(KvConformance, RunAsyncDoesNotRetryOtherErrorsFromFnNorCommitThem) {
         txn.set("never", "written");
         return InvalidArgument("bad input");
       },
-      [delivered](Result<int> r) { delivered->add(std::move(r)); });
+      [delivered](Result<int> r) { delivered->add(std::move(r)); }, kv::replayable({}));
   ASSERT_TRUE(delivered->wait_for(1)) << "done was never called";
   EXPECT_EQ(delivered->values()[0].status().code(), Code::kInvalidArgument);
   EXPECT_EQ(attempts->load(), 1);
@@ -776,7 +844,7 @@ TEST_P(KvConformance, RunAsyncDoesNotRetryACommitThatFailsOtherwise) {
         txn.set("big", std::string(kv::kMaxValueSize + 1, 'v'));
         return Status::OK();
       },
-      [delivered](Status s) { delivered->add(std::move(s)); });
+      [delivered](Status s) { delivered->add(std::move(s)); }, kv::replayable({}));
   ASSERT_TRUE(delivered->wait_for(1)) << "done was never called";
   EXPECT_EQ(delivered->values()[0].code(), Code::kInvalidArgument)
       << delivered->values()[0].to_string();
@@ -794,7 +862,8 @@ TEST_P(KvConformance, RunAsyncStopsAtItsAttemptLimitLikeRun) {
         ++*attempts;
         return Unavailable("down");
       },
-      [delivered](Status s) { delivered->add(std::move(s)); }, kv::RetryOptions{.max_attempts = 3});
+      [delivered](Status s) { delivered->add(std::move(s)); },
+      kv::replayable(kv::RetryOptions{.max_attempts = 3}));
   ASSERT_TRUE(delivered->wait_for(1)) << "done was never called";
   const Status async_outcome = delivered->values()[0];
   EXPECT_EQ(async_outcome.code(), Code::kUnavailable) << async_outcome.to_string();
@@ -817,7 +886,8 @@ TEST_P(KvConformance, RunAsyncGivesUpAtItsDeadlineLikeRun) {
         ++*attempts;
         return Aborted("always conflicts");
       },
-      [delivered](Status s) { delivered->add(std::move(s)); }, kv::RetryOptions{.timeout = 200ms});
+      [delivered](Status s) { delivered->add(std::move(s)); },
+      kv::replayable(kv::RetryOptions{.timeout = 200ms}));
   ASSERT_TRUE(delivered->wait_for(1)) << "done was never called";
   const auto elapsed = kv::Clock::now() - start;
   const Status async_outcome = delivered->values()[0];
@@ -851,7 +921,7 @@ TEST_P(KvConformance, RunAsyncAppliesEachIdempotentIncrementOnceDespiteInjectedF
         },
         [delivered](Status s) { delivered->add(std::move(s)); },
         // Short backoffs: with these rates some operation always needs many attempts.
-        kv::RetryOptions{.initial_backoff = 100us, .max_backoff = 2ms});
+        kv::replayable(kv::RetryOptions{.initial_backoff = 100us, .max_backoff = 2ms}));
   }
   ASSERT_TRUE(delivered->wait_for(kOps, 120s))
       << delivered->size() << " of " << kOps << " run_async calls finished";

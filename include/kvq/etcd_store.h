@@ -88,6 +88,14 @@ struct EtcdOptions {
   // and the transaction starts over. false: every first read is linearizable. (A transaction's
   // later reads are serializable either way: they read at the first one's revision.)
   bool serializable_first_reads = true;
+  // kv::run_async (the jobs layer's *_async calls, which kvq serve's routes make) holds no
+  // thread while etcd answers: each read a transaction's body makes that etcd must answer is
+  // noted instead, fetched in one round trip with the others of that run, and the body runs
+  // again on what was fetched (kv::Store::replays_bodies); the commit goes out asynchronously.
+  // The runs after the first, and the callers' callbacks, come on callback_threads threads of
+  // the store's. false: kv::run_async blocks its thread as kv::run does.
+  bool async_transactions = true;
+  size_t callback_threads = 4;
 };
 
 // Parses "etcd://host:port,host:port[/prefix]" into options.

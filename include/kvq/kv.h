@@ -222,6 +222,24 @@ class Transaction {
   // (LMDB), as it could wait for itself; commit asynchronously, or hand the work elsewhere.
   virtual void commit_async(std::function<void(Status)> done);
 
+  // ---- Bodies run again instead of waiting: kv::run_async on a store whose reads are round
+  // trips (Store::replays_bodies) ----
+  // From now until the commit, a read this transaction cannot answer from what it fetched
+  // before (get, get_many, get_range, add_read_conflict_key, watch, read_version) does not
+  // wait for the store: it fails at once (kUnavailable) and is noted, and prefetch only notes.
+  // The default does nothing (reads never wait).
+  virtual void defer_reads() {}
+  // Whether a read was noted since the transaction began or last restarted.
+  virtual bool has_deferred_reads() const { return false; }
+  // Fetches every noted read in one round trip, at this transaction's read version (fixing it
+  // if no read did yet), then calls `done` on one of the store's threads (which may block only
+  // briefly). REQUIRES: the transaction stays alive until then.
+  virtual void fetch_deferred(std::function<void(Status)> done) { done(Status::OK()); }
+  // Drops the writes, the reads tracked for conflicts and the errors of the body's run so far,
+  // keeping what was fetched and the read version: the body runs again from the start, and its
+  // reads answer from what it fetched, as they would have the first time.
+  virtual void restart() {}
+
  private:
   bool earlier_commit_unknown_ = false;
 };
@@ -244,6 +262,20 @@ class Store {
   // or a map, and commit_async waits for neither the disk nor other commits. An event loop may
   // then run transactions itself (kv::run_async). False unless the backend says so.
   virtual bool nonblocking() const;
+  // True when kv::run_async holds no thread while the store answers, though its reads are round
+  // trips (etcd): each attempt defers its reads (Transaction::defer_reads), and the body runs
+  // again once they are fetched, until a run reads nothing new; it then commits asynchronously.
+  // The body and `done` run on the store's threads. False unless the backend says so.
+  virtual bool replays_bodies() const { return false; }
+  // Waits until every `done` given to an asynchronous call of this store's transactions
+  // (commit_async, fetch_deferred) has returned, or `deadline` passes; says whether they have.
+  // For a process that stops: what those callbacks use may go once this returns true. The
+  // default returns true at once (LMDB: a commit's callback follows its write within
+  // milliseconds, and a server's stopping grace covers it).
+  virtual bool wait_for_callbacks(Clock::time_point deadline) {
+    (void)deadline;
+    return true;
+  }
 };
 
 // ---- The one retry loop -------------------------------------------------------------------
@@ -255,7 +287,19 @@ struct RetryOptions {
   int max_attempts = 0;
   std::chrono::microseconds initial_backoff{500};
   std::chrono::microseconds max_backoff{100'000};
+  // For kv::run_async on a store that replays_bodies(): the body may run again on the same
+  // transaction once its deferred reads are fetched (Transaction::defer_reads), because in a
+  // run that has_deferred_reads() it changes nothing it keeps across attempts (a run that
+  // stopped at a read it could not make decides nothing). false: run_async blocks on such a
+  // store, as run does.
+  bool replayable = false;
 };
+
+// `options` for a body that is RetryOptions::replayable.
+inline RetryOptions replayable(RetryOptions options) {
+  options.replayable = true;
+  return options;
+}
 
 // How often kv::run retried in this process, by reason, since it started. For metrics.
 struct RetryCounts {
@@ -348,7 +392,29 @@ class AsyncRun : public std::enable_shared_from_this<AsyncRun<Fn, Done>> {
     if (!began.ok()) return failed(began.status());
     std::shared_ptr<Transaction> txn(std::move(*began));
     txn->set_earlier_commit_unknown(commit_unknown_);
+    if (!store_.nonblocking()) txn->defer_reads();  // replays_bodies(), or run_async ran run
+    run_body(std::move(txn), 0);
+  }
+
+ private:
+  // The body's runs on one transaction: its `runs`-th, then another for as long as a run
+  // deferred reads (each fetched in one round trip first), then the commit.
+  void run_body(std::shared_ptr<Transaction> txn, int runs) {
     auto outcome = std::make_shared<R>(fn_(*txn));
+    if (txn->has_deferred_reads()) {
+      // Whatever the run returned: it may have stopped at, or decided on, a read not yet made.
+      if (runs + 1 >= kMaxRuns) {
+        return done_(R(Internal("a transaction's body still read something new after " +
+                                std::to_string(kMaxRuns) + " runs")));
+      }
+      Transaction& t = *txn;
+      return t.fetch_deferred(
+          [self = this->shared_from_this(), txn = std::move(txn), runs](Status fetched) mutable {
+            if (!fetched.ok()) return self->failed(fetched);
+            txn->restart();
+            self->run_body(std::move(txn), runs + 1);
+          });
+    }
     Status status;
     if constexpr (std::is_same_v<R, Status>) {
       status = *outcome;
@@ -363,7 +429,10 @@ class AsyncRun : public std::enable_shared_from_this<AsyncRun<Fn, Done>> {
     });
   }
 
- private:
+  // Runs of the body on one transaction before run_async gives up on it: a body that keeps
+  // reading what its last run had not (a loop over reads) would otherwise run forever.
+  static constexpr int kMaxRuns = 1000;
+
   // The end of the road, or for a retryable failure the next attempt after a backoff.
   void failed(const Status& status) {
     if (!status.retryable()) return done_(R(status));
@@ -396,11 +465,15 @@ class AsyncRun : public std::enable_shared_from_this<AsyncRun<Fn, Done>> {
 // and outcome, but `done(outcome)` gets what run would return. On a store whose nonblocking()
 // is true, `fn` runs at once on this thread and, for a retry, on kvq's timer thread after the
 // backoff, and each attempt commits with commit_async, so `done` may run on another thread. On
-// any other store this is `done(run(store, fn, options))`, blocking. `fn` and `done` must own
-// what they use (they may outlive this call). REQUIRES: the store outlives `done`'s call.
+// a store whose replays_bodies() is true (etcd), for a body that is options.replayable, the
+// first run of each attempt is the same, and the runs after it (Transaction::defer_reads) and
+// `done` come on the store's threads. On any other store, or for a body that is not
+// replayable, this is `done(run(store, fn, options))`, blocking. `fn` and `done` must own what
+// they use (they may outlive this call). REQUIRES: the store outlives `done`'s call.
 template <typename Fn, typename Done>
 void run_async(Store& store, Fn fn, Done done, const RetryOptions& options = {}) {
-  if (!store.nonblocking()) return done(run(store, fn, options));
+  if (!store.nonblocking() && !(store.replays_bodies() && options.replayable))
+    return done(run(store, fn, options));
   std::make_shared<detail::AsyncRun<Fn, Done>>(store, std::move(fn), std::move(done), options)
       ->attempt();
 }

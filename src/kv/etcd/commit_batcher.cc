@@ -1,22 +1,39 @@
 #include "kv/etcd/commit_batcher.h"
 
+#include <atomic>
 #include <map>
 #include <optional>
 #include <set>
 
 namespace kvq::kv::etcd {
 
-// A thread in drive(), woken only when one of its members is done or it may send a batch.
+// A thread in commit() or commit_together(), woken when one of its members is done.
 struct CommitBatcher::Waiter {
   util::CondVar cv;
 };
 
+// A commit waiting for its outcome: a thread's (`waiter`, on its stack) or commit_async's
+// (`done`, on the heap, deleted once done has been called).
 struct CommitBatcher::Pending {
   Member member;
   size_t bytes = 0;
   Waiter* waiter = nullptr;
-  bool done = false;
+  std::function<void(Result<Committed>)> done;
+  bool finished = false;
   std::optional<Result<Committed>> result;
+};
+
+// One request under way: its members, the outer Txn that holds them (or none: sent alone),
+// and the outcome of each.
+struct CommitBatcher::Request {
+  std::vector<Pending*> members;
+  etcdserverpb::TxnRequest outer;
+  etcdserverpb::TxnResponse response;
+  std::vector<etcdserverpb::TxnResponse> alone;  // the responses of members sent on their own
+  std::vector<std::optional<Result<Committed>>> results;
+  uint64_t requests = 0;
+  bool refused = false;
+  std::atomic<size_t> left{0};  // members sent alone still unanswered
 };
 
 namespace {
@@ -89,7 +106,7 @@ CommitBatcher::CommitBatcher(std::shared_ptr<Client> client, BatchLimits limits)
 Result<Committed> CommitBatcher::commit(Member member) {
   Pending p;
   p.member = std::move(member);
-  drive({&p});
+  enqueue({&p});
   return std::move(*p.result);
 }
 
@@ -100,10 +117,17 @@ std::vector<Result<Committed>> CommitBatcher::commit_together(std::vector<Member
     pending[i].member = std::move(members[i]);
     mine.push_back(&pending[i]);
   }
-  drive(mine);
+  enqueue(mine);
   std::vector<Result<Committed>> out;
   for (auto& p : pending) out.push_back(std::move(*p.result));
   return out;
+}
+
+void CommitBatcher::commit_async(Member member, std::function<void(Result<Committed>)> done) {
+  auto* p = new Pending;
+  p->member = std::move(member);
+  p->done = std::move(done);
+  enqueue({p});
 }
 
 CommitBatcher::Counts CommitBatcher::counts() const {
@@ -113,39 +137,40 @@ CommitBatcher::Counts CommitBatcher::counts() const {
   return counts;
 }
 
-void CommitBatcher::drive(const std::vector<Pending*>& mine) {
+void CommitBatcher::enqueue(const std::vector<Pending*>& mine) {
+  Waiter self;
+  bool waits = false;
   for (auto* p : mine) {
     p->bytes = p->member.txn.ByteSizeLong();
     for (const auto& [key, value] : p->member.tokens) p->bytes += key.size() + value.size() + 8;
+    if (!p->done) {
+      p->waiter = &self;
+      waits = true;
+    }
   }
-  Waiter self;
   util::MutexLock lock(mu_);
-  for (auto* p : mine) {
-    p->waiter = &self;
-    queue_.push_back(p);
-  }
+  for (auto* p : mine) queue_.push_back(p);
+  pump(lock);
+  if (!waits) return;
   for (;;) {
     bool all_done = true;
-    for (auto* p : mine) all_done = all_done && p->done;
-    if (all_done) break;
-    if (may_send()) {
-      // Any waiting thread sends the next batch, its own members or not: whoever is free.
-      std::vector<Pending*> batch = take_batch();
-      const bool heavy = batch.size() > kLightBatch;
-      ++sending_;
-      heavy_sending_ += heavy ? 1 : 0;
-      lock.unlock();
-      send(batch);
-      lock.lock();
-      --sending_;
-      heavy_sending_ -= heavy ? 1 : 0;
-      continue;
-    }
+    for (auto* p : mine) all_done = all_done && p->finished;
+    if (all_done) return;
     self.cv.wait(mu_);
   }
-  // Someone must send what is still queued: the oldest waiting commit's thread, if no batch
-  // is under way to wake it when it ends.
-  if (may_send()) queue_.front()->waiter->cv.notify_one();
+}
+
+void CommitBatcher::pump(util::MutexLock& lock) {
+  while (may_send()) {
+    std::vector<Pending*> batch = take_batch();
+    const bool heavy = batch.size() > kLightBatch;
+    ++sending_;
+    heavy_sending_ += heavy ? 1 : 0;
+    // Unlocked: a request that cannot start ends at once, on this thread, in ended().
+    lock.unlock();
+    send(std::move(batch));
+    lock.lock();
+  }
 }
 
 bool CommitBatcher::may_send() const {
@@ -191,71 +216,104 @@ void fold_tokens(Member& member) {
   member.tokens.clear();
 }
 
-Result<Committed> CommitBatcher::send_alone(Member& member) {
+void CommitBatcher::send_alone(const std::shared_ptr<Request>& request, size_t i) {
+  Member& member = request->members[i]->member;
   fold_tokens(member);
-  etcdserverpb::TxnResponse response;
-  KVQ_RETURN_IF_ERROR(client_->txn(member.txn, &response));
-  return Committed{response.succeeded(), response.header().revision()};
+  client_->txn_async(member.txn, &request->alone[i], [this, request, i](Status status) {
+    if (status.ok()) {
+      request->results[i] =
+          Committed{request->alone[i].succeeded(), request->alone[i].header().revision()};
+    } else {
+      request->results[i] = std::move(status);
+    }
+    if (request->left.fetch_sub(1) == 1) ended(*request);
+  });
 }
 
-void CommitBatcher::send(const std::vector<Pending*>& batch) {
-  std::vector<std::optional<Result<Committed>>> results(batch.size());
-  uint64_t requests = 0;
-  bool was_refused = false;
-  if (batch.size() == 1) {
-    results[0] = send_alone(batch[0]->member);
-    requests = 1;
-  } else {
-    etcdserverpb::TxnRequest outer;
-    std::map<std::string, std::string> tokens;
-    for (auto* p : batch) {
-      outer.add_success()->mutable_request_txn()->Swap(&p->member.txn);
-      for (const auto& [key, value] : p->member.tokens) tokens.emplace(key, value);
-    }
-    for (const auto& [key, value] : tokens) {
-      auto* put = outer.add_success()->mutable_request_put();
-      put->set_key(key);
-      put->set_value(value);
-    }
-    etcdserverpb::TxnResponse response;
-    Status status = client_->txn(outer, &response);
-    requests = 1;
-    if (status.ok() && response.responses_size() < static_cast<int>(batch.size())) {
-      status = UnknownResult("etcd: a batch of " + std::to_string(batch.size()) +
-                             " commits was answered with " +
-                             std::to_string(response.responses_size()) + " responses");
+void CommitBatcher::send(std::vector<Pending*> batch) {
+  auto request = std::make_shared<Request>();
+  request->members = std::move(batch);
+  const size_t n = request->members.size();
+  request->results.resize(n);
+  request->alone.resize(n);
+  if (n == 1) {
+    request->requests = 1;
+    request->left = 1;
+    return send_alone(request, 0);
+  }
+  std::map<std::string, std::string> tokens;
+  for (auto* p : request->members) {
+    request->outer.add_success()->mutable_request_txn()->Swap(&p->member.txn);
+    for (const auto& [key, value] : p->member.tokens) tokens.emplace(key, value);
+  }
+  for (const auto& [key, value] : tokens) {
+    auto* put = request->outer.add_success()->mutable_request_put();
+    put->set_key(key);
+    put->set_value(value);
+  }
+  request->requests = 1;
+  client_->txn_async(request->outer, &request->response, [this, request, n](Status status) {
+    const auto& response = request->response;
+    if (status.ok() && response.responses_size() < static_cast<int>(n)) {
+      status =
+          UnknownResult("etcd: a batch of " + std::to_string(n) + " commits was answered with " +
+                        std::to_string(response.responses_size()) + " responses");
     }
     if (status.ok()) {
-      for (size_t i = 0; i < batch.size(); ++i) {
-        results[i] = Committed{response.responses(static_cast<int>(i)).response_txn().succeeded(),
-                               response.header().revision()};
+      for (size_t i = 0; i < n; ++i) {
+        request->results[i] =
+            Committed{response.responses(static_cast<int>(i)).response_txn().succeeded(),
+                      response.header().revision()};
       }
     } else if (refused(status)) {
       // Refused before anything applied: each member goes again on its own, so a member that
       // itself breaks a limit gets its own refusal, and the others commit.
-      was_refused = true;
-      for (size_t i = 0; i < batch.size(); ++i) {
-        batch[i]->member.txn.Swap(
-            outer.mutable_success(static_cast<int>(i))->mutable_request_txn());
-        results[i] = send_alone(batch[i]->member);
-        ++requests;
+      request->refused = true;
+      request->requests += n;
+      request->left = n;
+      for (size_t i = 0; i < n; ++i) {
+        request->members[i]->member.txn.Swap(
+            request->outer.mutable_success(static_cast<int>(i))->mutable_request_txn());
       }
+      for (size_t i = 0; i < n; ++i) send_alone(request, i);
+      return;
     } else {
-      for (auto& r : results) r = status;
+      for (auto& r : request->results) r = status;
     }
+    ended(*request);
+  });
+}
+
+void CommitBatcher::ended(Request& request) {
+  const size_t n = request.members.size();
+  std::vector<Pending*> called;  // commit_async's members, told after the lock is let go
+  {
+    util::MutexLock lock(mu_);
+    counts_.requests += request.requests;
+    counts_.members += n;
+    if (n > 1 && !request.refused) counts_.batched += n;
+    if (request.refused) ++counts_.refused;
+    --sending_;
+    heavy_sending_ -= n > kLightBatch ? 1 : 0;
+    for (size_t i = 0; i < n; ++i) {
+      Pending* p = request.members[i];
+      p->result = std::move(request.results[i]);
+      if (p->done) {
+        called.push_back(p);
+        continue;
+      }
+      p->finished = true;
+      // Only the threads whose commits are done wake (once the lock is let go, a woken one may
+      // return and take its Pending and Waiter with it). A notify_all of every waiting thread
+      // after each request cost a context switch per waiting commit.
+      p->waiter->cv.notify_one();
+    }
+    // The next request starts as this one ends, from this thread.
+    pump(lock);
   }
-  util::MutexLock lock(mu_);
-  counts_.requests += requests;
-  counts_.members += batch.size();
-  if (batch.size() > 1 && !was_refused) counts_.batched += batch.size();
-  if (was_refused) ++counts_.refused;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    batch[i]->result = std::move(results[i]);
-    batch[i]->done = true;
-    // Only the threads whose commits are done wake (once the lock is let go, a woken one may
-    // return and take its Pending and Waiter with it). A notify_all of every waiting thread
-    // after each batch cost a context switch per waiting commit.
-    batch[i]->waiter->cv.notify_one();
+  for (Pending* p : called) {
+    p->done(std::move(*p->result));
+    delete p;
   }
 }
 

@@ -18,12 +18,14 @@
 // A commit alone (nothing else waiting) is sent at once as it is: the batcher adds no latency
 // when idle. While `in_flight` batches are under way, commits wait and go together in the next,
 // except under light load: while every request under way holds one commit, a lone waiting
-// commit goes at once as one request more (may_send).
+// commit goes at once as one request more (may_send). Requests are sent asynchronously, and
+// the end of each sends the next: no thread waits for etcd but one that asked to (commit).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -85,6 +87,9 @@ class CommitBatcher {
   // Queues every member at once, then commits them as commit() would (tests: a set of members
   // certain to meet in the batcher).
   std::vector<Result<Committed>> commit_together(std::vector<Member> members);
+  // commit() without a blocked thread: `done` gets the outcome on one of gRPC's threads (or on
+  // this one), so it must not block.
+  void commit_async(Member member, std::function<void(Result<Committed>)> done);
 
   struct Counts {
     uint64_t requests = 0;    // Txn requests sent
@@ -99,16 +104,22 @@ class CommitBatcher {
  private:
   struct Waiter;
   struct Pending;
+  struct Request;
   // Takes the members of the next batch off the queue: the oldest, then each later one that
   // conflicts with none taken so far, within the limits.
   std::vector<Pending*> take_batch() KVQ_REQUIRES(mu_);
-  // Sends one batch and records each member's outcome (without the lock).
-  void send(const std::vector<Pending*>& batch);
-  Result<Committed> send_alone(Member& member);
-  // Runs `mine` to completion, sending batches (its own or others') while it may.
-  void drive(const std::vector<Pending*>& mine);
-  // Whether a waiting thread may send the next batch now: while fewer than `in_flight`
-  // requests are under way, and one more while all of them, and the next, are light.
+  // Queues `mine` and sends what may be sent; then, for members with a waiter, waits until
+  // they are done.
+  void enqueue(const std::vector<Pending*>& mine) KVQ_EXCLUDES(mu_);
+  // Sends batches while may_send(), each asynchronously; the end of each sends the next.
+  void pump(util::MutexLock& lock) KVQ_REQUIRES(mu_);
+  // Sends one batch; ended() records each member's outcome.
+  void send(std::vector<Pending*> batch) KVQ_EXCLUDES(mu_);
+  // Sends request->members[i] on its own; the last of a request's to end calls ended().
+  void send_alone(const std::shared_ptr<Request>& request, size_t i) KVQ_EXCLUDES(mu_);
+  void ended(Request& request) KVQ_EXCLUDES(mu_);
+  // Whether the next batch may be sent now: while fewer than `in_flight` requests are under
+  // way, and one more while all of them, and the next, are light.
   bool may_send() const KVQ_REQUIRES(mu_);
 
   // A request of at most this many members is light. Under light load (a few producers, each

@@ -316,5 +316,45 @@ TEST_F(CommitBatcherInFlightTest, ACommitBehindAHeavyRequestWaitsForIt) {
   EXPECT_EQ(batcher_->counts().requests, 2u);
 }
 
+// commit_async holds no thread: behind a heavy request held by a paused member, asynchronous
+// commits return at once and wait in the queue; the end of the request under way sends them,
+// together, from gRPC's thread, and each gets its outcome once.
+TEST_F(CommitBatcherInFlightTest, AsyncCommitsReturnAtOnceAndGoTogetherWhenTheRequestUnderWayEnds) {
+  ASSERT_TRUE(cluster_.pause(0)) << "the member's threads did not all stop";
+  std::vector<Result<Committed>> together;
+  std::thread a([&] { together = batcher_->commit_together({puts("a"), puts("b")}); });
+  EXPECT_TRUE(under_way(1));
+  constexpr int kAsync = 5;
+  util::Mutex mu;
+  util::CondVar cv;
+  std::vector<Result<Committed>> outcomes;
+  for (int i = 0; i < kAsync; ++i) {
+    // Returns while the member is paused: nothing here waits for etcd.
+    batcher_->commit_async(puts("async-" + std::to_string(i)), [&](Result<Committed> r) {
+      util::MutexLock lock(mu);
+      outcomes.push_back(std::move(r));
+      cv.notify_all();
+    });
+  }
+  EXPECT_EQ(batcher_->counts().under_way, 1u) << "an async commit went beside the heavy request";
+  cluster_.resume(0);
+  a.join();
+  {
+    util::MutexLock lock(mu);
+    while (outcomes.size() < kAsync) {
+      if (!cv.wait_for(mu, std::chrono::seconds(30))) break;
+    }
+    ASSERT_EQ(outcomes.size(), size_t{kAsync}) << "an async commit never got its outcome";
+  }
+  for (const auto& r : outcomes) ASSERT_TRUE(r.ok() && r->succeeded) << r.status().to_string();
+  for (const auto& r : together) ASSERT_TRUE(r.ok() && r->succeeded) << r.status().to_string();
+  const auto counts = batcher_->counts();
+  EXPECT_EQ(counts.requests, 2u) << "the waiting async commits did not share one request";
+  EXPECT_EQ(counts.members, 2u + kAsync);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  util::MutexLock lock(mu);
+  EXPECT_EQ(outcomes.size(), size_t{kAsync}) << "an async commit got its outcome twice";
+}
+
 }  // namespace
 }  // namespace kvq::kv::etcd

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -35,30 +36,20 @@ Status from_grpc(const grpc::Status& status, bool commit) {
 
 namespace {
 
-// One attempt of a call, made asynchronously so that the calling thread can look at the member
-// while it waits; gRPC completes it exactly once (answer, deadline or cancellation).
-struct Attempt {
+// The outcome of a call, for a thread that waits for it.
+struct Outcome {
   util::Mutex mu;
   util::CondVar cv;
   bool done KVQ_GUARDED_BY(mu) = false;
-  grpc::Status status KVQ_GUARDED_BY(mu);
+  Status status KVQ_GUARDED_BY(mu);
 
-  void complete(grpc::Status s) KVQ_EXCLUDES(mu) {
+  void complete(Status s) KVQ_EXCLUDES(mu) {
     util::MutexLock lock(mu);
     status = std::move(s);
     done = true;
     cv.notify_all();
   }
-  // Whether it completed by `until`.
-  bool wait_until(std::chrono::steady_clock::time_point until) KVQ_EXCLUDES(mu) {
-    util::MutexLock lock(mu);
-    while (!done) {
-      if (!cv.wait_until(mu, until)) break;
-    }
-    return done;
-  }
-  // Its status, once it completed.
-  grpc::Status wait() KVQ_EXCLUDES(mu) {
+  Status wait() KVQ_EXCLUDES(mu) {
     util::MutexLock lock(mu);
     while (!done) cv.wait(mu);
     return status;
@@ -103,7 +94,8 @@ Client::Client(EtcdOptions options, std::shared_ptr<grpc::ChannelCredentials> cr
   args.SetMaxReceiveMessageSize(64 * 1024 * 1024);  // gRPC's 4 MiB default is below large ranges
   // A backstop for a connection that went silent while no call checks it (an idle watch
   // stream): pings every 10 s, which etcd's default --grpc-keepalive-min-time (5 s) allows;
-  // faster ones it answers with GOAWAY "too_many_pings". Calls are checked faster, in call().
+  // faster ones it answers with GOAWAY "too_many_pings". Calls are checked faster, by
+  // watch_calls.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2'000);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
@@ -113,9 +105,17 @@ Client::Client(EtcdOptions options, std::shared_ptr<grpc::ChannelCredentials> cr
     maintenance_.push_back(etcdserverpb::Maintenance::NewStub(channel));
     channels_.push_back(std::move(channel));
   }
+  call_watcher_ = std::thread([this] { watch_calls(); });
 }
 
 Client::~Client() {
+  {
+    util::MutexLock lock(calls_mu_);
+    while (!calls_.empty()) calls_changed_.wait(calls_mu_);
+    stopping_ = true;
+    calls_changed_.notify_all();
+  }
+  call_watcher_.join();
   std::vector<std::thread> threads;
   {
     util::MutexLock lock(leader_mu_);
@@ -252,90 +252,234 @@ Status Client::authorize(grpc::ClientContext& context) {
   return Status::OK();
 }
 
-// Each attempt waits member_check_after for its answer, then asks the member a tiny read of
-// its own. A member that answers that is alive and merely slow: the call is awaited until
-// request_timeout. One that does not (paused, dead, cut off from its quorum) has the call
-// cancelled: a read is sent again at once to the next endpoint, within the same deadline; a
-// commit is never sent again here — it may have applied, so it ends kUnknownResult and the
-// caller's retry (kv::run, which re-reads first) decides. The next call starts on the next
-// endpoint either way. A member that answers in a later raft term than the call was sent in
-// has the call cancelled too: a follower forwards writes (and asks for read indexes) to the
-// leader it knew, and when that leader is gone (paused, dead) the request is lost — etcd
-// answers it only after its own request timeout, 7 s by default, or once the old leader
-// resumes. Seen on a 3-member cluster with the leader paused for 3 s: an add waited 3 to 6 s
-// where the election took about 1.5 s.
-template <typename Start>
-Status Client::call(bool commit, Start&& start) {
-  const auto deadline = std::chrono::system_clock::now() + options_.request_timeout;
-  check_leader(false);
+// One call: its attempts (one for a commit, at most one per endpoint for a read), the current
+// one's member and context, and what the check of that member found.
+struct Client::Call {
+  bool commit = false;
+  Start start;
+  std::function<void(Status)> done;
+  std::chrono::system_clock::time_point deadline;
+  size_t tried = 0;  // attempts started
+  // The current attempt's, guarded by calls_mu_ once it started.
+  size_t index = 0;
+  uint64_t term = 0;
+  std::chrono::steady_clock::time_point check_at;
+  // Its member was checked (once per attempt), or no attempt has started: nothing to check.
+  bool checked = true;
+  Check found = Check::kAlive;
+  bool given_up = false;  // cancelled after the check
+  // Every attempt's context: gRPC may still use one while the next attempt starts.
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   Status result = Unavailable("etcd: no endpoint");
-  for (size_t tried = 0; tried < channels_.size(); ++tried) {
-    const size_t index = current_.load() % channels_.size();
-    const uint64_t term = raft_term_.load(std::memory_order_relaxed);
-    grpc::ClientContext context;
-    context.set_deadline(deadline);
-    KVQ_RETURN_IF_ERROR(authorize(context));
-    auto attempt = std::make_shared<Attempt>();
-    start(*kv_[index], context, [attempt](grpc::Status s) { attempt->complete(std::move(s)); });
-    bool given_up = false;
-    Check found = Check::kAlive;
-    if (!attempt->wait_until(std::chrono::steady_clock::now() + options_.member_check_after)) {
-      found = check(index, deadline, term);
-      if (found != Check::kAlive) {
-        given_up = true;
-        context.TryCancel();
-      }
-    }
-    // gRPC completes every call, by its deadline at the latest.
-    const grpc::Status status = attempt->wait();
-    if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-      // The token expired (etcd's simple tokens do): fetch another on the next call.
+};
+
+// Each attempt is given member_check_after for its answer; then watch_calls asks the member a
+// tiny read of its own. A member that answers that is alive and merely slow: the call is
+// awaited until request_timeout. One that does not (paused, dead, cut off from its quorum) has
+// the call cancelled: a read is sent again at once to the next endpoint, within the same
+// deadline; a commit is never sent again here — it may have applied, so it ends
+// kUnknownResult and the caller's retry (kv::run, which re-reads first) decides. The next call
+// starts on the next endpoint either way. A member that answers in a later raft term than the
+// call was sent in has the call cancelled too: a follower forwards writes (and asks for read
+// indexes) to the leader it knew, and when that leader is gone (paused, dead) the request is
+// lost — etcd answers it only after its own request timeout, 7 s by default, or once the old
+// leader resumes. Seen on a 3-member cluster with the leader paused for 3 s: an add waited 3 to
+// 6 s where the election took about 1.5 s.
+void Client::call_async(bool commit, Start start, std::function<void(Status)> done) {
+  auto call = std::make_shared<Call>();
+  call->commit = commit;
+  call->start = std::move(start);
+  call->done = std::move(done);
+  call->deadline = std::chrono::system_clock::now() + options_.request_timeout;
+  check_leader(false);
+  {
+    util::MutexLock lock(calls_mu_);
+    calls_.insert(call);
+  }
+  start_attempt(call);
+}
+
+Status Client::call(bool commit, Start start) {
+  auto outcome = std::make_shared<Outcome>();
+  call_async(commit, std::move(start), [outcome](Status s) { outcome->complete(std::move(s)); });
+  return outcome->wait();
+}
+
+void Client::start_attempt(const std::shared_ptr<Call>& call) {
+  const size_t index = current_.load() % channels_.size();
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(call->deadline);
+  if (Status authorized = authorize(*context); !authorized.ok()) return finish(call, authorized);
+  grpc::ClientContext* started = context.get();
+  {
+    util::MutexLock lock(calls_mu_);
+    ++call->tried;
+    call->index = index;
+    call->term = raft_term_.load(std::memory_order_relaxed);
+    call->check_at = std::chrono::steady_clock::now() + options_.member_check_after;
+    call->checked = false;
+    call->found = Check::kAlive;
+    call->given_up = false;
+    call->contexts.push_back(std::move(context));
+    // Woken only if it would sleep past this check: under load it is not (every call's check
+    // comes member_check_after after its start), and a wake-up per call cost a context switch.
+    if (call->check_at < watcher_wakes_at_) calls_changed_.notify_all();
+  }
+  call->start(*kv_[index], *started,
+              [this, call](grpc::Status status) { attempt_ended(call, status); });
+}
+
+void Client::attempt_ended(const std::shared_ptr<Call>& call, const grpc::Status& status) {
+  size_t index;
+  uint64_t term;
+  Check found;
+  bool given_up;
+  {
+    util::MutexLock lock(calls_mu_);
+    index = call->index;
+    term = call->term;
+    found = call->found;
+    given_up = call->given_up;
+  }
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+    // The token expired (etcd's simple tokens do): fetch another on the next call.
+    {
       util::MutexLock lock(token_mu_);
       token_.clear();
-      return Unavailable("etcd: " + status.error_message() + " (re-authenticating)");
     }
-    // An answer that came despite the cancellation stands.
-    given_up = given_up && status.error_code() == grpc::StatusCode::CANCELLED;
-    if (!given_up && !unreachable(status.error_code())) return from_grpc(status, commit);
-    fail_over(index);
-    const std::string member = "member " + options_.endpoints[index];
-    const std::string why =
-        found == Check::kNewLeader
-            ? member + " held the call while the cluster elected a new leader (raft term " +
-                  std::to_string(term) + " before); what it forwarded to the old one may be lost"
-            : member + " answered neither the call in " +
-                  std::to_string(options_.member_check_after.count()) +
-                  " ms nor a check of it in " +
-                  std::to_string(options_.member_check_timeout.count()) + " ms";
-    result = given_up ? from_grpc(grpc::Status(grpc::StatusCode::UNAVAILABLE, why), commit)
-                      : from_grpc(status, commit);
-    if (commit || std::chrono::system_clock::now() >= deadline) break;
+    return finish(call, Unavailable("etcd: " + status.error_message() + " (re-authenticating)"));
   }
-  return result;
+  // An answer that came despite the cancellation stands.
+  given_up = given_up && status.error_code() == grpc::StatusCode::CANCELLED;
+  if (!given_up && !unreachable(status.error_code()))
+    return finish(call, from_grpc(status, call->commit));
+  fail_over(index);
+  const std::string member = "member " + options_.endpoints[index];
+  const std::string why =
+      found == Check::kNewLeader
+          ? member + " held the call while the cluster elected a new leader (raft term " +
+                std::to_string(term) + " before); what it forwarded to the old one may be lost"
+          : member + " answered neither the call in " +
+                std::to_string(options_.member_check_after.count()) + " ms nor a check of it in " +
+                std::to_string(options_.member_check_timeout.count()) + " ms";
+  call->result = given_up
+                     ? from_grpc(grpc::Status(grpc::StatusCode::UNAVAILABLE, why), call->commit)
+                     : from_grpc(status, call->commit);
+  if (call->commit || call->tried >= channels_.size() ||
+      std::chrono::system_clock::now() >= call->deadline)
+    return finish(call, call->result);
+  start_attempt(call);
+}
+
+void Client::finish(const std::shared_ptr<Call>& call, Status outcome) {
+  // Out of calls_ first: `done` may let the caller destroy this Client (~Client waits for calls_
+  // to empty), and it must run last.
+  auto done = std::move(call->done);
+  {
+    util::MutexLock lock(calls_mu_);
+    calls_.erase(call);
+    if (calls_.empty()) calls_changed_.notify_all();  // ~Client may wait for that
+  }
+  done(std::move(outcome));
+}
+
+void Client::watch_calls() {
+  util::MutexLock lock(calls_mu_);
+  for (;;) {
+    if (stopping_) return;
+    const auto now = std::chrono::steady_clock::now();
+    std::optional<std::chrono::steady_clock::time_point> next;
+    // The calls due for a check, with the attempt each was on, by member: one check of a member
+    // answers for every call waiting on it (a paused member holds them all).
+    std::map<size_t, std::vector<std::pair<std::shared_ptr<Call>, size_t>>> due;
+    std::map<size_t, uint64_t> terms;  // the oldest raft term a due call on a member was sent in
+    for (const auto& call : calls_) {
+      if (call->checked) continue;
+      if (call->check_at > now) {
+        if (!next || call->check_at < *next) next = call->check_at;
+        continue;
+      }
+      call->checked = true;
+      due[call->index].emplace_back(call, call->tried);
+      auto [term, first] = terms.try_emplace(call->index, call->term);
+      if (!first) term->second = std::min(term->second, call->term);
+    }
+    if (due.empty()) {
+      watcher_wakes_at_ = next.value_or(std::chrono::steady_clock::time_point::max());
+      if (next) {
+        calls_changed_.wait_until(calls_mu_, *next);
+      } else {
+        calls_changed_.wait(calls_mu_);
+      }
+      continue;
+    }
+    watcher_wakes_at_ = std::chrono::steady_clock::time_point::min();  // busy: sees new calls
+    // Checked outside the lock (each waits up to member_check_timeout); a call may end
+    // meanwhile, or move on to its next attempt, whose check is its own.
+    lock.unlock();
+    std::map<size_t, Check> found;
+    for (const auto& [index, calls] : due) {
+      auto deadline = calls.front().first->deadline;
+      for (const auto& [call, tried] : calls) deadline = std::max(deadline, call->deadline);
+      found[index] = check(index, deadline, terms[index]);
+    }
+    lock.lock();
+    for (const auto& [index, calls] : due) {
+      if (found[index] == Check::kAlive) continue;
+      for (const auto& [call, tried] : calls) {
+        if (call->tried != tried || !calls_.count(call)) continue;
+        call->found = found[index];
+        call->given_up = true;
+        call->contexts.back()->TryCancel();
+      }
+    }
+  }
 }
 
 Status Client::range(const etcdserverpb::RangeRequest& request,
                      etcdserverpb::RangeResponse* response) {
-  Status status =
-      call(false, [&](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context, auto done) {
-        stub.async()->Range(&context, &request, response, std::move(done));
-      });
-  if (status.ok()) saw_term(response->header().raft_term());
-  return status;
+  auto outcome = std::make_shared<Outcome>();
+  range_async(request, response, [outcome](Status s) { outcome->complete(std::move(s)); });
+  return outcome->wait();
 }
 
 Status Client::txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response) {
+  auto outcome = std::make_shared<Outcome>();
+  txn_async(request, response, [outcome](Status s) { outcome->complete(std::move(s)); });
+  return outcome->wait();
+}
+
+void Client::range_async(const etcdserverpb::RangeRequest& request,
+                         etcdserverpb::RangeResponse* response, std::function<void(Status)> done) {
+  call_async(
+      false,
+      [&request, response](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context,
+                           std::function<void(grpc::Status)> ended) {
+        stub.async()->Range(&context, &request, response, std::move(ended));
+      },
+      [this, response, done = std::move(done)](Status status) {
+        if (status.ok()) saw_term(response->header().raft_term());
+        done(std::move(status));
+      });
+}
+
+void Client::txn_async(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response,
+                       std::function<void(Status)> done) {
   auto writes = [](const auto& ops) {
     return std::any_of(ops.begin(), ops.end(),
                        [](const etcdserverpb::RequestOp& op) { return !op.has_request_range(); });
   };
   const bool commit = writes(request.success()) || writes(request.failure());
-  Status status =
-      call(commit, [&](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context, auto done) {
-        stub.async()->Txn(&context, &request, response, std::move(done));
+  call_async(
+      commit,
+      [&request, response](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context,
+                           std::function<void(grpc::Status)> ended) {
+        stub.async()->Txn(&context, &request, response, std::move(ended));
+      },
+      [this, response, done = std::move(done)](Status status) {
+        if (status.ok()) saw_term(response->header().raft_term());
+        done(std::move(status));
       });
-  if (status.ok()) saw_term(response->header().raft_term());
-  return status;
 }
 
 }  // namespace kvq::kv::etcd

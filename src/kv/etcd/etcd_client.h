@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,7 +28,8 @@ Status from_grpc(const grpc::Status& status, bool commit);
 class Client {
  public:
   Client(EtcdOptions options, std::shared_ptr<grpc::ChannelCredentials> credentials);
-  // Waits for a leader check under way (at most member_check_timeout): its calls use this.
+  // Waits for a leader check under way (at most member_check_timeout) and for every
+  // asynchronous call to have called its `done`: they use this.
   ~Client();
   // Reads the TLS files; an error names the file.
   static Result<std::shared_ptr<Client>> create(EtcdOptions options);
@@ -39,6 +41,14 @@ class Client {
   // A failure of a Txn that writes may have applied it (kUnknownResult); one of reads only
   // applied nothing (kUnavailable).
   Status txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response);
+
+  // range() and txn() without a blocked thread: the same attempts, failover and outcome, but
+  // `done` gets the outcome on one of gRPC's threads (or this one, if no call could start), so
+  // it must not block. REQUIRES: `request` and `response` stay alive until `done` is called.
+  void range_async(const etcdserverpb::RangeRequest& request, etcdserverpb::RangeResponse* response,
+                   std::function<void(Status)> done);
+  void txn_async(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response,
+                 std::function<void(Status)> done);
 
   // A channel for long-lived streams (watches), on `endpoint` (an index, as current() gives).
   std::shared_ptr<grpc::Channel> channel(size_t endpoint);
@@ -52,8 +62,24 @@ class Client {
 
  private:
   // start(stub, context, done) starts one asynchronous call that ends by calling done(status).
-  template <typename Start>
-  Status call(bool commit, Start&& start);
+  using Start = std::function<void(etcdserverpb::KV::Stub&, grpc::ClientContext&,
+                                   std::function<void(grpc::Status)>)>;
+  struct Call;
+  // Makes a call (one attempt, or for a read one per endpoint at most) and passes its outcome
+  // to `done`; `commit`: a lost answer leaves it kUnknownResult. Never blocks.
+  void call_async(bool commit, Start start, std::function<void(Status)> done)
+      KVQ_EXCLUDES(calls_mu_);
+  // call_async, waiting for the outcome.
+  Status call(bool commit, Start start);
+  // Starts the next attempt of `call`, on the current endpoint.
+  void start_attempt(const std::shared_ptr<Call>& call) KVQ_EXCLUDES(calls_mu_);
+  // What to do once an attempt ended with `status`: the call's outcome, or another attempt.
+  void attempt_ended(const std::shared_ptr<Call>& call, const grpc::Status& status)
+      KVQ_EXCLUDES(calls_mu_);
+  void finish(const std::shared_ptr<Call>& call, Status outcome) KVQ_EXCLUDES(calls_mu_);
+  // The thread that checks the member of each call unanswered after member_check_after, and
+  // cancels the call if the member is silent or the cluster has a new leader since.
+  void watch_calls() KVQ_EXCLUDES(calls_mu_);
   // What a check of the member that holds a slow call found (check()).
   enum class Check {
     kAlive,      // it answered, and the cluster has the leader it had when the call was sent
@@ -90,6 +116,15 @@ class Client {
   std::vector<std::thread> leader_threads_ KVQ_GUARDED_BY(leader_mu_);  // joined before reuse
   util::Mutex listener_mu_;
   std::function<void(size_t)> listener_ KVQ_GUARDED_BY(listener_mu_);
+  // The calls under way, for watch_calls and ~Client.
+  util::Mutex calls_mu_;
+  util::CondVar calls_changed_;
+  std::set<std::shared_ptr<Call>> calls_ KVQ_GUARDED_BY(calls_mu_);
+  bool stopping_ KVQ_GUARDED_BY(calls_mu_) = false;
+  // When watch_calls wakes next by itself (max: not before it is told; min: it is awake).
+  std::chrono::steady_clock::time_point watcher_wakes_at_ KVQ_GUARDED_BY(calls_mu_) =
+      std::chrono::steady_clock::time_point::min();
+  std::thread call_watcher_;
 };
 
 }  // namespace kvq::kv::etcd

@@ -93,12 +93,19 @@ Status EtcdTransaction::range(etcdserverpb::RangeRequest& request,
   // starts the transaction over. The first read is linearizable unless the transaction allowed
   // a stale one (allow_stale_reads).
   request.set_serializable(revision_ != 0 || stale_ok_);
-  auto page = prefetched_pages_.find(
-      PageKey{request.key(), request.range_end(), request.limit(), request.sort_order()});
+  auto page = prefetched_pages_.find(page_key(request));
   if (page != prefetched_pages_.end()) {
-    *response = std::move(page->second);
-    prefetched_pages_.erase(page);
+    if (defer_) {
+      *response = page->second;  // kept: the body's next run reads it again
+    } else {
+      *response = std::move(page->second);
+      prefetched_pages_.erase(page);
+    }
     return Status::OK();
+  }
+  if (defer_) {
+    deferred_pages_.push_back(request);
+    return Unavailable("etcd: read deferred to the transaction's next round trip");
   }
   const int64_t floor = stale_first_read_floor();
   KVQ_RETURN_IF_ERROR(client_->range(request, response));
@@ -115,6 +122,10 @@ Result<std::optional<EtcdTransaction::Stored>> EtcdTransaction::read_stored(std:
   KVQ_RETURN_IF_ERROR(check_key(key));
   if (committed_) return FailedPrecondition("the transaction has already committed");
   if (auto it = fetched_.find(key); it != fetched_.end()) return it->second;
+  if (defer_) {
+    deferred_keys_.emplace_back(key);
+    return Unavailable("etcd: read deferred to the transaction's next round trip");
+  }
   etcdserverpb::RangeRequest request;
   request.set_key(full(key));
   etcdserverpb::RangeResponse response;
@@ -142,7 +153,9 @@ Result<std::optional<EtcdTransaction::Stored>> EtcdTransaction::guess(std::strin
     const std::string full_key = full(key);
     auto known = remembered_->find(full_key);
     if (!known) {
-      // Not seen yet: read it now, at this transaction's revision, and remember it.
+      // Not seen yet: read it now, at this transaction's revision, and remember it (a read
+      // deferred is remembered when fetched: take_read).
+      if (defer_) to_remember_.insert(std::string(key));
       KVQ_ASSIGN_OR_RETURN(stored, read_stored(key));
       std::optional<Remembered::Value> value;
       if (stored) value = Remembered::Value{stored->mod_revision, stored->value};
@@ -167,14 +180,19 @@ void EtcdTransaction::forget_guesses() {
   for (const auto& key : guessed_) remembered_->forget(full(key));
 }
 
-Status EtcdTransaction::check_guesses() {
-  if (guessed_.empty()) return Status::OK();
+etcdserverpb::TxnRequest EtcdTransaction::guess_checks() const {
   // A Txn of compares alone writes nothing: etcd answers it as a read (no Raft proposal).
   etcdserverpb::TxnRequest request;
   for (const auto& key : guessed_) {
     if (auto read = reads_.find(key); read != reads_.end())
       compare_read(request, key, read->second);
   }
+  return request;
+}
+
+Status EtcdTransaction::check_guesses() {
+  if (guessed_.empty()) return Status::OK();
+  etcdserverpb::TxnRequest request = guess_checks();
   etcdserverpb::TxnResponse response;
   Status status = client_->txn(request, &response);
   if (status.ok() && response.succeeded()) return Status::OK();
@@ -198,66 +216,146 @@ Result<std::optional<std::string>> EtcdTransaction::get(std::string_view key, Re
   return std::optional<std::string>(std::move(stored->value));
 }
 
-Status EtcdTransaction::fetch(const std::vector<std::string>& keys,
-                              const std::vector<RangeRead>& ranges) {
+Result<EtcdTransaction::ReadPlan> EtcdTransaction::plan_read(
+    const std::vector<std::string>& keys, std::vector<etcdserverpb::RangeRequest> pages) {
   if (committed_) return FailedPrecondition("the transaction has already committed");
-  std::vector<std::string> missing;  // keys neither buffered nor fetched, once each
+  ReadPlan plan;
   for (const auto& key : keys) {
     if (buffer_.lookup(key)) continue;
     KVQ_RETURN_IF_ERROR(check_key(key));
-    if (!fetched_.count(key) && std::find(missing.begin(), missing.end(), key) == missing.end())
-      missing.push_back(key);
+    if (!fetched_.count(key) &&
+        std::find(plan.keys.begin(), plan.keys.end(), key) == plan.keys.end())
+      plan.keys.push_back(key);
   }
-  std::vector<PageKey> pages;
-  etcdserverpb::TxnRequest request;
-  for (const auto& key : missing)
-    request.add_success()->mutable_request_range()->set_key(full(key));
-  for (const auto& r : ranges) {
-    if (r.begin >= r.end) continue;
-    auto page = page_request(full(r.begin), full(r.end), r.options.reverse, page_of(r.options));
-    PageKey key{page.key(), page.range_end(), page.limit(), page.sort_order()};
+  for (const auto& key : plan.keys)
+    plan.request.add_success()->mutable_request_range()->set_key(full(key));
+  for (auto& page : pages) {
+    PageKey key = page_key(page);
     // Prefetched already and not yet read: the read to come answers from that.
-    if (prefetched_pages_.count(key) || std::find(pages.begin(), pages.end(), key) != pages.end())
+    if (prefetched_pages_.count(key) ||
+        std::find(plan.pages.begin(), plan.pages.end(), key) != plan.pages.end())
       continue;
-    pages.push_back(std::move(key));
-    *request.add_success()->mutable_request_range() = std::move(page);
+    plan.pages.push_back(std::move(key));
+    *plan.request.add_success()->mutable_request_range() = std::move(page);
   }
-  if (pages.empty() && missing.size() <= 1)
-    return missing.empty() ? Status::OK() : read_stored(missing[0]).status();
-  for (auto& op : *request.mutable_success()) {
+  for (auto& op : *plan.request.mutable_success()) {
     // As range() says; a Txn of serializable reads is served by the member alone.
     op.mutable_request_range()->set_revision(revision_);
     op.mutable_request_range()->set_serializable(revision_ != 0 || stale_ok_);
   }
+  plan.floor = stale_first_read_floor();
+  return plan;
+}
+
+bool EtcdTransaction::behind_floor(ReadPlan& plan) {
+  if (plan.response.header().revision() >= plan.floor) return false;
+  for (auto& op : *plan.request.mutable_success())
+    op.mutable_request_range()->set_serializable(false);
+  plan.floor = 0;
+  return true;
+}
+
+Status EtcdTransaction::take_read(ReadPlan& plan) {
+  auto& response = plan.response;
+  if (response.responses_size() != plan.request.success_size()) {
+    return Unavailable("etcd: a read Txn answered " + std::to_string(response.responses_size()) +
+                       " of " + std::to_string(plan.request.success_size()) + " ranges");
+  }
   // A Txn without compares reads every range at one revision, the current one when
   // revision_ is still 0 (its header tells which).
-  etcdserverpb::TxnResponse response;
-  const int64_t floor = stale_first_read_floor();
-  KVQ_RETURN_IF_ERROR(client_->txn(request, &response));
-  if (response.header().revision() < floor) {
-    for (auto& op : *request.mutable_success()) op.mutable_request_range()->set_serializable(false);
-    KVQ_RETURN_IF_ERROR(client_->txn(request, &response));
-  }
-  if (response.responses_size() != request.success_size()) {
-    return Unavailable("etcd: a read Txn answered " + std::to_string(response.responses_size()) +
-                       " of " + std::to_string(request.success_size()) + " ranges");
-  }
   remembered_->saw_revision(response.header().revision());
   if (revision_ == 0) revision_ = response.header().revision();
   int i = 0;
-  for (const auto& key : missing) {
+  for (const auto& key : plan.keys) {
     const auto& rows = response.responses(i++).response_range();
     std::optional<Stored> stored;
     if (rows.kvs_size() > 0) stored = Stored{rows.kvs(0).mod_revision(), rows.kvs(0).value()};
-    refresh_remembered(full(key), stored);
+    if (to_remember_.erase(key)) {
+      std::optional<Remembered::Value> value;
+      if (stored) value = Remembered::Value{stored->mod_revision, stored->value};
+      remembered_->remember(full(key), std::move(value));
+    } else {
+      refresh_remembered(full(key), stored);
+    }
     fetched_.emplace(key, std::move(stored));
   }
-  for (auto& page : pages) {
+  for (auto& page : plan.pages) {
     auto* rows = response.mutable_responses(i++)->mutable_response_range();
     rows->mutable_header()->set_revision(revision_);
     prefetched_pages_.insert_or_assign(std::move(page), std::move(*rows));
   }
   return Status::OK();
+}
+
+Status EtcdTransaction::fetch(const std::vector<std::string>& keys,
+                              const std::vector<RangeRead>& ranges) {
+  std::vector<etcdserverpb::RangeRequest> pages;
+  for (const auto& r : ranges) {
+    if (r.begin >= r.end) continue;
+    pages.push_back(
+        page_request(full(r.begin), full(r.end), r.options.reverse, page_of(r.options)));
+  }
+  KVQ_ASSIGN_OR_RETURN(ReadPlan plan, plan_read(keys, std::move(pages)));
+  if (plan.request.success_size() == 0) return Status::OK();
+  if (defer_) {
+    deferred_keys_.insert(deferred_keys_.end(), plan.keys.begin(), plan.keys.end());
+    for (size_t i = plan.keys.size(); i < static_cast<size_t>(plan.request.success_size()); ++i)
+      deferred_pages_.push_back(plan.request.success(static_cast<int>(i)).request_range());
+    return Unavailable("etcd: reads deferred to the transaction's next round trip");
+  }
+  if (plan.pages.empty() && plan.keys.size() == 1) return read_stored(plan.keys[0]).status();
+  KVQ_RETURN_IF_ERROR(client_->txn(plan.request, &plan.response));
+  if (behind_floor(plan)) KVQ_RETURN_IF_ERROR(client_->txn(plan.request, &plan.response));
+  return take_read(plan);
+}
+
+void EtcdTransaction::fetch_deferred(std::function<void(Status)> done) {
+  auto finished = called_back(std::move(done));
+  deferred_version_ = false;
+  auto planned = plan_read(std::exchange(deferred_keys_, {}), std::exchange(deferred_pages_, {}));
+  if (!planned.ok()) return finished(planned.status());
+  auto plan = std::make_shared<ReadPlan>(std::move(*planned));
+  if (plan->request.success_size() == 0) {
+    if (revision_ != 0) return finished(Status::OK());
+    // Only the read version was asked for: any key's range says it.
+    auto* only = plan->request.add_success()->mutable_request_range();
+    only->set_key(full("\x01"));
+    only->set_count_only(true);
+    only->set_serializable(stale_ok_);
+  }
+  const bool version_only = plan->keys.empty() && plan->pages.empty();
+  auto take = [this, plan, version_only, finished](Status status) mutable {
+    if (!status.ok()) return finished(status);
+    if (version_only) {
+      remembered_->saw_revision(plan->response.header().revision());
+      if (revision_ == 0) revision_ = plan->response.header().revision();
+      return finished(Status::OK());
+    }
+    finished(take_read(*plan));
+  };
+  client_->txn_async(plan->request, &plan->response,
+                     [this, plan, take = std::move(take)](Status status) mutable {
+                       if (!status.ok() || !behind_floor(*plan)) return take(std::move(status));
+                       client_->txn_async(plan->request, &plan->response, std::move(take));
+                     });
+}
+
+std::function<void(Status)> EtcdTransaction::called_back(std::function<void(Status)> done) {
+  callbacks_->started();
+  return [callbacks = callbacks_, done = std::move(done)](Status status) mutable {
+    callbacks->post([done = std::move(done), status = std::move(status)] { done(status); });
+  };
+}
+
+void EtcdTransaction::restart() {
+  reads_.clear();
+  ranges_.clear();
+  buffer_ = WriteBuffer();
+  tokens_.clear();
+  deferred_ = Status::OK();
+  deferred_keys_.clear();
+  deferred_pages_.clear();
+  deferred_version_ = false;
 }
 
 Result<std::vector<std::optional<std::string>>> EtcdTransaction::get_many(
@@ -366,6 +464,10 @@ Result<uint64_t> EtcdTransaction::read_version() {
     // seen serves as well as a current one, without a call.
     revision_ = remembered_->latest_revision();
   }
+  if (revision_ == 0 && defer_) {
+    deferred_version_ = true;
+    return Unavailable("etcd: read deferred to the transaction's next round trip");
+  }
   if (revision_ == 0) {
     etcdserverpb::RangeRequest request;
     request.set_key(full("\x01"));  // any key: only the header's revision is wanted
@@ -473,25 +575,78 @@ Status EtcdTransaction::commit() {
   }
   Member m = member();
   committed_ = true;
-  Committed outcome;
-  Result<Committed> sent = Committed{};
+  if (batcher_) return settle(batcher_->commit(std::move(m)));
+  fold_tokens(m);
+  etcdserverpb::TxnResponse response;
+  Status status = client_->txn(m.txn, &response);
+  if (!status.ok()) return settle(status);
+  return settle(Committed{response.succeeded(), response.header().revision()});
+}
+
+void EtcdTransaction::commit_async(std::function<void(Status)> done) {
+  auto finished = called_back(std::move(done));
+  if (committed_) return finished(FailedPrecondition("commit called twice"));
+  if (!deferred_.ok()) return finished(deferred_);
+  if (buffer_.empty()) return commit_read_only_async(std::move(finished));
+  committed_ = true;
   if (batcher_) {
-    sent = batcher_->commit(std::move(m));
-  } else {
-    fold_tokens(m);
-    etcdserverpb::TxnResponse response;
-    Status status = client_->txn(m.txn, &response);
-    if (status.ok())
-      sent = Committed{response.succeeded(), response.header().revision()};
-    else
-      sent = status;
+    return batcher_->commit_async(
+        member(), [this, finished](Result<Committed> sent) mutable { finished(settle(sent)); });
   }
+  struct Alone {
+    Member member;
+    etcdserverpb::TxnResponse response;
+  };
+  auto alone = std::make_shared<Alone>(Alone{member(), {}});
+  fold_tokens(alone->member);
+  client_->txn_async(
+      alone->member.txn, &alone->response, [this, alone, finished](Status status) mutable {
+        if (!status.ok()) return finished(settle(status));
+        finished(
+            settle(Committed{alone->response.succeeded(), alone->response.header().revision()}));
+      });
+}
+
+void EtcdTransaction::commit_read_only_async(std::function<void(Status)> done) {
+  if (revision_ == 0 && !guessed_.empty() && remembered_->latest_revision() > 0)
+    revision_ = remembered_->latest_revision();  // as read_version
+  if (revision_ == 0) {
+    // Its read version first, fetched as a deferred one is.
+    deferred_version_ = true;
+    return fetch_deferred([this, done = std::move(done)](Status fetched) mutable {
+      if (!fetched.ok()) return done(fetched);
+      commit_read_only_async(std::move(done));
+    });
+  }
+  auto succeed = [this, done](Status checked) mutable {
+    if (checked.ok()) {
+      committed_ = true;
+      committed_revision_ = revision_;
+    }
+    done(std::move(checked));
+  };
+  if (guessed_.empty()) return succeed(Status::OK());
+  struct Check {
+    etcdserverpb::TxnRequest request;
+    etcdserverpb::TxnResponse response;
+  };
+  auto check = std::make_shared<Check>(Check{guess_checks(), {}});
+  client_->txn_async(check->request, &check->response,
+                     [this, check, succeed](Status status) mutable {
+                       if (status.ok() && check->response.succeeded()) return succeed(status);
+                       forget_guesses();
+                       if (!status.ok()) return succeed(status);
+                       succeed(Aborted("a key this transaction guessed holds something else"));
+                     });
+}
+
+Status EtcdTransaction::settle(const Result<Committed>& sent) {
   if (!sent.ok() || !sent->succeeded) {
     forget_guesses();
     if (!sent.ok()) return sent.status();
     return Aborted("a key this transaction read was changed by a later commit");
   }
-  outcome = *sent;
+  const Committed& outcome = *sent;
   remembered_->saw_revision(outcome.revision);
   for (const auto& [key, value] : buffer_.writes) {
     if (tokens_.count(key)) continue;

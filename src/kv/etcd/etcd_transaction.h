@@ -1,9 +1,11 @@
 // kv/etcd/etcd_transaction.h — a kv::Transaction on etcd (see kvq/etcd_store.h for the mapping).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -19,14 +21,25 @@ class EtcdTransaction : public Transaction {
  public:
   // `batcher`: null commits each transaction on its own. `remembered`: the store handle's,
   // shared by its transactions. `serializable_first_reads`: EtcdOptions::serializable_first_reads.
+  // Where fetch_deferred and commit_async call their `done`: post(task) runs `task` on the
+  // store's threads (never on gRPC's own, which a `done` that blocks could starve); started()
+  // comes first, as the call starts, so that the store can wait for the callbacks to come
+  // (kv::Store::wait_for_callbacks).
+  class Callbacks {
+   public:
+    virtual ~Callbacks() = default;
+    virtual void started() = 0;
+    virtual void post(std::function<void()> task) = 0;
+  };
   EtcdTransaction(std::shared_ptr<Client> client, std::shared_ptr<WatchHub> hub,
                   std::shared_ptr<CommitBatcher> batcher, std::shared_ptr<Remembered> remembered,
-                  bool serializable_first_reads)
+                  bool serializable_first_reads, std::shared_ptr<Callbacks> callbacks)
       : client_(std::move(client)),
         hub_(std::move(hub)),
         batcher_(std::move(batcher)),
         remembered_(std::move(remembered)),
-        serializable_first_reads_(serializable_first_reads) {}
+        serializable_first_reads_(serializable_first_reads),
+        callbacks_(std::move(callbacks)) {}
 
   Result<std::optional<std::string>> get(std::string_view key, ReadOptions options) override;
   // One Txn of ranges at this transaction's revision.
@@ -55,6 +68,17 @@ class EtcdTransaction : public Transaction {
   Result<uint64_t> read_version() override;
   Status commit() override;
   uint64_t committed_version() const override { return static_cast<uint64_t>(committed_revision_); }
+  // The commit without a blocked thread: through the batcher's commit_async, or one Txn.
+  void commit_async(std::function<void(Status)> done) override;
+
+  void defer_reads() override { defer_ = true; }
+  bool has_deferred_reads() const override {
+    return !deferred_keys_.empty() || !deferred_pages_.empty() || deferred_version_;
+  }
+  // The noted keys and pages in one Txn of ranges (a count-only Range when only the read
+  // version was asked for).
+  void fetch_deferred(std::function<void(Status)> done) override;
+  void restart() override;
 
   struct Stored {
     int64_t mod_revision;
@@ -90,9 +114,39 @@ class EtcdTransaction : public Transaction {
   // The commit of a transaction that writes nothing: its guesses still hold (kAborted, and
   // they are forgotten, if not).
   Status check_guesses();
+  // The Txn of compares that checks the guesses (check_guesses, commit_read_only_async).
+  etcdserverpb::TxnRequest guess_checks() const;
   // Brings into fetched_ each of `keys` neither buffered nor fetched yet, and into
-  // prefetched_pages_ the first page of each range, in one call (a Range for a lone key).
+  // prefetched_pages_ the first page of each range, in one call (a Range for a lone key). With
+  // reads deferred, notes them instead (kUnavailable if it noted any).
   Status fetch(const std::vector<std::string>& keys, const std::vector<RangeRead>& ranges);
+  using PageKey = std::tuple<std::string, std::string, int64_t, int>;
+  static PageKey page_key(const etcdserverpb::RangeRequest& request) {
+    return PageKey{request.key(), request.range_end(), request.limit(), request.sort_order()};
+  }
+  // One Txn of ranges that fetches keys and pages, and where each answer goes.
+  struct ReadPlan {
+    etcdserverpb::TxnRequest request;
+    std::vector<std::string> keys;
+    std::vector<PageKey> pages;
+    int64_t floor = 0;  // stale_first_read_floor() when planned
+    etcdserverpb::TxnResponse response;
+  };
+  // The plan for those of `keys` and `pages` not buffered, fetched or prefetched yet.
+  Result<ReadPlan> plan_read(const std::vector<std::string>& keys,
+                             std::vector<etcdserverpb::RangeRequest> pages);
+  // Whether the plan's answer is behind its floor: then it is asked again, linearizable.
+  static bool behind_floor(ReadPlan& plan);
+  // Takes the plan's answer into fetched_ and prefetched_pages_, fixing revision_.
+  Status take_read(ReadPlan& plan);
+  // What a commit's outcome means for this transaction: its Status, and on success what the
+  // handle remembers (commit and commit_async).
+  Status settle(const Result<Committed>& sent);
+  // The commit of a transaction that writes nothing, asynchronously: its read version, then
+  // its guesses checked (check_guesses).
+  void commit_read_only_async(std::function<void(Status)> done);
+  // `done`, wrapped to come through callbacks_ (counted from now).
+  std::function<void(Status)> called_back(std::function<void(Status)> done);
   void record_read(std::string_view key, const std::optional<Stored>& stored);
   // The commit as the batcher takes it: compares, writes, tokens and what they cover.
   Member member() const;
@@ -112,7 +166,6 @@ class EtcdTransaction : public Transaction {
   std::map<std::string, std::optional<Stored>, std::less<>> fetched_;
   // Pages of ranges that prefetch fetched at revision_, by their request (key, range_end,
   // limit, sort order): the next range() of the same request takes its page from here.
-  using PageKey = std::tuple<std::string, std::string, int64_t, int>;
   std::map<PageKey, etcdserverpb::RangeResponse> prefetched_pages_;
   // Non-snapshot reads: the key's mod_revision when read (0: absent).
   std::map<std::string, int64_t, std::less<>> reads_;
@@ -123,6 +176,15 @@ class EtcdTransaction : public Transaction {
   std::map<std::string, std::string, std::less<>> tokens_;
   Status deferred_;
   const bool serializable_first_reads_;
+  const std::shared_ptr<Callbacks> callbacks_;
+  // Reads deferred (defer_reads), and those noted since the last fetch_deferred: keys, pages
+  // (their requests), and whether a read version was asked for with nothing read yet.
+  bool defer_ = false;
+  std::vector<std::string> deferred_keys_;
+  std::vector<etcdserverpb::RangeRequest> deferred_pages_;
+  bool deferred_version_ = false;
+  // Keys a guess deferred because the handle did not remember them yet: remembered once fetched.
+  std::set<std::string, std::less<>> to_remember_;
   bool stale_ok_ = false;  // allow_stale_reads(), where the options let it
   bool committed_ = false;
   int64_t committed_revision_ = 0;
