@@ -218,6 +218,54 @@ TEST_F(EtcdOneMemberTest, AnAddOfANewJobMakesNoReadOfItsOwn) {
   EXPECT_EQ(info->data, "{\"n\":2}");
 }
 
+// An add through add_async holds no thread while etcd answers (EtcdOptions::
+// async_transactions): with the member paused, a first add, whose read of the type's settings
+// is deferred and fetched, and a second, which only commits, both return at once; the store
+// says that their callbacks are still to come until the member resumes, and then each add
+// applies once, with its reads and commit in three calls.
+TEST_F(EtcdOneMemberTest, AsyncAddsHoldNoThreadWhileTheMemberIsPausedAndApplyOnceAfter) {
+  {
+    auto setup =
+        jobs::Jobs::open(store_ptr(), {.run_activity_monitor = false, .run_scheduler = false});
+    ASSERT_TRUE(setup.ok()) << setup.status().to_string();
+    ASSERT_TRUE((*setup)->set_type_timeout("work", 60s).ok());
+  }
+  auto fresh = other_store();  // remembers nothing: the first add must read the settings
+  ASSERT_TRUE(fresh.ok()) << fresh.status().to_string();
+  ASSERT_TRUE((*fresh)->replays_bodies());
+  auto jobs = jobs::Jobs::open(*fresh, {.run_activity_monitor = false, .run_scheduler = false});
+  ASSERT_TRUE(jobs.ok()) << jobs.status().to_string();
+  const long txns_before = cluster().handled(0, "Txn");
+  const long ranges_before = cluster().handled(0, "Range");
+  ASSERT_TRUE(cluster().pause(0)) << "the member's threads did not all stop";
+  std::promise<Result<jobs::AddResult>> first, second;
+  const auto started = std::chrono::steady_clock::now();
+  (*jobs)->add_async("work", "a", "{}", {}, [&](Result<jobs::AddResult> r) { first.set_value(r); });
+  (*jobs)->add_async("work", "b", "{}", {},
+                     [&](Result<jobs::AddResult> r) { second.set_value(r); });
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 200ms) << "add_async waited for etcd";
+  EXPECT_FALSE((*fresh)->wait_for_callbacks(kv::Clock::now() + 300ms))
+      << "the store said no callback was to come while the member was paused";
+  cluster().resume(0);
+  EXPECT_TRUE((*fresh)->wait_for_callbacks(kv::Clock::now() + 10s));
+  for (auto* added : {&first, &second}) {
+    auto future = added->get_future();
+    ASSERT_EQ(future.wait_for(0s), std::future_status::ready) << "a callback came after the wait";
+    auto r = future.get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(r->added);
+  }
+  // Each add's body ran before either read came back: each read the settings (one call, its
+  // runs after that read nothing new) and committed (one call, or one for both): four at most.
+  const long calls =
+      cluster().handled(0, "Txn") - txns_before + cluster().handled(0, "Range") - ranges_before;
+  EXPECT_LE(calls, 4) << "the deferred reads cost more than one round trip each";
+  for (const char* id : {"a", "b"}) {
+    auto info = (*jobs)->get("work", id);
+    ASSERT_TRUE(info.ok()) << id << ": " << info.status().to_string();
+  }
+}
+
 // The guesses are checked by the commit: with the type's settings changed by another process
 // (its own store handle) and the job already there, the add still replaces the job, once.
 TEST_F(EtcdOneMemberTest, AnAddWhoseGuessesAreWrongStillAddsOnce) {

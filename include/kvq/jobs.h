@@ -671,10 +671,11 @@ class Jobs {
   Result<AddResult> add(std::string_view type, std::string_view id, std::string_view data,
                         AddOptions options = {});
   // add() for a caller that must not block, such as an event loop: `done` gets add's outcome,
-  // on this thread or later on another. Only on a store that is nonblocking() (LMDB) is this
-  // thread never held up by a commit (kv::run_async); elsewhere it blocks like add. `done`
-  // must not block (a blocking commit there fails, kv.h). REQUIRES: this Jobs outlives the call
-  // to `done`.
+  // on this thread or later on another. On a store that is nonblocking() (LMDB) this thread is
+  // never held up by a commit (kv::run_async); on one that replays_bodies() (etcd with
+  // EtcdOptions::async_transactions) it is held up by no call to the store either, and `done`
+  // comes on the store's threads; elsewhere it blocks like add. `done` must not block (a
+  // blocking commit there fails, kv.h). REQUIRES: this Jobs outlives the call to `done`.
   void add_async(std::string_view type, std::string_view id, std::string_view data,
                  AddOptions options, std::function<void(Result<AddResult>)> done);
   Result<AddResult> add(kv::Transaction& txn, std::string_view type, std::string_view id,
@@ -930,6 +931,7 @@ class Jobs {
   // and the job is gone, as remove() does. Fenced like finish (kFailedPrecondition); a retry
   // after an unknown commit result that finds the job gone succeeds.
   Status remove(Job& job);
+  // remove() for a caller that must not block, like add_async.
   void remove_async(Job job, std::function<void(Status)> done);
   Status remove(kv::Transaction& txn, Job& job);
 

@@ -268,9 +268,12 @@ Result<AddResult> add_attempt(kv::Transaction& txn, const Keys& keys, std::strin
   // then cost a failed commit, where a read costs less.
   const bool guess = stale && attempts.guess && options.if_exists == IfExists::kUpdate &&
                      !txn.earlier_commit_unknown();
-  attempts.guess = false;
   bool wrote = false;
   Result<bool> added = add_normalized(txn, keys, type, id, normalized, options, &wrote, guess);
+  // A run that stopped at a read not yet made decides nothing: kv::run_async runs it again,
+  // as the same attempt, once the read is fetched (kv::RetryOptions::replayable).
+  if (txn.has_deferred_reads()) return Unavailable("reads deferred");
+  attempts.guess = false;
   if (stale && (!wrote || !added.ok())) return confirm_on_current_read(attempts.confirming);
   // Read after add's own reads fixed it: on etcd asking first would cost a round trip.
   KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
@@ -309,7 +312,7 @@ void Jobs::add_async(std::string_view type, std::string_view id, std::string_vie
       [add, &keys = impl_->keys](kv::Transaction& txn) {
         return add_attempt(txn, keys, add->type, add->id, add->data, add->options, add->attempts);
       },
-      std::move(done), options_.retry);
+      std::move(done), kv::replayable(options_.retry));
 }
 
 Result<AddResult> Jobs::add(kv::Transaction& txn, std::string_view type, std::string_view id,
@@ -392,6 +395,7 @@ Result<AddManyResult> add_many_attempt(kv::Transaction& txn, const Keys& keys,
   }
   bool wrote = false;
   auto batch = add_batch(txn, keys, type, jobs, &wrote);
+  if (txn.has_deferred_reads()) return Unavailable("reads deferred");  // as add_attempt
   if (stale && (!wrote || !batch.ok())) return confirm_on_current_read(attempt.confirming);
   KVQ_ASSIGN_OR_RETURN(AddManyResult result, std::move(batch));
   KVQ_ASSIGN_OR_RETURN(attempt.version, txn.read_version());
@@ -428,7 +432,7 @@ void Jobs::add_many_async(std::string_view type, std::vector<NewJob> jobs,
       [add, &keys = impl_->keys](kv::Transaction& txn) {
         return add_many_attempt(txn, keys, add->type, add->jobs, add->attempt);
       },
-      std::move(done), options_.retry);
+      std::move(done), kv::replayable(options_.retry));
 }
 
 Result<AddManyResult> Jobs::add_many(kv::Transaction& txn, std::string_view type,

@@ -61,7 +61,7 @@ void Jobs::remove_async(Job job, std::function<void(Status)> done) {
         }
         done(removed);
       },
-      options_.retry);
+      kv::replayable(options_.retry));
 }
 
 Status Jobs::remove(kv::Transaction& txn, Job& job) {

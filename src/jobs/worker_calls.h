@@ -51,6 +51,8 @@ auto allowing_stale_reads(Call call) {
   return [call, confirming = std::make_shared<bool>(false)](kv::Transaction& txn, auto&&... args) {
     const bool stale = !*confirming && txn.allow_stale_reads();
     auto result = call(txn, std::forward<decltype(args)>(args)...);
+    // A run that stopped at a read not yet made decides nothing (kv::RetryOptions::replayable).
+    if (txn.has_deferred_reads()) return result;
     const Code code = internal::status_of(result).code();
     if (stale && (code == Code::kFailedPrecondition || code == Code::kNotFound ||
                   code == Code::kWrongState)) {
@@ -71,7 +73,7 @@ auto counting(Call call) {
   return [call, wrote = std::make_shared<bool>(false)](kv::Transaction& txn, const Keys& keys,
                                                        const Job& job, const auto& input) {
     auto result = call(txn, keys, job, input);
-    if (result.ok()) {
+    if (result.ok() && !txn.has_deferred_reads()) {
       result->counted = !result->recognised || *wrote;
       if (!result->recognised) *wrote = true;
     }

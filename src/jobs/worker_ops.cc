@@ -270,7 +270,7 @@ void run_call_async(kv::Store& store, const Keys& keys, const JobsOptions& optio
       [call, &keys, checked_call = allowing_stale_reads(checked_call)](kv::Transaction& txn) {
         return checked_call(txn, keys, call->first, call->second);
       },
-      std::move(done), options.retry);
+      std::move(done), kv::replayable(options.retry));
 }
 
 }  // namespace

@@ -253,6 +253,7 @@ int run_serve(int argc, char** argv) {
     etcd->key_file = options.etcd_key;
     etcd->group_commit = options.etcd_group_commit;
     etcd->serializable_first_reads = options.etcd_serializable_first_reads;
+    etcd->async_transactions = options.etcd_async_transactions;
     etcd->username = options.etcd_user;
     etcd->password = options.etcd_password;
     store = open_etcd_store(*etcd);
@@ -337,6 +338,10 @@ int run_serve(int argc, char** argv) {
   });
   server.run();
   stopper.join();
+  // A route's asynchronous store call may still be under way (on etcd, up to its request
+  // timeout): its callback uses what goes below.
+  if (!(*store)->wait_for_callbacks(kv::Clock::now() + kStopGrace))
+    logger.warn("stopping with store calls still under way");
   // Its connections hand their reserved jobs back, through Jobs: before Jobs goes.
   beanstalkd.reset();
   background.reset();

@@ -29,6 +29,9 @@ const char kServeUsage[] =
     "  --etcd-serializable-first-reads on|off\n"
     "                       let adds, accepts that wait and workers' calls read without a\n"
     "                       quorum round; their commits still check every read (default on)\n"
+    "  --etcd-async-transactions on|off\n"
+    "                       run the routes' transactions without a thread waiting on etcd:\n"
+    "                       their reads are fetched together and the work replayed (default on)\n"
     "  --etcd-user NAME     etcd authentication; the password from --etcd-password or\n"
     "  --etcd-password PW   $KVQ_ETCD_PASSWORD\n"
     "  --durability MODE    durable (default: acknowledged once on disk) or relaxed (on disk "
@@ -75,6 +78,7 @@ constexpr const char* kOptionNames[] = {"listen",
                                         "etcd-key",
                                         "etcd-group-commit",
                                         "etcd-serializable-first-reads",
+                                        "etcd-async-transactions",
                                         "etcd-user",
                                         "etcd-password",
                                         "durability",
@@ -120,6 +124,9 @@ std::string apply(ServeOptions& o, const std::string& name, const std::string& v
   } else if (name == "etcd-serializable-first-reads") {
     if (value != "on" && value != "off") return "--etcd-serializable-first-reads wants on or off";
     o.etcd_serializable_first_reads = value == "on";
+  } else if (name == "etcd-async-transactions") {
+    if (value != "on" && value != "off") return "--etcd-async-transactions wants on or off";
+    o.etcd_async_transactions = value == "on";
   } else if (name == "etcd-cert") {
     o.etcd_cert = value;
   } else if (name == "etcd-key") {

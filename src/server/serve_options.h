@@ -19,6 +19,7 @@ struct ServeOptions {
   std::string etcd_ca, etcd_cert, etcd_key;   // TLS to etcd
   bool etcd_group_commit = true;              // EtcdOptions::group_commit
   bool etcd_serializable_first_reads = true;  // EtcdOptions::serializable_first_reads
+  bool etcd_async_transactions = true;        // EtcdOptions::async_transactions
   std::string etcd_user, etcd_password;  // etcd authentication (password also $KVQ_ETCD_PASSWORD)
   Durability durability = Durability::kSync;
   std::string token;  // also from $KVQ_TOKEN

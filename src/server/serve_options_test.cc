@@ -45,6 +45,15 @@ TEST(ServeOptionsTest, WorkerThreadsMayBeZeroAndDefaultToTheStore) {
             std::string::npos);
 }
 
+TEST(ServeOptionsTest, EtcdAsyncTransactionsDefaultOnAndTurnOff) {
+  EXPECT_TRUE(std::get<ServeOptions>(parse({})).etcd_async_transactions);
+  EXPECT_FALSE(
+      std::get<ServeOptions>(parse({"--etcd-async-transactions", "off"})).etcd_async_transactions);
+  EXPECT_NE(std::get<std::string>(parse({"--etcd-async-transactions", "maybe"}))
+                .find("etcd-async-transactions"),
+            std::string::npos);
+}
+
 TEST(ServeOptionsTest, BadValuesAreNamed) {
   EXPECT_NE(std::get<std::string>(parse({"--durability", "sometimes"})).find("durability"),
             std::string::npos);
