@@ -28,8 +28,8 @@ Status from_grpc(const grpc::Status& status, bool commit);
 class Client {
  public:
   Client(EtcdOptions options, std::shared_ptr<grpc::ChannelCredentials> credentials);
-  // Waits for a leader check under way (at most member_check_timeout) and for every
-  // asynchronous call to have called its `done`: they use this.
+  // Waits for a leader check under way (at most member_check_timeout) and for every call to
+  // have ended, its `done` called and gRPC done with its callback: they use this.
   ~Client();
   // Reads the TLS files; an error names the file.
   static Result<std::shared_ptr<Client>> create(EtcdOptions options);
@@ -116,7 +116,29 @@ class Client {
   std::vector<std::thread> leader_threads_ KVQ_GUARDED_BY(leader_mu_);  // joined before reuse
   util::Mutex listener_mu_;
   std::function<void(size_t)> listener_ KVQ_GUARDED_BY(listener_mu_);
-  // The calls under way, for watch_calls and ~Client.
+  // How many Call objects live (~Client waits for none: see Call).
+  class LiveCount {
+   public:
+    void add() KVQ_EXCLUDES(mu_) {
+      util::MutexLock lock(mu_);
+      ++n_;
+    }
+    void done() KVQ_EXCLUDES(mu_) {
+      util::MutexLock lock(mu_);
+      if (--n_ == 0) none_.notify_all();
+    }
+    void wait_none() KVQ_EXCLUDES(mu_) {
+      util::MutexLock lock(mu_);
+      while (n_ > 0) none_.wait(mu_);
+    }
+
+   private:
+    util::Mutex mu_;
+    util::CondVar none_;
+    size_t n_ KVQ_GUARDED_BY(mu_) = 0;
+  };
+  LiveCount live_calls_;
+  // The calls under way, for watch_calls.
   util::Mutex calls_mu_;
   util::CondVar calls_changed_;
   std::set<std::shared_ptr<Call>> calls_ KVQ_GUARDED_BY(calls_mu_);
