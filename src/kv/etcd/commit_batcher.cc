@@ -150,7 +150,7 @@ void CommitBatcher::enqueue(const std::vector<Pending*>& mine) {
   }
   util::MutexLock lock(mu_);
   for (auto* p : mine) queue_.push_back(p);
-  pump(lock);
+  pump();
   if (!waits) return;
   for (;;) {
     bool all_done = true;
@@ -160,16 +160,16 @@ void CommitBatcher::enqueue(const std::vector<Pending*>& mine) {
   }
 }
 
-void CommitBatcher::pump(util::MutexLock& lock) {
+void CommitBatcher::pump() {
   while (may_send()) {
     std::vector<Pending*> batch = take_batch();
     const bool heavy = batch.size() > kLightBatch;
     ++sending_;
     heavy_sending_ += heavy ? 1 : 0;
     // Unlocked: a request that cannot start ends at once, on this thread, in ended().
-    lock.unlock();
+    mu_.unlock();
     send(std::move(batch));
-    lock.lock();
+    mu_.lock();
   }
 }
 
@@ -309,7 +309,7 @@ void CommitBatcher::ended(Request& request) {
       p->waiter->cv.notify_one();
     }
     // The next request starts as this one ends, from this thread.
-    pump(lock);
+    pump();
   }
   for (Pending* p : called) {
     p->done(std::move(*p->result));

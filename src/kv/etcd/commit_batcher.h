@@ -112,7 +112,7 @@ class CommitBatcher {
   // they are done.
   void enqueue(const std::vector<Pending*>& mine) KVQ_EXCLUDES(mu_);
   // Sends batches while may_send(), each asynchronously; the end of each sends the next.
-  void pump(util::MutexLock& lock) KVQ_REQUIRES(mu_);
+  void pump() KVQ_REQUIRES(mu_);
   // Sends one batch; ended() records each member's outcome.
   void send(std::vector<Pending*> batch) KVQ_EXCLUDES(mu_);
   // Sends request->members[i] on its own; the last of a request's to end calls ended().
