@@ -392,7 +392,8 @@ class AsyncRun : public std::enable_shared_from_this<AsyncRun<Fn, Done>> {
     if (!began.ok()) return failed(began.status());
     std::shared_ptr<Transaction> txn(std::move(*began));
     txn->set_earlier_commit_unknown(commit_unknown_);
-    if (!store_.nonblocking()) txn->defer_reads();  // replays_bodies(), or run_async ran run
+    // Not nonblocking: run_async came here for a replayable body on a store that replays them.
+    if (!store_.nonblocking()) txn->defer_reads();
     run_body(std::move(txn), 0);
   }
 
