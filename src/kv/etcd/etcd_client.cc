@@ -310,12 +310,6 @@ void Client::call_async(bool commit, Start start, std::function<void(Status)> do
   start_attempt(call);
 }
 
-Status Client::call(bool commit, Start start) {
-  auto outcome = std::make_shared<Outcome>();
-  call_async(commit, std::move(start), [outcome](Status s) { outcome->complete(std::move(s)); });
-  return outcome->wait();
-}
-
 void Client::start_attempt(const std::shared_ptr<Call>& call) {
   const size_t index = current_.load() % channels_.size();
   auto context = std::make_unique<grpc::ClientContext>();
@@ -447,31 +441,52 @@ void Client::watch_calls() {
   }
 }
 
-Status Client::range(const etcdserverpb::RangeRequest& request,
-                     etcdserverpb::RangeResponse* response) {
-  auto outcome = std::make_shared<Outcome>();
-  range_async(request, response, [outcome](Status s) { outcome->complete(std::move(s)); });
-  return outcome->wait();
-}
-
-Status Client::txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response) {
-  auto outcome = std::make_shared<Outcome>();
-  txn_async(request, response, [outcome](Status s) { outcome->complete(std::move(s)); });
-  return outcome->wait();
-}
-
-void Client::range_async(const etcdserverpb::RangeRequest& request,
-                         etcdserverpb::RangeResponse* response, std::function<void(Status)> done) {
+template <typename Request, typename Response, typename Method>
+void Client::call_async(bool commit, Method method, const Request& request, Response* response,
+                        std::function<void(Status)> done) {
   call_async(
-      false,
-      [&request, response](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context,
-                           std::function<void(grpc::Status)> ended) {
-        stub.async()->Range(&context, &request, response, std::move(ended));
+      commit,
+      [method, &request, response](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context,
+                                   std::function<void(grpc::Status)> ended) {
+        (stub.async()->*method)(&context, &request, response, std::move(ended));
       },
       [this, response, done = std::move(done)](Status status) {
         if (status.ok()) saw_term(response->header().raft_term());
         done(std::move(status));
       });
+}
+
+namespace {
+
+// Waits for the outcome that `start(done)` passes to `done`.
+template <typename Start>
+Status waited(Start start) {
+  auto outcome = std::make_shared<Outcome>();
+  start([outcome](Status s) { outcome->complete(std::move(s)); });
+  return outcome->wait();
+}
+
+using AsyncKV = etcdserverpb::KV::StubInterface::async_interface;
+using RangeCall = void (AsyncKV::*)(grpc::ClientContext*, const etcdserverpb::RangeRequest*,
+                                    etcdserverpb::RangeResponse*,
+                                    std::function<void(grpc::Status)>);
+using TxnCall = void (AsyncKV::*)(grpc::ClientContext*, const etcdserverpb::TxnRequest*,
+                                  etcdserverpb::TxnResponse*, std::function<void(grpc::Status)>);
+
+}  // namespace
+
+Status Client::range(const etcdserverpb::RangeRequest& request,
+                     etcdserverpb::RangeResponse* response) {
+  return waited([&](auto done) { range_async(request, response, std::move(done)); });
+}
+
+Status Client::txn(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response) {
+  return waited([&](auto done) { txn_async(request, response, std::move(done)); });
+}
+
+void Client::range_async(const etcdserverpb::RangeRequest& request,
+                         etcdserverpb::RangeResponse* response, std::function<void(Status)> done) {
+  call_async(false, static_cast<RangeCall>(&AsyncKV::Range), request, response, std::move(done));
 }
 
 void Client::txn_async(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse* response,
@@ -481,16 +496,7 @@ void Client::txn_async(const etcdserverpb::TxnRequest& request, etcdserverpb::Tx
                        [](const etcdserverpb::RequestOp& op) { return !op.has_request_range(); });
   };
   const bool commit = writes(request.success()) || writes(request.failure());
-  call_async(
-      commit,
-      [&request, response](etcdserverpb::KV::Stub& stub, grpc::ClientContext& context,
-                           std::function<void(grpc::Status)> ended) {
-        stub.async()->Txn(&context, &request, response, std::move(ended));
-      },
-      [this, response, done = std::move(done)](Status status) {
-        if (status.ok()) saw_term(response->header().raft_term());
-        done(std::move(status));
-      });
+  call_async(commit, static_cast<TxnCall>(&AsyncKV::Txn), request, response, std::move(done));
 }
 
 }  // namespace kvq::kv::etcd

@@ -69,8 +69,11 @@ class Client {
   // to `done`; `commit`: a lost answer leaves it kUnknownResult. Never blocks.
   void call_async(bool commit, Start start, std::function<void(Status)> done)
       KVQ_EXCLUDES(calls_mu_);
-  // call_async, waiting for the outcome.
-  Status call(bool commit, Start start);
+  // call_async of a Txn or Range (stub.async()->*method) whose answer goes to `response`;
+  // `done` gets the outcome once the response's raft term is noted (saw_term).
+  template <typename Request, typename Response, typename Method>
+  void call_async(bool commit, Method method, const Request& request, Response* response,
+                  std::function<void(Status)> done) KVQ_EXCLUDES(calls_mu_);
   // Starts the next attempt of `call`, on the current endpoint.
   void start_attempt(const std::shared_ptr<Call>& call) KVQ_EXCLUDES(calls_mu_);
   // What to do once an attempt ended with `status`: the call's outcome, or another attempt.
