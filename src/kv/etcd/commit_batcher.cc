@@ -235,10 +235,10 @@ void CommitBatcher::send(std::vector<Pending*> batch) {
   request->members = std::move(batch);
   const size_t n = request->members.size();
   request->results.resize(n);
-  request->alone.resize(n);
   if (n == 1) {
     request->requests = 1;
     request->left = 1;
+    request->alone.resize(1);
     return send_alone(request, 0);
   }
   std::map<std::string, std::string> tokens;
@@ -271,6 +271,7 @@ void CommitBatcher::send(std::vector<Pending*> batch) {
       request->refused = true;
       request->requests += n;
       request->left = n;
+      request->alone.resize(n);  // before any is sent: their callbacks index it
       for (size_t i = 0; i < n; ++i) {
         request->members[i]->member.txn.Swap(
             request->outer.mutable_success(static_cast<int>(i))->mutable_request_txn());

@@ -73,6 +73,13 @@ class EtcdRangeSource : public RangeSource {
   int index_ = 0;
 };
 
+// What a store handle remembers of a value read (nullopt: absent).
+std::optional<Remembered::Value> as_remembered(
+    const std::optional<EtcdTransaction::Stored>& stored) {
+  if (!stored) return std::nullopt;
+  return Remembered::Value{stored->mod_revision, stored->value};
+}
+
 Status check_key(std::string_view key) {
   if (key.empty() || key.size() > kMaxKeySize) {
     return InvalidArgument("key of " + std::to_string(key.size()) + " bytes is outside 1.." +
@@ -157,9 +164,7 @@ Result<std::optional<EtcdTransaction::Stored>> EtcdTransaction::guess(std::strin
       // deferred is remembered when fetched: take_read).
       if (defer_) to_remember_.insert(std::string(key));
       KVQ_ASSIGN_OR_RETURN(stored, read_stored(key));
-      std::optional<Remembered::Value> value;
-      if (stored) value = Remembered::Value{stored->mod_revision, stored->value};
-      remembered_->remember(full_key, std::move(value));
+      remembered_->remember(full_key, as_remembered(stored));
       return stored;
     }
     if (*known) stored = Stored{(*known)->mod_revision, std::move((*known)->value)};
@@ -171,9 +176,7 @@ Result<std::optional<EtcdTransaction::Stored>> EtcdTransaction::guess(std::strin
 
 void EtcdTransaction::refresh_remembered(const std::string& full_key,
                                          const std::optional<Stored>& stored) {
-  std::optional<Remembered::Value> value;
-  if (stored) value = Remembered::Value{stored->mod_revision, stored->value};
-  remembered_->refresh(full_key, value);
+  remembered_->refresh(full_key, as_remembered(stored));
 }
 
 void EtcdTransaction::forget_guesses() {
@@ -271,9 +274,7 @@ Status EtcdTransaction::take_read(ReadPlan& plan) {
     std::optional<Stored> stored;
     if (rows.kvs_size() > 0) stored = Stored{rows.kvs(0).mod_revision(), rows.kvs(0).value()};
     if (to_remember_.erase(key)) {
-      std::optional<Remembered::Value> value;
-      if (stored) value = Remembered::Value{stored->mod_revision, stored->value};
-      remembered_->remember(full(key), std::move(value));
+      remembered_->remember(full(key), as_remembered(stored));
     } else {
       refresh_remembered(full(key), stored);
     }
@@ -323,14 +324,9 @@ void EtcdTransaction::fetch_deferred(std::function<void(Status)> done) {
     only->set_count_only(true);
     only->set_serializable(stale_ok_);
   }
-  const bool version_only = plan->keys.empty() && plan->pages.empty();
-  auto take = [this, plan, version_only, finished](Status status) mutable {
+  // take_read fixes revision_ from any answer (that range's included: it has no key or page).
+  auto take = [this, plan, finished](Status status) mutable {
     if (!status.ok()) return finished(status);
-    if (version_only) {
-      remembered_->saw_revision(plan->response.header().revision());
-      if (revision_ == 0) revision_ = plan->response.header().revision();
-      return finished(Status::OK());
-    }
     finished(take_read(*plan));
   };
   client_->txn_async(plan->request, &plan->response,
