@@ -92,9 +92,10 @@ struct EtcdOptions {
   // thread while etcd answers: each read a transaction's body makes that etcd must answer is
   // noted instead, fetched in one round trip with the others of that run, and the body runs
   // again on what was fetched (kv::Store::replays_bodies); the commit goes out asynchronously.
-  // The runs after the first, and the callers' callbacks, come on callback_threads threads of
-  // the store's. false: kv::run_async blocks its thread as kv::run does.
+  // The runs after the first come on callback_threads threads of the store's. false:
+  // kv::run_async blocks its thread as kv::run does.
   bool async_transactions = true;
+  // Where kv::Transaction::commit_async (and so kv::run_async) calls back, either way.
   size_t callback_threads = 4;
 };
 

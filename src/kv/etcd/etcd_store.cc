@@ -1,4 +1,8 @@
 #include "kvq/etcd_store.h"
+
+#include <thread>
+#include <utility>
+
 #include "kv/etcd/commit_batcher.h"
 #include "kv/etcd/etcd_client.h"
 #include "kv/etcd/etcd_transaction.h"
@@ -8,39 +12,53 @@
 namespace kvq {
 namespace {
 
-// Where a store's asynchronous transactions call back: a few threads of their own (or, with
-// async_transactions off, the thread that completed the call), counting the callbacks to come.
+// How many callbacks of a store are still to come (started, and not yet run to the end).
+struct CallbackTally {
+  util::Mutex mu;
+  util::CondVar idle;
+  size_t under_way KVQ_GUARDED_BY(mu) = 0;
+};
+
+// The pool whose task runs on this thread, if any.
+thread_local const util::ThreadPool* running_pool = nullptr;
+
+// Where a store's asynchronous transactions call back: a few threads of their own, counting
+// the callbacks to come. Transactions hold it, and a callback's task holds a transaction, so
+// the last reference may go on one of the pool's own threads (a store destroyed before the
+// task ended: kv::run_async lets it go once `done` is called): the pool is then destroyed on a
+// thread of its own, as a pool cannot join the thread that destroys it.
 class StoreCallbacks : public kv::etcd::EtcdTransaction::Callbacks {
  public:
-  explicit StoreCallbacks(size_t threads) {
-    if (threads > 0) pool_ = std::make_unique<util::ThreadPool>(threads);
+  // REQUIRES: threads > 0.
+  explicit StoreCallbacks(size_t threads) : pool_(std::make_unique<util::ThreadPool>(threads)) {}
+  ~StoreCallbacks() override {
+    if (running_pool == pool_.get()) std::thread([pool = std::move(pool_)] {}).detach();
   }
   void started() override {
-    util::MutexLock lock(mu_);
-    ++under_way_;
+    util::MutexLock lock(tally_->mu);
+    ++tally_->under_way;
   }
   void post(std::function<void()> task) override {
-    auto run = [this, task = std::move(task)] {
-      task();
-      util::MutexLock lock(mu_);
-      if (--under_way_ == 0) idle_.notify_all();
-    };
-    if (pool_) return pool_->post(std::move(run));
-    run();
+    // Uses nothing of this after the task: the task may have let go of the last reference.
+    pool_->post([tally = tally_, pool = pool_.get(), task = std::move(task)]() mutable {
+      running_pool = pool;
+      std::exchange(task, nullptr)();  // what it holds goes too, before it counts as run
+      running_pool = nullptr;
+      util::MutexLock lock(tally->mu);
+      if (--tally->under_way == 0) tally->idle.notify_all();
+    });
   }
   bool wait_until_idle(kv::Clock::time_point deadline) {
-    util::MutexLock lock(mu_);
-    while (under_way_ > 0) {
-      if (!idle_.wait_until(mu_, deadline)) return under_way_ == 0;
+    util::MutexLock lock(tally_->mu);
+    while (tally_->under_way > 0) {
+      if (!tally_->idle.wait_until(tally_->mu, deadline)) return tally_->under_way == 0;
     }
     return true;
   }
 
  private:
-  util::Mutex mu_;
-  util::CondVar idle_;
-  size_t under_way_ KVQ_GUARDED_BY(mu_) = 0;
-  std::unique_ptr<util::ThreadPool> pool_;  // last: joined first, its tasks run
+  std::shared_ptr<CallbackTally> tally_ = std::make_shared<CallbackTally>();
+  std::unique_ptr<util::ThreadPool> pool_;
 };
 
 class EtcdStore : public kv::Store {
@@ -56,7 +74,7 @@ class EtcdStore : public kv::Store {
     client_->set_fail_over_listener([hub = std::weak_ptr(hub_)](size_t left) {
       if (auto h = hub.lock()) h->left_endpoint(left);
     });
-    callbacks_ = std::make_shared<StoreCallbacks>(o.async_transactions ? o.callback_threads : 0);
+    callbacks_ = std::make_shared<StoreCallbacks>(o.callback_threads);
   }
 
   Result<std::unique_ptr<kv::Transaction>> begin() override {
@@ -126,8 +144,7 @@ Result<std::shared_ptr<kv::Store>> open_etcd_store(const EtcdOptions& options) {
       (options.group_commit_in_flight == 0 || options.group_commit_max_members == 0)) {
     return InvalidArgument("group_commit_in_flight and group_commit_max_members must be positive");
   }
-  if (options.async_transactions && options.callback_threads == 0)
-    return InvalidArgument("callback_threads must be positive for async_transactions");
+  if (options.callback_threads == 0) return InvalidArgument("callback_threads must be positive");
   if (options.username.empty() != options.password.empty()) {
     return InvalidArgument("etcd authentication needs both a username and a password");
   }
