@@ -1,6 +1,6 @@
-// The accept waiters' wake-up protocol (src/jobs/accept_waiters.h), white-box, on real LMDB: the
-// cases a black-box race cannot hit on purpose.
-#include "jobs/accept_waiters.h"
+// The accept waiters' wake-up protocol (src/jobs/accept/accept_waiters.h), white-box, on real LMDB:
+// the cases a black-box race cannot hit on purpose.
+#include "jobs/accept/accept_waiters.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "jobs/pending_picks.h"
+#include "jobs/accept/pending_picks.h"
 #include "jobs/schema.h"
 #include "kv/fault_injection.h"
 #include "kvq/jobs.h"
@@ -30,7 +30,7 @@ class AcceptWaitersTest : public LmdbJobsWhiteBox {
   void SetUp() override {
     LmdbJobsWhiteBox::SetUp();
     if (HasFatalFailure()) return;
-    waiters_ = std::make_unique<AcceptWaiters>(*store_, keys_, options_);
+    waiters_ = std::make_unique<AcceptWaiters>(*store_, scope_);
   }
   void TearDown() override { waiters_.reset(); }
 
@@ -104,7 +104,7 @@ TEST_F(AcceptWaitersTest, OnAStoreWhoseCallsWaitTheBatchesOfTwoTypesRunSideBySid
   auto slow = std::make_shared<kv::FaultInjectingStore>(
       store_, kv::FaultOptions{.commit_latency = kLatency});
   ASSERT_FALSE(slow->nonblocking());
-  AcceptWaiters acceptor(*slow, keys_, options_);
+  AcceptWaiters acceptor(*slow, scope_);
   ASSERT_TRUE(jobs_->set_type_timeout("other", 60s).ok());
   auto work = std::make_shared<Delivered<Result<Job>>>();
   auto other = std::make_shared<Delivered<Result<Job>>>();
@@ -142,7 +142,7 @@ TEST_F(AcceptWaitersTest, OnAStoreWhoseCallsWaitARoundWaitsForTheWaitersTheLastO
   auto slow =
       std::make_shared<kv::FaultInjectingStore>(store_, kv::FaultOptions{.commit_latency = 100ms});
   ASSERT_FALSE(slow->nonblocking());
-  AcceptWaiters acceptor(*slow, keys_, options_);
+  AcceptWaiters acceptor(*slow, scope_);
   auto submit = [&](const std::shared_ptr<Delivered<Result<Job>>>& into) {
     acceptor.submit("work", {.timeout = 30s}, jobs::new_lock("work"), kv::Clock::now() + 30s,
                     std::nullopt, deliver_to(into), AcceptWaiters::Commit::kBlocking);

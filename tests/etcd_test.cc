@@ -440,8 +440,8 @@ TEST_F(EtcdOneMemberTest, APrefetchForGuessingReadsFetchesOnlyWhatIsNotRemembere
 TEST_F(EtcdOneMemberTest, AWaitingAcceptTakesAJobThisHandleAddedWithoutReadingItsRow) {
   auto jobs = open_jobs(store_ptr());
   ASSERT_TRUE(jobs.ok()) << jobs.status().to_string();
-  // A type no other test here uses: the process remembers where each queue's head was
-  // (jobs/index_levels.h), and a head left by an earlier test's "work" would cost a read more.
+  // A type no other test here uses, so that nothing else of the store's shapes its reads (a
+  // Jobs remembers where each queue's head was, jobs/accept/index_levels.h).
   ASSERT_TRUE((*jobs)->set_type_timeout("rows", 60s).ok());
   // An add reads the type's settings once, then remembers them.
   ASSERT_TRUE((*jobs)->add("rows", "warm-up", "{}").ok());

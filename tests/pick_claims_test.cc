@@ -1,6 +1,7 @@
-// Accept attempts that overlap in one process (src/jobs/pending_picks.h, PickClaims), white-box
-// on real LMDB: each passes over the due jobs another is taking instead of picking the same one
-// and failing its commit, and none is told "nothing due" while such a job may still come back.
+// Accept attempts that overlap in one process (src/jobs/accept/local_accepts.h, PickClaims),
+// white-box on real LMDB: each passes over the due jobs another is taking instead of picking the
+// same one and failing its commit, and none is told "nothing due" while such a job may still come
+// back.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,8 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "jobs/accept/pending_picks.h"
 #include "jobs/job_store.h"
-#include "jobs/pending_picks.h"
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
 #include "kvq/lmdb_store.h"
@@ -39,16 +40,15 @@ class PickClaimsTest : public LmdbJobsWhiteBox {
   // One look in order for one taker, in `txn`, as an attempt holding `claims` makes it.
   Result<std::vector<Job>> look(kv::Transaction& txn, PickClaims* claims,
                                 std::optional<int64_t>* next_due = nullptr) {
-    return jobs::try_accept_many(txn, keys_, options_, "work", {},
-                                 {{jobs::new_lock("work"), "", ""}}, next_due, jobs::Pick::kInOrder,
-                                 nullptr, false, claims);
+    return jobs::try_accept_many(txn, scope_, "work", {}, {{jobs::new_lock("work"), "", ""}},
+                                 next_due, jobs::Pick::kInOrder, nullptr, false, claims);
   }
 };
 
 TEST_F(PickClaimsTest, OverlappingLooksTakeDifferentJobsAndBothCommit) {
   add("j1");
   add("j2");
-  PickClaims first(keys_), second(keys_);
+  PickClaims first(local_.claims), second(local_.claims);
   first.new_try();
   second.new_try();
   auto one = begin();
@@ -66,7 +66,7 @@ TEST_F(PickClaimsTest, OverlappingLooksTakeDifferentJobsAndBothCommit) {
 
 TEST_F(PickClaimsTest, ALookThatFindsEveryDueJobClaimedTakesNoneAndCountsTheTypeDueAgainSoon) {
   add("j1");
-  PickClaims first(keys_), second(keys_);
+  PickClaims first(local_.claims), second(local_.claims);
   first.new_try();
   second.new_try();
   auto one = begin();
@@ -87,7 +87,7 @@ TEST_F(PickClaimsTest, ALookThatFindsEveryDueJobClaimedTakesNoneAndCountsTheType
 TEST_F(PickClaimsTest, AClaimLetGoAfterATryBeganStillHoldsForItsOlderSnapshot) {
   add("j1");
   add("j2");
-  PickClaims first(keys_), second(keys_);
+  PickClaims first(local_.claims), second(local_.claims);
   second.new_try();
   auto two = begin();  // its snapshot: j1 and j2 pending
   first.new_try();
@@ -105,7 +105,7 @@ TEST_F(PickClaimsTest, AClaimLetGoAfterATryBeganStillHoldsForItsOlderSnapshot) {
 
 TEST_F(PickClaimsTest, AClaimLetGoBeforeATryBeganIsNoLongerPassedOver) {
   add("j1");
-  PickClaims first(keys_), second(keys_);
+  PickClaims first(local_.claims), second(local_.claims);
   first.new_try();
   ASSERT_TRUE(first.claim("work", "j1"));
   first.let_go();  // its try failed before taking it: j1 is still pending
@@ -124,7 +124,7 @@ TEST_F(PickClaimsTest, AnAttemptRetriesWhileEveryDueJobIsClaimed) {
   for (const bool waits : {false, true}) {
     const std::string id = waits ? "j2" : "j1";
     add(id);
-    PickClaims failing(keys_);
+    PickClaims failing(local_.claims);
     failing.new_try();
     ASSERT_TRUE(failing.claim("work", id));
     std::thread let_go([&] {
@@ -133,9 +133,9 @@ TEST_F(PickClaimsTest, AnAttemptRetriesWhileEveryDueJobIsClaimed) {
     });
     const auto start = kv::Clock::now();
     kv::Watch watch;
-    auto jobs = jobs::attempt_accept_many(*store_, keys_, options_, "work", {},
-                                          {{jobs::new_lock("work"), "", ""}}, nullptr,
-                                          waits ? &watch : nullptr, jobs::ArmWatch::kAlways);
+    auto jobs =
+        jobs::attempt_accept_many(*store_, scope_, "work", {}, {{jobs::new_lock("work"), "", ""}},
+                                  nullptr, waits ? &watch : nullptr, jobs::ArmWatch::kAlways);
     let_go.join();
     ASSERT_TRUE(jobs.ok()) << (waits ? "waiting: " : "") << jobs.status().to_string();
     EXPECT_EQ(jobs->front().id, id);

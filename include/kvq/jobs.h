@@ -1005,6 +1005,8 @@ class Jobs {
   std::map<std::string, TypeStats> type_stats() const;
 
   struct Impl;
+  // How the jobs layer's own files (and its white-box tests) reach a Jobs's parts (jobs_impl.h).
+  friend Impl& impl_of(Jobs& jobs);
 
  private:
   Jobs(std::shared_ptr<kv::Store> store, JobsOptions options);

@@ -42,16 +42,6 @@ Result<std::vector<int64_t>> decode_window(std::string_view bytes) {
   return out;
 }
 
-struct HeldBackLooks {
-  util::Mutex mu;
-  std::map<std::pair<const Keys*, std::string>, uint64_t> counts KVQ_GUARDED_BY(mu);
-};
-
-HeldBackLooks& held_back() {
-  static HeldBackLooks* looks = new HeldBackLooks;  // never destroyed: used at exit
-  return *looks;
-}
-
 }  // namespace
 
 Status validate_rate_limit(const RateLimit& rate) {
@@ -191,19 +181,6 @@ void record_flow(kv::Transaction& txn, const Keys& keys, std::string_view type,
   for (int64_t at : gate.window) window.append(at);
   for (size_t i = 0; i < taken; ++i) window.append(*gate.stamp_ms);
   txn.set(keys.rate_window(type), window.pack());
-}
-
-void note_held_back(const Keys& keys, std::string_view type) {
-  HeldBackLooks& looks = held_back();
-  util::MutexLock lock(looks.mu);
-  ++looks.counts[{&keys, std::string(type)}];
-}
-
-uint64_t held_back_looks(const Keys& keys, std::string_view type) {
-  HeldBackLooks& looks = held_back();
-  util::MutexLock lock(looks.mu);
-  auto it = looks.counts.find({&keys, std::string(type)});
-  return it == looks.counts.end() ? 0 : it->second;
 }
 
 }  // namespace kvq::jobs

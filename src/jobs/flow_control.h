@@ -55,13 +55,6 @@ void record_flow(kv::Transaction& txn, const Keys& keys, std::string_view type,
 Status change_flow(kv::Transaction& txn, const Keys& keys, std::string_view type,
                    const std::function<void(TypeSettings&)>& change);
 
-// Looks in this process held back by flow control, per Jobs (its Keys) and type. A look of its
-// own that a caller makes before waiting saw nothing of what it should wait for (a run's end, a
-// time); the accept waiters compare this count with the one of their watch's arming to know
-// whether that watch still covers such a caller (AcceptWaiters::submit).
-void note_held_back(const Keys& keys, std::string_view type);
-uint64_t held_back_looks(const Keys& keys, std::string_view type);
-
 // Whether `settings` pause accepts at wall time `now` (a pause past its end is over).
 bool paused_at(const TypeSettings& settings, int64_t now);
 

@@ -1,9 +1,9 @@
 // Groups: the setter of a type's max_running_per_group and the list of its groups. The groups
 // themselves are kept by save_job (group_queue.h) and taken turns from by accepts
 // (pending_picks.cc).
+#include "jobs/accept/accept.h"
 #include "jobs/flow_control.h"
 #include "jobs/group_queue.h"
-#include "jobs/index_levels.h"
 #include "jobs/jobs_impl.h"
 #include "jobs/types.h"
 #include "jobs/validation.h"

@@ -2,8 +2,8 @@
 
 #include <string>
 
+#include "jobs/accept/accept.h"
 #include "jobs/job_store.h"
-#include "jobs/pending_picks.h"
 #include "jobs/validation.h"
 #include "util/secret.h"
 

@@ -3,8 +3,8 @@
 #include <functional>
 #include <limits>
 
+#include "jobs/accept/accept.h"
 #include "jobs/group_queue.h"
-#include "jobs/index_levels.h"
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
 #include "jobs/own_timeouts.h"

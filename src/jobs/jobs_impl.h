@@ -6,7 +6,7 @@
 #include <optional>
 #include <utility>
 
-#include "jobs/accept_waiters.h"
+#include "jobs/accept/accept.h"
 #include "jobs/activity_monitor.h"
 #include "jobs/job_numbers.h"
 #include "jobs/notifier.h"
@@ -22,13 +22,18 @@ namespace kvq::jobs {
 struct Jobs::Impl {
   Impl(kv::Store& store, const JobsOptions& options)
       : keys(options.key_prefix),
+        accept_scope{keys, options, local_accepts},
         notifier(store, keys, options.retry),
-        accept_waiters(store, keys, options) {
+        accept_waiters(store, accept_scope) {
     if (options.run_activity_monitor)
       monitor = std::make_unique<ActivityMonitor>(store, keys, options, type_stats);
     if (!store.nonblocking()) blocking_looks = std::make_unique<util::ThreadPool>(2);
   }
   Keys keys;
+  // What this Jobs's accepts share in this process, and the scope they run in: before the
+  // loops and waiters that use them, so destroyed after them.
+  LocalAccepts local_accepts;
+  AcceptScope accept_scope;
   TypeStatsRecorder type_stats;  // Jobs::type_stats; before the loops that record into it
   Notifier notifier;             // subscriptions
   AcceptWaiters accept_waiters;  // waiting accepts
@@ -41,6 +46,8 @@ struct Jobs::Impl {
   // as it calls the Jobs back. Declared last so that it stops first: its ticks add jobs.
   std::unique_ptr<Scheduler> scheduler;
 };
+
+inline Jobs::Impl& impl_of(Jobs& jobs) { return *jobs.impl_; }
 
 // Runs `look` — a look that commits through kv::run_async — without blocking the calling
 // thread: at once on a nonblocking store (where run_async does not block), else on
@@ -66,18 +73,5 @@ T wait_for(Start start) {
   while (!outcome.has_value()) cv.wait(mu);
   return std::move(*outcome);
 }
-
-// Whether, on a store that is not nonblocking (etcd), where a look is round trips, an accept of
-// `type` is looking in this process now (AcceptInFlight): a look of another would read the same
-// head of the queue and collide with it.
-bool looking_here(const kv::Store& store, const Keys& keys, std::string_view type);
-
-// Whether an accept of `type` leaves its look to the accept waiters' next round (which looks for
-// all its waiters in one transaction) instead of looking itself: on a store that is not
-// nonblocking (etcd), where a look is round trips, when it may wait and another accept of its
-// type is under way in this process (AcceptInFlight). Their looks would read the same head of
-// the queue and collide, each collision a try more of reads and a commit.
-bool joins_round(const kv::Store& store, const Keys& keys, std::string_view type,
-                 const AcceptOptions& options);
 
 }  // namespace kvq::jobs

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "jobs/accept/accept.h"
 #include "jobs/group_queue.h"
-#include "jobs/index_levels.h"
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
 #include "jobs/types.h"
@@ -82,14 +82,14 @@ Result<std::optional<std::string>> next_due(kv::Transaction& txn, const Keys& ke
                                             std::string_view type, const TypeSettings& settings,
                                             int64_t now) {
   DueLevels ungrouped(txn, keys.pending_index(type), now, std::nullopt, 1, kMaxPeekReads,
-                      kPendingHeadWindow);
+                      kPendingHeadWindow, /*heads=*/nullptr);  // seldom: reads to the end
   KVQ_ASSIGN_OR_RETURN(const OrderedIndex::Entry* job, ungrouped.head());
   const OrderedIndex::Entry* turn = nullptr;
   std::optional<DueLevels> groups;
   if (settings.has_groups) {
     const int64_t end_of_now = ms_to_us(now) + 999;
     groups.emplace(txn, keys.group_queue(type), end_of_now, std::nullopt, 1, kMaxPeekReads,
-                   ms_to_us(kPendingHeadWindow));
+                   ms_to_us(kPendingHeadWindow), /*heads=*/nullptr);
     KVQ_ASSIGN_OR_RETURN(turn, groups->head());
   }
   const bool turn_first =

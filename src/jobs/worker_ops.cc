@@ -8,7 +8,6 @@
 #include "jobs/held_job.h"
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
-#include "jobs/pending_picks.h"
 #include "jobs/validation.h"
 #include "jobs/worker_calls.h"
 #include "util/random.h"

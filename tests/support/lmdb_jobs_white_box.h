@@ -1,6 +1,7 @@
 // tests/support/lmdb_jobs_white_box.h — the fixture of the jobs layer's white-box tests: a
-// Jobs on a fresh relaxed LMDB store, with type "work" (a 60-s timeout), and the options and
-// Keys its internals (src/jobs) are called with.
+// Jobs on a fresh relaxed LMDB store, with type "work" (a 60-s timeout), and the options, Keys
+// and accept scope its internals (src/jobs) are called with. The scope's LocalAccepts is the
+// test's own, not the Jobs's: accepts made through it share nothing with the Jobs's.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <memory>
 
+#include "jobs/accept/pending_picks.h"
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
 #include "kvq/lmdb_store.h"
@@ -30,6 +32,8 @@ class LmdbJobsWhiteBox : public ::testing::Test {
   TempDir dir_;
   jobs::JobsOptions options_{.key_prefix = "t"};
   jobs::Keys keys_{options_.key_prefix};
+  jobs::LocalAccepts local_;
+  jobs::AcceptScope scope_{keys_, options_, local_};
   std::shared_ptr<kv::Store> store_;
   std::unique_ptr<jobs::Jobs> jobs_;
 };

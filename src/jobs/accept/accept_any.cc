@@ -3,7 +3,7 @@
 // (accept_waiters.h).
 #include <utility>
 
-#include "jobs/any_picks.h"
+#include "jobs/accept/any_picks.h"
 #include "jobs/jobs_impl.h"
 #include "jobs/types.h"
 #include "jobs/validation.h"
@@ -18,18 +18,19 @@ std::string names_of(const std::vector<std::string>& types) {
 }
 
 // accept_any_async; `off_thread`: its look must not block this thread.
-uint64_t queue_accept_any(kv::Store& store, Jobs::Impl& impl, const JobsOptions& jobs_options,
-                          const std::vector<std::string>& types, const AcceptOptions& options,
-                          std::function<void(Result<Job>)> done, bool off_thread) {
+uint64_t queue_accept_any(kv::Store& store, Jobs::Impl& impl, const std::vector<std::string>& types,
+                          const AcceptOptions& options, std::function<void(Result<Job>)> done,
+                          bool off_thread) {
   if (Status invalid = validate_accept_any(types, options); !invalid.ok()) {
     done(invalid);
     return 0;
   }
   std::vector<Taker> takers = takers_for(types, options);
   // The queue latency of the job taken counts for its type; the other takers' notes go.
-  done = [stats = &impl.type_stats, takers, done = std::move(done)](Result<Job> job) {
+  done = [stats = &impl.type_stats, latencies = &impl.local_accepts.latencies, takers,
+          done = std::move(done)](Result<Job> job) {
     for (const Taker& taker : takers) {
-      const auto latency = take_queue_latency(taker.lock);
+      const auto latency = latencies->take(taker.lock);
       if (job.ok() && job->lock == taker.lock && latency)
         stats->record_accepted(job->type, *latency);
     }
@@ -39,10 +40,10 @@ uint64_t queue_accept_any(kv::Store& store, Jobs::Impl& impl, const JobsOptions&
   AcceptWaiters& waiters = impl.accept_waiters;
   // A cancel before the wait is queued ends it at once when it is (AcceptWaiters::reserve).
   const uint64_t ticket = options.timeout.count() > 0 ? waiters.reserve() : 0;
-  auto look = [&store, &impl, &jobs_options, &waiters, types, options, takers, deadline, ticket,
+  auto look = [&store, &impl, &waiters, types, options, takers, deadline, ticket,
                done = std::move(done)]() {
     attempt_accept_any_async(
-        store, impl.keys, jobs_options, types, options, takers, /*arm=*/ticket != 0,
+        store, impl.accept_scope, types, options, takers, /*arm=*/ticket != 0,
         [&waiters, types, options, takers, deadline, ticket, done](AnyOutcome outcome) {
           auto& job = outcome.job;
           if (!job.ok() || job->has_value() || ticket == 0) {
@@ -68,15 +69,15 @@ uint64_t queue_accept_any(kv::Store& store, Jobs::Impl& impl, const JobsOptions&
 uint64_t Jobs::accept_any_async(const std::vector<std::string>& types, const AcceptOptions& options,
                                 std::function<void(Result<Job>)> done) {
   // One type: an accept of it, which may join the type's round (joins_round).
-  if (types.size() == 1 && joins_round(*store_, impl_->keys, types[0], options))
+  if (types.size() == 1 && joins_round(*store_, impl_->accept_scope, types[0], options))
     return queue_accept(types[0], options, std::move(done), /*look_async=*/false);
-  return queue_accept_any(*store_, *impl_, options_, types, options, std::move(done),
+  return queue_accept_any(*store_, *impl_, types, options, std::move(done),
                           /*off_thread=*/true);
 }
 
 Result<Job> Jobs::accept_any(const std::vector<std::string>& types, const AcceptOptions& options) {
   return wait_for<Result<Job>>([&](auto done) {
-    queue_accept_any(*store_, *impl_, options_, types, options, std::move(done),
+    queue_accept_any(*store_, *impl_, types, options, std::move(done),
                      /*off_thread=*/false);
   });
 }
@@ -98,12 +99,12 @@ Result<Job> Jobs::accept_job(std::string_view type, std::string_view id,
           if (!found.empty()) return std::move(found.front());
         }
         KVQ_RETURN_IF_ERROR(require_type(txn, impl_->keys, type));
-        auto taken = take_named(txn, impl_->keys, type, id, taker);
+        auto taken = take_named(txn, impl_->accept_scope, type, id, taker);
         KVQ_ASSIGN_OR_RETURN(tried_version, txn.read_version());
         return taken;
       },
       options_.retry);
-  const auto latency = take_queue_latency(taker.lock);
+  const auto latency = impl_->local_accepts.latencies.take(taker.lock);
   if (job.ok() && latency) impl_->type_stats.record_accepted(type, *latency);
   return job;
 }

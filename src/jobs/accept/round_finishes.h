@@ -1,4 +1,4 @@
-// jobs/round_finishes.h — the finishes of workers that wait for their next job, committed in
+// jobs/accept/round_finishes.h — the finishes of workers that wait for their next job, committed in
 // the accept waiters' round that takes that job (finish_and_accept on a store whose calls are
 // round trips: etcd).
 //
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "jobs/pending_picks.h"
+#include "jobs/accept/pending_picks.h"
 #include "jobs/worker_calls.h"
 
 namespace kvq::jobs {

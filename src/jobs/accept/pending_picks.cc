@@ -1,6 +1,4 @@
-#include "jobs/pending_picks.h"
-
-#include <memory>
+#include "jobs/accept/pending_picks.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,9 +10,9 @@
 #include <unordered_map>
 #include <utility>
 
+#include "jobs/accept/index_levels.h"
 #include "jobs/flow_control.h"
 #include "jobs/group_queue.h"
-#include "jobs/index_levels.h"
 #include "jobs/job_store.h"
 #include "jobs/own_timeouts.h"
 #include "util/mutex.h"
@@ -22,45 +20,6 @@
 #include "util/secret.h"
 
 namespace kvq::jobs {
-namespace {
-
-// Notes a look never taken back (a process that drops the call) are bounded: past this many,
-// the oldest go (a latency then goes unrecorded).
-constexpr size_t kMaxNotedLatencies = 10'000;
-
-struct NotedLatencies {
-  util::Mutex mu;
-  std::map<std::string, Millis> by_lock KVQ_GUARDED_BY(mu);
-  std::deque<std::string> order KVQ_GUARDED_BY(mu);
-};
-
-NotedLatencies& noted() {
-  static NotedLatencies* latencies = new NotedLatencies;  // never destroyed: used at exit
-  return *latencies;
-}
-
-}  // namespace
-
-void note_queue_latency(const std::string& lock, Millis latency) {
-  NotedLatencies& n = noted();
-  util::MutexLock hold(n.mu);
-  if (n.by_lock.insert_or_assign(lock, latency).second) n.order.push_back(lock);
-  while (n.order.size() > kMaxNotedLatencies) {
-    n.by_lock.erase(n.order.front());
-    n.order.pop_front();
-  }
-}
-
-std::optional<Millis> take_queue_latency(const std::string& lock) {
-  NotedLatencies& n = noted();
-  util::MutexLock hold(n.mu);
-  auto it = n.by_lock.find(lock);
-  if (it == n.by_lock.end()) return std::nullopt;
-  const Millis latency = it->second;
-  n.by_lock.erase(it);
-  // `order` keeps the lock until it reaches the front; erasing a missing key there is harmless.
-  return latency;
-}
 namespace {
 
 // Priority levels examined per attempt; beyond it a caller sees "nothing due" (and is woken by
@@ -76,7 +35,6 @@ constexpr size_t kPrefetchRows = 64;
 }  // namespace
 
 Status give_back(kv::Transaction& txn, const Keys& keys, const Job& job) {
-  take_queue_latency(job.lock).reset();  // never handed out: not an accept to count
   KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, job.type, job.id));
   if (!before || !util::secret_equal(before->lock, job.lock)) return Status::OK();
   JobRow after = *before;
@@ -106,10 +64,11 @@ namespace {
 // Takes the pending job `id` (its index entry at (priority, scheduled)) for `taker`. With
 // `guess`, its row as the store handle remembers it (kv::ReadOptions::remembered: on etcd the
 // row of a job this process added costs no read); the commit checks it.
-Result<Job> take_job(kv::Transaction& txn, const Keys& keys, std::string_view type,
+Result<Job> take_job(kv::Transaction& txn, const AcceptScope& scope, std::string_view type,
                      const std::string& id, int64_t priority, int64_t scheduled,
                      std::string_view group, const Taker& taker, const FlowGate& gate,
                      bool guess = false) {
+  const Keys& keys = scope.keys;
   KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id, {.remembered = guess}));
   if (!before || state_of(*before) != State::kPending || before->priority != priority ||
       before->scheduled != scheduled || before->group != group) {
@@ -125,7 +84,7 @@ Result<Job> take_job(kv::Transaction& txn, const Keys& keys, std::string_view ty
   after.attempts += 1;
   // A rate-limited type's accepts are stamped as its window records them.
   after.started = gate.stamp_ms.value_or(now_ms());
-  note_queue_latency(taker.lock, Millis(after.started - before->scheduled));
+  scope.local.latencies.note(taker.lock, Millis(after.started - before->scheduled));
   after.progress.reset();  // progress is of one run
   KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, after));
   return job_of_run(type, id, after, gate.type_timeout);
@@ -135,9 +94,10 @@ Result<Job> take_job(kv::Transaction& txn, const Keys& keys, std::string_view ty
 // unless it already runs max_running_per_group jobs: then it is marked full and leaves the
 // queue, and nothing is taken (nullopt). A group that reaches its limit by this job is marked
 // full too.
-Result<std::optional<Job>> take_turn(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                                     const OrderedIndex::Entry& turn, const Taker& taker,
-                                     const FlowGate& gate) {
+Result<std::optional<Job>> take_turn(kv::Transaction& txn, const AcceptScope& scope,
+                                     std::string_view type, const OrderedIndex::Entry& turn,
+                                     const Taker& taker, const FlowGate& gate) {
+  const Keys& keys = scope.keys;
   const std::string& group = turn.name;
   KVQ_ASSIGN_OR_RETURN(auto row, load_group(txn, keys, type, group));
   if (!row || row->queued != std::pair{turn.priority, turn.time})
@@ -150,8 +110,8 @@ Result<std::optional<Job>> take_turn(kv::Transaction& txn, const Keys& keys, std
   KVQ_ASSIGN_OR_RETURN(auto first, first_pending(txn, keys, type, group));
   if (!first || first->priority != turn.priority)
     return Internal("queue entry of group '" + group + "' does not match its first job");
-  KVQ_ASSIGN_OR_RETURN(Job job, take_job(txn, keys, type, first->name, first->priority, first->time,
-                                         group, taker, gate));
+  KVQ_ASSIGN_OR_RETURN(Job job, take_job(txn, scope, type, first->name, first->priority,
+                                         first->time, group, taker, gate));
   if (limit && row->running + 1 >= *limit) {
     KVQ_ASSIGN_OR_RETURN(auto taken, load_group(txn, keys, type, group));  // as save_job left it
     if (!taken) return Internal("group '" + group + "' lost its row to an accept");
@@ -175,26 +135,25 @@ int64_t end_of_ms(int64_t ms) {
 
 // The levels of `type`'s pending index a look for `takers` jobs reads, due by `max_time`. Each
 // priority level costs one read, or two when it held fewer due jobs than wanted.
-DueLevels ungrouped_levels(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
-                           std::string_view type, const AcceptOptions& accept, size_t takers,
-                           int64_t max_time) {
-  const size_t spread = std::max(options.accept_spread, takers);
-  return DueLevels(txn, keys.pending_index(type), max_time, accept.max_priority, spread,
-                   2 * kMaxPriorityLevels, kPendingHeadWindow);
+DueLevels ungrouped_levels(kv::Transaction& txn, const AcceptScope& scope, std::string_view type,
+                           const AcceptOptions& accept, size_t takers, int64_t max_time) {
+  const size_t spread = std::max(scope.options.accept_spread, takers);
+  return DueLevels(txn, scope.keys.pending_index(type), max_time, accept.max_priority, spread,
+                   2 * kMaxPriorityLevels, kPendingHeadWindow, &scope.local.heads);
 }
 
 }  // namespace
 
-Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
-                                         const JobsOptions& options, std::string_view type,
-                                         const AcceptOptions& accept,
+Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const AcceptScope& scope,
+                                         std::string_view type, const AcceptOptions& accept,
                                          const std::vector<Taker>& takers,
                                          std::optional<int64_t>* next_due, Pick pick,
                                          HeldBack* held, bool guess_rows, PickClaims* claims) {
+  const Keys& keys = scope.keys;
   const int64_t now = now_ms();
   const int64_t max_time = accept.max_scheduled_time_ms.value_or(now);
-  const size_t spread = std::max(options.accept_spread, takers.size());
-  DueLevels ungrouped = ungrouped_levels(txn, keys, options, type, accept, takers.size(), max_time);
+  const size_t spread = std::max(scope.options.accept_spread, takers.size());
+  DueLevels ungrouped = ungrouped_levels(txn, scope, type, accept, takers.size(), max_time);
   // The type's settings (the flow gate's first read) and the queue's head come in one read (on
   // etcd one round trip instead of two; nothing on LMDB).
   txn.prefetch({keys.timeout(type)}, {ungrouped.next_read()});
@@ -215,7 +174,7 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
   if (gate.has_groups) {
     groups.emplace(txn, keys.group_queue(type), end_of_ms(max_time), accept.max_priority, spread,
                    2 * kMaxPriorityLevels + static_cast<int>(gate.allowed),
-                   ms_to_us(kPendingHeadWindow));
+                   ms_to_us(kPendingHeadWindow), &scope.local.heads);
   }
   if (!at_random && !groups && gate.allowed > 1) {
     // In order and without groups, the jobs taken are the first due ones: their rows come in
@@ -261,13 +220,13 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
         note_due(now + 1);
         break;
       }
-      KVQ_ASSIGN_OR_RETURN(Job took, take_job(txn, keys, type, entry->name, entry->priority,
+      KVQ_ASSIGN_OR_RETURN(Job took, take_job(txn, scope, type, entry->name, entry->priority,
                                               entry->time, "", taker, gate, guess_rows));
       taken.push_back(std::move(took));
       continue;
     }
     KVQ_ASSIGN_OR_RETURN(auto turn_taken, groups->take(at_random));
-    KVQ_ASSIGN_OR_RETURN(auto took, take_turn(txn, keys, type, turn_taken, taker, gate));
+    KVQ_ASSIGN_OR_RETURN(auto took, take_turn(txn, scope, type, turn_taken, taker, gate));
     if (took) {
       taken.push_back(std::move(*took));
     } else if (++full_groups >= spread) {
@@ -285,19 +244,19 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const Keys& keys,
   return taken;
 }
 
-Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
-                       std::string_view type, const AcceptOptions& accept, const std::string& lock,
+Result<Job> try_accept(kv::Transaction& txn, const AcceptScope& scope, std::string_view type,
+                       const AcceptOptions& accept, const std::string& lock,
                        std::optional<int64_t>* next_due) {
-  KVQ_ASSIGN_OR_RETURN(auto jobs, try_accept_many(txn, keys, options, type, accept,
+  KVQ_ASSIGN_OR_RETURN(auto jobs, try_accept_many(txn, scope, type, accept,
                                                   {{lock, accept.worker, accept.worker_type}},
                                                   next_due, Pick::kInOrder));
   return std::move(jobs.front());
 }
 
-Result<std::optional<Candidate>> peek_candidate(kv::Transaction& txn, const Keys& keys,
-                                                const JobsOptions& options, std::string_view type,
-                                                const AcceptOptions& accept,
+Result<std::optional<Candidate>> peek_candidate(kv::Transaction& txn, const AcceptScope& scope,
+                                                std::string_view type, const AcceptOptions& accept,
                                                 std::optional<int64_t>* next_due, HeldBack* held) {
+  const Keys& keys = scope.keys;
   const int64_t now = now_ms();
   const int64_t max_time = accept.max_scheduled_time_ms.value_or(now);
   KVQ_ASSIGN_OR_RETURN(FlowGate gate, open_flow_gate(txn, keys, type, 1, now));
@@ -309,13 +268,13 @@ Result<std::optional<Candidate>> peek_candidate(kv::Transaction& txn, const Keys
     note_due(gate.reopens_ms);
     return std::optional<Candidate>();
   }
-  const size_t spread = std::max<size_t>(options.accept_spread, 1);
+  const size_t spread = std::max<size_t>(scope.options.accept_spread, 1);
   DueLevels ungrouped(txn, keys.pending_index(type), max_time, accept.max_priority, 1,
-                      2 * kMaxPriorityLevels, kPendingHeadWindow);
+                      2 * kMaxPriorityLevels, kPendingHeadWindow, &scope.local.heads);
   std::optional<DueLevels> groups;
   if (gate.has_groups) {
     groups.emplace(txn, keys.group_queue(type), end_of_ms(max_time), accept.max_priority, spread,
-                   2 * kMaxPriorityLevels + 1, ms_to_us(kPendingHeadWindow));
+                   2 * kMaxPriorityLevels + 1, ms_to_us(kPendingHeadWindow), &scope.local.heads);
   }
   // The loop of try_accept_many, stopping where it would take: a group found full is marked so
   // (it leaves the queue, as try_accept_many would leave it), and the next in turn is looked at.
@@ -353,8 +312,9 @@ Result<std::optional<Candidate>> peek_candidate(kv::Transaction& txn, const Keys
   return found;
 }
 
-Result<Job> take_named(kv::Transaction& txn, const Keys& keys, std::string_view type,
+Result<Job> take_named(kv::Transaction& txn, const AcceptScope& scope, std::string_view type,
                        std::string_view id, const Taker& taker) {
+  const Keys& keys = scope.keys;
   KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, id));
   const std::string named = "job '" + std::string(id) + "' of type '" + std::string(type) + "'";
   if (!row) return NotFound(named + " does not exist");
@@ -376,7 +336,7 @@ Result<Job> take_named(kv::Transaction& txn, const Keys& keys, std::string_view 
   // Flow control does not stop it, but what it counts stays true: the rate window records the
   // accept, and a group it fills leaves the queue of groups.
   KVQ_ASSIGN_OR_RETURN(FlowGate gate, open_flow_gate(txn, keys, type, 1, now));
-  KVQ_ASSIGN_OR_RETURN(Job job, take_job(txn, keys, type, std::string(id), row->priority,
+  KVQ_ASSIGN_OR_RETURN(Job job, take_job(txn, scope, type, std::string(id), row->priority,
                                          row->scheduled, row->group, taker, gate));
   if (gate.rate) record_flow(txn, keys, type, gate, 1);
   const auto& limit = gate.max_running_per_group;
@@ -412,141 +372,81 @@ Result<std::vector<Job>> find_accepted(kv::Transaction& txn, const Keys& keys,
 
 namespace {
 
-// Every claim in this process, as PickClaims registers it (the Keys' address, the type's
-// length, the type and the id), held or let go less than kClaimMemory ago.
-constexpr auto kClaimMemory = std::chrono::seconds(1);
-
-struct ClaimRegistry {
-  struct Claim {
-    bool held = true;
-    std::chrono::steady_clock::time_point let_go_at;  // when not held
-  };
-  util::Mutex mu;
-  std::unordered_map<std::string, Claim> claims KVQ_GUARDED_BY(mu);
-  // Claims let go, oldest first, to forget them (a key claimed again since stays).
-  std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>> let_go_order
-      KVQ_GUARDED_BY(mu);
-};
-
-ClaimRegistry& claim_registry() {
-  static ClaimRegistry* registry = new ClaimRegistry;  // never destroyed: used at exit
-  return *registry;
-}
-
-std::string claim_key(const Keys* keys, std::string_view type, std::string_view id) {
-  std::string key = std::to_string(reinterpret_cast<uintptr_t>(keys));
-  key += '/';
-  key += std::to_string(type.size());
-  key += '/';
-  key += type;
-  key += id;
-  return key;
-}
-
-}  // namespace
-
-bool PickClaims::claim(std::string_view type, std::string_view id) {
-  std::string key = claim_key(keys_, type, id);
-  ClaimRegistry& registry = claim_registry();
-  util::MutexLock lock(registry.mu);
-  auto [it, fresh] = registry.claims.try_emplace(key);
-  if (!fresh) {
-    // Held, or let go since this try began (whose reads may predate that try's commit and
-    // still show the job pending). Let go before: this try's reads show what that one did.
-    if (it->second.held || it->second.let_go_at >= try_began_) return false;
-    it->second.held = true;
-  }
-  held_.push_back(std::move(key));
-  return true;
-}
-
-Status PickClaims::after_nothing_taken(std::string_view types) const {
-  if (!all_claimed_) return Status::OK();
-  return Aborted("the due jobs of " + std::string(types) +
-                 " are being taken by other accepts in this process");
-}
-
-void PickClaims::new_try() {
-  let_go();
-  all_claimed_ = false;
-  try_began_ = std::chrono::steady_clock::now();
-}
-
-void PickClaims::let_go() {
-  if (held_.empty()) return;
-  const auto now = std::chrono::steady_clock::now();
-  ClaimRegistry& registry = claim_registry();
-  util::MutexLock lock(registry.mu);
-  for (std::string& key : held_) {
-    auto& claim = registry.claims[key];
-    claim.held = false;
-    claim.let_go_at = now;
-    registry.let_go_order.emplace_back(now, std::move(key));
-  }
-  held_.clear();
-  auto& order = registry.let_go_order;
-  while (!order.empty() && order.front().first + kClaimMemory < now) {
-    auto it = registry.claims.find(order.front().second);
-    if (it != registry.claims.end() && !it->second.held &&
-        it->second.let_go_at == order.front().first)
-      registry.claims.erase(it);
-    order.pop_front();
-  }
-}
-
-AcceptInFlight::AcceptInFlight(const Keys& keys, std::string_view type)
-    : key_(&keys, std::string(type)) {
-  util::MutexLock lock(mu());
-  ++counts()[key_];
-}
-
-AcceptInFlight::~AcceptInFlight() {
-  util::MutexLock lock(mu());
-  auto it = counts().find(key_);
-  if (--it->second == 0) counts().erase(it);
-}
-
-bool AcceptInFlight::under_way(const Keys& keys, std::string_view type) {
-  util::MutexLock lock(mu());
-  return counts().count({&keys, std::string(type)}) != 0;
-}
-
-util::Mutex& AcceptInFlight::mu() {
-  static util::Mutex m;
-  return m;
-}
-
-std::map<AcceptInFlight::Key, size_t>& AcceptInFlight::counts() {
-  static std::map<Key, size_t> c;
-  return c;
-}
-
-namespace {
-
-// One try of an accept. An earlier try's commit result may have been unknown: it may have taken
-// jobs already, which `attempt_version` (its read version) finds. (Until a commit's result was
+// One accept attempt in its own transactions: its takers, and what its tries carry from one to
+// the next. An earlier try's commit result may have been unknown: it may have taken jobs
+// already, which attempt_version_ (its read version) finds. (Until a commit's result was
 // unknown, no earlier try took anything: kv::run says so, and a retry after conflicts alone
 // reads nothing for it.) The first try takes the due jobs in order, passing over those that
-// other attempts here claimed (`claims`, the attempt's); a retry (after a conflict, with an
-// acceptor of another process that took the same head) spreads its pick. `round_trips`: the
-// store's reads are round trips (it is not nonblocking), so the try's first reads are worth
-// fetching in one.
-Result<std::vector<Job>> accept_attempt(
-    kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
-    const AcceptOptions& accept, const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-    std::optional<uint64_t>& attempt_version, bool& tried, PickClaims& claims, kv::Watch* watch,
-    ArmWatch arm, LookRiders* riders, bool round_trips) {
-  const Pick pick = tried ? Pick::kSpread : Pick::kInOrder;
-  claims.new_try();
-  const bool first_try = !tried;
-  tried = true;
-  if (attempt_version && txn.earlier_commit_unknown()) {
-    KVQ_ASSIGN_OR_RETURN(auto taken, find_accepted(txn, keys, type, *attempt_version, takers));
+// other attempts here claimed; a retry (after a conflict, with an acceptor of another process
+// that took the same head) spreads its pick. Counted in flight here until settle().
+class AcceptAttempt {
+ public:
+  // `watch`: a caller that will wait, whose watch the last try arms as `arm` says (kNone:
+  // none). `round_trips`: the store's reads are round trips (it is not nonblocking), so a try's
+  // first reads are worth fetching in one.
+  AcceptAttempt(const AcceptScope& scope, std::string type, AcceptOptions accept,
+                std::vector<Taker> takers, ArmWatch arm, std::shared_ptr<LookRiders> riders,
+                bool round_trips)
+      : scope_(scope),
+        type_(std::move(type)),
+        accept_(std::move(accept)),
+        takers_(std::move(takers)),
+        arm_(arm),
+        riders_(std::move(riders)),
+        round_trips_(round_trips),
+        in_flight_(std::in_place, scope.local.in_flight, type_),
+        claims_(scope.local.claims) {}
+
+  // One try, in its transaction: kv::run's body.
+  Result<std::vector<Job>> try_once(kv::Transaction& txn);
+  // Of the last try.
+  const std::optional<int64_t>& next_due() const { return next_due_; }
+  kv::Watch take_watch() { return std::move(watch_); }
+  // Its tries are over: no longer in flight, and its claims let go.
+  void settle() {
+    in_flight_.reset();
+    claims_.let_go();
+  }
+
+ private:
+  bool watching() const { return arm_ != ArmWatch::kNone; }
+  // The look's first reads in one (on etcd one round trip; nothing on LMDB): the token the
+  // watch starts from, what the riders read, the type's settings and the queue's head.
+  void prefetch_first_reads(kv::Transaction& txn, bool arm_pending);
+  // The takers this try looks for: those whose riders' part let them take a job.
+  Result<std::vector<Taker>> run_riders(kv::Transaction& txn, bool stale);
+  // What the try answers after its look took `taken` (kNotFound: nothing).
+  Result<std::vector<Job>> after_look(kv::Transaction& txn, Result<std::vector<Job>> taken,
+                                      const HeldBack& held);
+
+  const AcceptScope& scope_;
+  const std::string type_;
+  const AcceptOptions accept_;
+  const std::vector<Taker> takers_;
+  const ArmWatch arm_;
+  const std::shared_ptr<LookRiders> riders_;
+  const bool round_trips_;
+  std::optional<uint64_t> attempt_version_;
+  bool tried_ = false;
+  std::optional<int64_t> next_due_;
+  kv::Watch watch_;
+  std::optional<AcceptInFlight> in_flight_;
+  PickClaims claims_;
+};
+
+Result<std::vector<Job>> AcceptAttempt::try_once(kv::Transaction& txn) {
+  const Keys& keys = scope_.keys;
+  const Pick pick = tried_ ? Pick::kSpread : Pick::kInOrder;
+  claims_.new_try();
+  const bool first_try = !tried_;
+  tried_ = true;
+  if (attempt_version_ && txn.earlier_commit_unknown()) {
+    KVQ_ASSIGN_OR_RETURN(auto taken, find_accepted(txn, keys, type_, *attempt_version_, takers_));
     if (!taken.empty()) return taken;
   }
-  if (next_due) next_due->reset();
+  next_due_.reset();
   bool stale = false;
-  const bool arm_pending = watch && arm == ArmWatch::kAlways;
+  const bool arm_pending = arm_ == ArmWatch::kAlways;
   // A look whose caller will wait may read a state a little behind the latest commit: what it
   // takes its commit checks, and whatever it missed changed the pending token after its read.
   // Armed here, the watch starts at the look's own read version, so it fires for that. Not
@@ -555,137 +455,112 @@ Result<std::vector<Job>> accept_attempt(
   // seen (kv::Transaction::allow_stale_reads), so not older than that watch's start, and a
   // watch still live has seen no change since. A look whose caller will not wait (kNone)
   // reads the latest commit: it answers "nothing due" at once.
-  if (watch && arm != ArmWatch::kNone && (!riders || !riders->wants_current_reads()))
-    stale = txn.allow_stale_reads();
-  // The look's first reads in one (on etcd one round trip; nothing on LMDB): the token the
-  // watch starts from, what the riders read, the type's settings and the queue's head.
+  if (watching() && (!riders_ || !riders_->wants_current_reads())) stale = txn.allow_stale_reads();
   // (Where reads are local, planning that read twice would only cost a second look at the
   // process's heads.)
-  if (round_trips) {
-    std::vector<std::string> first_keys;
-    if (riders) first_keys = riders->reads(keys);
-    if (arm_pending) first_keys.push_back(keys.pending_token(type));
-    first_keys.push_back(keys.timeout(type));
-    const int64_t max_time = accept.max_scheduled_time_ms.value_or(now_ms());
-    txn.prefetch(
-        first_keys,
-        {ungrouped_levels(txn, keys, options, type, accept, takers.size(), max_time).next_read()});
-  }
+  if (round_trips_) prefetch_first_reads(txn, arm_pending);
+  watch_ = kv::Watch();  // an earlier try's
   if (arm_pending) {
-    KVQ_ASSIGN_OR_RETURN(*watch, txn.watch(keys.pending_token(type)));
-  } else if (watch) {
-    *watch = kv::Watch();  // an earlier try's
+    KVQ_ASSIGN_OR_RETURN(watch_, txn.watch(keys.pending_token(type_)));
   }
-  // The riders' work first; the takers whose part failed take nothing.
-  std::vector<Taker> taking;
-  if (riders) {
-    KVQ_ASSIGN_OR_RETURN(auto takes, riders->before_look(txn, keys, stale));
-    for (size_t i = 0; i < takers.size(); ++i) {
-      if (takes[i]) taking.push_back(takers[i]);
-    }
-  }
-  const std::vector<Taker>& lookers = riders ? taking : takers;
+  KVQ_ASSIGN_OR_RETURN(const std::vector<Taker> lookers, run_riders(txn, stale));
   HeldBack held;
-  auto taken = lookers.empty() ? Result<std::vector<Job>>(NotFound("no taker left"))
-                               : try_accept_many(txn, keys, options, type, accept, lookers,
-                                                 next_due, pick, &held,
-                                                 /*guess_rows=*/stale && first_try, &claims);
+  auto taken = lookers.empty()
+                   ? Result<std::vector<Job>>(NotFound("no taker left"))
+                   : try_accept_many(txn, scope_, type_, accept_, lookers, &next_due_, pick, &held,
+                                     /*guess_rows=*/stale && first_try, &claims_);
+  return after_look(txn, std::move(taken), held);
+}
+
+void AcceptAttempt::prefetch_first_reads(kv::Transaction& txn, bool arm_pending) {
+  const Keys& keys = scope_.keys;
+  std::vector<std::string> first_keys;
+  if (riders_) first_keys = riders_->reads(keys);
+  if (arm_pending) first_keys.push_back(keys.pending_token(type_));
+  first_keys.push_back(keys.timeout(type_));
+  const int64_t max_time = accept_.max_scheduled_time_ms.value_or(now_ms());
+  txn.prefetch(
+      first_keys,
+      {ungrouped_levels(txn, scope_, type_, accept_, takers_.size(), max_time).next_read()});
+}
+
+Result<std::vector<Taker>> AcceptAttempt::run_riders(kv::Transaction& txn, bool stale) {
+  if (!riders_) return takers_;
+  // The riders' work first; the takers whose part failed take nothing.
+  KVQ_ASSIGN_OR_RETURN(auto takes, riders_->before_look(txn, scope_.keys, stale));
+  std::vector<Taker> taking;
+  for (size_t i = 0; i < takers_.size(); ++i) {
+    if (takes[i]) taking.push_back(takers_[i]);
+  }
+  return taking;
+}
+
+Result<std::vector<Job>> AcceptAttempt::after_look(kv::Transaction& txn,
+                                                   Result<std::vector<Job>> taken,
+                                                   const HeldBack& held) {
+  const Keys& keys = scope_.keys;
+  const bool nothing = !taken.ok() && taken.status().code() == Code::kNotFound;
+  const bool riders_wrote = riders_ && riders_->wrote();
   // Nothing taken because other attempts here are taking every due job it read: the look is
   // tried again after kv::run's backoff, by when their commits are done. Answering "nothing
   // due" could be wrong should one of them fail, and waiting for a watch or a timer (a first
   // version) held the caller up for longer than that backoff. Unless the riders wrote: their
   // work commits, and the takers look again a millisecond on (try_accept_many's next_due).
-  if (!taken.ok() && taken.status().code() == Code::kNotFound && !(riders && riders->wrote()))
-    KVQ_RETURN_IF_ERROR(claims.after_nothing_taken("type '" + std::string(type) + "'"));
+  if (nothing && !riders_wrote)
+    KVQ_RETURN_IF_ERROR(claims_.after_nothing_taken("type '" + type_ + "'"));
   // Nothing due, but the riders wrote: the try commits that.
-  if (riders && riders->wrote() && !taken.ok() && taken.status().code() == Code::kNotFound)
-    taken = std::vector<Job>();
-  if (held.by_running && watch && arm != ArmWatch::kNone) {
+  if (nothing && riders_wrote) taken = std::vector<Job>();
+  if (held.by_running && watching()) {
     // Full: a slot frees only when a run ends, which rewrites the activity token, not the
     // pending one. Watching it also fires on every other change of the type's jobs (adds,
     // updates of running ones), each a look that finds it full again: a cost that only types
     // with max_running pay, where run ends writing the pending token instead would cost every
     // type's run ends a read of its settings.
-    KVQ_ASSIGN_OR_RETURN(*watch, txn.watch(keys.activity_token(type)));
+    KVQ_ASSIGN_OR_RETURN(watch_, txn.watch(keys.activity_token(type_)));
   }
-  if (held.any && arm == ArmWatch::kNone) note_held_back(keys, type);
+  if (held.any && !watching()) scope_.local.held_back.note(type_);
   // Read after the look, whose first read fixed it: on etcd asking first would cost a round trip.
-  KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
+  KVQ_ASSIGN_OR_RETURN(attempt_version_, txn.read_version());
   return taken;
 }
 
 }  // namespace
 
-Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const Keys& keys,
-                                             const JobsOptions& options, std::string_view type,
-                                             const AcceptOptions& accept,
+Result<std::vector<Job>> attempt_accept_many(kv::Store& store, const AcceptScope& scope,
+                                             std::string_view type, const AcceptOptions& accept,
                                              const std::vector<Taker>& takers,
                                              std::optional<int64_t>* next_due, kv::Watch* watch,
                                              ArmWatch arm, std::shared_ptr<LookRiders> riders) {
-  std::optional<uint64_t> attempt_version;
-  bool tried = false;
-  const AcceptInFlight in_flight(keys, type);
-  PickClaims claims(keys);  // until the attempt settles
-  return kv::run(
-      store,
-      [&](kv::Transaction& txn) {
-        return accept_attempt(txn, keys, options, type, accept, takers, next_due, attempt_version,
-                              tried, claims, watch, watch ? arm : ArmWatch::kNone, riders.get(),
-                              !store.nonblocking());
-      },
-      options.retry);
+  AcceptAttempt attempt(scope, std::string(type), accept, takers, watch ? arm : ArmWatch::kNone,
+                        std::move(riders), !store.nonblocking());
+  auto jobs = kv::run(
+      store, [&](kv::Transaction& txn) { return attempt.try_once(txn); }, scope.options.retry);
+  if (next_due) *next_due = attempt.next_due();
+  if (watch) *watch = attempt.take_watch();
+  return jobs;
 }
 
-void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options,
-                               std::string type, AcceptOptions accept, std::vector<Taker> takers,
-                               ArmWatch arm, std::function<void(AcceptOutcome)> done,
+void attempt_accept_many_async(kv::Store& store, const AcceptScope& scope, std::string type,
+                               AcceptOptions accept, std::vector<Taker> takers, ArmWatch arm,
+                               std::function<void(AcceptOutcome)> done,
                                std::shared_ptr<LookRiders> riders) {
-  struct Attempt {
-    std::string type;
-    AcceptOptions accept;
-    std::vector<Taker> takers;
-    ArmWatch arm;
-    std::optional<uint64_t> attempt_version;
-    bool tried = false;
-    std::optional<int64_t> next_due;  // of the last try, the one whose outcome `done` gets
-    kv::Watch watch;                  // likewise
-    std::unique_ptr<AcceptInFlight> in_flight;  // until the attempt settles
-    std::unique_ptr<PickClaims> claims;         // likewise
-  };
-  auto a = std::make_shared<Attempt>(Attempt{std::move(type),
-                                             std::move(accept),
-                                             std::move(takers),
-                                             arm,
-                                             {},
-                                             false,
-                                             {},
-                                             {},
-                                             nullptr,
-                                             nullptr});
-  a->in_flight = std::make_unique<AcceptInFlight>(keys, a->type);
-  a->claims = std::make_unique<PickClaims>(keys);
+  auto attempt =
+      std::make_shared<AcceptAttempt>(scope, std::move(type), std::move(accept), std::move(takers),
+                                      arm, std::move(riders), !store.nonblocking());
   kv::run_async(
-      store,
-      [a, &keys, &options, riders = std::move(riders),
-       round_trips = !store.nonblocking()](kv::Transaction& txn) {
-        return accept_attempt(txn, keys, options, a->type, a->accept, a->takers, &a->next_due,
-                              a->attempt_version, a->tried, *a->claims,
-                              a->arm == ArmWatch::kNone ? nullptr : &a->watch, a->arm, riders.get(),
-                              round_trips);
+      store, [attempt](kv::Transaction& txn) { return attempt->try_once(txn); },
+      [attempt, done = std::move(done)](Result<std::vector<Job>> jobs) {
+        attempt->settle();
+        done(AcceptOutcome{std::move(jobs), attempt->next_due(), attempt->take_watch()});
       },
-      [a, done = std::move(done)](Result<std::vector<Job>> jobs) {
-        a->in_flight.reset();
-        a->claims.reset();  // lets go of them
-        done(AcceptOutcome{std::move(jobs), a->next_due, std::move(a->watch)});
-      },
-      options.retry);
+      scope.options.retry);
 }
 
-Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options,
-                           std::string_view type, const AcceptOptions& accept,
-                           const std::string& lock, std::optional<int64_t>* next_due) {
+Result<Job> attempt_accept(kv::Store& store, const AcceptScope& scope, std::string_view type,
+                           const AcceptOptions& accept, const std::string& lock,
+                           std::optional<int64_t>* next_due) {
   KVQ_ASSIGN_OR_RETURN(auto jobs,
-                       attempt_accept_many(store, keys, options, type, accept,
+                       attempt_accept_many(store, scope, type, accept,
                                            {{lock, accept.worker, accept.worker_type}}, next_due));
   return std::move(jobs.front());
 }

@@ -1,4 +1,4 @@
-#include "jobs/any_picks.h"
+#include "jobs/accept/any_picks.h"
 
 #include <algorithm>
 #include <memory>
@@ -38,12 +38,12 @@ std::vector<Taker> takers_for(const std::vector<std::string>& types, const Accep
   return takers;
 }
 
-Result<std::optional<Job>> try_accept_any(kv::Transaction& txn, const Keys& keys,
-                                          const JobsOptions& options,
+Result<std::optional<Job>> try_accept_any(kv::Transaction& txn, const AcceptScope& scope,
                                           const std::vector<std::string>& types,
                                           const AcceptOptions& accept,
                                           const std::vector<Taker>& takers, Pick pick,
                                           PickClaims* claims, AnyLook* look, bool arm) {
+  const Keys& keys = scope.keys;
   if (look) *look = AnyLook{};
   const bool arming = look && arm;
   if (arming) {
@@ -65,7 +65,7 @@ Result<std::optional<Job>> try_accept_any(kv::Transaction& txn, const Keys& keys
   };
   // The i-th type's own look, taking for its taker: nullopt when nothing is due.
   auto take = [&](size_t i, HeldBack* held) -> Result<std::optional<Job>> {
-    auto taken = try_accept_many(txn, keys, options, types[i], accept, {takers[i]},
+    auto taken = try_accept_many(txn, scope, types[i], accept, {takers[i]},
                                  look ? &look->next_due : nullptr, pick, held, false, claims);
     if (taken.ok()) return std::optional<Job>(std::move(taken->front()));
     if (taken.status().code() != Code::kNotFound) return taken.status();
@@ -87,7 +87,7 @@ Result<std::optional<Job>> try_accept_any(kv::Transaction& txn, const Keys& keys
   std::vector<Ranked> ranked;
   for (size_t i = 0; i < types.size(); ++i) {
     HeldBack held;
-    KVQ_ASSIGN_OR_RETURN(auto candidate, peek_candidate(txn, keys, options, types[i], accept,
+    KVQ_ASSIGN_OR_RETURN(auto candidate, peek_candidate(txn, scope, types[i], accept,
                                                         look ? &look->next_due : nullptr, &held));
     if (candidate) ranked.push_back({*candidate, i});
     KVQ_RETURN_IF_ERROR(watch_if_full(held, types[i]));
@@ -114,12 +114,13 @@ Result<std::optional<Job>> AnyAttempt::recognise(kv::Transaction& txn, const Key
   return std::optional<Job>();
 }
 
-AnyAttempt::AnyAttempt(const Keys* keys, std::vector<std::string> types, std::vector<Taker> takers)
+AnyAttempt::AnyAttempt(LocalAccepts* local, std::vector<std::string> types,
+                       std::vector<Taker> takers)
     : types_(std::move(types)), takers_(std::move(takers)) {
-  if (!keys) return;
+  if (!local) return;
   for (const std::string& type : types_)
-    in_flight_.push_back(std::make_unique<AcceptInFlight>(*keys, type));
-  claims_ = std::make_unique<PickClaims>(*keys);
+    in_flight_.push_back(std::make_unique<AcceptInFlight>(local->in_flight, type));
+  claims_ = std::make_unique<PickClaims>(local->claims);
 }
 
 Pick AnyAttempt::next_pick() {
@@ -133,7 +134,7 @@ Status AnyAttempt::looked(kv::Transaction& txn) {
   return Status::OK();
 }
 
-void attempt_accept_any_async(kv::Store& store, const Keys& keys, const JobsOptions& options,
+void attempt_accept_any_async(kv::Store& store, const AcceptScope& scope,
                               std::vector<std::string> types, AcceptOptions accept,
                               std::vector<Taker> takers, bool arm,
                               std::function<void(AnyOutcome)> done) {
@@ -143,19 +144,19 @@ void attempt_accept_any_async(kv::Store& store, const Keys& keys, const JobsOpti
     bool arm;
     AnyLook look;  // of the last try, the one whose outcome `done` gets
   };
-  auto s = std::make_shared<State>(
-      State{AnyAttempt(&keys, std::move(types), std::move(takers)), std::move(accept), arm, {}});
+  auto s = std::make_shared<State>(State{
+      AnyAttempt(&scope.local, std::move(types), std::move(takers)), std::move(accept), arm, {}});
   kv::run_async(
       store,
-      [s, &keys, &options](kv::Transaction& txn) -> Result<std::optional<Job>> {
+      [s, &scope](kv::Transaction& txn) -> Result<std::optional<Job>> {
+        const Keys& keys = scope.keys;
         s->attempt.begin_try();
         s->look = AnyLook{};  // an earlier try's
         KVQ_ASSIGN_OR_RETURN(auto recognised, s->attempt.recognise(txn, keys));
         if (recognised) return recognised;
         KVQ_RETURN_IF_ERROR(require_types(txn, keys, s->attempt.types()));
-        auto job =
-            try_accept_any(txn, keys, options, s->attempt.types(), s->accept, s->attempt.takers(),
-                           s->attempt.next_pick(), s->attempt.claims(), &s->look, s->arm);
+        auto job = try_accept_any(txn, scope, s->attempt.types(), s->accept, s->attempt.takers(),
+                                  s->attempt.next_pick(), s->attempt.claims(), &s->look, s->arm);
         if (job.ok() && !*job)
           KVQ_RETURN_IF_ERROR(s->attempt.claims()->after_nothing_taken("its types"));
         KVQ_RETURN_IF_ERROR(s->attempt.looked(txn));
@@ -165,7 +166,7 @@ void attempt_accept_any_async(kv::Store& store, const Keys& keys, const JobsOpti
         s->attempt.settle();
         done(AnyOutcome{std::move(job), std::move(s->look)});
       },
-      options.retry);
+      scope.options.retry);
 }
 
 }  // namespace kvq::jobs

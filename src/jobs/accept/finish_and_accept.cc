@@ -16,9 +16,9 @@
 #include <memory>
 #include <utility>
 
-#include "jobs/any_picks.h"
+#include "jobs/accept/any_picks.h"
+#include "jobs/accept/round_finishes.h"
 #include "jobs/jobs_impl.h"
-#include "jobs/round_finishes.h"
 #include "jobs/worker_calls.h"
 
 namespace kvq::jobs {
@@ -36,16 +36,17 @@ struct FinishedAndTaken {
 class FinishThenAccept {
  public:
   // `take_next`: false finishes only (the two-step form above).
-  FinishThenAccept(const Keys& keys, Job job, Checked checked, std::vector<std::string> types,
-                   AcceptOptions accept, bool take_next)
-      : job_(std::move(job)),
+  FinishThenAccept(const AcceptScope& scope, Job job, Checked checked,
+                   std::vector<std::string> types, AcceptOptions accept, bool take_next)
+      : scope_(scope),
+        job_(std::move(job)),
         checked_(std::move(checked)),
         accept_(std::move(accept)),
-        attempt_(take_next ? &keys : nullptr, types, takers_for(types, accept_)),
+        attempt_(take_next ? &scope.local : nullptr, types, takers_for(types, accept_)),
         take_next_(take_next) {}
 
-  Result<FinishedAndTaken> operator()(kv::Transaction& txn, const Keys& keys,
-                                      const JobsOptions& options) {
+  Result<FinishedAndTaken> operator()(kv::Transaction& txn) {
+    const Keys& keys = scope_.keys;
     attempt_.begin_try();
     KVQ_ASSIGN_OR_RETURN(auto recognised, attempt_.recognise(txn, keys));
     if (recognised) return FinishedAndTaken{last_finished_, std::move(recognised)};
@@ -61,9 +62,9 @@ class FinishThenAccept {
     finished.counted = !finished.recognised || wrote_;
     if (!finished.recognised) wrote_ = true;
     if (!take_next_) return FinishedAndTaken{finished, std::nullopt};
-    KVQ_ASSIGN_OR_RETURN(
-        auto next, try_accept_any(txn, keys, options, attempt_.types(), accept_, attempt_.takers(),
-                                  attempt_.next_pick(), attempt_.claims(), nullptr, false));
+    KVQ_ASSIGN_OR_RETURN(auto next,
+                         try_accept_any(txn, scope_, attempt_.types(), accept_, attempt_.takers(),
+                                        attempt_.next_pick(), attempt_.claims(), nullptr, false));
     KVQ_RETURN_IF_ERROR(attempt_.looked(txn));
     last_finished_ = finished;
     last_finished_.counted = true;  // if recognised by its job, this try's commit was ours
@@ -80,13 +81,14 @@ class FinishThenAccept {
                             run_time_since(done.finished.started));
     }
     for (const Taker& taker : attempt_.takers()) {
-      const auto latency = take_queue_latency(taker.lock);
+      const auto latency = scope_.local.latencies.take(taker.lock);
       if (done.next && done.next->lock == taker.lock && latency)
         stats.record_accepted(done.next->type, *latency);
     }
   }
 
  private:
+  const AcceptScope& scope_;
   Job job_;
   Checked checked_;
   AcceptOptions accept_;
@@ -136,7 +138,7 @@ bool left_to_waiters(const kv::Store& store, Jobs::Impl& impl,
                      const std::vector<std::string>& names, const AcceptOptions& rest) {
   if (rest.timeout.count() != 0) return false;
   if (waiters_first(impl, names)) return true;
-  return names.size() == 1 && looking_here(store, impl.keys, names[0]);
+  return names.size() == 1 && looking_here(store, impl.accept_scope, names[0]);
 }
 
 // Whether the finish rides the accept waiters' round of the one type it takes from (above).
@@ -152,9 +154,9 @@ void finish_in_round(Jobs::Impl& impl, Job job, Checked checked, const std::stri
                      std::function<void(Result<std::optional<Job>>)> done) {
   auto finish = std::make_shared<WaitingFinish>(std::move(job), std::move(checked));
   const std::string lock = new_lock(type);
-  auto callback = [stats = &impl.type_stats, finish, type, lock,
-                   done = std::move(done)](Result<Job> next) {
-    const auto latency = take_queue_latency(lock);
+  auto callback = [stats = &impl.type_stats, latencies = &impl.local_accepts.latencies, finish,
+                   type, lock, done = std::move(done)](Result<Job> next) {
+    const auto latency = latencies->take(lock);
     if (!finish->done) return done(next.status());  // its failure, or the Jobs closing
     const Finished& finished = finish->finished;
     if (finished.counted) {
@@ -186,11 +188,10 @@ Result<std::optional<Job>> Jobs::finish_and_accept(Job& job, const FinishOptions
     });
   }
   const bool take_next = takes_next(*store_, *impl_, names);
-  FinishThenAccept call(impl_->keys, job, std::move(checked), names, accept, take_next);
-  auto committed = kv::run(*store_, allowing_stale_reads([&](kv::Transaction& txn) {
-    return call(txn, impl_->keys, options_);
-  }),
-                           options_.retry);
+  FinishThenAccept call(impl_->accept_scope, job, std::move(checked), names, accept, take_next);
+  auto committed =
+      kv::run(*store_, allowing_stale_reads([&](kv::Transaction& txn) { return call(txn); }),
+              options_.retry);
   call.settle();
   KVQ_ASSIGN_OR_RETURN(FinishedAndTaken done, std::move(committed));
   call.record(impl_->type_stats, done);
@@ -216,15 +217,13 @@ void Jobs::finish_and_accept_async(Job job, FinishOptions finish, std::vector<st
                            AcceptWaiters::Commit::kAsync, std::move(done));
   }
   const bool take_next = takes_next(*store_, *impl_, names);
-  auto call = std::make_shared<FinishThenAccept>(impl_->keys, std::move(job), std::move(*checked),
-                                                 names, accept, take_next);
+  auto call = std::make_shared<FinishThenAccept>(impl_->accept_scope, std::move(job),
+                                                 std::move(*checked), names, accept, take_next);
   // As finish_async: on a nonblocking store the commit never blocks this thread; elsewhere it
   // does, here, rather than on the 8 threads the accept waiters' looks run on (finishes
   // filled them and held every look back: 115 jobs/s against 305 on etcd).
   kv::run_async(
-      *store_, allowing_stale_reads([this, call](kv::Transaction& txn) {
-        return (*call)(txn, impl_->keys, options_);
-      }),
+      *store_, allowing_stale_reads([call](kv::Transaction& txn) { return (*call)(txn); }),
       [this, call, names = std::move(names), accept = std::move(accept), start, take_next,
        done = std::move(done)](Result<FinishedAndTaken> taken) {
         call->settle();

@@ -2,9 +2,7 @@
 // (pending_picks.h), and leave an accept that has to wait to the accept waiters.
 #include <algorithm>
 
-#include "jobs/accept_waiters.h"
 #include "jobs/jobs_impl.h"
-#include "jobs/pending_picks.h"
 #include "jobs/types.h"
 #include "jobs/validation.h"
 
@@ -15,10 +13,10 @@ constexpr size_t kMaxAcceptMany = 1000;
 
 // Records in the type's stats the queue latency of every job of `jobs` (an accept that
 // completed) and drops the notes of the takers that got none.
-void record_accepted(TypeStatsRecorder& stats, std::string_view type,
+void record_accepted(TypeStatsRecorder& stats, QueueLatencies& latencies, std::string_view type,
                      const std::vector<std::string>& locks, const std::vector<Job>* jobs) {
   for (const std::string& lock : locks) {
-    const auto latency = take_queue_latency(lock);
+    const auto latency = latencies.take(lock);
     const bool got = jobs && std::any_of(jobs->begin(), jobs->end(),
                                          [&](const Job& job) { return job.lock == lock; });
     if (got && latency) stats.record_accepted(type, *latency);
@@ -33,22 +31,22 @@ std::vector<std::string> locks_of(const std::vector<Taker>& takers) {
 
 }  // namespace
 
-bool looking_here(const kv::Store& store, const Keys& keys, std::string_view type) {
-  return !store.nonblocking() && AcceptInFlight::under_way(keys, type);
+bool looking_here(const kv::Store& store, const AcceptScope& scope, std::string_view type) {
+  return !store.nonblocking() && scope.local.in_flight.under_way(type);
 }
 
-bool joins_round(const kv::Store& store, const Keys& keys, std::string_view type,
+bool joins_round(const kv::Store& store, const AcceptScope& scope, std::string_view type,
                  const AcceptOptions& options) {
-  return options.timeout.count() > 0 && looking_here(store, keys, type);
+  return options.timeout.count() > 0 && looking_here(store, scope, type);
 }
 
 Result<Job> Jobs::accept(kv::Transaction& txn, std::string_view type,
                          const AcceptOptions& options) {
   KVQ_RETURN_IF_ERROR(validate_accept(type, options));
   const std::string lock = new_lock(type);
-  auto job = try_accept(txn, impl_->keys, options_, type, options, lock, nullptr);
+  auto job = try_accept(txn, impl_->accept_scope, type, options, lock, nullptr);
   // The caller's commit is not ours to see: not counted.
-  take_queue_latency(lock);
+  impl_->local_accepts.latencies.take(lock);
   if (job.status().code() == Code::kNotFound)
     KVQ_RETURN_IF_ERROR(require_type(txn, impl_->keys, type));
   return job;
@@ -70,10 +68,11 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
   const auto deadline = kv::Clock::now() + options.timeout;
   const std::string type_name(type);
   const std::string lock = new_lock(type);
-  done = [stats = &impl_->type_stats, type_name, lock, done = std::move(done)](Result<Job> job) {
+  done = [stats = &impl_->type_stats, latencies = &impl_->local_accepts.latencies, type_name, lock,
+          done = std::move(done)](Result<Job> job) {
     std::vector<Job> got;
     if (job.ok()) got.push_back(*job);
-    record_accepted(*stats, type_name, {lock}, &got);
+    record_accepted(*stats, *latencies, type_name, {lock}, &got);
     done(std::move(job));
   };
   AcceptWaiters& waiters = impl_->accept_waiters;
@@ -82,7 +81,7 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
     return waiters.submit(type_name, options, lock, deadline, std::nullopt, std::move(done),
                           commit);
   }
-  if (joins_round(*store_, impl_->keys, type_name, options)) {
+  if (joins_round(*store_, impl_->accept_scope, type_name, options)) {
     // Checked first, off this thread: every accept of a type that does not exist fails at once.
     const uint64_t ticket = waiters.reserve();
     run_look(*impl_, [this, &waiters, type_name, options, lock, deadline, ticket, commit,
@@ -102,7 +101,7 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
   if (look_async) {
     const uint64_t ticket = waiters.reserve();
     attempt_accept_many_async(
-        *store_, impl_->keys, options_, type_name, options,
+        *store_, impl_->accept_scope, type_name, options,
         {{lock, options.worker, options.worker_type}}, ArmWatch::kNone,
         [this, &waiters, type_name, options, lock, deadline, generation, ticket,
          done = std::move(done)](AcceptOutcome outcome) {
@@ -123,7 +122,7 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
         });
     return ticket;
   }
-  auto job = attempt_accept(*store_, impl_->keys, options_, type, options, lock, nullptr);
+  auto job = attempt_accept(*store_, impl_->accept_scope, type, options, lock, nullptr);
   if (job.ok() || job.status().code() != Code::kNotFound) {
     done(std::move(job));
     return 0;
@@ -160,14 +159,14 @@ void Jobs::accept_due_async(std::string_view type, size_t max_count, const Accep
                             std::function<void(Result<std::vector<Job>>)> done) {
   auto takers = many_takers(type, max_count, options);
   if (!takers.ok()) return done(takers.status());
-  done = [stats = &impl_->type_stats, type_name = std::string(type), locks = locks_of(*takers),
+  done = [stats = &impl_->type_stats, latencies = &impl_->local_accepts.latencies,
+          type_name = std::string(type), locks = locks_of(*takers),
           done = std::move(done)](Result<std::vector<Job>> jobs) {
-    record_accepted(*stats, type_name, locks, jobs.ok() ? &*jobs : nullptr);
+    record_accepted(*stats, *latencies, type_name, locks, jobs.ok() ? &*jobs : nullptr);
     done(std::move(jobs));
   };
   attempt_accept_many_async(
-      *store_, impl_->keys, options_, std::string(type), options, std::move(*takers),
-      ArmWatch::kNone,
+      *store_, impl_->accept_scope, std::string(type), options, std::move(*takers), ArmWatch::kNone,
       [this, type_name = std::string(type), done = std::move(done)](AcceptOutcome outcome) {
         if (outcome.jobs.ok() || outcome.jobs.status().code() != Code::kNotFound) {
           return done(std::move(outcome.jobs));
@@ -181,8 +180,9 @@ void Jobs::accept_due_async(std::string_view type, size_t max_count, const Accep
 Result<std::vector<Job>> Jobs::accept_many(std::string_view type, size_t max_count,
                                            const AcceptOptions& options) {
   KVQ_ASSIGN_OR_RETURN(auto takers, many_takers(type, max_count, options));
-  auto jobs = attempt_accept_many(*store_, impl_->keys, options_, type, options, takers, nullptr);
-  record_accepted(impl_->type_stats, type, locks_of(takers), jobs.ok() ? &*jobs : nullptr);
+  auto jobs = attempt_accept_many(*store_, impl_->accept_scope, type, options, takers, nullptr);
+  record_accepted(impl_->type_stats, impl_->local_accepts.latencies, type, locks_of(takers),
+                  jobs.ok() ? &*jobs : nullptr);
   if (jobs.ok() || jobs.status().code() != Code::kNotFound) return jobs;
   KVQ_RETURN_IF_ERROR(require_type(*store_, impl_->keys, type, options_.retry));
   if (options.timeout.count() == 0)
@@ -192,8 +192,9 @@ Result<std::vector<Job>> Jobs::accept_many(std::string_view type, size_t max_cou
   std::vector<Job> out{std::move(first)};
   if (max_count > 1) {
     takers.resize(max_count - 1);
-    auto more = attempt_accept_many(*store_, impl_->keys, options_, type, options, takers, nullptr);
-    record_accepted(impl_->type_stats, type, locks_of(takers), more.ok() ? &*more : nullptr);
+    auto more = attempt_accept_many(*store_, impl_->accept_scope, type, options, takers, nullptr);
+    record_accepted(impl_->type_stats, impl_->local_accepts.latencies, type, locks_of(takers),
+                    more.ok() ? &*more : nullptr);
     if (more.ok()) std::move(more->begin(), more->end(), std::back_inserter(out));
   }
   return out;

@@ -2,7 +2,7 @@
 // makes its own looks and holds its own watches.
 #include <algorithm>
 
-#include "jobs/accept_waiters.h"
+#include "jobs/accept/accept_waiters.h"
 #include "jobs/job_store.h"
 #include "util/thread_pool.h"
 
@@ -120,9 +120,8 @@ std::vector<AcceptWaiters::AnyStart> AcceptWaiters::poll_any(kv::Clock::time_poi
 void AcceptWaiters::start_any(AnyStart start) {
   const uint64_t ticket = start.ticket;
   attempt_accept_any_async(
-      store_, keys_, options_, std::move(start.types), std::move(start.options),
-      std::move(start.takers), /*arm=*/true,
-      [this, ticket](AnyOutcome outcome) { finish_any(ticket, std::move(outcome)); });
+      store_, scope_, std::move(start.types), std::move(start.options), std::move(start.takers),
+      /*arm=*/true, [this, ticket](AnyOutcome outcome) { finish_any(ticket, std::move(outcome)); });
 }
 
 void AcceptWaiters::finish_any(uint64_t ticket, AnyOutcome outcome) {
@@ -164,14 +163,15 @@ void AcceptWaiters::finish_any(uint64_t ticket, AnyOutcome outcome) {
 }
 
 void AcceptWaiters::give_back_orphan(Job job) {
+  scope_.local.latencies.take(job.lock).reset();  // never handed out: not an accept to count
   // Best effort: should it fail, the activity monitor returns the job at its timeout.
   kv::run_async(
       // A copy of the keys: the commit may settle after this AcceptWaiters is gone.
       store_,
-      [keys = keys_, job = std::move(job)](kv::Transaction& txn) {
+      [keys = scope_.keys, job = std::move(job)](kv::Transaction& txn) {
         return give_back(txn, keys, job);
       },
-      [](Status) {}, options_.retry);
+      [](Status) {}, scope_.options.retry);
 }
 
 }  // namespace kvq::jobs

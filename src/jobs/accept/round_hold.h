@@ -1,5 +1,5 @@
-// jobs/round_hold.h — how long the accept waiters' next round of a type waits for the workers
-// the last one served, on a store whose calls are round trips (etcd).
+// jobs/accept/round_hold.h — how long the accept waiters' next round of a type waits for the
+// workers the last one served, on a store whose calls are round trips (etcd).
 //
 // A round serves the waiters of its kind queued when it starts; those that come while it is
 // under way wait for it to end. Workers that a round served come back together, but a little

@@ -1,5 +1,5 @@
 // How long the accept waiters' next round waits for the workers the last one served.
-#include "jobs/round_hold.h"
+#include "jobs/accept/round_hold.h"
 
 #include <gtest/gtest.h>
 

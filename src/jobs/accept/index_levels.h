@@ -1,5 +1,5 @@
-// jobs/index_levels.h — reading an OrderedIndex (schema.h) one priority level at a time: for an
-// accept, the due entries of the best level that has any; for the counts, how many entries a
+// jobs/accept/index_levels.h — reading an OrderedIndex (schema.h) one priority level at a time: for
+// an accept, the due entries of the best level that has any; for the counts, how many entries a
 // level holds before or after a time. An index sorts by (priority, time), so within one level
 // the entries due by a time are a prefix of it and the rest follow.
 #pragma once
@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "jobs/accept/local_accepts.h"
 #include "jobs/schema.h"
 #include "kvq/kv.h"
 
@@ -26,8 +27,8 @@ constexpr int64_t kPendingHeadWindow = 250;
 // those read run out, reading the level again from its start finds what is left of it.
 //
 // A read from the start of the index first asks only for a prefix of it: up to `head_window`
-// (in the index's unit of time) past the head an earlier read in this process found (the head
-// moves forward as jobs are taken). Being a prefix, it answers with the very entries a read to
+// (in the index's unit of time) past the head an earlier read of this Jobs found (`heads`) (the
+// head moves forward as jobs are taken). Being a prefix, it answers with the very entries a read to
 // the end would give first; only if it is empty is the rest read. On LMDB that costs nothing;
 // etcd 3.4 collects every key of a range before applying a limit, so a read to the end of a
 // queue with a backlog cost it time in proportion to the backlog.
@@ -35,8 +36,10 @@ class DueLevels {
  public:
   // Due: time <= max_time. Levels above `max_priority` are never looked at. `batch` entries
   // are read at a time, and at most `max_reads` reads are made (beyond, nothing is due).
+  // `heads`: where the heads found are kept (null: none kept, every read goes to the end).
   DueLevels(kv::Transaction& txn, OrderedIndex index, int64_t max_time,
-            std::optional<int64_t> max_priority, size_t batch, int max_reads, int64_t head_window);
+            std::optional<int64_t> max_priority, size_t batch, int max_reads, int64_t head_window,
+            IndexHeads* heads);
 
   // The first due entry of the best level that has one (nullptr: none), reading as needed.
   Result<const OrderedIndex::Entry*> head();
@@ -84,6 +87,7 @@ class DueLevels {
   size_t batch_;
   int reads_left_;
   int64_t head_window_;
+  IndexHeads* heads_;
   const std::pair<std::string, std::string> all_;  // the index's whole range
   std::string from_;                               // where the level being read starts
   std::optional<kv::RangeRead> planned_;           // next_read()'s, for read_from to make

@@ -1,4 +1,4 @@
-#include "jobs/round_finishes.h"
+#include "jobs/accept/round_finishes.h"
 
 #include <algorithm>
 

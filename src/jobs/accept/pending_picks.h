@@ -1,5 +1,5 @@
-// jobs/pending_picks.h — taking due jobs off the pending index: the one place a job goes from
-// pending to running, in a caller's transaction (try_*) or in one of its own with retries
+// jobs/accept/pending_picks.h — taking due jobs off the pending index: the one place a job goes
+// from pending to running, in a caller's transaction (try_*) or in one of its own with retries
 // (attempt_*), and the locks the jobs are handed out with.
 #pragma once
 
@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include "jobs/accept/local_accepts.h"
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
-#include "util/mutex.h"
 
 namespace kvq::jobs {
 
@@ -32,77 +32,35 @@ struct Taker {
 // as invalid input rather than reported as a fenced-out worker.
 std::string new_lock(std::string_view type);
 
-// The queue latency (accept time less scheduled time) of the job a look took for the taker with
-// `lock`, noted in the look's transaction and kept until the accept's entry point, knowing its
-// commit's fate, takes it (take_queue_latency): so the type's stats count an accept once, and
-// only when it committed. Process-wide; locks are unique.
-void note_queue_latency(const std::string& lock, Millis latency);
-std::optional<Millis> take_queue_latency(const std::string& lock);
+// The tag new_lock ends a lock of `type` with.
 std::string type_tag(std::string_view type);
+
+// The parts of one Jobs that every accept works with: its key layout, its options, and what its
+// accepts in this process share (local_accepts.h). The Jobs outlives every accept it starts.
+struct AcceptScope {
+  const Keys& keys;
+  const JobsOptions& options;
+  LocalAccepts& local;
+};
+
+// Whether, on a store that is not nonblocking (etcd), where a look is round trips, an accept of
+// `type` is looking in this process now (AcceptInFlight): a look of another would read the same
+// head of the queue and collide with it.
+bool looking_here(const kv::Store& store, const AcceptScope& scope, std::string_view type);
+
+// Whether an accept of `type` leaves its look to the accept waiters' next round (which looks for
+// all its waiters in one transaction) instead of looking itself: on a store that is not
+// nonblocking (etcd), where a look is round trips, when it may wait and another accept of its
+// type is under way in this process (AcceptInFlight). Their looks would read the same head of
+// the queue and collide, each collision a try more of reads and a commit.
+bool joins_round(const kv::Store& store, const AcceptScope& scope, std::string_view type,
+                 const AcceptOptions& options);
 
 // How a look chooses among the due jobs of its best priority level.
 enum class Pick {
   kInOrder,  // the first ones, in scheduled order (then id): FIFO within a priority
   kSpread,   // at random among the first JobsOptions::accept_spread, so that acceptors that
              // collided on one snapshot seldom collide again
-};
-
-// An accept attempt in flight in this process (of accept, accept_any or finish_and_accept),
-// counted per Jobs (its Keys) and type for as long as it lives: on a store whose reads are
-// round trips, a waiting accept of a type under way joins the look of the accept waiters'
-// round instead of reading the same head itself (jobs_impl.h: looking_here, joins_round).
-class AcceptInFlight {
- public:
-  AcceptInFlight(const Keys& keys, std::string_view type);
-  ~AcceptInFlight();
-  AcceptInFlight(const AcceptInFlight&) = delete;
-  AcceptInFlight& operator=(const AcceptInFlight&) = delete;
-  // Whether an attempt of `type` is in flight here now.
-  static bool under_way(const Keys& keys, std::string_view type);
-
- private:
-  using Key = std::pair<const Keys*, std::string>;
-  static util::Mutex& mu();
-  static std::map<Key, size_t>& counts();
-  Key key_;
-};
-
-// The due jobs (without a group) that an accept attempt in flight in this process has picked
-// and is taking. Attempts of a type that overlap here read the same head of its queue; on a
-// store with one writer all but one of those that pick the same job fail their commit and try
-// again (16 threads' finish_and_accept collided about once every two jobs on LMDB). So a pick
-// passes over a job another attempt here claimed. A claim lasts until its try ends, and for the
-// tries that began before then a little longer: their reads may predate its commit, and so
-// still show the job pending. A claim is a hint, not a lock: the commit still checks what it
-// took, and a pick that finds every due job it read claimed takes one all the same.
-class PickClaims {
- public:
-  explicit PickClaims(const Keys& keys) : keys_(&keys) {}
-  ~PickClaims() { let_go(); }
-  PickClaims(const PickClaims&) = delete;
-  PickClaims& operator=(const PickClaims&) = delete;
-  // Before a try's first read: lets go of the claims of the try before (its commit is over, or
-  // it never came).
-  void new_try();
-  // Lets go of the claims held (the attempt is over).
-  void let_go();
-  // This try stopped taking because every due job it read was claimed by another
-  // (try_accept_many notes it).
-  void note_all_claimed() { all_claimed_ = true; }
-  // What a try that took nothing answers: kAborted when every due job it read was claimed by
-  // another attempt here, so that kv::run tries again after its backoff (by when their commits
-  // are done) — "nothing due" could be wrong should one of them fail, and its caller would
-  // wait for a new job meanwhile; OK otherwise. `types` names what was looked at.
-  Status after_nothing_taken(std::string_view types) const;
-  // Claims job `id` of `type` for this try; false if another attempt's try holds it, or let it
-  // go after this try began.
-  bool claim(std::string_view type, std::string_view id);
-
- private:
-  const Keys* keys_;
-  std::chrono::steady_clock::time_point try_began_ = std::chrono::steady_clock::now();
-  std::vector<std::string> held_;  // as registered (type and id, tagged with keys_)
-  bool all_claimed_ = false;
 };
 
 // Whether the type's flow control (flow_control.h) let a look take fewer jobs than it had
@@ -125,13 +83,15 @@ struct HeldBack {
 // attempt's), it passes over due jobs another attempt in this process claimed, and claims those
 // it takes; when all it read are claimed, it takes no more, notes so in `claims`, and counts
 // the type due again a millisecond from now (*next_due).
-Result<std::vector<Job>> try_accept_many(
-    kv::Transaction& txn, const Keys& keys, const JobsOptions& options, std::string_view type,
-    const AcceptOptions& accept, const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-    Pick pick, HeldBack* held = nullptr, bool guess_rows = false, PickClaims* claims = nullptr);
+Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const AcceptScope& scope,
+                                         std::string_view type, const AcceptOptions& accept,
+                                         const std::vector<Taker>& takers,
+                                         std::optional<int64_t>* next_due, Pick pick,
+                                         HeldBack* held = nullptr, bool guess_rows = false,
+                                         PickClaims* claims = nullptr);
 // try_accept_many for one taker (`lock`, accept.worker and accept.worker_type), in order.
-Result<Job> try_accept(kv::Transaction& txn, const Keys& keys, const JobsOptions& options,
-                       std::string_view type, const AcceptOptions& accept, const std::string& lock,
+Result<Job> try_accept(kv::Transaction& txn, const AcceptScope& scope, std::string_view type,
+                       const AcceptOptions& accept, const std::string& lock,
                        std::optional<int64_t>* next_due);
 // Where the job try_accept_many would take first for `type` stands, for comparing types
 // (accept_any): its priority, then its place — its scheduled time, or its group's turn — in
@@ -144,15 +104,14 @@ struct Candidate {
 // taking it: nullopt when flow control allows none or nothing is due. Like try_accept_many it
 // marks full the groups it finds at max_running_per_group (which they are, whatever is taken),
 // and fills *next_due and *held the same way.
-Result<std::optional<Candidate>> peek_candidate(kv::Transaction& txn, const Keys& keys,
-                                                const JobsOptions& options, std::string_view type,
-                                                const AcceptOptions& accept,
+Result<std::optional<Candidate>> peek_candidate(kv::Transaction& txn, const AcceptScope& scope,
+                                                std::string_view type, const AcceptOptions& accept,
                                                 std::optional<int64_t>* next_due, HeldBack* held);
 // Takes the job `id` of `type` for `taker` whatever its turn (Jobs::accept_job): a pending one
 // (due or not, flow control notwithstanding, though a rate-limited type's window counts it and
 // its group is marked full when it reaches max_running_per_group), or a dead one, rerun first.
 // kWrongState if running or finished otherwise; kNotFound if absent.
-Result<Job> take_named(kv::Transaction& txn, const Keys& keys, std::string_view type,
+Result<Job> take_named(kv::Transaction& txn, const AcceptScope& scope, std::string_view type,
                        std::string_view id, const Taker& taker);
 // After an unknown commit result: the jobs an earlier attempt (at read version `version`) took
 // for `takers`, if that attempt did commit (all of them, or none).
@@ -208,10 +167,9 @@ class LookRiders {
 // (PickClaims) is tried again (kAborted, kv::run's backoff), unless its riders wrote: its caller
 // is never told "nothing due", nor waits for a new job, while their commits may yet fail.
 Result<std::vector<Job>> attempt_accept_many(
-    kv::Store& store, const Keys& keys, const JobsOptions& options, std::string_view type,
-    const AcceptOptions& accept, const std::vector<Taker>& takers, std::optional<int64_t>* next_due,
-    kv::Watch* watch = nullptr, ArmWatch arm = ArmWatch::kAlways,
-    std::shared_ptr<LookRiders> riders = nullptr);
+    kv::Store& store, const AcceptScope& scope, std::string_view type, const AcceptOptions& accept,
+    const std::vector<Taker>& takers, std::optional<int64_t>* next_due, kv::Watch* watch = nullptr,
+    ArmWatch arm = ArmWatch::kAlways, std::shared_ptr<LookRiders> riders = nullptr);
 // What attempt_accept_many_async hands its caller.
 struct AcceptOutcome {
   Result<std::vector<Job>> jobs;
@@ -219,20 +177,21 @@ struct AcceptOutcome {
   kv::Watch watch;                  // armed when asked for (ArmWatch)
 };
 // attempt_accept_many for a caller that must not block (kv::run_async): `done` gets the outcome,
-// perhaps on another thread. The Jobs behind `keys` and `options` must outlive the call.
-void attempt_accept_many_async(kv::Store& store, const Keys& keys, const JobsOptions& options,
-                               std::string type, AcceptOptions accept, std::vector<Taker> takers,
-                               ArmWatch arm, std::function<void(AcceptOutcome)> done,
+// perhaps on another thread. The Jobs behind `scope` must outlive the call.
+void attempt_accept_many_async(kv::Store& store, const AcceptScope& scope, std::string type,
+                               AcceptOptions accept, std::vector<Taker> takers, ArmWatch arm,
+                               std::function<void(AcceptOutcome)> done,
                                std::shared_ptr<LookRiders> riders = nullptr);
 // Undoes the accept of `job` for a caller that is gone — it cancelled while the accept's
 // transaction committed — so that the job does not sit running until its activity timeout
 // and then count a lost attempt: if `job.lock` still holds it, the job is pending again at its
 // place in the queue, this attempt not counted. Nothing happens if it has moved on.
+// Its queue latency's note is the caller's to drop (QueueLatencies::take).
 Status give_back(kv::Transaction& txn, const Keys& keys, const Job& job);
 
 // The same for one job, taken with `lock` for accept.worker.
-Result<Job> attempt_accept(kv::Store& store, const Keys& keys, const JobsOptions& options,
-                           std::string_view type, const AcceptOptions& accept,
-                           const std::string& lock, std::optional<int64_t>* next_due);
+Result<Job> attempt_accept(kv::Store& store, const AcceptScope& scope, std::string_view type,
+                           const AcceptOptions& accept, const std::string& lock,
+                           std::optional<int64_t>* next_due);
 
 }  // namespace kvq::jobs

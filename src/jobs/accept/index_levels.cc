@@ -1,48 +1,15 @@
-#include "jobs/index_levels.h"
+#include "jobs/accept/index_levels.h"
 
 #include <algorithm>
 #include <limits>
-#include <unordered_map>
 
-#include "util/mutex.h"
 #include "util/random.h"
 
 namespace kvq::jobs {
 
-namespace {
-
-// The head (priority, time) the last read from the start of an index found, per index (its
-// key prefix), in this process: where the next read's prefix ends. Only a guess: a wrong one
-// costs a second read, never an entry.
-class Heads {
- public:
-  static Heads& instance() {
-    static Heads* heads = new Heads;  // never destroyed: accepts may run at exit
-    return *heads;
-  }
-  std::optional<std::pair<int64_t, int64_t>> get(const std::string& index) {
-    util::MutexLock lock(mu_);
-    auto it = heads_.find(index);
-    if (it == heads_.end()) return std::nullopt;
-    return it->second;
-  }
-  void set(const std::string& index, int64_t priority, int64_t time) {
-    util::MutexLock lock(mu_);
-    if (heads_.size() >= kMaxIndexes && !heads_.count(index)) heads_.clear();
-    heads_[index] = {priority, time};
-  }
-
- private:
-  static constexpr size_t kMaxIndexes = 4096;  // types' indexes remembered at once
-  util::Mutex mu_;
-  std::unordered_map<std::string, std::pair<int64_t, int64_t>> heads_ KVQ_GUARDED_BY(mu_);
-};
-
-}  // namespace
-
 DueLevels::DueLevels(kv::Transaction& txn, OrderedIndex index, int64_t max_time,
                      std::optional<int64_t> max_priority, size_t batch, int max_reads,
-                     int64_t head_window)
+                     int64_t head_window, IndexHeads* heads)
     : txn_(txn),
       index_(std::move(index)),
       max_time_(max_time),
@@ -50,6 +17,7 @@ DueLevels::DueLevels(kv::Transaction& txn, OrderedIndex index, int64_t max_time,
       batch_(batch),
       reads_left_(max_reads),
       head_window_(head_window),
+      heads_(heads),
       all_(index_.all()),
       from_(all_.first) {}
 
@@ -68,7 +36,7 @@ Result<const OrderedIndex::Entry*> DueLevels::head() {
       break;
     }
     KVQ_ASSIGN_OR_RETURN(auto first, index_.parse(read[0].key));
-    if (from_start) Heads::instance().set(all_.first, first.priority, first.time);
+    if (from_start && heads_) heads_->set(all_.first, first.priority, first.time);
     if (max_priority_ && first.priority > *max_priority_) {
       done_ = true;
       break;
@@ -113,8 +81,8 @@ kv::RangeRead DueLevels::plan_read() const {
   const std::string& end = all_.second;
   const kv::RangeOptions options{.limit = batch_, .snapshot = true};
   std::string prefix_end;
-  if (from_ == all_.first) {
-    if (auto head = Heads::instance().get(from_)) {
+  if (from_ == all_.first && heads_) {
+    if (auto head = heads_->get(from_)) {
       const int64_t time = head->second > std::numeric_limits<int64_t>::max() - head_window_
                                ? std::numeric_limits<int64_t>::max()
                                : head->second + head_window_;

@@ -1,4 +1,4 @@
-#include "jobs/accept_waiters.h"
+#include "jobs/accept/accept_waiters.h"
 
 #include <algorithm>
 
@@ -34,8 +34,8 @@ ArmWatch AcceptWaiters::arm_of(const Batch& batch) {
   return batch.arm_pending ? ArmWatch::kAlways : ArmWatch::kWhenFull;
 }
 
-AcceptWaiters::AcceptWaiters(kv::Store& store, const Keys& keys, const JobsOptions& options)
-    : store_(store), keys_(keys), options_(options) {
+AcceptWaiters::AcceptWaiters(kv::Store& store, const AcceptScope& scope)
+    : store_(store), scope_(scope) {
   if (!store_.nonblocking())
     batch_pool_ = std::make_unique<util::ThreadPool>(kBlockingBatchThreads);
   {
@@ -67,7 +67,7 @@ AcceptWaiters::~AcceptWaiters() {
   thread_.join();
   std::map<std::string, PendingWatch> watches;
   {
-    // An attempt in flight reads keys_ and options_, and finishes here.
+    // An attempt in flight reads scope_, and finishes here.
     util::MutexLock lock(mu_);
     while (in_flight_ != 0) cv_.wait(mu_);
     watches.swap(watches_);
@@ -127,7 +127,7 @@ uint64_t AcceptWaiters::submit(const std::string& type, const AcceptOptions& opt
   // armed: such a look waits for what only a round's look arranges (ArmWatch, next_due).
   const bool covered = !finishing && generation && *generation != 0 && watch != watches_.end() &&
                        watch->second.live() && watch->second.generation == *generation &&
-                       watch->second.held_back_looks == held_back_looks(keys_, type);
+                       watch->second.held_back_looks == scope_.local.held_back.count(type);
   if (!covered) it->second.attempt = true;
   cv_.notify_all();
   return ticket;
@@ -346,7 +346,7 @@ std::optional<AcceptWaiters::Batch> AcceptWaiters::next_batch(const std::string&
   auto& watch = watches_[type];
   batch.arm = next_watch_generation_++;
   batch.arm_pending = !watch.live();
-  batch.held_back_looks = held_back_looks(keys_, type);
+  batch.held_back_looks = scope_.local.held_back.count(type);
   return batch;
 }
 
@@ -354,14 +354,14 @@ void AcceptWaiters::start_batch(const std::string& type, Batch batch) {
   if (batch.commit == Commit::kBlocking) {
     AcceptOutcome outcome{NotFound(""), std::nullopt, {}};
     outcome.jobs =
-        attempt_accept_many(store_, keys_, options_, type, batch.options, batch.takers,
-                            &outcome.next_due, &outcome.watch, arm_of(batch), batch.finishes);
+        attempt_accept_many(store_, scope_, type, batch.options, batch.takers, &outcome.next_due,
+                            &outcome.watch, arm_of(batch), batch.finishes);
     return finish_batch(type, batch, std::move(outcome));
   }
   // The batch moves into the completion; the attempt gets copies of what it reads.
   auto shared = std::make_shared<Batch>(std::move(batch));
   attempt_accept_many_async(
-      store_, keys_, options_, type, shared->options, shared->takers, arm_of(*shared),
+      store_, scope_, type, shared->options, shared->takers, arm_of(*shared),
       [this, type, shared](AcceptOutcome outcome) {
         finish_batch(type, *shared, std::move(outcome));
       },

@@ -3,9 +3,7 @@
 // then the rest of what is due with it.
 #include <iterator>
 
-#include "jobs/accept_waiters.h"
 #include "jobs/jobs_impl.h"
-#include "jobs/pending_picks.h"
 #include "jobs/validation.h"
 #include "util/thread_pool.h"
 
@@ -26,9 +24,10 @@ Status validate_batch(std::string_view type, size_t max_count, const AcceptOptio
 }
 
 // The stats of a waiting accept's one job (accept.cc records the others').
-void record_accepted_one(TypeStatsRecorder& stats, const std::string& type, const std::string& lock,
+void record_accepted_one(TypeStatsRecorder& stats, QueueLatencies& latencies,
+                         const std::string& type, const std::string& lock,
                          const std::vector<Job>& got) {
-  const auto latency = take_queue_latency(lock);
+  const auto latency = latencies.take(lock);
   if (!got.empty() && latency) stats.record_accepted(type, *latency);
 }
 
@@ -79,18 +78,19 @@ uint64_t Jobs::accept_batch_async(std::string_view type, size_t max_count,
       store_->nonblocking() ? AcceptWaiters::Commit::kAsync : AcceptWaiters::Commit::kBlocking;
   accept_due_async(
       type_name, max_count, options,
-      [&waiters, stats = &impl_->type_stats, lock = new_lock(type_name), type_name, options,
-       deadline, generation, ticket, commit, done, take_rest](Result<std::vector<Job>> due) {
+      [&waiters, stats = &impl_->type_stats, latencies = &impl_->local_accepts.latencies,
+       lock = new_lock(type_name), type_name, options, deadline, generation, ticket, commit, done,
+       take_rest](Result<std::vector<Job>> due) {
         if (due.ok() || due.status().code() != Code::kDeadlineExceeded) {
           waiters.forget(ticket);
           return done(std::move(due));
         }
         waiters.submit(
             type_name, options, lock, deadline, generation,
-            [stats, type_name, lock, done, take_rest](Result<Job> first) {
+            [stats, latencies, type_name, lock, done, take_rest](Result<Job> first) {
               std::vector<Job> got;
               if (first.ok()) got.push_back(*first);
-              record_accepted_one(*stats, type_name, lock, got);
+              record_accepted_one(*stats, *latencies, type_name, lock, got);
               if (!first.ok()) return done(first.status());
               take_rest(std::move(*first));
             },

@@ -1,5 +1,5 @@
-// jobs/any_picks.h — the look of an accept over several types (Jobs::accept_any, and the accept
-// half of finish_and_accept): each type's candidate is chosen as accept chooses it
+// jobs/accept/any_picks.h — the look of an accept over several types (Jobs::accept_any, and the
+// accept half of finish_and_accept): each type's candidate is chosen as accept chooses it
 // (pending_picks.h: flow control, groups), and the best of them is taken — best priority, then
 // earliest place (scheduled time, or a group's turn), then the first type given.
 #pragma once
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "jobs/pending_picks.h"
+#include "jobs/accept/pending_picks.h"
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
 
@@ -38,8 +38,7 @@ struct AnyLook {
 // `types` for its taker, nullopt when none is due (or allowed). With `claims` (the attempt's),
 // passes over jobs other attempts here claimed, as try_accept_many does. With `look`, fills
 // it, arming watches when `arm`.
-Result<std::optional<Job>> try_accept_any(kv::Transaction& txn, const Keys& keys,
-                                          const JobsOptions& options,
+Result<std::optional<Job>> try_accept_any(kv::Transaction& txn, const AcceptScope& scope,
                                           const std::vector<std::string>& types,
                                           const AcceptOptions& accept,
                                           const std::vector<Taker>& takers, Pick pick,
@@ -49,10 +48,10 @@ Result<std::optional<Job>> try_accept_any(kv::Transaction& txn, const Keys& keys
 // unknown commit result, find() tells whether the previous try took a job (then it did commit).
 class AnyAttempt {
  public:
-  // Counted in flight (AcceptInFlight) under `keys` for every type, and holding the claims
-  // of its latest try (PickClaims), until settle() or its end; null `keys`: neither (a caller
+  // Counted in flight (AcceptInFlight) in `local` for every type, and holding the claims of
+  // its latest try (PickClaims), until settle() or its end; null `local`: neither (a caller
   // that makes no look).
-  AnyAttempt(const Keys* keys, std::vector<std::string> types, std::vector<Taker> takers);
+  AnyAttempt(LocalAccepts* local, std::vector<std::string> types, std::vector<Taker> takers);
   const std::vector<std::string>& types() const { return types_; }
   const std::vector<Taker>& takers() const { return takers_; }
   // First in each try, before its first read: lets go of the claims of the try before.
@@ -92,9 +91,9 @@ struct AnyOutcome {
 };
 // checks the types exist and looks (try_accept_many's retries and recognition, over several
 // types) in a transaction of its own, without blocking this thread on a nonblocking store
-// (kv::run_async); `done` may run on another thread. The Jobs behind `keys` and `options` must
-// outlive the call.
-void attempt_accept_any_async(kv::Store& store, const Keys& keys, const JobsOptions& options,
+// (kv::run_async); `done` may run on another thread. The Jobs behind `scope` must outlive the
+// call.
+void attempt_accept_any_async(kv::Store& store, const AcceptScope& scope,
                               std::vector<std::string> types, AcceptOptions accept,
                               std::vector<Taker> takers, bool arm,
                               std::function<void(AnyOutcome)> done);

@@ -1,4 +1,4 @@
-// jobs/accept_waiters.h — serves every accept that has to wait, from one thread per Jobs.
+// jobs/accept/accept_waiters.h — serves every accept that has to wait, from one thread per Jobs.
 //
 // A waiting accept is a queued callback, not a blocked thread, so a server can hold many
 // thousands of long-polls. Per type, waiters are served in arrival order. Waiters with the same
@@ -20,7 +20,7 @@
 // its window has room (both as a delayed job's due time). A type that max_running holds back
 // waits for a run to end, which rewrites the activity token but not the pending one: its round
 // arms the watch there instead (ArmWatch). A caller's own look held back by flow control has
-// arranged none of this, so it is not covered by the watch it read before (held_back_looks).
+// arranged none of this, so it is not covered by the watch it read before (HeldBackLooks).
 // A look that found only groups at max_running_per_group needs neither: the end of a run of a
 // group that still has pending jobs rewrites the pending token (group_queue.h), whether or not
 // the look's marking the group full committed, so the pending watch covers it.
@@ -58,10 +58,10 @@
 #include <string>
 #include <thread>
 
-#include "jobs/any_picks.h"
-#include "jobs/pending_picks.h"
-#include "jobs/round_finishes.h"
-#include "jobs/round_hold.h"
+#include "jobs/accept/any_picks.h"
+#include "jobs/accept/pending_picks.h"
+#include "jobs/accept/round_finishes.h"
+#include "jobs/accept/round_hold.h"
 #include "jobs/schema.h"
 #include "kvq/jobs.h"
 #include "util/mutex.h"
@@ -77,7 +77,8 @@ class AcceptWaiters {
  public:
   using Callback = std::function<void(Result<Job>)>;
 
-  AcceptWaiters(kv::Store& store, const Keys& keys, const JobsOptions& options);
+  // REQUIRES: `scope` (its Jobs) outlives the AcceptWaiters.
+  AcceptWaiters(kv::Store& store, const AcceptScope& scope);
   // Ends every waiter with kCancelled; waits for attempts in flight.
   ~AcceptWaiters();
 
@@ -147,7 +148,7 @@ class AcceptWaiters {
     // back (ArmWatch).
     uint64_t arm = 0;
     bool arm_pending = false;
-    uint64_t held_back_looks = 0;             // held_back_looks() before its look
+    uint64_t held_back_looks = 0;             // HeldBackLooks::count() before its look
     std::shared_ptr<RoundFinishes> finishes;  // of its waiters that carry one; else null
     kv::Clock::time_point started{};          // when it was taken off the queue
   };
@@ -156,7 +157,7 @@ class AcceptWaiters {
   struct PendingWatch {
     kv::Watch watch;
     uint64_t generation = 0;
-    // held_back_looks() before the look that armed it: a caller's own look held back by flow
+    // HeldBackLooks::count() before the look that armed it: a caller's own look held back by flow
     // control since then saw nothing this watch may stand for (a run's end, a time to wake).
     uint64_t held_back_looks = 0;
     // Armed and not fired since (a fire marks the watch ready before its callback runs).
@@ -235,8 +236,7 @@ class AcceptWaiters {
   void drop_if_empty(std::map<std::string, Queue>::iterator it) KVQ_REQUIRES(mu_);
 
   kv::Store& store_;
-  const Keys& keys_;
-  const JobsOptions& options_;
+  const AcceptScope& scope_;
   std::shared_ptr<FireSink> sink_ = std::make_shared<FireSink>();
   util::Mutex mu_;
   util::CondVar cv_;  // signalled under mu_: new work for run(), or in_flight_ dropped
