@@ -488,6 +488,7 @@ class BeanstalkProtocolTest(unittest.TestCase):
         self.assertIn(tube, c.yaml("list-tubes"))
         self.assertEqual(c.job("reserve-with-timeout 5"), ("RESERVED", jid, b"long name"))
         self.assertEqual(c.cmd("delete %d" % jid), "DELETED")
+        self.assertEqual(c.cmd("pause-tube %s 1" % tube), "PAUSED")  # a line of 213 bytes
         self.assertEqual(c.cmd("use " + tube + "y"), "BAD_FORMAT")
 
     @unittest.skipUnless(ON_KVQ, "kvq's tubes are job types, reachable over HTTP")
