@@ -407,6 +407,118 @@ TEST_P(JobsProtocolSupportTest, ATypeWhoseJobsHadOwnTimeoutsCanBeDeletedOnceEmpt
   EXPECT_EQ(jobs().get_type("brief").status().code(), Code::kNotFound);
 }
 
+TEST_P(JobsProtocolSupportTest, ARunTakenBeforeItsJobWasDueIsDueAtOnceWhenLost) {
+  const int64_t later = wall_ms() + 3'600'000;
+  ASSERT_TRUE(
+      jobs().add("work", "early", "{}", {.scheduled_time_ms = later, .timeout = 300ms}).ok());
+  auto taken = jobs().accept_job("work", "early");
+  ASSERT_TRUE(taken.ok()) << taken.status().to_string();
+  JobInfo lost = wait_until("early", [](const JobInfo& j) { return j.state != State::kRunning; });
+  EXPECT_EQ(lost.state, State::kPending);
+  EXPECT_LE(lost.scheduled_time_ms, wall_ms()) << "due at once, as beanstalkd's TTR expiry";
+  EXPECT_EQ(accept_soon().id, "early");
+}
+
+TEST_P(JobsProtocolSupportTest, KickRerunsDeadJobsFirstThenMakesScheduledOnesDue) {
+  FailOptions bury;
+  bury.message = "bury";
+  bury.retry = false;
+  ASSERT_TRUE(
+      jobs().add("work", "scheduled", "{}", {.scheduled_time_ms = wall_ms() + 3'600'000}).ok());
+  for (const char* id : {"a", "b"}) {
+    ASSERT_TRUE(jobs().add("work", id, "{}").ok());
+    Job job = accept_soon();
+    ASSERT_TRUE(jobs().fail(job, bury).ok());
+  }
+  EXPECT_EQ(*jobs().kick("work", 0), 0u);
+  EXPECT_EQ(*jobs().kick("work", 5), 2u) << "the dead ones only";
+  EXPECT_EQ(info("a").kicks, 1u);
+  EXPECT_EQ(info("scheduled").kicks, 0u);
+  EXPECT_EQ(*jobs().kick("work", 5), 1u);
+  EXPECT_EQ(info("scheduled").kicks, 1u);
+  EXPECT_LE(info("scheduled").scheduled_time_ms, wall_ms());
+  EXPECT_EQ(*jobs().kick("work", 5), 0u);
+  EXPECT_EQ(jobs().kick("nope", 1).status().code(), Code::kNotFound);
+  // Added anew, a job's kicks start over.
+  auto rerun = jobs().accept_job("work", "a");
+  ASSERT_TRUE(rerun.ok()) << rerun.status().to_string();
+  ASSERT_TRUE(jobs().finish(*rerun).ok());
+  ASSERT_TRUE(jobs().add("work", "a", "{}").ok());
+  EXPECT_EQ(info("a").kicks, 0u);
+}
+
+TEST_P(JobsProtocolSupportTest, KickJobTakesADeadOrNotYetDueJobOnly) {
+  const int64_t later = wall_ms() + 3'600'000;
+  ASSERT_TRUE(jobs().add("work", "later", "{}", {.scheduled_time_ms = later, .priority = 4}).ok());
+  ASSERT_TRUE(jobs().kick_job("work", "later").ok());
+  JobInfo kicked = info("later");
+  EXPECT_LE(kicked.scheduled_time_ms, wall_ms());
+  EXPECT_EQ(kicked.priority, 4);
+  EXPECT_EQ(kicked.kicks, 1u);
+  EXPECT_EQ(jobs().kick_job("work", "later").code(), Code::kWrongState) << "due already";
+  Job job = accept_soon();
+  EXPECT_EQ(jobs().kick_job("work", "later").code(), Code::kWrongState) << "running";
+  FailOptions bury;
+  bury.message = "bury";
+  bury.retry = false;
+  ASSERT_TRUE(jobs().fail(job, bury).ok());
+  ASSERT_TRUE(jobs().kick_job("work", "later").ok());
+  kicked = info("later");
+  EXPECT_EQ(kicked.state, State::kPending);
+  EXPECT_EQ(kicked.kicks, 2u);
+  EXPECT_EQ(kicked.errors.size(), 1u) << "why it died is kept, as by rerun";
+  auto rerun = jobs().accept_job("work", "later");
+  ASSERT_TRUE(rerun.ok()) << rerun.status().to_string();
+  ASSERT_TRUE(jobs().finish(*rerun).ok());
+  EXPECT_EQ(jobs().kick_job("work", "later").code(), Code::kWrongState) << "succeeded";
+  EXPECT_EQ(jobs().kick_job("work", "nope").code(), Code::kNotFound);
+}
+
+TEST_P(JobsProtocolSupportTest, AnAddMakesItsTypeWhenMissingIfAsked) {
+  jobs::TypeSettings settings;
+  settings.timeout = 7s;
+  settings.retry.max_attempts = 3;
+  AddOptions options{.create_type = settings};
+  EXPECT_EQ(jobs().add("made", "a", "{}").status().code(), Code::kNoTimeout);
+  ASSERT_TRUE(jobs().add("made", "a", "{}", options).ok());
+  auto got = jobs().get_type("made");
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->timeout, 7s);
+  EXPECT_EQ(got->retry.max_attempts, 3u);
+  settings.timeout = 9s;
+  options.create_type = settings;
+  ASSERT_TRUE(jobs().add("made", "b", "{}", options).ok());
+  EXPECT_EQ(jobs().get_type("made")->timeout, 7s) << "an existing type is left as it is";
+  EXPECT_EQ(jobs().count("made")->pending, 2u);
+  settings.timeout = 0ms;
+  options.create_type = settings;
+  EXPECT_EQ(jobs().add("other", "a", "{}", options).status().code(), Code::kInvalidArgument);
+}
+
+TEST_P(JobsProtocolSupportTest, PendingCountTakesAMaxPriority) {
+  for (int64_t priority : {0, 1023, 1024, 5000}) {
+    ASSERT_TRUE(jobs().add("work", std::to_string(priority), "{}", {.priority = priority}).ok());
+  }
+  ASSERT_TRUE(jobs().add("work", "later", "{}", {.scheduled_time_ms = wall_ms() + 3'600'000}).ok());
+  ASSERT_TRUE(jobs().add("work", "grouped", "{}", {.priority = 2, .group = "g"}).ok());
+  EXPECT_EQ(*jobs().pending_count("work", {.max_priority = 1023}), 3u);
+  EXPECT_EQ(*jobs().pending_count("work", {.max_priority = -1}), 0u);
+  EXPECT_EQ(*jobs().pending_count("work"), 5u);
+  EXPECT_EQ(*jobs().pending_count("work", {.max_priority = 1023, .limit = 2}), 2u);
+}
+
+TEST_P(JobsProtocolSupportTest, ATypeNameMayHave200Bytes) {
+  const std::string type(jobs::kMaxTypeBytes, 't');
+  ASSERT_EQ(type.size(), 200u);
+  ASSERT_TRUE(jobs().set_type_timeout(type, 60s).ok());
+  const std::string id(jobs::kMaxIdBytes, 'i');
+  ASSERT_TRUE(jobs().add(type, id, "{}", {.timeout = 5s, .global_id = true}).ok());
+  Job job = accept_soon(type);
+  EXPECT_EQ(job.id, id);
+  EXPECT_TRUE(jobs().finish(job).ok());
+  EXPECT_EQ(jobs().set_type_timeout(type + "t", 60s).code(), Code::kInvalidArgument);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, JobsProtocolSupportTest, ::testing::ValuesIn(jobs_params()),
                          jobs_param_name);
 

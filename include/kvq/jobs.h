@@ -50,10 +50,13 @@
 // type is woken through one store watch per type, and every local subscriber of a type through
 // another.
 //
-// Limits: type 1..64 bytes, id 1..256 bytes (any bytes but NUL); data a JSON object of at most
+// Limits: type 1..200 bytes, id 1..256 bytes (any bytes but NUL); data a JSON object of at most
 // JobsOptions::max_data_bytes (default 256 KiB) once compacted, or as many bytes of a job whose
 // data format is bytes (AddOptions::data_format). Violations get kInvalidArgument and change
-// nothing.
+// nothing. Every key of a job must also fit in kv::kMaxKeySize (511) bytes with the key prefix:
+// a 200-byte type with a 256-byte id does, but the longest type, group and id together, or the
+// longest worker name with them, do not, and the call that would write such a key fails with
+// kInvalidArgument at its commit, changing nothing.
 //
 // Thread-safety: a Jobs is safe to use from many threads. Subscription handles are used by one
 // thread at a time.
@@ -76,7 +79,8 @@ namespace kvq::jobs {
 
 using Millis = std::chrono::milliseconds;
 
-inline constexpr size_t kMaxTypeBytes = 64;
+// 200: beanstalkd's longest tube name, which a type of the same name holds (docs/beanstalk.md).
+inline constexpr size_t kMaxTypeBytes = 200;
 inline constexpr size_t kMaxIdBytes = 256;
 
 enum class State { kPending, kRunning, kFinished };
@@ -244,6 +248,11 @@ struct AddOptions {
   // job sets its group; a running job keeps its group for this run and the resubmitted next
   // one. REQUIRES: "" or 1..kMaxGroupBytes bytes without ASCII control characters.
   std::string group;
+  // When the type does not exist, the add creates it with these settings (as ensure_type does,
+  // in the add's own transaction) instead of failing with kNoTimeout: for front ends whose
+  // protocol makes a queue by naming it (a beanstalkd tube deleted over HTTP meanwhile).
+  // An existing type is left as it is. REQUIRES: settings ensure_type accepts.
+  std::optional<TypeSettings> create_type;
 };
 
 struct AddResult {
@@ -316,6 +325,9 @@ struct JobInfo {
   DataFormat data_format = DataFormat::kJson;
   bool global_id = false;  // AddOptions::global_id
   uint32_t snoozes = 0;    // runs handed back by snooze since it was last added or rerun
+  // Times kick, kick_job, rerun_some or make_due moved it (beanstalkd's `kicks`), since it was
+  // added anew.
+  uint32_t kicks = 0;
 };
 
 inline constexpr uint64_t kGroupPendingCountLimit = 10'000;
@@ -448,6 +460,9 @@ struct JobPage {
 
 struct PendingCountOptions {
   std::optional<int64_t> max_scheduled_time_ms;  // default: now (due jobs only)
+  // Only jobs of this priority or better (lower); default: any (beanstalkd's urgent jobs are
+  // those under 1024).
+  std::optional<int64_t> max_priority;
   size_t limit = 100'000;
 };
 
@@ -705,16 +720,29 @@ class Jobs {
   Result<uint64_t> rerun_all(std::string_view type, Outcome outcome = Outcome::kDead);
   // rerun() of at most `limit` (1..1000) finished jobs of `type` that ended with `outcome` (and
   // at most as many as one of rerun_all's transactions takes: 128 with the default
-  // max_data_bytes), in one transaction, in the order rerun_all takes them; returns how many
-  // (beanstalkd's `kick`). kNotFound if the type does not exist; kInvalidArgument as rerun_all.
+  // max_data_bytes), in one transaction, in the order rerun_all takes them; returns how many.
+  // Each counts a kick (JobInfo::kicks). kNotFound if the type does not exist;
+  // kInvalidArgument as rerun_all.
   Result<uint64_t> rerun_some(std::string_view type, Outcome outcome, size_t limit);
   // A pending job gets a new scheduled time and/or priority (its data, attempts and errors
   // stay). kWrongState if it is not pending; kNotFound if absent.
   Status reschedule(std::string_view type, std::string_view id, const RescheduleOptions& options);
   // Makes at most `limit` (1..1000) pending jobs of `type` that are not yet due due now, those
-  // due soonest first, in one transaction; returns how many (beanstalkd's `kick` of delayed
-  // jobs). kNotFound if the type does not exist.
+  // due soonest first, in one transaction; returns how many. Each counts a kick
+  // (JobInfo::kicks). kNotFound if the type does not exist.
   Result<uint64_t> make_due(std::string_view type, size_t limit);
+  // beanstalkd's `kick <limit>`: reruns up to `limit` dead jobs of `type` (rerun_some) or, when
+  // it has none, makes up to `limit` pending jobs not yet due due now (make_due), those due
+  // soonest first; returns how many it moved (0 for a limit of 0). In as many transactions of
+  // at most 1000 jobs (fewer for dead ones, as rerun_some) as it takes, so not atomic: after
+  // an error the batches already committed stay moved. Each counts a kick on its job.
+  // kNotFound if the type does not exist.
+  Result<uint64_t> kick(std::string_view type, uint64_t limit);
+  // beanstalkd's `kick-job`: a dead job is rerun (as rerun), a pending job not yet due is made
+  // due now (its priority kept), in one transaction; either counts a kick on it. kWrongState
+  // for a job that is due, running, or finished otherwise than dead; kNotFound if absent. A
+  // retry after an unknown commit result that finds its own kick applied succeeds.
+  Status kick_job(std::string_view type, std::string_view id);
   // A pending or running job -> finished with outcome kCancelled; a running job's worker is
   // halted at its next call, and its run counts as neither lost nor failed. kWrongState if it
   // is already finished; kNotFound if absent.

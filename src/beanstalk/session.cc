@@ -14,8 +14,6 @@ using Millis = std::chrono::milliseconds;
 
 // beanstalkd's safety margin: the last second of a reserved job's TTR.
 constexpr auto kSafetyMargin = 1s;
-// `kick` takes at most this many jobs per jobs call (rerun_some and make_due's limit).
-constexpr uint32_t kKickBatch = 1000;
 
 int64_t now_ms() {
   return std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
@@ -258,10 +256,10 @@ void Session::hold(jobs::Job job) {
 
 // ---- Tubes ----
 
-Result<std::optional<std::string>> Session::ensure_tube(const std::string& tube, bool again) {
+Result<std::optional<std::string>> Session::ensure_tube(const std::string& tube) {
   auto type = type_of_tube(tube);
   if (!type) return std::optional<std::string>();
-  if (!again && ensured_.contains(*type)) return type;
+  if (ensured_.contains(*type)) return type;
   auto made = context_.jobs.ensure_type(*type, tube_type_settings());
   if (!made.ok()) return made.status();
   ensured_.insert(*type);
@@ -331,33 +329,21 @@ void Session::put(const Command& command, std::string body, Done done) {
       .timeout = job_timeout(command.ttr),
       .data_format = jobs::DataFormat::kBytes,
       .global_id = true,
+      // Made again if it is missing: deleted over HTTP since this session made it.
+      .create_type = tube_type_settings(),
   };
-  auto inserted = [self = shared_from_this(), number = *number, done](bool added) {
-    if (!added) return done(internal_error(), false);
-    if (!self->produced_) {
-      self->produced_ = true;
-      self->context_.counters.producer(1);
-    }
-    self->context_.counters.put(self->used_);
-    done(line("INSERTED", number), false);
-  };
-  const std::string id = std::to_string(*number);
-  // `body` moves into the callback, which the add keeps until it is done; the add copies what
-  // it stores before it returns.
-  auto kept = std::make_shared<std::string>(std::move(body));
-  context_.jobs.add_async(
-      *type, id, *kept, options,
-      [self = shared_from_this(), type = *type, id, kept, options,
-       inserted = std::move(inserted)](Result<jobs::AddResult> added) mutable {
-        if (added.code() != Code::kNoTimeout) return inserted(added.ok());
-        // The tube's type was deleted (over HTTP) since this session made it: make it again
-        // and add once more, where blocking is fine (the jobs layer's thread must not block).
-        self->context_.run_blocking([self, type = std::move(type), id = std::move(id), kept,
-                                     options, inserted = std::move(inserted)] {
-          bool made = self->ensure_tube(self->used_, true).ok();
-          inserted(made && self->context_.jobs.add(type, id, *kept, options).ok());
-        });
-      });
+  // The add copies the body before it returns.
+  context_.jobs.add_async(*type, std::to_string(*number), body, options,
+                          [self = shared_from_this(), number = *number,
+                           done = std::move(done)](Result<jobs::AddResult> added) {
+                            if (!added.ok()) return done(internal_error(), false);
+                            if (!self->produced_) {
+                              self->produced_ = true;
+                              self->context_.counters.producer(1);
+                            }
+                            self->context_.counters.put(self->used_);
+                            done(line("INSERTED", number), false);
+                          });
 }
 
 std::string Session::reserve_job(uint64_t id) {
@@ -454,37 +440,16 @@ std::string Session::peek_in_used(jobs::Peek which) {
 }
 
 std::string Session::kick(uint32_t bound) {
-  // Buried jobs if the tube has any, else delayed ones: at most `bound` either way.
-  const std::string type = *type_of_tube(used_);
-  uint64_t kicked = 0;
-  for (bool buried : {true, false}) {
-    while (kicked < bound) {
-      const size_t batch = std::min<uint64_t>(kKickBatch, bound - kicked);
-      auto n = buried ? context_.jobs.rerun_some(type, jobs::Outcome::kDead, batch)
-                      : context_.jobs.make_due(type, batch);
-      if (!n.ok()) return internal_error();
-      kicked += *n;
-      // rerun_some may take fewer than asked (one transaction's worth) with more left.
-      if (*n == 0) break;
-    }
-    if (kicked > 0) break;
-  }
-  return line("KICKED", kicked);
+  auto kicked = context_.jobs.kick(*type_of_tube(used_), bound);
+  return kicked.ok() ? line("KICKED", *kicked) : internal_error();
 }
 
 std::string Session::kick_job(uint64_t id) {
   const std::string name = std::to_string(id);
   auto type = context_.jobs.type_of(name);
   if (!type.ok()) return type.code() == Code::kNotFound ? line("NOT_FOUND") : internal_error();
-  auto job = context_.jobs.get(*type, name);
-  if (!job.ok()) return job.code() == Code::kNotFound ? line("NOT_FOUND") : internal_error();
-  Status kicked = NotFound("not kickable");
-  const auto state = beanstalk_state(*job, now_ms());
-  if (state == JobState::kBuried) {
-    kicked = context_.jobs.rerun(*type, name);
-  } else if (state == JobState::kDelayed) {
-    kicked = context_.jobs.reschedule(*type, name, {.scheduled_time_ms = now_ms()});
-  }
+  // kWrongState: a ready or reserved job, which beanstalkd does not kick either.
+  Status kicked = context_.jobs.kick_job(*type, name);
   if (fenced_or_gone(kicked)) return line("NOT_FOUND");
   return kicked.ok() ? line("KICKED") : internal_error();
 }

@@ -2,8 +2,9 @@
 //
 // A Session holds what beanstalkd keeps per connection: the tube it uses, the tubes it watches
 // (initially "default"), and the jobs it has reserved — each as the kvq Job handle whose lock
-// fences it. Each command is one or two jobs calls (docs/beanstalk.md gives the mapping); the
-// session decides nothing about jobs itself. Commands on a job that the connection does not
+// fences it. Each command is one jobs call (docs/beanstalk.md gives the mapping), after a
+// type_of for a command that names a job by its id alone; the session decides nothing about
+// jobs itself. Commands on a job that the connection does not
 // hold (release, bury, touch, and delete of a running job) answer NOT_FOUND, as beanstalkd's do;
 // so does any call the store fences (kFailedPrecondition: the job's TTR ran out and it went
 // back, or someone removed it).
@@ -117,9 +118,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string stats_tube(const std::string& tube);
   std::string pause_tube(const std::string& tube, uint32_t delay);
   // The type of a tube this connection names, made with tube_type_settings() if new; nullopt
-  // when the tube's name is too long for a type. `again`: even if this session made it before
-  // (someone may have deleted it since, over HTTP).
-  Result<std::optional<std::string>> ensure_tube(const std::string& tube, bool again = false);
+  // when the tube's name is too long for a type.
+  Result<std::optional<std::string>> ensure_tube(const std::string& tube);
   std::vector<std::string> watched_types() const;
 
   SessionContext& context_;

@@ -27,6 +27,13 @@ std::string cpu_seconds(const timeval& time) {
   return text;
 }
 
+// beanstalkd's urgent jobs: ready ones of a priority under 1024.
+constexpr int64_t kMaxUrgentPriority = 1023;
+
+Result<uint64_t> urgent_count(jobs::Jobs& jobs, const std::string& type) {
+  return jobs.pending_count(type, {.max_priority = kMaxUrgentPriority});
+}
+
 uint64_t command_count(const ProcessCounts& counts, Verb verb) {
   return counts.commands[static_cast<size_t>(verb)];
 }
@@ -69,12 +76,18 @@ Result<std::string> server_stats_yaml(jobs::Jobs& jobs, const Counters& counters
                                       size_t max_job_size) {
   KVQ_ASSIGN_OR_RETURN(auto types, jobs.types());
   jobs::Jobs::StateCounts total;
-  uint64_t tubes = 0;
+  uint64_t tubes = 0, urgent = 0;
   for (const auto& type : types) {
     if (!tube_of_type(type)) continue;
     auto counts = jobs.count(type);
     if (counts.code() == Code::kNotFound) continue;  // removed since types() read it
     if (!counts.ok()) return counts.status();
+    auto urgent_here = urgent_count(jobs, type);
+    if (urgent_here.ok()) {
+      urgent += *urgent_here;
+    } else if (urgent_here.code() != Code::kNotFound) {
+      return urgent_here.status();
+    }
     ++tubes;
     total.pending += counts->pending;
     total.scheduled += counts->scheduled;
@@ -93,7 +106,7 @@ Result<std::string> server_stats_yaml(jobs::Jobs& jobs, const Counters& counters
   const auto uptime = std::chrono::duration_cast<std::chrono::seconds>(
       std::chrono::steady_clock::now() - counters.started);
   YamlMap yaml;
-  yaml.add("current-jobs-urgent", 0)
+  yaml.add("current-jobs-urgent", urgent)
       .add("current-jobs-ready", total.pending - total.scheduled)
       .add("current-jobs-reserved", total.running)
       .add("current-jobs-delayed", total.scheduled)
@@ -152,6 +165,7 @@ Result<std::string> tube_stats_yaml(jobs::Jobs& jobs, const Counters& counters,
                                     int64_t now_ms) {
   KVQ_ASSIGN_OR_RETURN(auto settings, jobs.get_type(type));
   KVQ_ASSIGN_OR_RETURN(auto counts, jobs.count(type));
+  KVQ_ASSIGN_OR_RETURN(uint64_t urgent, urgent_count(jobs, type));
   const TubeCounts here = counters.tube(tube);
   const bool paused =
       settings.paused && (!settings.paused_until_ms || *settings.paused_until_ms > now_ms);
@@ -160,7 +174,7 @@ Result<std::string> tube_stats_yaml(jobs::Jobs& jobs, const Counters& counters,
     pause_left = seconds_until(*settings.paused_until_ms, now_ms);
   YamlMap yaml;
   yaml.add("name", tube)
-      .add("current-jobs-urgent", 0)
+      .add("current-jobs-urgent", urgent)
       .add("current-jobs-ready", counts.pending - counts.scheduled)
       .add("current-jobs-reserved", counts.running)
       .add("current-jobs-delayed", counts.scheduled)
@@ -209,7 +223,7 @@ std::optional<std::string> job_stats_yaml(const jobs::JobInfo& job, int64_t now_
       .add("timeouts", timeouts)
       .add("releases", job.snoozes)
       .add("buries", buries)
-      .add("kicks", 0);
+      .add("kicks", uint64_t{job.kicks});
   return yaml.text();
 }
 

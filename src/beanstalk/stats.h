@@ -1,11 +1,10 @@
 // beanstalk/stats.h — what `stats`, `stats-tube`, `stats-job` and `list-tubes` answer, as the
 // YAML protocol.txt gives, from the store's job counts and this process's Counters.
 //
-// Fields kvq cannot know as beanstalkd does are documented in docs/beanstalk.md ("Stats"):
-// current-jobs-urgent is always 0 (counting ready jobs under priority 1024 would read them
-// all), a job's "kicks" is 0 and its "reserves", "timeouts", "releases" and "buries" are
-// derived from what the job keeps (its attempts, snoozes and last kMaxErrorsKept errors), the
-// binlog fields are 0, and the cmd-*, connection and total-jobs counts are this process's.
+// Fields kvq cannot know as beanstalkd does are documented in docs/beanstalk.md ("Stats"): a
+// job's "reserves", "timeouts", "releases" and "buries" are derived from what the job keeps (its
+// attempts, snoozes and last kMaxErrorsKept errors), the binlog fields are 0, and the cmd-*,
+// connection and total-jobs counts are this process's.
 //
 // Thread-safety: pure functions of their arguments and the store.
 #pragma once

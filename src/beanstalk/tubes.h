@@ -5,7 +5,8 @@
 // names may hold ':', which tube names may not. So each of + / ; $ ( ) is written in the type
 // name as ':' and two hex digits (':2B' for '+'), and a type name maps back to a tube only when
 // it is made of tube characters and such escapes: the mapping is one-to-one both ways. A type
-// name is at most 64 bytes (kMaxTypeBytes), so a tube whose escaped name is longer has no type.
+// name is at most 200 bytes (kMaxTypeBytes), as a tube name is, so every tube has a type but one
+// whose name, once escaped, is longer than that: a long name holding some of + / ; $ ( ).
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -22,11 +22,12 @@ TEST(TubesTest, TypesThatAreNoTubesMapToNone) {
   }
 }
 
-TEST(TubesTest, ATubeTooLongOnceEscapedHasNoType) {
-  EXPECT_EQ(type_of_tube(std::string(64, 'a')), std::string(64, 'a'));
-  EXPECT_EQ(type_of_tube(std::string(65, 'a')), std::nullopt);
-  EXPECT_TRUE(type_of_tube(std::string(21, '+')).has_value());   // 63 bytes
-  EXPECT_FALSE(type_of_tube(std::string(22, '+')).has_value());  // 66 bytes
+TEST(TubesTest, ATubeOf200BytesHasATypeButNotOneTooLongOnceEscaped) {
+  EXPECT_EQ(type_of_tube(std::string(200, 'a')), std::string(200, 'a'));  // beanstalkd's longest
+  EXPECT_EQ(tube_of_type(std::string(200, 'a')), std::string(200, 'a'));
+  EXPECT_EQ(type_of_tube(std::string(201, 'a')), std::nullopt);
+  EXPECT_TRUE(type_of_tube(std::string(66, '+')).has_value());   // 198 bytes
+  EXPECT_FALSE(type_of_tube(std::string(67, '+')).has_value());  // 201 bytes
 }
 
 TEST(TubesTest, ATubesTypeRetriesForEverAndKeepsItsJobs) {

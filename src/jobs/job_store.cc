@@ -1,5 +1,6 @@
 #include "jobs/job_store.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "jobs/group_queue.h"
@@ -128,7 +129,12 @@ JobRow after_lost_run(const JobRow& running, const TypeSettings& settings, const
     after.priority = after.next_priority;
     after.attempts = 0;
     after.snoozes = 0;
+    return after;
   }
+  // Due at once (jobs.h: a lost run is retried at once), as in beanstalkd, where a job whose
+  // TTR ran out is ready again: also a job whose run began before it was due (accept_job,
+  // AcceptOptions::max_scheduled_time_ms). A due job keeps its place.
+  after.scheduled = std::min(after.scheduled, lost.at_ms);
   return after;
 }
 
@@ -167,6 +173,7 @@ JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row) {
   info.data_format = row.data_format;
   info.global_id = row.global_id;
   info.snoozes = row.snoozes;
+  info.kicks = row.kicks;
   return info;
 }
 

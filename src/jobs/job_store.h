@@ -42,9 +42,9 @@ struct LostRun {
 
 // What a running job becomes when its run is lost (its worker went silent past the type's
 // timeout, or left or died): a failed attempt. Its lock is cleared, so its worker is halted, the
-// error is recorded, and it counts one more lost run. Then it goes back to pending at once,
-// keeping its place in the queue (or taking the next run's time and priority, its attempts
-// starting over, if it was resubmitted) — or, once it has made the type's max_attempts
+// error is recorded, and it counts one more lost run. Then it goes back to pending, due at once,
+// keeping its place in the queue if it was due (or taking the next run's time and priority, its
+// attempts starting over, if it was resubmitted) — or, once it has made the type's max_attempts
 // attempts or lost max_lost_runs runs in a row, it is finished dead (gave_up set: dead of lost
 // runs) with its data as it was.
 JobRow after_lost_run(const JobRow& running, const TypeSettings& settings, const LostRun& lost);

@@ -166,6 +166,7 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
       after.timeout = o.timeout;
       after.data_format = o.data_format;
       after.snoozes = 0;
+      after.kicks = 0;
       return after;
   }
   return std::nullopt;
@@ -189,8 +190,13 @@ Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_
     KVQ_ASSIGN_OR_RETURN(stored, txn.get_many({keys.timeout(type), keys.job(type, id)}));
   }
   if (!stored[0]) {
-    return NoTimeout("type '" + std::string(type) +
-                     "' has no timeout; set the type's timeout before adding jobs");
+    if (!options.create_type) {
+      return NoTimeout("type '" + std::string(type) +
+                       "' has no timeout; set the type's timeout before adding jobs");
+    }
+    // Read without snapshot: a creation of the type meanwhile conflicts, and the retry keeps it.
+    KVQ_ASSIGN_OR_RETURN(stored[0], new_type_row(*options.create_type));
+    create_type(txn, keys, type, *stored[0]);
   }
   if (stored[1] && options.if_exists == IfExists::kKeep) return false;
   std::optional<JobRow> before;
@@ -229,6 +235,7 @@ Result<std::string> validate_add(std::string_view type, std::string_view id, std
   KVQ_RETURN_IF_ERROR(validate_id(id));
   KVQ_RETURN_IF_ERROR(validate_group(options.group));
   KVQ_RETURN_IF_ERROR(validate_job_timeout(options.timeout));
+  if (options.create_type) KVQ_RETURN_IF_ERROR(new_type_row(*options.create_type).status());
   return normalize_data(data, options.data_format, max_data_bytes);
 }
 
@@ -539,19 +546,39 @@ Result<TypeSettings> existing_type(kv::Transaction& txn, const Keys& keys, std::
   return decode_type(*value);
 }
 
+// Entries of `index` with time at most `max_time` and priority at most `max_priority` (which
+// stops the walk of its levels there), counting at most `limit`.
+Result<uint64_t> count_due_up_to(kv::Transaction& txn, const OrderedIndex& index, int64_t max_time,
+                                 int64_t max_priority, uint64_t limit) {
+  uint64_t count = 0;
+  if (limit == 0) return count;
+  KVQ_RETURN_IF_ERROR(for_each_priority(txn, index, [&](int64_t priority) -> Result<bool> {
+    if (priority > max_priority) return false;
+    KVQ_ASSIGN_OR_RETURN(uint64_t n, count_keys(txn, index.due(priority, max_time), limit - count));
+    count += n;
+    return count < limit;
+  }));
+  return count;
+}
+
 // Pending jobs of `type` with a scheduled time at most `max_time` (due: true) or after it (due:
 // false), counting at most `limit`: the jobs without a group, then each group's (a type that
-// had jobs with a group pays a read or two per group).
+// had jobs with a group pays a read or two per group). `max_priority` (due jobs only): of that
+// priority or better.
 Result<uint64_t> count_pending_by_time(kv::Transaction& txn, const Keys& keys,
                                        std::string_view type, const TypeSettings& settings,
-                                       int64_t max_time, bool due, uint64_t limit) {
-  KVQ_ASSIGN_OR_RETURN(uint64_t count,
-                       count_by_time(txn, keys.pending_index(type), max_time, due, limit));
+                                       int64_t max_time, bool due, uint64_t limit,
+                                       std::optional<int64_t> max_priority = std::nullopt) {
+  auto count_in = [&](const OrderedIndex& index, uint64_t most) -> Result<uint64_t> {
+    if (due && max_priority) return count_due_up_to(txn, index, max_time, *max_priority, most);
+    return count_by_time(txn, index, max_time, due, most);
+  };
+  KVQ_ASSIGN_OR_RETURN(uint64_t count, count_in(keys.pending_index(type), limit));
   if (!settings.has_groups || count >= limit) return count;
   KVQ_RETURN_IF_ERROR(for_each_group(
       txn, keys, type, [&](const std::string& group, const GroupRow&) -> Result<bool> {
-        KVQ_ASSIGN_OR_RETURN(uint64_t n, count_by_time(txn, keys.group_pending_index(type, group),
-                                                       max_time, due, limit - count));
+        KVQ_ASSIGN_OR_RETURN(uint64_t n,
+                             count_in(keys.group_pending_index(type, group), limit - count));
         count += n;
         return count < limit;
       }));
@@ -600,7 +627,8 @@ Result<uint64_t> Jobs::pending_count(std::string_view type, const PendingCountOp
       *store_,
       [&](kv::Transaction& txn) -> Result<uint64_t> {
         KVQ_ASSIGN_OR_RETURN(TypeSettings settings, existing_type(txn, keys, type));
-        return count_pending_by_time(txn, keys, type, settings, max_time, true, options.limit);
+        return count_pending_by_time(txn, keys, type, settings, max_time, true, options.limit,
+                                     options.max_priority);
       },
       options_.retry);
 }

@@ -115,9 +115,10 @@ struct RerunBatch {
 };
 
 // Reruns the first `batch` finished jobs of `type` that ended with `outcome`, stamping each
-// row's add_seq with the transaction's read version (as rerun does).
+// row's add_seq with the transaction's read version (as rerun does); `kick`: counting a kick on
+// each (rerun_some).
 Result<RerunBatch> rerun_batch(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                               Outcome outcome, size_t batch) {
+                               Outcome outcome, size_t batch, bool kick) {
   auto [begin, end] = keys.ended_with(type, outcome);
   // The index is read with snapshot, each row without: a job changed meanwhile
   // conflicts, and the retry sees what it is now.
@@ -148,6 +149,7 @@ Result<RerunBatch> rerun_batch(kv::Transaction& txn, const Keys& keys, std::stri
     }
     JobRow after = row_after_rerun(*before, {}, now);
     after.add_seq = version;
+    if (kick) ++after.kicks;
     KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, std::move(after)));
     ++b.rerun;
     b.ids.push_back(id);
@@ -200,7 +202,8 @@ Result<uint64_t> Jobs::rerun_all(std::string_view type, Outcome outcome) {
     KVQ_ASSIGN_OR_RETURN(RerunBatch done, kv::run(
                                               *store_,
                                               [&](kv::Transaction& txn) {
-                                                return rerun_batch(txn, keys, type, outcome, batch);
+                                                return rerun_batch(txn, keys, type, outcome, batch,
+                                                                   false);
                                               },
                                               options_.retry));
     rerun += done.rerun;
@@ -231,7 +234,7 @@ Result<uint64_t> Jobs::rerun_some(std::string_view type, Outcome outcome, size_t
                                  if (row && row->add_seq == tried->version) return *tried;
                                }
                              }
-                             auto batch = rerun_batch(txn, keys, type, outcome, most);
+                             auto batch = rerun_batch(txn, keys, type, outcome, most, true);
                              if (batch.ok()) tried = *batch;
                              return batch;
                            },

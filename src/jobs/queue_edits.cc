@@ -182,6 +182,7 @@ Result<uint64_t> Jobs::make_due(std::string_view type, size_t limit) {
           JobRow after = before;
           after.scheduled = now;
           after.add_seq = tried_version;
+          ++after.kicks;
           KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, entry.name, before, std::move(after)));
           tried.push_back(entry.name);
         }

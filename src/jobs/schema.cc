@@ -18,7 +18,8 @@ constexpr size_t kRowFieldsBeforeWorkerType = 18;
 constexpr size_t kRowFieldsBeforeOutcome = 19;
 constexpr size_t kRowFieldsBeforeGroup = 24;
 constexpr size_t kRowFieldsBeforeProtocol = 25;
-constexpr size_t kRowFields = 29;
+constexpr size_t kRowFieldsBeforeKicks = 29;
+constexpr size_t kRowFields = 30;
 constexpr size_t kErrorFields = 6;
 // Tuple has no double: a type's backoff factor and jitter are stored in millionths.
 constexpr double kMillionths = 1'000'000.0;
@@ -77,7 +78,8 @@ Result<std::vector<JobError>> decode_errors(const Tuple& t) {
 
 // Whether the row needs the fields the beanstalkd protocol brought (else it encodes as before).
 bool has_protocol_fields(const JobRow& r) {
-  return r.timeout || r.data_format != DataFormat::kJson || r.global_id || r.snoozes != 0;
+  return r.timeout || r.data_format != DataFormat::kJson || r.global_id || r.snoozes != 0 ||
+         r.kicks != 0;
 }
 
 bool is_text_or_null(const Element& e) { return e.is_string() || e.is_null(); }
@@ -138,6 +140,7 @@ std::string encode_row(const JobRow& r) {
     t.append(static_cast<int64_t>(r.data_format));
     t.append(r.global_id);
     t.append(static_cast<int64_t>(r.snoozes));
+    if (r.kicks != 0) t.append(static_cast<int64_t>(r.kicks));
   }
   return t.pack();
 }
@@ -145,9 +148,10 @@ std::string encode_row(const JobRow& r) {
 Result<JobRow> decode_row(std::string_view bytes) {
   KVQ_ASSIGN_OR_RETURN(Tuple t, Tuple::unpack(bytes));
   const bool known_size =
-      t.size() == kRowFields || t.size() == kRowFieldsBeforeProtocol ||
-      t.size() == kRowFieldsBeforeGroup || t.size() == kRowFieldsBeforeOutcome ||
-      t.size() == kRowFieldsBeforeWorkerType || t.size() == kRowFieldsBeforeLostRuns;
+      t.size() == kRowFields || t.size() == kRowFieldsBeforeKicks ||
+      t.size() == kRowFieldsBeforeProtocol || t.size() == kRowFieldsBeforeGroup ||
+      t.size() == kRowFieldsBeforeOutcome || t.size() == kRowFieldsBeforeWorkerType ||
+      t.size() == kRowFieldsBeforeLostRuns;
   if (!known_size || !t[0].is_int() || t[0].as_int() != kRowFormat) {
     return Internal("job row has an unknown format");
   }
@@ -162,11 +166,12 @@ Result<JobRow> decode_row(std::string_view bytes) {
         t[19].as_int() <= static_cast<int64_t>(Outcome::kCancelled) && is_text_or_null(t[20]) &&
         is_text_or_null(t[21]) && t[22].is_tuple() && t[23].is_int())) &&
       (t.size() != kRowFieldsBeforeProtocol || (t[24].is_string() && !t[24].as_string().empty())) &&
-      (t.size() != kRowFields ||
+      (t.size() < kRowFieldsBeforeKicks ||
        (t[24].is_string() && ((t[25].is_int() && t[25].as_int() > 0) || t[25].is_null()) &&
         t[26].is_int() && t[26].as_int() >= static_cast<int64_t>(DataFormat::kJson) &&
         t[26].as_int() <= static_cast<int64_t>(DataFormat::kBytes) && t[27].is_bool() &&
-        t[28].is_int() && t[28].as_int() >= 0));
+        t[28].is_int() && t[28].as_int() >= 0)) &&
+      (t.size() != kRowFields || (t[29].is_int() && t[29].as_int() > 0));
   if (!shaped) return Internal("job row has fields of the wrong kind");
   JobRow r;
   r.seq = static_cast<uint64_t>(t[1].as_int());
@@ -199,12 +204,13 @@ Result<JobRow> decode_row(std::string_view bytes) {
     r.outcome = implied_outcome(r);
   }
   if (t.size() >= kRowFieldsBeforeProtocol) r.group = t[24].as_string();
-  if (t.size() == kRowFields) {
+  if (t.size() >= kRowFieldsBeforeKicks) {
     if (t[25].is_int()) r.timeout = Millis(t[25].as_int());
     r.data_format = static_cast<DataFormat>(t[26].as_int());
     r.global_id = t[27].as_bool();
     r.snoozes = static_cast<uint32_t>(t[28].as_int());
   }
+  if (t.size() == kRowFields) r.kicks = static_cast<uint32_t>(t[29].as_int());
   return r;
 }
 

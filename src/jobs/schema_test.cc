@@ -398,6 +398,26 @@ TEST(SchemaTest, TheProtocolsFieldsRoundTripAndOlderRowsStillDecode) {
   EXPECT_FALSE(corrupt(28, int64_t{-1}));
 }
 
+TEST(SchemaTest, KicksRoundTripAsA30thFieldOnlyWhenNotZero) {
+  JobRow row;
+  row.scheduled = 5;
+  row.data = "{}";
+  row.kicks = 3;
+  const std::string bytes = encode_row(row);
+  auto t = Tuple::unpack(bytes);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->size(), 30u);
+  auto decoded = decode_row(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->kicks, 3u);
+  EXPECT_EQ(encode_row(*decoded), bytes);
+  decoded->kicks = 0;
+  EXPECT_EQ(Tuple::unpack(encode_row(*decoded))->size(), 16u) << "as before kicks existed";
+  Tuple zero;
+  for (size_t i = 0; i < t->size(); ++i) zero.append(i == 29 ? Element(int64_t{0}) : (*t)[i]);
+  EXPECT_FALSE(decode_row(zero.pack()).ok()) << "0 kicks are never written";
+}
+
 TEST(SchemaTest, AGroupRoundTripsAndARowWithoutOneEncodesAsBefore) {
   JobRow row;
   row.scheduled = 5;

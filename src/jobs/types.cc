@@ -106,8 +106,7 @@ Status Jobs::set_retry_policy(kv::Transaction& txn, std::string_view type,
                      [&](TypeSettings& settings) { settings.retry = policy; });
 }
 
-Result<bool> Jobs::ensure_type(std::string_view type, const TypeSettings& settings) {
-  KVQ_RETURN_IF_ERROR(validate_type(type));
+Result<std::string> new_type_row(const TypeSettings& settings) {
   if (settings.timeout.count() <= 0) return InvalidArgument("type timeout must be positive");
   if (settings.finished_retention && settings.finished_retention->count() <= 0)
     return InvalidArgument("finished retention must be positive");
@@ -127,7 +126,18 @@ Result<bool> Jobs::ensure_type(std::string_view type, const TypeSettings& settin
   created.max_lost_runs = settings.max_lost_runs;
   created.retry = settings.retry;
   created.max_running = settings.max_running;
-  const std::string value = encode_type(created);
+  return encode_type(created);
+}
+
+void create_type(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                 const std::string& row) {
+  txn.set(keys.timeout(type), row);
+  txn.set(keys.types_token(), util::random_hex(8));
+}
+
+Result<bool> Jobs::ensure_type(std::string_view type, const TypeSettings& settings) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  KVQ_ASSIGN_OR_RETURN(const std::string value, new_type_row(settings));
   // A try that wrote the row may have committed with its result unknown (kv.h): its retry
   // finds the row as it wrote it, and that creation was this call's.
   bool writing = false;
@@ -137,8 +147,7 @@ Result<bool> Jobs::ensure_type(std::string_view type, const TypeSettings& settin
         KVQ_ASSIGN_OR_RETURN(auto current, txn.get(impl_->keys.timeout(type)));
         if (current) return writing && *current == value;
         writing = true;
-        txn.set(impl_->keys.timeout(type), value);
-        txn.set(impl_->keys.types_token(), util::random_hex(8));
+        create_type(txn, impl_->keys, type, value);
         return true;
       },
       options_.retry);

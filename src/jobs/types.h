@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <string_view>
 
 #include "jobs/schema.h"
@@ -19,6 +20,14 @@ Status require_type(kv::Transaction& txn, const Keys& keys, std::string_view typ
 // commit's completion may call it).
 Status require_type(kv::Store& store, const Keys& keys, std::string_view type,
                     const kv::RetryOptions& retry);
+
+// The row (4, type) of a type made with `settings` (its timeout, retention, max_lost_runs, retry
+// policy and max_running; the others at their defaults), as ensure_type and an add with
+// AddOptions::create_type write it; kInvalidArgument naming a setting out of range.
+Result<std::string> new_type_row(const TypeSettings& settings);
+// Writes the row of a type that does not exist, and tells the activity monitors.
+void create_type(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                 const std::string& row);
 
 // Changes the settings of a type that exists (kNotFound otherwise), keeping the others; writes
 // its row (and tells the activity monitors) only when they change.

@@ -244,6 +244,19 @@ class BeanstalkProtocolTest(unittest.TestCase):
         self.assertEqual(stats["timeouts"], "1")
         self.assertEqual(other.cmd("delete %d" % jid), "DELETED")
 
+    def test_a_job_reserved_before_its_delay_ended_is_ready_once_its_ttr_runs_out(self):
+        # beanstalkd: a reserved job whose TTR runs out is ready at once, whatever delay it had.
+        c = self.conn()
+        jid = c.put(b"early", delay=300, ttr=2)
+        self.assertEqual(c.job("reserve-job %d" % jid), ("RESERVED", jid, b"early"))
+        other = self.conn(c.tube)
+        start = time.monotonic()
+        self.assertEqual(other.job("reserve-with-timeout %d" % (2 + 5)), ("RESERVED", jid, b"early"))
+        self.assertLess(time.monotonic() - start, 2 + TTR_SLACK)
+        self.assertEqual(other.yaml("stats-job %d" % jid)["timeouts"], "1")
+        self.assertEqual(other.cmd("release %d 0 0" % jid), "RELEASED")
+        self.assertEqual(other.yaml("stats-job %d" % jid)["state"], "ready")
+
     def test_touch_keeps_a_job_past_its_ttr(self):
         c = self.conn()
         jid = c.put(b"long", ttr=2)
@@ -355,6 +368,22 @@ class BeanstalkProtocolTest(unittest.TestCase):
         self.assertEqual(c.yaml("stats-job %d" % lone)["state"], "ready")
         del delayed
 
+    def test_every_kick_counts_in_the_jobs_kicks(self):
+        c = self.conn()
+        buried, delayed = c.put(b"b"), c.put(b"d", delay=300)
+        self.assertEqual(c.job("reserve")[1], buried)
+        self.assertEqual(c.cmd("bury %d 0" % buried), "BURIED")
+        self.assertEqual(c.cmd("kick 10"), "KICKED 1")
+        self.assertEqual(c.yaml("stats-job %d" % buried)["kicks"], "1")
+        self.assertEqual(c.job("reserve")[1], buried)
+        self.assertEqual(c.cmd("bury %d 0" % buried), "BURIED")
+        self.assertEqual(c.cmd("kick-job %d" % buried), "KICKED")
+        self.assertEqual(c.yaml("stats-job %d" % buried)["kicks"], "2")
+        self.assertEqual(c.cmd("kick 10"), "KICKED 1")  # no buried job left: the delayed one
+        stats = c.yaml("stats-job %d" % delayed)
+        self.assertEqual((stats["state"], stats["kicks"]), ("ready", "1"))
+        self.assertEqual(c.yaml("stats-job %d" % buried)["kicks"], "2")
+
     def test_kick_takes_as_many_buried_jobs_as_it_is_given(self):
         # More than one of kvq's rerun transactions takes (128): kick goes on until none is left.
         c = self.conn()
@@ -449,6 +478,19 @@ class BeanstalkProtocolTest(unittest.TestCase):
         self.assertIn(tube, c.yaml("list-tubes"))
         self.assertEqual(c.cmd("delete %d" % jid), "DELETED")
 
+    def test_a_tube_name_may_have_200_bytes(self):
+        tube = uniq("long")
+        tube += "x" * (200 - len(tube))
+        c = self.conn(tube)
+        jid = c.put(b"long name")
+        self.assertEqual(c.yaml("stats-job %d" % jid)["tube"], tube)
+        self.assertEqual(c.yaml("stats-tube " + tube)["current-jobs-ready"], "1")
+        self.assertIn(tube, c.yaml("list-tubes"))
+        self.assertEqual(c.job("reserve-with-timeout 5"), ("RESERVED", jid, b"long name"))
+        self.assertEqual(c.cmd("delete %d" % jid), "DELETED")
+        self.assertEqual(c.cmd("pause-tube %s 1" % tube), "PAUSED")  # a line of 213 bytes
+        self.assertEqual(c.cmd("use " + tube + "y"), "BAD_FORMAT")
+
     @unittest.skipUnless(ON_KVQ, "kvq's tubes are job types, reachable over HTTP")
     def test_a_tube_is_a_job_type_over_http(self):
         tube = "web+api/%d" % os.getpid()
@@ -460,6 +502,18 @@ class BeanstalkProtocolTest(unittest.TestCase):
         self.assertEqual(r.status, 200, r)
         self.assertEqual(r.json["state"], "pending")
         self.assertEqual(r.json["priority"], 0)
+
+    @unittest.skipUnless(ON_KVQ, "kvq's tubes are job types, which HTTP may delete")
+    def test_a_put_makes_its_tubes_type_again_once_deleted_over_http(self):
+        tube = uniq("tube")
+        c = self.conn(tube)
+        self.assertEqual(c.cmd("delete %d" % c.put()), "DELETED")
+        http = self.server.client()
+        r = http.delete("/v1/types/%s" % tube)
+        self.assertEqual(r.status, 200, r)
+        jid = c.put(b"again")
+        self.assertEqual(c.job("reserve-with-timeout 5"), ("RESERVED", jid, b"again"))
+        self.assertEqual(http.get("/v1/types/%s" % tube).json["max_attempts"], 1000000)
 
     def test_pause_tube_holds_reserves_until_it_ends(self):
         c = self.conn()
@@ -492,8 +546,23 @@ class BeanstalkProtocolTest(unittest.TestCase):
                     "pause-time-left": "0"}
         for key, value in expected.items():
             self.assertEqual(stats[key], value, key)
-        self.assertIn("current-jobs-urgent", stats)  # kvq: always 0 (docs/beanstalk.md)
         self.assertEqual(c.yaml("stats-tube " + uniq("never")), "NOT_FOUND")
+
+    def test_stats_count_ready_jobs_under_priority_1024_as_urgent(self):
+        c = self.conn()
+        reserved = c.put(pri=0)
+        self.assertEqual(c.job("reserve")[1], reserved)
+        buried = c.put(pri=0)
+        self.assertEqual(c.job("reserve")[1], buried)
+        self.assertEqual(c.cmd("bury %d 7" % buried), "BURIED")
+        for pri in (0, 1023, 1024, 5000):
+            c.put(pri=pri)
+        c.put(pri=1, delay=300)
+        stats = c.yaml("stats-tube " + c.tube)
+        self.assertEqual((stats["current-jobs-urgent"], stats["current-jobs-ready"]), ("2", "4"))
+        self.assertGreaterEqual(int(c.yaml("stats")["current-jobs-urgent"]), 2)
+        self.assertEqual(c.cmd("kick 1"), "KICKED 1")
+        self.assertEqual(c.yaml("stats-tube " + c.tube)["current-jobs-urgent"], "3")
 
     def test_stats_job_fields(self):
         c = self.conn()

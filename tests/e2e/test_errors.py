@@ -82,7 +82,7 @@ class NamedErrors(ServerTestCase):
             "accept count 101": lambda: c.post("/v1/accept/%s" % t, {"count": 101}),
             "bad type name (space)": lambda: c.post("/v1/jobs/%s" % q("bad type"),
                                                     {"id": "x", "data": {}}),
-            "65-byte type name": lambda: c.put("/v1/types/%s" % ("t" * 65), {"timeout": 1}),
+            "201-byte type name": lambda: c.put("/v1/types/%s" % ("t" * 201), {"timeout": 1}),
             "list limit 0": lambda: c.get("/v1/jobs/%s?limit=0" % t),
             "list limit 10001": lambda: c.get("/v1/jobs/%s?limit=10001" % t),
             "health_timeout below 0.1": lambda: c.post("/v1/workers/%s" % uniq("wt"),
@@ -93,7 +93,7 @@ class NamedErrors(ServerTestCase):
             with self.subTest(case=name):
                 self.assertStatus(call(), 400, "invalid_argument")
         self.assertUnchanged()
-        self.assertStatus(c.get("/v1/types/%s" % ("t" * 65)), 400, "invalid_argument")
+        self.assertStatus(c.get("/v1/types/%s" % ("t" * 201)), 400, "invalid_argument")
 
     def test_unknown_field(self):
         c, t = self.c, self.t

@@ -46,6 +46,16 @@ class HealthAndTypes(ServerTestCase):
         types = self.assertStatus(self.c.get("/v1/types"), 200)["types"]
         self.assertNotIn(t, [x["type"] for x in types])
 
+    def test_a_type_name_may_have_200_bytes(self):
+        t = uniq("long")
+        t += "t" * (200 - len(t))
+        self.assertStatus(self.c.put("/v1/types/%s" % t, {"timeout": 30}), 200)
+        jid = "i" * 256  # the longest id still fits a key with the longest type
+        self.assertStatus(self.c.add(t, jid), 200)
+        self.assertEqual(self.assertStatus(self.c.job(t, jid), 200)["state"], "pending")
+        self.assertStatus(self.c.put("/v1/types/%s" % (t + "t"), {"timeout": 30}), 400,
+                          "invalid_argument")
+
     def test_finished_retention_is_set_kept_by_a_timeout_change_and_cleared_with_null(self):
         t = uniq("retained")
         body = self.assertStatus(self.c.put("/v1/types/%s" % t,

@@ -276,8 +276,7 @@ $scenarios['bury_kick'] = function (string $tube): void {
     expect_fields(['state' => 'buried', 'buries' => 1, 'pri' => 5], job_stats($p, $one), 'stats-job of one');
     expect_fields(['current-jobs-buried' => 2, 'current-jobs-ready' => 1], tube_stats($p, $tube), 'stats-tube');
     expect_job($p->peekBuried(), $one, 'peek-buried');
-    // kvq keeps no kick count: its stats-job answers kicks 0 (docs/beanstalk.md, "Stats").
-    $kicks = KVQ ? 0 : 1;
+    $kicks = 1;
     $p->kickJob($two);
     expect_fields(['state' => 'ready', 'kicks' => $kicks], job_stats($p, $two), 'stats-job of two after kick-job');
     expect_throws(JobNotFoundException::class, fn () => $p->kickJob($three), 'kick-job of a ready job');

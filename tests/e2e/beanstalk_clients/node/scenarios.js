@@ -333,8 +333,7 @@ scenarios.bury_kick = async (name) => {
   expectFields({ 'current-jobs-buried': 2, 'current-jobs-ready': 1 }, await tubeStats(p, name),
                'stats-tube');
   expectJob(await p.peekBuried(), one, 'peek-buried');
-  // kvq keeps no kick count: its stats-job answers kicks 0 (docs/beanstalk.md, "Stats").
-  const kicks = server === 'kvq' ? 0 : 1;
+  const kicks = 1;
   await p.kickJob(two.id);
   expectFields({ state: 'ready', kicks }, await jobStats(p, two), 'stats-job of two after kick-job');
   await expectReply('NOT_FOUND', () => p.kickJob(three.id), 'kick-job of a ready job');
