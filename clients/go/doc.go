@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kvq is the Go client of kvq, a durable background-job system served over HTTP/JSON
 // by `kvq serve` (docs/http-api.md in the kvq repository is the contract this package follows).
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package kvq_test
 
 // Schedules, pause / resume, a type's flow-control settings and groups, against the real server.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package kvq_test
 
 // The tests run against a real `kvq serve` ($KVQ_BIN) that TestMain starts on a free port with a

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package kvq_test
 
 // Shutdown is tested on a real process: this test binary, re-run with KVQ_GO_HELPER=worker,

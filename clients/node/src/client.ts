@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /**
  * The kvq HTTP client: every route of docs/http-api.md as a Promise-returning method.
  *

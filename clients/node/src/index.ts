@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /**
  * kvq's TypeScript client: a {@link Client} for the HTTP API of `kvq serve`, a {@link Worker}
  * runner that runs handlers on jobs correctly (heartbeats, fencing, failures, graceful

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /**
  * The inline mode, for users' own unit tests: the same handlers, run in this process on jobs
  * kept in memory, with no server. Failures and retries follow the type's policy and show in

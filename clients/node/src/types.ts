@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /**
  * The JSON objects of the kvq HTTP API (docs/http-api.md), as the server sends them: field
  * names are the server's (snake_case), times are milliseconds since the Unix epoch unless a

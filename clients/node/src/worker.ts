@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /**
  * The worker runner: runs a handler per job type on the jobs a kvq server hands out, with the
  * heartbeats, fencing, failure reporting, shutdown and retries a correct worker needs.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SIGTERM/SIGINT handling of the Worker, in a real child process.
 
 import assert from 'node:assert/strict';

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvq: the Python client of kvq, a durable background-job system.
 
 - :class:`Client` — every call of kvq's HTTP API: types (with flow control: pause_type,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The kvq HTTP client: :class:`Client`, one method per route of docs/http-api.md."""
 
 import base64

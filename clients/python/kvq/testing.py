@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Inline mode, for your own unit tests: :class:`InlineClient` keeps jobs in memory, with
 the semantics of a kvq server, so a test runs its handlers in process without a server::
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The kvq worker runner: :class:`Worker` runs handlers on accepted jobs, and :class:`Job`
 is what a handler receives."""
 

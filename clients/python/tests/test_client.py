@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvq.Client against a real kvq serve: every call, and its errors."""
 
 import socket

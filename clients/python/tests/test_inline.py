@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Inline mode: kvq.testing.InlineClient runs handlers in process, without a server."""
 
 import threading

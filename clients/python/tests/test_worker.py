@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvq.Worker against a real kvq serve: one test per runner feature."""
 
 import collections

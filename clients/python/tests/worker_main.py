@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A worker process for the shutdown tests: python3 worker_main.py URL TYPE WORKER_ID GRACE MODE
 
 MODE "sleep:S": the handler works S seconds (stopping early if cancelled) and returns;
