@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	kvq "github.com/kvq/kvq/clients/go"
+	"github.com/kvq/kvq/clients/go/kvq"
 )
 
 var serverURL string
@@ -48,7 +48,7 @@ func kvqBin() (string, error) {
 	if bin := os.Getenv("KVQ_BIN"); bin != "" {
 		return bin, nil
 	}
-	bin, _ := filepath.Abs("../../build/release/src/cli/kvq")
+	bin, _ := filepath.Abs("../../../build/release/src/cli/kvq")
 	if _, err := os.Stat(bin); err != nil {
 		return "", fmt.Errorf("no kvq binary: set KVQ_BIN to the kvq binary (tried %s)", bin)
 	}

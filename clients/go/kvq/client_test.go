@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	kvq "github.com/kvq/kvq/clients/go"
+	"github.com/kvq/kvq/clients/go/kvq"
 )
 
 func TestNewClientRejectsABadURL(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	kvq "github.com/kvq/kvq/clients/go"
+	"github.com/kvq/kvq/clients/go/kvq"
 )
 
 func TestClientTypeFlowSettings(t *testing.T) {

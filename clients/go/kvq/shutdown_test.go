@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	kvq "github.com/kvq/kvq/clients/go"
+	"github.com/kvq/kvq/clients/go/kvq"
 )
 
 // helperWorker is the worker process: it serves $KVQ_TYPE at $KVQ_URL with concurrency 2.

@@ -10,7 +10,8 @@ import (
 )
 
 // RunWithSignals runs w until the process gets SIGTERM or SIGINT, then drains it as Run does
-// (running handlers get the worker's Grace, the rest are handed back) and returns Run's error.
+// (running handlers get the worker's Grace, the rest are handed back) and returns Run's error:
+// nil after a drain, so a program exits 0 after SIGTERM (`if err := ...; err != nil { log.Fatal(err) }`).
 // A second signal during the drain exits the process at once with status 2; jobs still held
 // then come back after their type's timeout (or at once, when the server declares the
 // registered worker dead), counted as lost runs.

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	kvq "github.com/kvq/kvq/clients/go"
+	"github.com/kvq/kvq/clients/go/kvq"
 )
 
 func TestFinishNextTakesTheNextJobThenNone(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"log"
 	"time"
 
-	kvq "github.com/kvq/kvq/clients/go"
+	"github.com/kvq/kvq/clients/go/kvq"
 )
 
 // A producer adds a job and awaits its result.

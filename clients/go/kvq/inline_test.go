@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	kvq "github.com/kvq/kvq/clients/go"
+	"github.com/kvq/kvq/clients/go/kvq"
 )
 
 // setUp is what an application would share between its worker and its tests.
