@@ -312,7 +312,8 @@ func (in *Inline) Add(ctx context.Context, typ, id string, data any, opts ...Add
 }
 
 // AddMany adds jobs as Client.AddMany does: all of them, or none if one is invalid.
-func (in *Inline) AddMany(ctx context.Context, typ string, jobs []NewJob, ifExists IfExists) (*AddManyResult, error) {
+func (in *Inline) AddMany(ctx context.Context, typ string, jobs []NewJob, opts ...AddManyOption) (*AddManyResult, error) {
+	ifExists := addManyOptionsOf(opts).ifExists
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for _, j := range jobs {

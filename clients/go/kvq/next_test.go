@@ -132,7 +132,7 @@ func TestWorkerSpendsOneRequestPerJobWhileBusy(t *testing.T) {
 	for i := range jobs {
 		jobs[i] = kvq.NewJob{ID: fmt.Sprintf("j%02d", i)}
 	}
-	if _, err := c.AddMany(ctx, typ, jobs, ""); err != nil {
+	if _, err := c.AddMany(ctx, typ, jobs); err != nil {
 		t.Fatal(err)
 	}
 	before := acceptRequests(t)

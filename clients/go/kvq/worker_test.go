@@ -232,7 +232,7 @@ func TestWorkerRunsConcurrencyJobsAtOnce(t *testing.T) {
 	for i := 0; i < jobs; i++ {
 		batch = append(batch, kvq.NewJob{ID: fmt.Sprintf("j%d", i)})
 	}
-	if _, err := c.AddMany(ctx, typ, batch, ""); err != nil {
+	if _, err := c.AddMany(ctx, typ, batch); err != nil {
 		t.Fatal(err)
 	}
 	began := time.Now()
