@@ -15,7 +15,7 @@ from . import errors
 from ._backoff import Backoff
 from .client import job_body
 
-__all__ = ["Worker", "Job"]
+__all__ = ["Worker", "Job", "JobError", "NoRetry", "RetryIn", "Snooze"]
 
 log = logging.getLogger("kvq.worker")
 
@@ -103,6 +103,46 @@ class Job:
             return True
 
 
+class JobError(Exception):
+    """Raised by a handler to fail the attempt with more than an exception says: ``kind``
+    and ``details`` (any JSON value, kept beside the stack) recorded with the message;
+    ``retry=False`` ends the job dead now; ``retry_in`` (seconds) retries after that long
+    instead of the type's backoff (the attempt still counts). Any other exception fails the
+    attempt with the type's policy."""
+
+    def __init__(self, message, *, kind=None, details=None, retry=True, retry_in=None):
+        super().__init__(message)
+        self.kind = kind
+        self.details = details
+        self.retry = retry
+        self.retry_in = retry_in
+
+
+class NoRetry(JobError):
+    """``raise kvq.NoRetry("bad input") from err``: the job ends dead at once (retrying will
+    not help)."""
+
+    def __init__(self, message, *, kind=None, details=None):
+        super().__init__(message, kind=kind, details=details, retry=False)
+
+
+class RetryIn(JobError):
+    """``raise kvq.RetryIn(60, "rate limited")``: the job is retried after ``seconds``
+    instead of its type's backoff; the attempt counts."""
+
+    def __init__(self, seconds, message, *, kind=None, details=None):
+        super().__init__(message, kind=kind, details=details, retry_in=seconds)
+
+
+class Snooze(Exception):
+    """``raise kvq.Snooze(30)``: hand the job back to run again after ``delay`` seconds,
+    neither counting this run as an attempt nor recording an error ("not now")."""
+
+    def __init__(self, delay=0.0):
+        super().__init__("snoozed for %s s" % delay)
+        self.delay = delay
+
+
 class _Stopped(Exception):
     """stop() was called while run() was still starting."""
 
@@ -110,7 +150,16 @@ class _Stopped(Exception):
 def _error_of(exc):
     kind = type(exc).__name__[:64] or "error"
     stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return {"message": str(exc) or kind, "kind": kind, "details": {"stack": stack}}
+    error = {"message": str(exc) or kind, "kind": kind, "details": {"stack": stack},
+             "retry": None, "retry_in": None}
+    if isinstance(exc, JobError):
+        if exc.kind:
+            error["kind"] = exc.kind[:64]
+        if exc.details is not None:
+            error["details"] = {"stack": stack, "details": exc.details}
+        error["retry"] = None if exc.retry else False
+        error["retry_in"] = exc.retry_in
+    return error
 
 
 class Worker:
@@ -411,11 +460,15 @@ class Worker:
             handler = self._handlers[job.type]
             try:
                 result = handler(job)
-            except Exception as exc:  # the handler failed: fail the job
+            except Exception as exc:  # the handler failed (or snoozed): end the run so
                 if job.cancelled.is_set() or not job._claim(_ENDING):
                     log.info("dropped %s/%s (%s)", job.type, job.id, job.cancel_reason)
                     return None
-                self._fail(job, _error_of(exc))
+                if isinstance(exc, Snooze):
+                    self._hand_back(job, exc.delay)
+                    job._state = _DONE
+                else:
+                    self._fail(job, _error_of(exc))
                 return None
             if job.cancelled.is_set() or not job._claim(_ENDING):
                 log.info("dropped %s/%s (%s)", job.type, job.id, job.cancel_reason)
@@ -494,7 +547,9 @@ class Worker:
             answer = self._retrying(
                 "fail %s/%s" % (job.type, job.id),
                 lambda: self.client.fail(job.type, job.id, job.lock, error["message"],
-                                         kind=error["kind"], details=error["details"]),
+                                         kind=error["kind"], details=error["details"],
+                                         retry=error.get("retry"),
+                                         retry_in=error.get("retry_in")),
                 self._give_up_after(job))
             if answer.get("dead"):
                 log.info("failed %s/%s: dead (%s)", job.type, job.id, error["message"])
@@ -508,13 +563,15 @@ class Worker:
         finally:
             job._state = _DONE
 
-    def _hand_back(self, job):
-        """Snooze a job we will not run: pending again at once, nothing counted."""
+    def _hand_back(self, job, delay=0):
+        """Snooze a job: pending again after ``delay`` seconds (a job we will not run: at
+        once), nothing counted."""
         try:
             self._retrying("hand back %s/%s" % (job.type, job.id),
-                           lambda: self.client.snooze(job.type, job.id, job.lock, delay=0),
+                           lambda: self.client.snooze(job.type, job.id, job.lock, delay=delay),
                            give_up_after=10)
-            log.info("handed back %s/%s", job.type, job.id)
+            log.info("handed back %s/%s%s", job.type, job.id,
+                     " for %s s" % delay if delay else "")
         except errors.Halted:
             pass
         except errors.KvqError as err:

@@ -138,6 +138,61 @@ class Runner(ServerTest):
         self.assertEqual(len(calls), 3)
         self.assertGreater(calls[1] - calls[0], 1.0)
 
+    def test_no_retry_ends_the_job_dead_at_its_first_failure(self):
+        t = self.new_type(max_attempts=5)
+        w = worker(self.client)
+
+        @w.handler(t)
+        def refuse(job):
+            raise kvq.NoRetry("no address", kind="BadInput", details={"field": "to"})
+
+        self.client.add(t, "e", {})
+        self.run_worker(w)
+        with self.assertRaises(kvq.JobDead) as cm:
+            self.client.result(t, "e", timeout=10)
+        job = cm.exception.job
+        self.assertEqual(job["attempts"], 1)
+        error = job["errors"][0]
+        self.assertEqual((error["kind"], error["message"], error["details"]["details"]),
+                         ("BadInput", "no address", {"field": "to"}))
+        self.assertIn("Traceback", error["details"]["stack"])
+
+    def test_retry_in_retries_after_that_long_instead_of_the_backoff(self):
+        t = self.new_type(max_attempts=5, backoff={"base": 3600, "jitter": 0})
+        w = worker(self.client)
+
+        @w.handler(t)
+        def limited(job):
+            if not job.data.get("again"):
+                self.client.update(t, job.id, job.lock, data={"again": True})
+                raise kvq.RetryIn(0.2, "rate limited")
+            return "ok"
+
+        self.client.add(t, "e", {})
+        self.run_worker(w)
+        self.assertEqual(self.client.result(t, "e", timeout=10), "ok")
+        job = self.client.get(t, "e")
+        self.assertEqual((job["attempts"], job["errors"][0]["message"]), (2, "rate limited"))
+
+    def test_snooze_hands_the_job_back_without_an_attempt_or_an_error(self):
+        t = self.new_type(max_attempts=1)
+        w = worker(self.client)
+        runs = []
+
+        @w.handler(t)
+        def not_now(job):
+            runs.append(time.monotonic())
+            if len(runs) == 1:
+                raise kvq.Snooze(0.3)
+            return "done"
+
+        self.client.add(t, "e", {})
+        self.run_worker(w)
+        self.assertEqual(self.client.result(t, "e", timeout=10), "done")
+        job = self.client.get(t, "e")
+        self.assertEqual((job["attempts"], job["errors"]), (1, []))
+        self.assertGreaterEqual(runs[1] - runs[0], 0.3)
+
     def test_a_result_that_is_not_json_fails_the_job(self):
         t = self.new_type(max_attempts=1)
         w = worker(self.client)
