@@ -119,8 +119,10 @@ class Client:
                 target += "?" + urllib.parse.urlencode(query)
         return target
 
-    def _request(self, method, path, body=None, query=None, timeout=None):
-        """One request; returns (status, parsed body or None) for 2xx, raises otherwise."""
+    def _request(self, method, path, body=None, query=None, timeout=None, on_connection=None):
+        """One request; returns (status, parsed body or None) for 2xx, raises otherwise.
+        ``on_connection(conn)`` is called with the connection once it is open, and with None
+        once it is closed (so another thread can cut a long poll short)."""
         headers = self._headers()
         data = None
         if body is not None:
@@ -132,6 +134,9 @@ class Client:
         conn = self._connection(self.timeout if timeout is None else timeout)
         try:
             try:
+                if on_connection is not None:
+                    conn.connect()
+                    on_connection(conn)
                 conn.request(method, self._target(path, query), body=data, headers=headers)
                 resp = conn.getresponse()
                 raw = resp.read()
@@ -140,6 +145,8 @@ class Client:
                                           % (method, path, self.url, err or type(err).__name__)) from err
         finally:
             conn.close()
+            if on_connection is not None:
+                on_connection(None)
         parsed = None
         if raw:
             try:
@@ -549,7 +556,7 @@ class Client:
 
     # -- workers' job calls ------------------------------------------------------------
     def accept(self, type, count=1, timeout=0, *, worker=None, worker_type=None,
-               max_priority=None, max_scheduled_time=None):
+               max_priority=None, max_scheduled_time=None, _on_connection=None):
         """Take up to ``count`` (1-100) due jobs, waiting up to ``timeout`` seconds (at most
         300) for the first. Returns a list of ``{"type", "id", "lock", "data"}`` (empty if
         none became due in time). Most programs use :class:`kvq.Worker` instead."""
@@ -557,7 +564,8 @@ class Client:
                               worker_type=worker_type, max_priority=max_priority,
                               max_scheduled_time=max_scheduled_time)
         status, answer = self._request("POST", "/v1/accept/" + _q(type), body,
-                                       timeout=timeout + self.timeout)
+                                       timeout=timeout + self.timeout,
+                                       on_connection=_on_connection)
         return answer["jobs"] if status == 200 and answer else []
 
     def accept_any(self, types, timeout=0, *, worker=None, worker_type=None, max_priority=None,

@@ -13,7 +13,7 @@ import traceback
 
 from . import errors
 from ._backoff import Backoff
-from .client import job_body
+from .client import Client, job_body
 
 __all__ = ["Worker", "Job", "JobError", "NoRetry", "RetryIn", "Snooze"]
 
@@ -197,7 +197,7 @@ class Worker:
             dead.
         grace: seconds running handlers get to finish on shutdown.
         poll_timeout: seconds one accept long-polls (with several types: at most 1 s each,
-            in turn). A shutdown waits for the accept under way, so keep it modest.
+            in turn). A shutdown cuts the accept under way short, so an idle worker stops at once.
         heartbeat_fraction: how often running jobs are heartbeated, as a fraction of their
             type's timeout.
         register: whether to register with the workers layer (default True).
@@ -231,6 +231,8 @@ class Worker:
         self._inflight = set()    # Jobs whose handler or ending is under way
         self._stopping = threading.Event()
         self._hard_exit = threading.Event()
+        self._poll_mu = threading.RLock()  # stop() may run in a signal handler
+        self._poll_conn = None  # the connection of the accept under way, cut short by stop()
         self._threads_stop = threading.Event()
         self._beat_kick = threading.Event()  # wakes the heartbeat thread: a new job, or stop
         self._token = None
@@ -304,6 +306,26 @@ class Worker:
         self._stopping.set()
         with self._cond:
             self._cond.notify_all()
+        self._cut_poll()
+
+    def _cut_poll(self):
+        # An idle worker's accept long-polls for up to poll_timeout: shutting its socket
+        # down ends it now. The server then takes no job for it (a job it handed out in that
+        # instant comes back when the worker unregisters).
+        with self._poll_mu:
+            conn = self._poll_conn
+            sock = conn.sock if conn is not None else None
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def _set_poll_conn(self, conn):
+        with self._poll_mu:
+            self._poll_conn = conn
+        if conn is not None and self._stopping.is_set():
+            self._cut_poll()
 
     def drain(self, max_jobs=None, run_scheduled=False):
         """Run due jobs one at a time in this thread, until none is due (or ``max_jobs``
@@ -425,11 +447,15 @@ class Worker:
             t = types[turn % len(types)]
             turn += 1
             wait = self.poll_timeout if len(types) == 1 else min(1.0, self.poll_timeout)
+            cut = {"_on_connection": self._set_poll_conn} if isinstance(
+                self.client, Client) else {}
             try:
                 jobs = self.client.accept(
                     t, count=min(free, 100), timeout=wait, worker=self.worker_id,
-                    worker_type=self.worker_type if self._token is not None else None)
+                    worker_type=self.worker_type if self._token is not None else None, **cut)
             except errors.KvqError as err:
+                if self._stopping.is_set():
+                    break
                 if not (err.retryable or isinstance(err, errors.NotFound)):
                     raise
                 delay = backoff.next()

@@ -456,6 +456,39 @@ class Shutdown(ServerTest):
         # and it is accepted again at once
         self.assertEqual([j["id"] for j in self.client.accept(t, timeout=1)], ["slow"])
 
+    def test_sigterm_stops_an_idle_worker_at_once(self):
+        t = self.new_type(timeout=60)
+        p = subprocess.Popen([sys.executable, WORKER_MAIN, self.server.url, t, "w-idle", "5",
+                              "idle:30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        line = p.stdout.readline()
+        self.assertEqual(line, "polling\n", p.stderr.read() if not line else line)
+        started = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=20)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertLess(time.monotonic() - started, 2.5, err)  # not the 30 s of its poll
+        self.assertIn("unregistered", err)
+        # the cut accept took no job: one added now is pending, for the next worker
+        self.client.add(t, "after")
+        self.assertEqual([j["id"] for j in self.client.accept(t, timeout=1)], ["after"])
+
+    def test_stop_ends_an_idle_workers_long_poll_at_once(self):
+        t = self.new_type()
+        w = worker(self.client, poll_timeout=30)
+        w.register(t, lambda job: None)
+        polling = threading.Event()
+        set_poll_conn = w._set_poll_conn
+        w._set_poll_conn = lambda conn: (set_poll_conn(conn), conn and polling.set())
+        th = threading.Thread(target=w.run, daemon=True)
+        th.start()
+        self.assertTrue(polling.wait(10), "the worker never polled")
+        started = time.monotonic()
+        w.stop()
+        th.join(10)
+        self.assertFalse(th.is_alive())
+        self.assertLess(time.monotonic() - started, 2)
+
     def test_sigterm_lets_a_handler_finish_within_the_grace(self):
         t = self.new_type(timeout=60)
         self.client.add(t, "quick")
