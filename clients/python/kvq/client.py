@@ -56,6 +56,9 @@ def job_body(job):
     return base64.b64decode(job.get("body_base64") or "")
 
 
+_COUNTS = ("pending", "scheduled", "running", "finished", "dead", "cancelled")
+
+
 def _accept_fields(body, **fields):
     for key, value in fields.items():
         if value is not None:
@@ -305,6 +308,23 @@ class Client:
         """How many due pending jobs the type has (counted up to ``limit``)."""
         return self._request("GET", "/v1/types/%s/pending" % _q(type),
                              query={"limit": limit})[1]["pending"]
+
+    def stats(self):
+        """The server's counters and counts in one read-only call (``GET /v1/stats``):
+        ``{"time", "accepts", "finishes", "types": [...], "worker_types": [...]}``, each type
+        with its settings and its ``pending``, ``scheduled``, ``running``, ``finished``,
+        ``dead`` and ``cancelled`` counts (each counted up to 100,000)."""
+        return self._request("GET", "/v1/stats")[1]
+
+    def counts(self, type):
+        """How many jobs of ``type`` are in each state: ``{"pending", "scheduled",
+        "running", "finished", "dead", "cancelled"}`` (``pending`` includes ``scheduled``,
+        ``finished`` includes ``dead`` and ``cancelled``), from :meth:`stats`. Raises
+        :class:`kvq.NotFound` for a type without a timeout."""
+        for t in self.stats()["types"]:
+            if t["type"] == type:
+                return {k: t.get(k, 0) for k in _COUNTS}
+        raise errors.NotFound("type %s does not exist" % type, status=404, code="not_found")
 
     # -- producing ---------------------------------------------------------------------
     def add(self, type, id, data=None, *, priority=None, scheduled_time=None, if_exists=None,

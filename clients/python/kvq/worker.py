@@ -254,9 +254,11 @@ class Worker:
         return lambda fn: self.register(type, fn)
 
     # -- running -----------------------------------------------------------------------
-    def run(self):
+    def run(self, burst=False):
         """Register, then accept and run jobs until :meth:`stop` (or SIGTERM / SIGINT);
-        then drain as the class describes and return. Raises :class:`kvq.NotFound` at once
+        then drain as the class describes and return. With ``burst``, it also stops once
+        no job of its types is due and none is running (RQ's ``--burst``): for scripts and
+        tests; jobs scheduled later (a retry's backoff) are left for another run. Raises :class:`kvq.NotFound` at once
         if a handler's type does not exist, and any error that retrying cannot cure
         (:class:`kvq.Unauthorized`, ...)."""
         if not self._handlers:
@@ -279,7 +281,7 @@ class Worker:
                          self.worker_type, getattr(self.client, "url", "inline"))
                 threads.append(self._start_thread(self._membership_loop, "membership"))
             threads.append(self._start_thread(self._heartbeat_loop, "heartbeat"))
-            self._accept_loop()
+            self._accept_loop(burst)
             self._drain_on_stop()
         except _Stopped:  # stopped before it could start
             pass
@@ -434,19 +436,27 @@ class Worker:
                 log.warning("reading type %s: %s (keeping its timeout)", type, err)
         return max(0.05, timeout * self.heartbeat_fraction)
 
-    def _accept_loop(self):
+    def _accept_loop(self, burst=False):
         types = list(self._handlers)
         backoff = Backoff(base=0.2, cap=10.0)
         turn = 0
+        empty = set()  # burst: the types whose last accept, with nothing running, was empty
         while not self._stopping.is_set():
             with self._cond:
                 free = self.concurrency - len(self._inflight)
                 if free <= 0:
                     self._cond.wait(1.0)
                     continue
+                idle = not self._inflight
+            if burst and idle and len(empty) == len(types):
+                log.info("burst: no job due and none running: stopping")
+                self.stop()
+                break
             t = types[turn % len(types)]
             turn += 1
             wait = self.poll_timeout if len(types) == 1 else min(1.0, self.poll_timeout)
+            if burst:
+                wait = 0 if idle else min(0.2, wait)
             cut = {"_on_connection": self._set_poll_conn} if isinstance(
                 self.client, Client) else {}
             try:
@@ -463,6 +473,10 @@ class Worker:
                 self._stopping.wait(delay)
                 continue
             backoff.reset()
+            if burst and (jobs or not idle):
+                empty.clear()
+            elif burst:
+                empty.add(t)
             beat_every = self._beat_every(t) if jobs else None
             for raw in jobs:
                 job = Job(self, raw, beat_every)

@@ -256,6 +256,33 @@ class Runner(ServerTest):
                          10, message="the job to run again")
         self.assertEqual(job["errors"][0]["kind"], "worker_lost")
 
+    def test_burst_runs_the_due_jobs_then_returns(self):
+        t, other = self.new_type(), self.new_type()
+        w = worker(self.client, concurrency=2, poll_timeout=30)
+        ran = []
+        w.register(t, lambda job: ran.append(job.id) or job.id)
+        w.register(other, lambda job: ran.append(job.id))
+        for i in range(5):
+            self.client.add(t, "j%d" % i)
+        self.client.add(other, "o")
+        self.client.add(t, "later", scheduled_time=int(time.time() * 1000) + 3600000)
+        started = time.monotonic()
+        w.run(burst=True)
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertEqual(sorted(ran), ["j0", "j1", "j2", "j3", "j4", "o"])
+        self.assertEqual(self.client.counts(t),
+                         {"pending": 1, "scheduled": 1, "running": 0, "finished": 5, "dead": 0,
+                          "cancelled": 0})
+        self.assertNotIn(w.worker_id, [x["id"] for x in self.client.list_workers("python")["workers"]])
+
+    def test_burst_with_nothing_due_returns_at_once(self):
+        t = self.new_type()
+        w = worker(self.client, poll_timeout=30)
+        w.register(t, lambda job: None)
+        started = time.monotonic()
+        w.run(burst=True)
+        self.assertLess(time.monotonic() - started, 5)
+
     def test_a_missing_type_fails_run_at_once(self):
         w = worker(self.client)
         w.register(uniq("nosuch"), lambda job: None)
