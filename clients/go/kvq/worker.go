@@ -43,6 +43,10 @@ type WorkerOptions struct {
 	HeartbeatInterval time.Duration
 	// Info is the registration's info (default: host, pid, types and "client": "go").
 	Info any
+	// Burst makes Run return, draining as on a cancel, once no job of its types is due and
+	// none is running (RQ's --burst): for scripts and tests. Jobs scheduled later (a retry's
+	// backoff) are left for another run.
+	Burst bool
 	// Logger receives what the worker does on its own: errors it survives, fencing, shutdown
 	// (default: standard error, prefixed "kvq worker: ").
 	Logger *log.Logger
@@ -199,6 +203,7 @@ func (w *Worker) acceptLoop(ctx context.Context, types []string, settings map[st
 	handlersRunning, held *sync.WaitGroup) {
 	slots := make(chan struct{}, w.o.Concurrency) // a token per busy slot
 	failures := 0
+	empty := map[string]bool{} // Burst: the types whose last accept, with none running, was empty
 	for turn := 0; ; turn++ {
 		select {
 		case slots <- struct{}{}:
@@ -215,10 +220,20 @@ func (w *Worker) acceptLoop(ctx context.Context, types []string, settings map[st
 				break more
 			}
 		}
+		idle := len(slots) == n // no run holds a slot
+		if w.o.Burst && idle && len(empty) == len(types) {
+			w.o.Logger.Printf("burst: no job due and none running: stopping")
+			return
+		}
 		typ := types[turn%len(types)]
 		poll := w.o.PollTimeout
 		if len(types) > 1 && poll > time.Second {
 			poll = time.Second
+		}
+		if w.o.Burst && idle {
+			poll = 0
+		} else if w.o.Burst && poll > 200*time.Millisecond {
+			poll = 200 * time.Millisecond
 		}
 		jobs, err := w.c.Accept(ctx, typ, AcceptOptions{Timeout: poll, Count: n, Worker: w.o.ID,
 			WorkerType: w.o.WorkerType})
@@ -235,6 +250,11 @@ func (w *Worker) acceptLoop(ctx context.Context, types []string, settings map[st
 			continue
 		}
 		failures = 0
+		if w.o.Burst && (len(jobs) > 0 || !idle) {
+			empty = map[string]bool{}
+		} else if w.o.Burst {
+			empty[typ] = true
+		}
 		more := &moreJobs{ctx: ctx, types: types, settings: settings, held: held}
 		for i := range jobs {
 			w.start(jobs[i], more, slots, handlersRunning)

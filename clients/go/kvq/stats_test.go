@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package kvq_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvq/kvq/clients/go/kvq"
+)
+
+func TestCountsAndStats(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t, 20*time.Second)
+	typ := newType(t, c, kvq.TypeConfig{Timeout: 30 * time.Second})
+	for _, id := range []string{"a", "b"} {
+		if _, err := c.Add(ctx, typ, id, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Add(ctx, typ, "later", nil, kvq.After(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := c.Accept(ctx, typ, kvq.AcceptOptions{})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("accept: %v, %v", jobs, err)
+	}
+	if err := c.Finish(ctx, typ, jobs[0].ID, jobs[0].Lock, nil); err != nil {
+		t.Fatal(err)
+	}
+	if jobs, err = c.Accept(ctx, typ, kvq.AcceptOptions{}); err != nil || len(jobs) != 1 {
+		t.Fatalf("accept: %v, %v", jobs, err)
+	}
+	got, err := c.Counts(ctx, typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := kvq.Counts{Pending: 1, Scheduled: 1, Running: 1, Finished: 1}
+	if *got != want {
+		t.Errorf("Counts = %+v, want %+v", *got, want)
+	}
+	s, err := c.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Accepts < 2 || s.Time.Time().IsZero() || len(s.Types) == 0 {
+		t.Errorf("Stats = %+v", s)
+	}
+	if _, err := c.Counts(ctx, uniq("missing")); !kvq.IsNotFound(err) {
+		t.Errorf("Counts of a missing type: %v, want not_found", err)
+	}
+}
+
+func TestBurstRunsTheDueJobsThenReturns(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t, 30*time.Second)
+	typ := newType(t, c, kvq.TypeConfig{Timeout: 30 * time.Second})
+	other := newType(t, c, kvq.TypeConfig{Timeout: 30 * time.Second})
+	for _, id := range []string{"j0", "j1", "j2", "j3", "j4"} {
+		if _, err := c.Add(ctx, typ, id, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Add(ctx, other, "o", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Add(ctx, typ, "later", nil, kvq.After(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var ran []string
+	handler := func(ctx context.Context, job *kvq.Job) (any, error) {
+		mu.Lock()
+		ran = append(ran, job.ID)
+		mu.Unlock()
+		return nil, nil
+	}
+	w := newWorker(t, c, kvq.WorkerOptions{Concurrency: 2, PollTimeout: 30 * time.Second, Burst: true})
+	w.Handle(typ, handler)
+	w.Handle(other, handler)
+	started := time.Now()
+	if err := w.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(started); d > 10*time.Second {
+		t.Errorf("Run with Burst took %v", d)
+	}
+	sort.Strings(ran)
+	if want := "[j0 j1 j2 j3 j4 o]"; fmt.Sprint(ran) != want {
+		t.Errorf("ran %v, want %s", ran, want)
+	}
+	got, err := c.Counts(ctx, typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (kvq.Counts{Pending: 1, Scheduled: 1, Finished: 5}); *got != want {
+		t.Errorf("Counts = %+v, want %+v", *got, want)
+	}
+}
