@@ -27,12 +27,13 @@ export type {
 export { KvqError, JobFailedError } from './errors';
 export type { JobErrorRecord } from './errors';
 export { Worker, ShutdownError } from './worker';
-export type { Handler, JobContext, Logger, WorkerOptions } from './worker';
+export type { Handler, JobContext, Logger, WorkerEvents, WorkerOptions } from './worker';
 export { InlineClient } from './inline';
 export type { DrainOptions, InlineOptions } from './inline';
 export type {
   AcceptedJob,
   Backoff,
+  Counts,
   GroupInfo,
   Job,
   JobEvent,
@@ -43,7 +44,9 @@ export type {
   RateLimit,
   Schedule,
   ScheduleSettings,
+  Stats,
   TypeInfo,
+  TypeStats,
   TypeSettings,
   WorkerInfo,
 } from './types';
