@@ -25,11 +25,11 @@ type WorkerOptions struct {
 	// Concurrency is how many handlers run at once (default 1); one accept takes up to as many
 	// jobs as there are free slots (at most 100).
 	Concurrency int
-	// PollTimeout is how long one accept waits for a job (default 30 s, at most 5 minutes). With
+	// PollTimeout is how long one accept waits for a job (default 10 s, at most 5 minutes). With
 	// several types, each accept waits at most 1 s before the next type's turn.
 	PollTimeout time.Duration
 	// Grace is how long a stopping worker lets running handlers finish before it cancels them
-	// and hands their jobs back (default 20 s; negative: hand back at once).
+	// and hands their jobs back (default 10 s; negative: hand back at once).
 	Grace time.Duration
 	// HealthTimeout is the registration's health timeout (default 10 s): the server declares the
 	// worker dead, and its jobs come back at once, after this long without a heartbeat. The
@@ -73,6 +73,15 @@ type Worker struct {
 	runs     map[*run]struct{}
 }
 
+// The defaults of WorkerOptions, the same in the Python and TypeScript clients (the table in
+// docs/clients.md). A running job is heartbeated every third of its type's timeout.
+const (
+	DefaultConcurrency   = 1
+	DefaultPollTimeout   = 10 * time.Second
+	DefaultGrace         = 10 * time.Second
+	DefaultHealthTimeout = 10 * time.Second
+)
+
 // NewWorker returns a worker that uses c. Add handlers with Handle, then call Run.
 func NewWorker(c *Client, o WorkerOptions) *Worker {
 	if o.ID == "" {
@@ -82,19 +91,19 @@ func NewWorker(c *Client, o WorkerOptions) *Worker {
 		o.WorkerType = "go"
 	}
 	if o.Concurrency <= 0 {
-		o.Concurrency = 1
+		o.Concurrency = DefaultConcurrency
 	}
 	if o.PollTimeout <= 0 {
-		o.PollTimeout = 30 * time.Second
+		o.PollTimeout = DefaultPollTimeout
 	}
 	if o.PollTimeout > 300*time.Second {
 		o.PollTimeout = 300 * time.Second
 	}
 	if o.Grace == 0 {
-		o.Grace = 20 * time.Second
+		o.Grace = DefaultGrace
 	}
 	if o.HealthTimeout <= 0 {
-		o.HealthTimeout = 10 * time.Second
+		o.HealthTimeout = DefaultHealthTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = log.New(os.Stderr, "kvq worker: ", log.LstdFlags)

@@ -26,7 +26,7 @@ export type {
 } from './client';
 export { KvqError, JobFailedError } from './errors';
 export type { JobErrorRecord } from './errors';
-export { Worker, ShutdownError } from './worker';
+export { Worker, ShutdownError, workerDefaults } from './worker';
 export type { Handler, JobContext, Logger, WorkerEvents, WorkerOptions } from './worker';
 export { InlineClient } from './inline';
 export type { DrainOptions, InlineOptions } from './inline';

@@ -65,13 +65,20 @@ export class ShutdownError extends Error {
 /** A log line of the worker: what happened, and the error if one did. */
 export type Logger = (level: 'info' | 'warn' | 'error', message: string, error?: unknown) => void;
 
+/**
+ * The defaults of {@link WorkerOptions}, the same in the Python and Go clients (the table in
+ * docs/clients.md): seconds, but `concurrency`. A running job is heartbeated every third of its
+ * type's timeout.
+ */
+export const workerDefaults = Object.freeze({ concurrency: 1, pollTimeout: 10, grace: 10, healthTimeout: 10 });
+
 /** How to build a {@link Worker}. */
 export interface WorkerOptions<Data = any, Result = unknown> {
   /** The handler of each job type: the worker serves exactly these types. */
   handlers: Record<string, Handler<Data, Result>>;
   /** A client, or how to make one (default: `KVQ_URL` / `KVQ_TOKEN`, else localhost:7411). */
   client?: Client | ClientOptions | string;
-  /** Handlers running at once, over all types (default 4). */
+  /** Handlers running at once, over all types (default 1). */
   concurrency?: number;
   /** This worker's id (default `hostname-pid-random`). */
   id?: string;
@@ -86,7 +93,11 @@ export interface WorkerOptions<Data = any, Result = unknown> {
   healthTimeout?: number;
   /** Anything to register with (shown by `GET /v1/workers/{wtype}`). */
   info?: unknown;
-  /** Seconds an accept long-polls for a job (default 5; a stop waits for it to end). */
+  /**
+   * Seconds an accept long-polls for a job (default 10). A stop cuts it short when the worker
+   * is registered (a job handed out in that instant comes back when it unregisters); an
+   * unregistered worker's stop waits for it.
+   */
   pollTimeout?: number;
   /**
    * Stop once no job of its types is due and none is running (RQ's `--burst`): `run()` then
@@ -204,19 +215,19 @@ export class Worker<Data = any, Result = unknown> extends EventEmitter {
     const c = options.client;
     this.client = c instanceof Client ? c : new Client(c ?? {});
     this.handlers = { ...options.handlers };
-    this.concurrency = options.concurrency ?? 4;
+    this.concurrency = options.concurrency ?? workerDefaults.concurrency;
     if (!Number.isInteger(this.concurrency) || this.concurrency < 1) {
       throw new Error(`kvq Worker: concurrency must be a positive integer, not ${options.concurrency}`);
     }
     this.id = options.id ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
     this.workerType = options.workerType ?? 'node';
     this.register = options.register ?? true;
-    this.healthTimeout = options.healthTimeout ?? 10;
+    this.healthTimeout = options.healthTimeout ?? workerDefaults.healthTimeout;
     this.info = options.info;
-    this.pollTimeout = options.pollTimeout ?? 5;
+    this.pollTimeout = options.pollTimeout ?? workerDefaults.pollTimeout;
     this.burst = options.burst ?? false;
     this.heartbeatOverride = options.heartbeatInterval;
-    this.grace = options.grace ?? 10;
+    this.grace = options.grace ?? workerDefaults.grace;
     this.handleSignals = options.handleSignals ?? true;
     this.retry = { attempts: Infinity, baseMs: 200, capMs: 10000, ...options.retry };
     this.log = options.log ?? defaultLog;
@@ -413,9 +424,11 @@ export class Worker<Data = any, Result = unknown> extends EventEmitter {
       let jobs: AcceptedJob[];
       const idle = this.runs.size === 0;
       try {
-        // Not aborted by stop: a dropped answer would leave its jobs taken until they time
-        // out. The stop waits for it instead, and hands back what it brings.
+        // A registered worker's stop aborts it: a job the server handed out as the answer was
+        // dropped comes back when the worker unregisters. An unregistered one's would stay
+        // taken until it timed out, so its stop waits, and hands back what it brings.
         jobs = await this.client.accept(type, {
+          ...(this.register ? { signal: this.stopController.signal } : {}),
           timeout: !this.burst ? this.pollTimeout : idle ? 0 : Math.min(0.2, this.pollTimeout),
           count: n,
           ...(this.register ? { worker: this.id, workerType: this.workerType } : {}),
@@ -424,6 +437,7 @@ export class Worker<Data = any, Result = unknown> extends EventEmitter {
         failures = 0;
       } catch (err) {
         this.release(n);
+        if (this.stopping) break;
         if (err instanceof KvqError && err.code === 'not_found') {
           this.fatal = new KvqError(404, 'not_found', `kvq Worker: job type '${type}' no longer exists`);
           void this.stop();

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { Client, KvqError, Worker, type AcceptedJob } from '../src/index';
+import { Client, KvqError, Worker, workerDefaults, type AcceptedJob } from '../src/index';
 import { KvqServer, memoryLog, uniq } from './support';
 
 let server: KvqServer;
@@ -94,4 +94,23 @@ test('the package loads as an ES module and as CommonJS, with the same classes',
   const r = spawnSync(process.execPath, ['--input-type=module', '-e', probe], { cwd: root, encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(JSON.parse(r.stdout), ['function', true, true]);
+});
+
+test('the worker defaults are the clients\' one set (docs/clients.md)', () => {
+  assert.deepEqual({ ...workerDefaults }, { concurrency: 1, pollTimeout: 10, grace: 10, healthTimeout: 10 });
+});
+
+test('stop ends an idle registered worker\'s long poll at once', async () => {
+  const type = uniq('idle');
+  await kvq.putType(type, { timeout: 30 });
+  const w = new Worker({ client: new Client({ url: server.url }), handlers: { [type]: () => null },
+    pollTimeout: 30, handleSignals: false, log: memoryLog().log });
+  const running = w.run();
+  await new Promise((r) => setTimeout(r, 300)); // registered and polling
+  const t0 = Date.now();
+  await w.stop();
+  await running;
+  assert.ok(Date.now() - t0 < 3000, `stopped in ${Date.now() - t0} ms`);
+  await kvq.add(type, 'after');
+  assert.deepEqual((await kvq.accept(type, { timeout: 1 })).map((j) => j.id), ['after'], 'the cut accept took no job');
 });

@@ -207,7 +207,7 @@ class Worker:
     """
 
     def __init__(self, client, *, concurrency=1, worker_id=None, worker_type="python",
-                 health_timeout=10.0, grace=30.0, poll_timeout=10.0, heartbeat_fraction=0.25,
+                 health_timeout=10.0, grace=10.0, poll_timeout=10.0, heartbeat_fraction=1 / 3,
                  register=True, handle_signals=True, info=None):
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1, not %r" % (concurrency,))

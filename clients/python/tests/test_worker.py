@@ -290,6 +290,16 @@ class Runner(ServerTest):
             w.run()
 
 
+class Defaults(unittest.TestCase):
+
+    def test_the_worker_defaults_are_the_clients_one_set(self):
+        # docs/clients.md: the same in the Go and TypeScript clients
+        w = kvq.Worker(kvq.Client("http://127.0.0.1:1"))
+        self.assertEqual((w.concurrency, w.poll_timeout, w.grace, w.health_timeout),
+                         (1, 10, 10, 10))
+        self.assertAlmostEqual(w.heartbeat_fraction, 1 / 3)
+
+
 class Retries(unittest.TestCase):
 
     def test_network_errors_are_retried_until_the_server_is_back(self):
