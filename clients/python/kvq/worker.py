@@ -2,6 +2,8 @@
 """The kvq worker runner: :class:`Worker` runs handlers on accepted jobs, and :class:`Job`
 is what a handler receives."""
 
+from __future__ import annotations
+
 import itertools
 import logging
 import os
@@ -10,6 +12,7 @@ import socket
 import threading
 import time
 import traceback
+from typing import Any, Callable, Optional
 
 from . import errors
 from ._backoff import Backoff
@@ -18,6 +21,9 @@ from .client import Client, job_body
 __all__ = ["Worker", "Job", "JobError", "NoRetry", "RetryIn", "Snooze"]
 
 log = logging.getLogger("kvq.worker")
+
+#: A handler: called with the running :class:`Job`; its return value (JSON) is the result.
+Handler = Callable[["Job"], Any]
 
 # A Job's life in the runner: RUNNING (the handler runs) -> ENDING (its finish or fail is
 # being sent) -> DONE; or RUNNING -> HANDED_BACK (snoozed at shutdown) or FENCED (the
@@ -60,7 +66,7 @@ class Job:
     def __repr__(self):
         return "<kvq.Job %s/%s>" % (self.type, self.id)
 
-    def progress(self, value):
+    def progress(self, value: Any) -> None:
         """Report progress (any JSON value; the job's ``progress``). Each call is one
         ``update``, which is also a heartbeat. Raises :class:`kvq.Halted` (and sets
         ``cancelled``) if the job is no longer this worker's; a network error or 503 is
@@ -78,7 +84,7 @@ class Job:
             return
         self._next_beat = time.monotonic() + self._beat_every
 
-    def check(self):
+    def check(self) -> None:
         """Raise :class:`kvq.Halted` if ``cancelled`` is set: call it between steps of a
         long handler to stop as soon as the job is no longer this worker's."""
         if self.cancelled.is_set():
@@ -206,9 +212,11 @@ class Worker:
         info: a JSON object shown in the worker's registration (default ``{"pid": PID}``).
     """
 
-    def __init__(self, client, *, concurrency=1, worker_id=None, worker_type="python",
-                 health_timeout=10.0, grace=10.0, poll_timeout=10.0, heartbeat_fraction=1 / 3,
-                 register=True, handle_signals=True, info=None):
+    def __init__(self, client: Any, *, concurrency: int = 1, worker_id: Optional[str] = None,
+                 worker_type: str = "python", health_timeout: float = 10.0, grace: float = 10.0,
+                 poll_timeout: float = 10.0, heartbeat_fraction: float = 1 / 3,
+                 register: bool = True, handle_signals: bool = True,
+                 info: Optional[dict] = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1, not %r" % (concurrency,))
         if not 0 < heartbeat_fraction < 1:
@@ -240,7 +248,7 @@ class Worker:
         self._next_supported = True  # whether the server's finish takes "next"
 
     # -- configuration -----------------------------------------------------------------
-    def register(self, type, fn):
+    def register(self, type: str, fn: Handler) -> Handler:
         """Run ``fn(job)`` for jobs of ``type`` (one handler per type)."""
         if type in self._handlers:
             raise ValueError("type %r already has a handler" % type)
@@ -249,12 +257,12 @@ class Worker:
         self._handlers[type] = fn
         return fn
 
-    def handler(self, type):
+    def handler(self, type: str) -> Callable[[Handler], Handler]:
         """A decorator: ``@worker.handler("email")`` registers the function for ``type``."""
         return lambda fn: self.register(type, fn)
 
     # -- running -----------------------------------------------------------------------
-    def run(self, burst=False):
+    def run(self, burst: bool = False) -> None:
         """Register, then accept and run jobs until :meth:`stop` (or SIGTERM / SIGINT);
         then drain as the class describes and return. With ``burst``, it also stops once
         no job of its types is due and none is running (RQ's ``--burst``): for scripts and
@@ -298,7 +306,7 @@ class Worker:
             for signum, previous in restore:
                 signal.signal(signum, previous)
 
-    def stop(self, grace=None):
+    def stop(self, grace: Optional[float] = None) -> None:
         """Ask :meth:`run` to stop: no more accepts, running handlers get ``grace`` seconds
         (default the worker's) to finish, the rest are handed back. Returns at once; safe
         from any thread and from a signal handler. Called before :meth:`run`, that run
@@ -329,7 +337,7 @@ class Worker:
         if conn is not None and self._stopping.is_set():
             self._cut_poll()
 
-    def drain(self, max_jobs=None, run_scheduled=False):
+    def drain(self, max_jobs: Optional[int] = None, run_scheduled: bool = False) -> int:
         """Run due jobs one at a time in this thread, until none is due (or ``max_jobs``
         ran); returns how many ran. Meant for tests with a
         :class:`kvq.testing.InlineClient` (it works on a server too, without registering).

@@ -56,7 +56,7 @@ class Distribution(unittest.TestCase):
             with zipfile.ZipFile(os.path.join(tmp, name)) as whl:
                 names = set(whl.namelist())
                 meta = whl.read("kvq_client-%s.dist-info/METADATA" % kvq.__version__).decode()
-        self.assertLessEqual({"kvq/__init__.py", "kvq/client.py", "kvq/worker.py",
+        self.assertLessEqual({"kvq/__init__.py", "kvq/client.py", "kvq/worker.py", "kvq/py.typed",
                               "kvq_client-%s.dist-info/LICENSE" % kvq.__version__}, names)
         self.assertIn("Name: kvq-client\n", meta)
         self.assertIn("License: Apache-2.0\n", meta)
@@ -70,6 +70,23 @@ class Distribution(unittest.TestCase):
         with open(os.path.join(PACKAGE_ROOT, "pyproject.toml"), "rb") as f:
             text = f.read().decode()
         self.assertEqual(kvq_build._read_toml_subset(text), tomllib.loads(text))
+
+    def test_the_public_api_is_typed(self):
+        import inspect
+        import typing
+        untyped = []
+        for cls in (kvq.Client, kvq.Worker, kvq.Job):
+            for name, fn in inspect.getmembers(cls, inspect.isfunction):
+                if name.startswith("_") and name != "__init__" or cls is kvq.Job and name == "__init__":
+                    continue
+                typing.get_type_hints(fn)  # each annotation resolves, on this Python too
+                sig = inspect.signature(fn)
+                missing = [p for p in list(sig.parameters)[1:]
+                           if sig.parameters[p].annotation is inspect.Parameter.empty]
+                if missing or sig.return_annotation is inspect.Signature.empty:
+                    untyped.append("%s.%s %s" % (cls.__name__, name, missing or "return"))
+        self.assertEqual(untyped, [])
+        self.assertTrue(os.path.isfile(os.path.join(PACKAGE_ROOT, "kvq", "py.typed")))
 
     def test_the_version_is_the_packages(self):
         self.assertEqual(kvq_build.read_project()["version"], kvq.__version__)
