@@ -141,3 +141,21 @@ func failureOf(err error) Failure {
 	}
 	return f
 }
+
+// Typed returns a HandlerFunc that decodes each job's data into a T and calls fn with it, so
+// a handler states the data it takes (River's Worker[T], BullMQ's Worker<Data>):
+//
+//	w.Handle("email", kvq.Typed(func(ctx context.Context, job *kvq.Job, in Email) (any, error) {
+//		return nil, send(ctx, in.To)
+//	}))
+//
+// Data that does not decode into a T fails the job with NoRetry: retrying would not help.
+func Typed[T any](fn func(ctx context.Context, job *Job, data T) (any, error)) HandlerFunc {
+	return func(ctx context.Context, job *Job) (any, error) {
+		var data T
+		if err := job.Decode(&data); err != nil {
+			return nil, NoRetry(err)
+		}
+		return fn(ctx, job, data)
+	}
+}

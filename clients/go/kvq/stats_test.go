@@ -101,3 +101,29 @@ func TestBurstRunsTheDueJobsThenReturns(t *testing.T) {
 		t.Errorf("Counts = %+v, want %+v", *got, want)
 	}
 }
+
+func TestTypedDecodesTheDataAndEndsUndecodableJobsDead(t *testing.T) {
+	ctx := testCtx(t, 10*time.Second)
+	in := kvq.NewInline()
+	type email struct{ To string }
+	in.Handle("email", kvq.Typed(func(ctx context.Context, job *kvq.Job, e email) (any, error) {
+		return "sent to " + e.To, nil
+	}))
+	in.SetType("email", kvq.TypeConfig{MaxAttempts: 5})
+	if _, err := in.Add(ctx, "email", "ok", map[string]string{"To": "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Add(ctx, "email", "bad", map[string]int{"To": 3}); err != nil {
+		t.Fatal(err)
+	}
+	if result, err := in.Result(ctx, "email", "ok"); err != nil || string(result) != `"sent to ada"` {
+		t.Errorf("Result = %s, %v", result, err)
+	}
+	if _, err := in.Result(ctx, "email", "bad"); err == nil {
+		t.Fatal("an undecodable job succeeded")
+	}
+	job, err := in.Get(ctx, "email", "bad")
+	if err != nil || job.Outcome != "dead" || job.Attempts != 1 {
+		t.Errorf("the undecodable job: %+v, %v; want dead after 1 attempt", job, err)
+	}
+}
