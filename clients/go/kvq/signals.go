@@ -26,14 +26,14 @@ func RunWithSignals(w *Worker) error {
 	go func() {
 		select {
 		case s := <-signals:
-			w.o.Logger.Printf("%v: draining (send it again to exit at once)", s)
+			w.logf(levelInfo, "%v: draining (send it again to exit at once)", s)
 			cancel()
 		case <-finished:
 			return
 		}
 		select {
 		case s := <-signals:
-			w.o.Logger.Printf("%v again: exiting now", s)
+			w.logf(levelWarn, "%v again: exiting now", s)
 			os.Exit(2)
 		case <-finished:
 		}

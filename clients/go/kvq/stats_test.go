@@ -127,3 +127,39 @@ func TestTypedDecodesTheDataAndEndsUndecodableJobsDead(t *testing.T) {
 		t.Errorf("the undecodable job: %+v, %v; want dead after 1 attempt", job, err)
 	}
 }
+
+// leveled is a LeveledLogger (as *slog.Logger is) that keeps its lines.
+type leveled struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *leveled) add(level, msg string, args []any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprint(level, " ", msg, " ", args))
+}
+func (l *leveled) Info(msg string, args ...any)  { l.add("INFO", msg, args) }
+func (l *leveled) Warn(msg string, args ...any)  { l.add("WARN", msg, args) }
+func (l *leveled) Error(msg string, args ...any) { l.add("ERROR", msg, args) }
+
+func TestALeveledLoggerGetsTheWorkersLinesWithTheirLevels(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t, 20*time.Second)
+	typ := newType(t, c, kvq.TypeConfig{Timeout: 30 * time.Second})
+	l := &leveled{}
+	w := kvq.NewWorker(c, kvq.WorkerOptions{ID: uniq("w"), Burst: true, Log: l, NoRegister: true})
+	w.Handle(typ, func(ctx context.Context, job *kvq.Job) (any, error) { return nil, nil })
+	if err := w.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprint("INFO burst: no job due and none running: stopping ", []any{"worker", w.ID()})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		if line == want {
+			return
+		}
+	}
+	t.Errorf("lines %q, want one %q", l.lines, want)
+}

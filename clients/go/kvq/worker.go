@@ -48,8 +48,44 @@ type WorkerOptions struct {
 	// backoff) are left for another run.
 	Burst bool
 	// Logger receives what the worker does on its own: errors it survives, fencing, shutdown
-	// (default: standard error, prefixed "kvq worker: ").
+	// (default: standard error, prefixed "kvq worker: "). Log, when set, receives it instead.
 	Logger *log.Logger
+	// Log, when set, receives each line with its level: a *slog.Logger (log/slog, Go 1.21)
+	// is one, as are most leveled loggers; this module builds with Go 1.19 so it does not
+	// import log/slog itself.
+	Log LeveledLogger
+}
+
+// LeveledLogger is a logger with levels, as *slog.Logger is: WorkerOptions.Log.
+type LeveledLogger interface {
+	Info(msg string, args ...any)
+	Warn(msg string, args ...any)
+	Error(msg string, args ...any)
+}
+
+type logLevel int
+
+const (
+	levelInfo logLevel = iota
+	levelWarn
+	levelError
+)
+
+// logf logs one line of the worker: to o.Log at its level, else to o.Logger.
+func (w *Worker) logf(level logLevel, format string, args ...any) {
+	if w.o.Log == nil {
+		w.o.Logger.Printf(format, args...)
+		return
+	}
+	msg := fmt.Sprintf(format, args...)
+	switch level {
+	case levelInfo:
+		w.o.Log.Info(msg, "worker", w.o.ID)
+	case levelWarn:
+		w.o.Log.Warn(msg, "worker", w.o.ID)
+	default:
+		w.o.Log.Error(msg, "worker", w.o.ID)
+	}
 }
 
 // Worker runs handlers for jobs of one or more types until its Run's context is cancelled.
@@ -231,7 +267,7 @@ func (w *Worker) acceptLoop(ctx context.Context, types []string, settings map[st
 		}
 		idle := len(slots) == n // no run holds a slot
 		if w.o.Burst && idle && len(empty) == len(types) {
-			w.o.Logger.Printf("burst: no job due and none running: stopping")
+			w.logf(levelInfo, "burst: no job due and none running: stopping")
 			return
 		}
 		typ := types[turn%len(types)]
@@ -253,7 +289,7 @@ func (w *Worker) acceptLoop(ctx context.Context, types []string, settings map[st
 			if ctx.Err() != nil {
 				return
 			}
-			w.o.Logger.Printf("accept %s: %v (retrying)", typ, err)
+			w.logf(levelWarn, "accept %s: %v (retrying)", typ, err)
 			_ = sleep(ctx, backoff(failures, 100*time.Millisecond, 10*time.Second))
 			failures++
 			continue
@@ -377,9 +413,9 @@ func (r *run) execute() *run {
 		_, end = c.Fail(ctx, typ, id, r.lock, failureOf(err))
 	}
 	if IsHalted(end) {
-		r.w.o.Logger.Printf("job %s/%s was fenced before it ended (halted): its outcome is dropped", typ, id)
+		r.w.logf(levelInfo, "job %s/%s was fenced before it ended (halted): its outcome is dropped", typ, id)
 	} else if end != nil {
-		r.w.o.Logger.Printf("job %s/%s: cannot report its end: %v", typ, id, end)
+		r.w.logf(levelError, "job %s/%s: cannot report its end: %v", typ, id, end)
 	}
 	return next
 }
@@ -427,7 +463,7 @@ func (r *run) heartbeat() {
 			return
 		}
 		if err != nil && r.hbCtx.Err() == nil {
-			r.w.o.Logger.Printf("heartbeat of job %s/%s: %v", r.job.Type, r.job.ID, err)
+			r.w.logf(levelWarn, "heartbeat of job %s/%s: %v", r.job.Type, r.job.ID, err)
 		}
 	}
 }
@@ -458,7 +494,7 @@ func (r *run) fence() {
 	if !r.leaveRunning(stateFenced) {
 		return
 	}
-	r.w.o.Logger.Printf("job %s/%s is halted (cancelled, removed or lost): cancelling its handler", r.job.Type, r.job.ID)
+	r.w.logf(levelInfo, "job %s/%s is halted (cancelled, removed or lost): cancelling its handler", r.job.Type, r.job.ID)
 	r.cancel()
 	r.settled()
 }
@@ -474,7 +510,7 @@ func (r *run) handBack() {
 	defer cancel()
 	err := r.w.c.Snooze(ctx, r.job.Type, r.job.ID, r.lock, 0)
 	if err != nil && !IsHalted(err) {
-		r.w.o.Logger.Printf("cannot hand job %s/%s back: %v", r.job.Type, r.job.ID, err)
+		r.w.logf(levelError, "cannot hand job %s/%s back: %v", r.job.Type, r.job.ID, err)
 	}
 }
 
@@ -484,7 +520,7 @@ func (w *Worker) drain(held *sync.WaitGroup) {
 	n := len(w.runs)
 	w.mu.Unlock()
 	if n > 0 && w.o.Grace > 0 {
-		w.o.Logger.Printf("stopping: letting %d running job(s) finish for up to %v", n, w.o.Grace)
+		w.logf(levelInfo, "stopping: letting %d running job(s) finish for up to %v", n, w.o.Grace)
 	}
 	if w.o.Grace > 0 && waitFor(held, w.o.Grace) {
 		return
@@ -496,7 +532,7 @@ func (w *Worker) drain(held *sync.WaitGroup) {
 	}
 	w.mu.Unlock()
 	if len(left) > 0 {
-		w.o.Logger.Printf("stopping: handing %d job(s) back", len(left))
+		w.logf(levelWarn, "stopping: handing %d job(s) back", len(left))
 	}
 	for _, r := range left {
 		go r.handBack()
@@ -567,12 +603,12 @@ func (g *registration) keepAlive() (stop func()) {
 			hctx, hcancel := context.WithTimeout(ctx, o.HealthTimeout)
 			err := g.w.c.Heartbeat(hctx, o.WorkerType, o.ID, g.currentToken())
 			if IsHalted(err) {
-				o.Logger.Printf("worker %s/%s was declared dead: registering again", o.WorkerType, o.ID)
+				g.w.logf(levelWarn, "worker %s/%s was declared dead: registering again", o.WorkerType, o.ID)
 				err = g.register(hctx)
 			}
 			hcancel()
 			if err != nil && ctx.Err() == nil {
-				o.Logger.Printf("worker heartbeat: %v", err)
+				g.w.logf(levelWarn, "worker heartbeat: %v", err)
 			}
 		}
 	}()
@@ -587,7 +623,7 @@ func (g *registration) deregister() {
 	defer cancel()
 	o := g.w.o
 	if err := g.w.c.Deregister(ctx, o.WorkerType, o.ID, g.currentToken()); err != nil {
-		o.Logger.Printf("cannot deregister %s/%s: %v", o.WorkerType, o.ID, err)
+		g.w.logf(levelWarn, "cannot deregister %s/%s: %v", o.WorkerType, o.ID, err)
 	}
 }
 
