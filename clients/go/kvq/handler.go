@@ -29,6 +29,18 @@ type Job struct {
 	Body []byte
 
 	progress func(ctx context.Context, v any) error
+	attempt  func(ctx context.Context) (int, error)
+}
+
+// Attempt returns which attempt this run is: 1 for the first, counting every accept since the
+// job was last added anew or rerun, less the runs handed back with snooze (River's
+// job.Attempt). On a server it costs one request (a GET of the job: the accept's answer does
+// not carry it), so call it only when the handler needs it.
+func (j *Job) Attempt(ctx context.Context) (int, error) {
+	if j.attempt == nil {
+		return 0, errors.New("kvq: job.Attempt: not a job a worker runs")
+	}
+	return j.attempt(ctx)
 }
 
 // Decode unmarshals the job's data into v.

@@ -724,7 +724,9 @@ func (in *Inline) advanceLocked(skip map[*inlineJob]bool) bool {
 func (in *Inline) runOne(ctx context.Context, j *inlineJob, h HandlerFunc, snoozed map[*inlineJob]bool) {
 	in.mu.Lock()
 	job := &Job{Type: j.info.Type, ID: j.info.ID, Data: append(json.RawMessage(nil), j.info.Data...)}
+	attempt := j.info.Attempts
 	in.mu.Unlock()
+	job.attempt = func(context.Context) (int, error) { return attempt, nil }
 	job.progress = func(ctx context.Context, v any) error {
 		raw, err := json.Marshal(v)
 		if err != nil {

@@ -4,6 +4,7 @@ package kvq_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -162,4 +163,47 @@ func TestALeveledLoggerGetsTheWorkersLinesWithTheirLevels(t *testing.T) {
 		}
 	}
 	t.Errorf("lines %q, want one %q", l.lines, want)
+}
+
+func TestAttemptTellsWhichAttemptARunIs(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t, 20*time.Second)
+	typ := newType(t, c, kvq.TypeConfig{Timeout: 30 * time.Second, MaxAttempts: 5})
+	var mu sync.Mutex
+	var seen []int
+	handler := func(ctx context.Context, job *kvq.Job) (any, error) {
+		n, err := job.Attempt(ctx)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		seen = append(seen, n)
+		mu.Unlock()
+		if n < 3 {
+			return nil, kvq.RetryIn(errors.New("not yet"), time.Millisecond)
+		}
+		return n, nil
+	}
+	w := newWorker(t, c, kvq.WorkerOptions{})
+	w.Handle(typ, handler)
+	runWorker(t, w)
+	if _, err := c.Add(ctx, typ, "j", nil); err != nil {
+		t.Fatal(err)
+	}
+	if result, err := c.Result(ctx, typ, "j"); err != nil || string(result) != "3" {
+		t.Fatalf("Result = %s, %v; want 3", result, err)
+	}
+	in := kvq.NewInline()
+	in.Handle("t", handler)
+	if _, err := in.Add(ctx, "t", "j", nil); err != nil {
+		t.Fatal(err)
+	}
+	if result, err := in.Result(ctx, "t", "j"); err != nil || string(result) != "3" {
+		t.Fatalf("inline Result = %s, %v; want 3", result, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(seen) != "[1 2 3 1 2 3]" {
+		t.Errorf("attempts seen %v, want [1 2 3 1 2 3]", seen)
+	}
 }

@@ -364,6 +364,14 @@ func (w *Worker) begin(a AcceptedJob, more *moreJobs) *run {
 	r := &run{w: w, lock: a.Lock, s: more.settings[a.Type], more: more}
 	body, _ := a.Bytes() // a body the server sent malformed reads as none
 	r.job = &Job{Type: a.Type, ID: a.ID, Data: rawOrNull(a.Data), Body: body, progress: r.progress}
+	typ, id, c := a.Type, a.ID, r.w.c
+	r.job.attempt = func(ctx context.Context) (int, error) {
+		info, err := c.Get(ctx, typ, id)
+		if err != nil {
+			return 0, err
+		}
+		return info.Attempts, nil
+	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.hbCtx, r.hbStop = context.WithCancel(context.Background())
 	var once sync.Once

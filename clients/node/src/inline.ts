@@ -613,6 +613,7 @@ export class InlineClient {
     });
     s.controller = controller;
     const accepted = { type: job.type, id: job.id, lock: `inline-${++this.lockSeq}`, data: structuredClone(job.data) };
+    const attempt = job.attempts;
     const ctx: JobContext = {
       signal: controller.signal,
       progress: async (value: unknown) => {
@@ -620,6 +621,7 @@ export class InlineClient {
         job.progress = structuredClone(value);
         return true;
       },
+      attempt: async () => attempt,
     };
     let ok = false;
     let result: unknown;

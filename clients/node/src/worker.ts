@@ -31,6 +31,13 @@ export interface JobContext {
    * Never rejects.
    */
   progress(value: unknown): Promise<boolean>;
+  /**
+   * Which attempt this run is: 1 for the first, counting every accept since the job was last
+   * added anew or rerun, less the runs handed back with snooze (BullMQ's `attemptsMade` + 1).
+   * One request on a server (a `get` of the job: the accept's answer does not carry it), so
+   * call it only when needed.
+   */
+  attempt(): Promise<number>;
 }
 
 /**
@@ -482,6 +489,7 @@ export class Worker<Data = any, Result = unknown> extends EventEmitter {
     const ctx: JobContext = {
       signal: controller.signal,
       progress: (value: unknown) => this.beat(run, { progress: value }),
+      attempt: async () => (await this.client.get(job.type, job.id, { retry: this.retry })).attempts,
     };
     run.done = (async () => {
       let ok = false;

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { Client, KvqError, Worker, workerDefaults, type AcceptedJob } from '../src/index';
+import { Client, InlineClient, KvqError, Worker, workerDefaults, type AcceptedJob } from '../src/index';
 import { KvqServer, memoryLog, uniq } from './support';
 
 let server: KvqServer;
@@ -113,4 +113,27 @@ test('stop ends an idle registered worker\'s long poll at once', async () => {
   assert.ok(Date.now() - t0 < 3000, `stopped in ${Date.now() - t0} ms`);
   await kvq.add(type, 'after');
   assert.deepEqual((await kvq.accept(type, { timeout: 1 })).map((j) => j.id), ['after'], 'the cut accept took no job');
+});
+
+test('a handler can ask which attempt it is, on a server and inline', async () => {
+  const type = uniq('att');
+  await kvq.putType(type, { timeout: 30, maxAttempts: 5 });
+  const seen: number[] = [];
+  const handler = async (_job: AcceptedJob, ctx: { attempt(): Promise<number> }) => {
+    const n = await ctx.attempt();
+    seen.push(n);
+    if (n < 3) throw Object.assign(new Error('not yet'), { retryIn: 0 });
+    return n;
+  };
+  const w = new Worker({ client: new Client({ url: server.url }), handlers: { [type]: handler },
+    pollTimeout: 0.5, handleSignals: false, log: memoryLog().log });
+  const running = w.run();
+  await kvq.add(type, 'j', {});
+  assert.equal(await kvq.result(type, 'j'), 3);
+  await w.stop();
+  await running;
+  const inline = new InlineClient({ handlers: { t: handler }, types: { t: { timeout: 30, maxAttempts: 5 } } });
+  await inline.add('t', 'j', {});
+  assert.equal(await inline.result('t', 'j'), 3);
+  assert.deepEqual(seen, [1, 2, 3, 1, 2, 3]);
 });

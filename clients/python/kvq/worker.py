@@ -84,6 +84,13 @@ class Job:
             return
         self._next_beat = time.monotonic() + self._beat_every
 
+    def attempt(self) -> int:
+        """Which attempt this run is: 1 for the first, counting every accept since the job was
+        last added anew or rerun, less the runs handed back with snooze (Celery's
+        ``request.retries`` + 1, arq's ``job_try``). One request on a server (a ``get`` of the
+        job: the accept's answer does not carry it), so call it only when needed."""
+        return self._worker.client.get(self.type, self.id)["attempts"]
+
     def check(self) -> None:
         """Raise :class:`kvq.Halted` if ``cancelled`` is set: call it between steps of a
         long handler to stop as soon as the job is no longer this worker's."""

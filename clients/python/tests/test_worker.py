@@ -174,6 +174,23 @@ class Runner(ServerTest):
         job = self.client.get(t, "e")
         self.assertEqual((job["attempts"], job["errors"][0]["message"]), (2, "rate limited"))
 
+    def test_a_handler_can_ask_which_attempt_it_is(self):
+        t = self.new_type(max_attempts=5)
+        w = worker(self.client)
+        seen = []
+
+        @w.handler(t)
+        def flaky(job):
+            seen.append(job.attempt())
+            if seen[-1] < 3:
+                raise kvq.RetryIn(0, "not yet")
+            return seen[-1]
+
+        self.client.add(t, "e", {})
+        self.run_worker(w)
+        self.assertEqual(self.client.result(t, "e", timeout=10), 3)
+        self.assertEqual(seen, [1, 2, 3])
+
     def test_snooze_hands_the_job_back_without_an_attempt_or_an_error(self):
         t = self.new_type(max_attempts=1)
         w = worker(self.client)
