@@ -867,3 +867,38 @@ func (in *Inline) Groups(ctx context.Context, typ string, o GroupOptions) (*Grou
 	}
 	return page, nil
 }
+
+// Counts returns how many of the type's jobs are in each state, as Client.Counts does, by
+// the Inline's clock.
+func (in *Inline) Counts(ctx context.Context, typ string) (*Counts, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if err := in.existsLocked(typ); err != nil {
+		return nil, err
+	}
+	now := in.nowLocked()
+	out := &Counts{}
+	for key, j := range in.jobs {
+		if key[0] != typ {
+			continue
+		}
+		switch j.info.State {
+		case "pending":
+			out.Pending++
+			if j.info.ScheduledTime > now {
+				out.Scheduled++
+			}
+		case "running":
+			out.Running++
+		case "finished":
+			out.Finished++
+		}
+		switch j.info.Outcome {
+		case "dead":
+			out.Dead++
+		case "cancelled":
+			out.Cancelled++
+		}
+	}
+	return out, nil
+}

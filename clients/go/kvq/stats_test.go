@@ -207,3 +207,36 @@ func TestAttemptTellsWhichAttemptARunIs(t *testing.T) {
 		t.Errorf("attempts seen %v, want [1 2 3 1 2 3]", seen)
 	}
 }
+
+func TestInlineCountsAsAServerDoes(t *testing.T) {
+	ctx := testCtx(t, 10*time.Second)
+	in := kvq.NewInline()
+	in.SetType("t", kvq.TypeConfig{MaxAttempts: 1})
+	in.Handle("t", func(ctx context.Context, job *kvq.Job) (any, error) {
+		if job.ID == "bad" {
+			return nil, errors.New("bad")
+		}
+		return nil, nil
+	})
+	for _, id := range []string{"good", "bad"} {
+		if _, err := in.Add(ctx, "t", id, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := in.Add(ctx, "t", "later", nil, kvq.After(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.DrainDue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := in.Counts(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (kvq.Counts{Pending: 1, Scheduled: 1, Finished: 2, Dead: 1}); *got != want {
+		t.Errorf("Counts = %+v, want %+v", *got, want)
+	}
+	if _, err := in.Counts(ctx, "missing"); !kvq.IsNotFound(err) {
+		t.Errorf("Counts of a missing type: %v", err)
+	}
+}
