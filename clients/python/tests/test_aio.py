@@ -6,7 +6,7 @@ import time
 import unittest
 
 from support import ServerTest, kvq, uniq
-from kvq.aio import AsyncClient
+from kvq.aio import AsyncClient, AsyncWorker
 
 
 class Async(ServerTest):
@@ -65,3 +65,64 @@ class Async(ServerTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AsyncWorkers(ServerTest):
+
+    def test_coroutine_handlers_run_on_the_loop_and_burst_returns(self):
+        t = self.new_type()
+
+        async def main():
+            worker = AsyncWorker(AsyncClient(client=self.client), concurrency=4,
+                                 poll_timeout=1, health_timeout=2, handle_signals=False)
+            loop = asyncio.get_running_loop()
+            loops = []
+
+            @worker.handler(t)
+            async def double(job):
+                loops.append(asyncio.get_running_loop())
+                await asyncio.sleep(0.05)
+                return job.data["n"] * 2
+
+            for n in range(6):
+                self.client.add(t, "j%d" % n, {"n": n})
+            started = time.monotonic()
+            await worker.run(burst=True)
+            return time.monotonic() - started, all(x is loop for x in loops), len(loops)
+
+        took, same_loop, ran = asyncio.run(asyncio.wait_for(main(), 20))
+        self.assertEqual(ran, 6)
+        self.assertTrue(same_loop, "the handlers ran on run()'s loop")
+        self.assertLess(took, 0.05 * 6)  # four at once, not one after another
+        self.assertEqual([self.client.get(t, "j%d" % n)["result"] for n in range(6)],
+                         [0, 2, 4, 6, 8, 10])
+
+    def test_a_cancelled_job_cancels_its_task(self):
+        t = self.new_type(timeout=1)  # heartbeats every third of a second
+
+        async def main():
+            worker = AsyncWorker(self.client, poll_timeout=1, health_timeout=2,
+                                 handle_signals=False)
+            started, cancelled = asyncio.Event(), asyncio.Event()
+
+            @worker.handler(t)
+            async def forever(job):
+                started.set()
+                try:
+                    await asyncio.sleep(60)
+                except asyncio.CancelledError:
+                    cancelled.set()
+                    raise
+
+            self.client.add(t, "slow")
+            running = asyncio.ensure_future(worker.run())
+            try:
+                await asyncio.wait_for(started.wait(), 10)
+                self.client.cancel(t, "slow")
+                await asyncio.wait_for(cancelled.wait(), 10)  # at the job's next heartbeat
+            finally:
+                worker.stop(grace=0)
+                await running
+
+        asyncio.run(asyncio.wait_for(main(), 30))
+        self.assertEqual(self.client.get(t, "slow")["outcome"], "cancelled")
