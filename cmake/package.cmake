@@ -13,7 +13,11 @@ set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME kvq)
 set(CPACK_PACKAGE_VENDOR "kvq")
-set(CPACK_PACKAGE_CONTACT "kvq maintainers <kvq@localhost>")
+# The Maintainer field, and the contact of the copyright file and the Debian changelog.
+set(KVQ_PACKAGE_MAINTAINER "kvq maintainers <maintainers@kvq.dev>"
+    CACHE STRING "the Maintainer of the Debian packages: a name and an address")
+set(CPACK_PACKAGE_CONTACT "${KVQ_PACKAGE_MAINTAINER}")
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${KVQ_PACKAGE_MAINTAINER}")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "durable background jobs on LMDB or etcd, over HTTP/JSON")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_DIRECTORY ${PROJECT_SOURCE_DIR}/build/package)
@@ -55,6 +59,21 @@ set(CPACK_COMPONENT_DEV_DESCRIPTION
     "The kvq libraries for C++20 programs: jobs and workers on LMDB or etcd\n\
 (static libraries, headers, a CMake package for find_package(kvq) and kvq.pc\n\
 for pkg-config).")
+
+# Each package's /usr/share/doc/PACKAGE holds the copyright file (Apache-2.0, by reference to
+# Debian's common-licenses) and a changelog, as Debian policy asks of every package (12.5, 12.7).
+configure_file(${PROJECT_SOURCE_DIR}/packaging/debian/copyright
+               ${PROJECT_BINARY_DIR}/packaging/copyright @ONLY)
+configure_file(${PROJECT_SOURCE_DIR}/packaging/debian/changelog.in
+               ${PROJECT_BINARY_DIR}/packaging/changelog @ONLY)
+execute_process(COMMAND gzip -9nc ${PROJECT_BINARY_DIR}/packaging/changelog
+                OUTPUT_FILE ${PROJECT_BINARY_DIR}/packaging/changelog.gz COMMAND_ERROR_IS_FATAL ANY)
+foreach(component server dev)
+  string(TOUPPER ${component} upper)
+  set(package_doc share/doc/${CPACK_DEBIAN_${upper}_PACKAGE_NAME})
+  install(FILES ${PROJECT_BINARY_DIR}/packaging/copyright ${PROJECT_BINARY_DIR}/packaging/changelog.gz
+          DESTINATION ${package_doc} COMPONENT ${component})
+endforeach()
 
 include(CPack)
 

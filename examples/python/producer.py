@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Add jobs to a kvq server with the kvq Python package (clients/python).
 
 Example:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A kvq worker with the kvq Python package (clients/python): kvq.Worker does the work
 around the handler.
 

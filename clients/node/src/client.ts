@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /**
  * The kvq HTTP client: every route of docs/http-api.md as a Promise-returning method.
  *
@@ -7,6 +8,7 @@
 import { JobFailedError, KvqError } from './errors';
 import type {
   AcceptedJob,
+  Counts,
   GroupInfo,
   Job,
   JobEvent,
@@ -14,6 +16,7 @@ import type {
   NewJob,
   Schedule,
   ScheduleSettings,
+  Stats,
   TypeInfo,
   TypeSettings,
   WorkerInfo,
@@ -501,6 +504,22 @@ export class Client {
     if (options.limit !== undefined) q.set('limit', String(options.limit));
     const qs = q.toString();
     return (await this.request('GET', `/v1/types/${seg(type)}/pending${qs ? '?' + qs : ''}`, undefined, options)).body.pending;
+  }
+
+  /** The server's counters and every type's counts, in one read-only call (`GET /v1/stats`). */
+  async stats(options: CallOptions = {}): Promise<Stats> {
+    return (await this.request('GET', '/v1/stats', undefined, options)).body;
+  }
+
+  /**
+   * How many jobs of `type` are in each state (from {@link Client.stats}); rejects with a
+   * `not_found` {@link KvqError} for a type that does not exist.
+   */
+  async counts(type: string, options: CallOptions = {}): Promise<Counts> {
+    const t = (await this.stats(options)).types.find((x) => x.type === type);
+    if (!t) throw new KvqError(404, 'not_found', `type '${type}' does not exist`);
+    const { pending, scheduled, running, finished, dead, cancelled } = t;
+    return { pending, scheduled, running, finished, dead, cancelled };
   }
 
   // ---- jobs ---------------------------------------------------------------------------

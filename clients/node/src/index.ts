@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /**
  * kvq's TypeScript client: a {@link Client} for the HTTP API of `kvq serve`, a {@link Worker}
  * runner that runs handlers on jobs correctly (heartbeats, fencing, failures, graceful
@@ -25,13 +26,14 @@ export type {
 } from './client';
 export { KvqError, JobFailedError } from './errors';
 export type { JobErrorRecord } from './errors';
-export { Worker, ShutdownError } from './worker';
-export type { Handler, JobContext, Logger, WorkerOptions } from './worker';
+export { Worker, ShutdownError, workerDefaults } from './worker';
+export type { Handler, JobContext, Logger, WorkerEvents, WorkerOptions } from './worker';
 export { InlineClient } from './inline';
 export type { DrainOptions, InlineOptions } from './inline';
 export type {
   AcceptedJob,
   Backoff,
+  Counts,
   GroupInfo,
   Job,
   JobEvent,
@@ -42,7 +44,9 @@ export type {
   RateLimit,
   Schedule,
   ScheduleSettings,
+  Stats,
   TypeInfo,
+  TypeStats,
   TypeSettings,
   WorkerInfo,
 } from './types';

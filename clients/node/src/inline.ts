@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /**
  * The inline mode, for users' own unit tests: the same handlers, run in this process on jobs
  * kept in memory, with no server. Failures and retries follow the type's policy and show in
@@ -10,7 +11,7 @@
 
 import { JobFailedError, KvqError, type JobErrorRecord } from './errors';
 import type { AddOptions, GroupPage, GroupsOptions, JobPage, ListOptions } from './client';
-import type { Backoff, GroupInfo, Job, ListState, NewJob, TypeInfo, TypeSettings } from './types';
+import type { Backoff, Counts, GroupInfo, Job, ListState, NewJob, TypeInfo, TypeSettings } from './types';
 import type { Handler, JobContext } from './worker';
 import { errorOf, retryWishes } from './util';
 
@@ -179,6 +180,19 @@ export class InlineClient {
   /** A type's settings; rejects `not_found` as the server would. */
   async getType(type: string): Promise<TypeInfo> {
     return this.typeView(this.typeOf(type));
+  }
+
+  /** How many of the type's jobs are in each state, as {@link Client.counts}, by the inline clock. */
+  async counts(type: string): Promise<Counts> {
+    this.typeOf(type);
+    const out: Counts = { pending: 0, scheduled: 0, running: 0, finished: 0, dead: 0, cancelled: 0 };
+    const now = this.now();
+    for (const { job } of this.jobs.get(type)?.values() ?? []) {
+      out[job.state]++;
+      if (job.state === 'pending' && job.scheduled_time > now) out.scheduled++;
+      if (job.outcome === 'dead' || job.outcome === 'cancelled') out[job.outcome]++;
+    }
+    return out;
   }
 
   private typeOf(type: string): InlineType {
@@ -612,6 +626,7 @@ export class InlineClient {
     });
     s.controller = controller;
     const accepted = { type: job.type, id: job.id, lock: `inline-${++this.lockSeq}`, data: structuredClone(job.data) };
+    const attempt = job.attempts;
     const ctx: JobContext = {
       signal: controller.signal,
       progress: async (value: unknown) => {
@@ -619,6 +634,7 @@ export class InlineClient {
         job.progress = structuredClone(value);
         return true;
       },
+      attempt: async () => attempt,
     };
     let ok = false;
     let result: unknown;

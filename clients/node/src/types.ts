@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /**
  * The JSON objects of the kvq HTTP API (docs/http-api.md), as the server sends them: field
  * names are the server's (snake_case), times are milliseconds since the Unix epoch unless a
@@ -229,15 +230,15 @@ export interface JobEvent {
 }
 
 /** A job handed to a worker by accept: what a handler receives. */
-export interface AcceptedJob {
+export interface AcceptedJob<Data = unknown> {
   /** Its type. */
   type: string;
   /** Its id. */
   id: string;
   /** The lock of this run; whoever holds it can change the job: keep it secret. */
   lock: string;
-  /** Its data (null for a job of bytes data). */
-  data: unknown;
+  /** Its data (null for a job of bytes data); `Data` is what the caller says it is, unchecked. */
+  data: Data;
   /** `json`, or `bytes`: then `body` (UTF-8 text) or `body_base64` hold it (see jobBytes). */
   data_format?: 'json' | 'bytes';
   body?: string;
@@ -272,4 +273,37 @@ export interface WorkerInfo {
   last_heartbeat: number;
   /** Seconds without a heartbeat after which it is declared dead. */
   health_timeout: number;
+}
+
+/** How many jobs of a type are in each state ({@link Client.counts}), each counted up to 100,000. */
+export interface Counts {
+  /** Pending, due or not (includes `scheduled`). */
+  pending: number;
+  /** Pending and not yet due. */
+  scheduled: number;
+  running: number;
+  /** Finished in any outcome (includes `dead` and `cancelled`). */
+  finished: number;
+  dead: number;
+  cancelled: number;
+}
+
+/** One type in {@link Stats}: its settings, its counts, and this server's counters for it. */
+export interface TypeStats extends TypeInfo, Counts {
+  /** Jobs of it handed out, and finished, through this server since it started. */
+  accepts: number;
+  finishes: number;
+}
+
+/** `GET /v1/stats` ({@link Client.stats}). */
+export interface Stats {
+  /** The server's clock (ms since the epoch), read with the counters. */
+  time: number;
+  /** Jobs handed out, and finished, through this server since it started. */
+  accepts: number;
+  finishes: number;
+  /** Every type that has a timeout, by name. */
+  types: TypeStats[];
+  /** Every worker type that ever had a worker: its live workers and membership version. */
+  worker_types: { type: string; version: number; workers: number }[];
 }

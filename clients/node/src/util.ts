@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small helpers shared by the client, the worker and the inline mode. Not exported.
 
 /** Jittered exponential backoff: a delay in ms for the n-th retry (n from 1). */

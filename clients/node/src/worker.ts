@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /**
  * The worker runner: runs a handler per job type on the jobs a kvq server hands out, with the
  * heartbeats, fencing, failure reporting, shutdown and retries a correct worker needs.
@@ -5,6 +6,7 @@
  * @packageDocumentation
  */
 
+import { EventEmitter } from 'node:events';
 import * as os from 'node:os';
 import { randomBytes } from 'node:crypto';
 
@@ -29,6 +31,13 @@ export interface JobContext {
    * Never rejects.
    */
   progress(value: unknown): Promise<boolean>;
+  /**
+   * Which attempt this run is: 1 for the first, counting every accept since the job was last
+   * added anew or rerun, less the runs handed back with snooze (BullMQ's `attemptsMade` + 1).
+   * One request on a server (a `get` of the job: the accept's answer does not carry it), so
+   * call it only when needed.
+   */
+  attempt(): Promise<number>;
 }
 
 /**
@@ -38,7 +47,18 @@ export interface JobContext {
  * carry `retry: false` (end the job dead now) or `retryIn` (seconds until the retry) and
  * `details` (any JSON value, kept beside the stack).
  */
-export type Handler = (job: AcceptedJob, ctx: JobContext) => unknown;
+export type Handler<Data = any, Result = unknown> = (job: AcceptedJob<Data>, ctx: JobContext) => Result | Promise<Result>;
+
+/**
+ * The events of a {@link Worker}: `completed` once a job's finish is recorded (with the
+ * handler's result), `failed` once a failed attempt is recorded (with what the handler threw;
+ * the type's policy decides whether it runs again). A listener that throws is logged, never
+ * changes the job.
+ */
+export interface WorkerEvents<Data = any, Result = unknown> {
+  completed: [job: AcceptedJob<Data>, result: Result];
+  failed: [job: AcceptedJob<Data>, error: unknown];
+}
 
 /** The reason a handler's signal carries when the worker stops before the handler ends. */
 export class ShutdownError extends Error {
@@ -52,13 +72,20 @@ export class ShutdownError extends Error {
 /** A log line of the worker: what happened, and the error if one did. */
 export type Logger = (level: 'info' | 'warn' | 'error', message: string, error?: unknown) => void;
 
+/**
+ * The defaults of {@link WorkerOptions}, the same in the Python and Go clients (the table in
+ * docs/clients.md): seconds, but `concurrency`. A running job is heartbeated every third of its
+ * type's timeout.
+ */
+export const workerDefaults = Object.freeze({ concurrency: 1, pollTimeout: 10, grace: 10, healthTimeout: 10 });
+
 /** How to build a {@link Worker}. */
-export interface WorkerOptions {
+export interface WorkerOptions<Data = any, Result = unknown> {
   /** The handler of each job type: the worker serves exactly these types. */
-  handlers: Record<string, Handler>;
+  handlers: Record<string, Handler<Data, Result>>;
   /** A client, or how to make one (default: `KVQ_URL` / `KVQ_TOKEN`, else localhost:7411). */
   client?: Client | ClientOptions | string;
-  /** Handlers running at once, over all types (default 4). */
+  /** Handlers running at once, over all types (default 1). */
   concurrency?: number;
   /** This worker's id (default `hostname-pid-random`). */
   id?: string;
@@ -73,8 +100,18 @@ export interface WorkerOptions {
   healthTimeout?: number;
   /** Anything to register with (shown by `GET /v1/workers/{wtype}`). */
   info?: unknown;
-  /** Seconds an accept long-polls for a job (default 5; a stop waits for it to end). */
+  /**
+   * Seconds an accept long-polls for a job (default 10). A stop cuts it short when the worker
+   * is registered (a job handed out in that instant comes back when it unregisters); an
+   * unregistered worker's stop waits for it.
+   */
   pollTimeout?: number;
+  /**
+   * Stop once no job of its types is due and none is running (RQ's `--burst`): `run()` then
+   * resolves, for scripts and tests. Jobs scheduled later (a retry's backoff) are left for
+   * another run. Default false.
+   */
+  burst?: boolean;
   /**
    * Seconds between a running job's heartbeats (`update`); default a third of its type's
    * timeout, read from the server when the worker starts.
@@ -132,7 +169,7 @@ const defaultLog: Logger = (level, message, error) => {
  * await worker.run(); // until SIGTERM
  * ```
  */
-export class Worker {
+export class Worker<Data = any, Result = unknown> extends EventEmitter {
   /** The client it talks to the server with. */
   readonly client: Client;
   /** Its worker id (as accept and the workers layer know it). */
@@ -140,7 +177,10 @@ export class Worker {
   /** Its worker type. */
   readonly workerType: string;
 
-  private readonly handlers: Record<string, Handler>;
+  private readonly handlers: Record<string, Handler<Data, Result>>;
+  private readonly burst: boolean;
+  private readonly emptyTypes = new Set<string>(); // burst: types whose last accept, idle, was empty
+  private stoppedBySignal = false;
   private readonly concurrency: number;
   private readonly register: boolean;
   private readonly healthTimeout: number;
@@ -171,7 +211,8 @@ export class Worker {
   private readonly onSignal = (sig: NodeJS.Signals) => this.signalled(sig);
 
   /** @param options - handlers, server and behaviour */
-  constructor(options: WorkerOptions) {
+  constructor(options: WorkerOptions<Data, Result>) {
+    super();
     if (!options.handlers || Object.keys(options.handlers).length === 0) {
       throw new Error('kvq Worker: give at least one handler');
     }
@@ -181,21 +222,40 @@ export class Worker {
     const c = options.client;
     this.client = c instanceof Client ? c : new Client(c ?? {});
     this.handlers = { ...options.handlers };
-    this.concurrency = options.concurrency ?? 4;
+    this.concurrency = options.concurrency ?? workerDefaults.concurrency;
     if (!Number.isInteger(this.concurrency) || this.concurrency < 1) {
       throw new Error(`kvq Worker: concurrency must be a positive integer, not ${options.concurrency}`);
     }
     this.id = options.id ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
     this.workerType = options.workerType ?? 'node';
     this.register = options.register ?? true;
-    this.healthTimeout = options.healthTimeout ?? 10;
+    this.healthTimeout = options.healthTimeout ?? workerDefaults.healthTimeout;
     this.info = options.info;
-    this.pollTimeout = options.pollTimeout ?? 5;
+    this.pollTimeout = options.pollTimeout ?? workerDefaults.pollTimeout;
+    this.burst = options.burst ?? false;
     this.heartbeatOverride = options.heartbeatInterval;
-    this.grace = options.grace ?? 10;
+    this.grace = options.grace ?? workerDefaults.grace;
     this.handleSignals = options.handleSignals ?? true;
     this.retry = { attempts: Infinity, baseMs: 200, capMs: 10000, ...options.retry };
     this.log = options.log ?? defaultLog;
+  }
+
+  /** Listens to `completed` or `failed` (see {@link WorkerEvents}). */
+  override on<E extends keyof WorkerEvents<Data, Result>>(event: E, listener: (...args: WorkerEvents<Data, Result>[E]) => void): this {
+    return super.on(event, listener as (...args: unknown[]) => void);
+  }
+
+  /** As {@link Worker.on}, for one event. */
+  override once<E extends keyof WorkerEvents<Data, Result>>(event: E, listener: (...args: WorkerEvents<Data, Result>[E]) => void): this {
+    return super.once(event, listener as (...args: unknown[]) => void);
+  }
+
+  private tell<E extends keyof WorkerEvents<Data, Result>>(event: E, ...args: WorkerEvents<Data, Result>[E]): void {
+    try {
+      this.emit(event, ...args);
+    } catch (err) {
+      this.log('error', `a '${event}' listener threw`, err);
+    }
   }
 
   /** Handlers running now. */
@@ -245,6 +305,12 @@ export class Worker {
         process.off('SIGINT', this.onSignal);
       }
     }
+    if (this.stoppedBySignal && this.runs.size > 0) {
+      // A handler that ignored its signal still holds the event loop (its job was handed
+      // back): once the code after run() has had a second, the process exits, as a signal asked.
+      this.log('warn', `${this.runs.size} handler(s) ignored their signal: exiting in 1 s`);
+      setTimeout(() => process.exit(process.exitCode ?? 0), 1000).unref();
+    }
     if (this.fatal !== undefined) throw this.fatal;
   }
 
@@ -255,6 +321,7 @@ export class Worker {
       process.exit(128 + (os.constants.signals[sig] ?? 15));
     }
     this.log('info', `${sig}: draining (send it again to exit at once)`);
+    this.stoppedBySignal = true;
     void this.stop();
   }
 
@@ -362,11 +429,14 @@ export class Worker {
       const n = await this.reserve();
       if (n === 0) break;
       let jobs: AcceptedJob[];
+      const idle = this.runs.size === 0;
       try {
-        // Not aborted by stop: a dropped answer would leave its jobs taken until they time
-        // out. The stop waits for it instead, and hands back what it brings.
+        // A registered worker's stop aborts it: a job the server handed out as the answer was
+        // dropped comes back when the worker unregisters. An unregistered one's would stay
+        // taken until it timed out, so its stop waits, and hands back what it brings.
         jobs = await this.client.accept(type, {
-          timeout: this.pollTimeout,
+          ...(this.register ? { signal: this.stopController.signal } : {}),
+          timeout: !this.burst ? this.pollTimeout : idle ? 0 : Math.min(0.2, this.pollTimeout),
           count: n,
           ...(this.register ? { worker: this.id, workerType: this.workerType } : {}),
           retry: { attempts: 1 },
@@ -374,6 +444,7 @@ export class Worker {
         failures = 0;
       } catch (err) {
         this.release(n);
+        if (this.stopping) break;
         if (err instanceof KvqError && err.code === 'not_found') {
           this.fatal = new KvqError(404, 'not_found', `kvq Worker: job type '${type}' no longer exists`);
           void this.stop();
@@ -395,6 +466,14 @@ export class Worker {
         else this.startRun(job);
       }
       this.wake();
+      if (!this.burst) continue;
+      if (jobs.length > 0 || !idle) this.emptyTypes.clear();
+      else this.emptyTypes.add(type);
+      if (this.runs.size === 0 && this.emptyTypes.size === Object.keys(this.handlers).length) {
+        this.log('info', 'burst: no job due and none running: stopping');
+        void this.stop();
+        break;
+      }
     }
   }
 
@@ -410,23 +489,30 @@ export class Worker {
     const ctx: JobContext = {
       signal: controller.signal,
       progress: (value: unknown) => this.beat(run, { progress: value }),
+      attempt: async () => (await this.client.get(job.type, job.id, { retry: this.retry })).attempts,
     };
     run.done = (async () => {
       let ok = false;
-      let result: unknown;
+      let result: Result | undefined;
       let error: unknown;
+      const typed = job as AcceptedJob<Data>;
       try {
-        result = await this.handlers[job.type]!(job, ctx);
+        result = await this.handlers[job.type]!(typed, ctx);
         ok = true;
       } catch (err) {
         error = err;
       }
       clearInterval(run.timer);
       if (run.gone) return;
-      if (ok) await this.report(run, 'finish', () => this.finishAndTakeNext(job, result === undefined ? null : result));
-      else {
+      if (ok) {
+        if (await this.report(run, 'finish', () => this.finishAndTakeNext(job, result === undefined ? null : result))) {
+          this.tell('completed', typed, result as Result);
+        }
+      } else {
         const wishes = retryWishes(error);
-        await this.report(run, 'fail', () => this.client.fail(job, errorOf(error), { ...wishes, ...this.reportOptions(job) }));
+        if (await this.report(run, 'fail', () => this.client.fail(job, errorOf(error), { ...wishes, ...this.reportOptions(job) }))) {
+          this.tell('failed', typed, error);
+        }
       }
     })().finally(() => {
       clearInterval(run.timer);
@@ -476,15 +562,18 @@ export class Worker {
     return { retry: this.retry, signal: AbortSignal.timeout(limit) };
   }
 
-  private async report(run: Run, what: string, call: () => Promise<unknown>): Promise<void> {
+  /** Sends a run's finish or fail; true once the server recorded it. */
+  private async report(run: Run, what: string, call: () => Promise<unknown>): Promise<boolean> {
     try {
       await call();
+      return true;
     } catch (err) {
       if (err instanceof KvqError && err.halted) {
         this.log('info', `${what} of ${run.job.type}/${run.job.id}: no longer ours`, err);
       } else {
         this.log('error', `${what} of ${run.job.type}/${run.job.id} failed: the job will be retried when its run times out`, err);
       }
+      return false;
     }
   }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Client against a real `kvq serve`: every call, its answers and its errors.
 
 import assert from 'node:assert/strict';

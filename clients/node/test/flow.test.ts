@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Schedules, pause / resume, a type's flow-control settings and groups, against a real `kvq
 // serve`. The 'groups' tests need a server with groups (the group field of add,
 // max_running_per_group, GET /v1/types/{type}/groups); against one without, they fail.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The inline mode: the same handlers run in-process, with no server.
 
 import assert from 'node:assert/strict';

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Finish with next, acceptAny over several types, an add's own timeout and bytes bodies, and
 // the Worker's one request per job, against a real `kvq serve`.
 

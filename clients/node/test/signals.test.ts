@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SIGTERM/SIGINT handling of the Worker, in a real child process.
 
 import assert from 'node:assert/strict';
@@ -72,6 +73,26 @@ test('SIGTERM hands running jobs back: pending again, no attempt counted, no los
       assert.deepEqual(job.errors, []);
     }
     assert.deepEqual((await kvq.listWorkers(wtype)).workers, [], 'unregistered');
+  } finally {
+    child.proc.kill('SIGKILL');
+  }
+});
+
+test('after SIGTERM, a handler that ignores its signal does not keep the process alive', async () => {
+  const type = uniq('sig');
+  await kvq.putType(type, { timeout: 30 });
+  await kvq.add(type, 'stuck');
+  const child = startChild({ KVQ_TYPE: type, KVQ_MODE: 'ignore', KVQ_GRACE: '1', KVQ_EXIT: 'natural' });
+  try {
+    await until(() => child.out().includes('started stuck'), 10000, 'the handler to start');
+    const t0 = Date.now();
+    child.proc.kill('SIGTERM');
+    const { code } = await withDeadline(child.exited, 8000, 'exiting (the handler sleeps 60 s)');
+    assert.equal(code, 0, child.out());
+    assert.ok(Date.now() - t0 < 8000);
+    assert.match(child.out(), /drained/);
+    const job = await kvq.get(type, 'stuck');
+    assert.equal(job.state, 'pending', 'handed back');
   } finally {
     child.proc.kill('SIGKILL');
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test support: a real `kvq serve` on a free port with its own data directory (binary from
 // $KVQ_BIN), unique names, and polling with a deadline.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Worker runner against a real `kvq serve`: one test per feature.
 
 import assert from 'node:assert/strict';

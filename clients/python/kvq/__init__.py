@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvq: the Python client of kvq, a durable background-job system.
 
 - :class:`Client` — every call of kvq's HTTP API: types (with flow control: pause_type,
@@ -20,7 +21,7 @@ from .client import DEFAULT_URL, Client, Page, job_body
 from .errors import (AlreadyExists, Conflict, Halted, InvalidArgument, JobCancelled, JobDead,
                      JobFailed, KvqError, NetworkError, NoTimeout, NotFound, ServerError,
                      TypeHasJobs, Unauthorized, Unavailable, WrongState, WrongToken)
-from .worker import Job, Worker
+from .worker import Job, JobError, NoRetry, RetryIn, Snooze, Worker
 from . import testing
 
 __version__ = "0.1.0"
@@ -28,7 +29,8 @@ __version__ = "0.1.0"
 # The runner logs to "kvq.worker"; configure logging (logging.basicConfig) to see it.
 logging.getLogger("kvq").addHandler(logging.NullHandler())
 
-__all__ = ["Client", "Page", "DEFAULT_URL", "job_body", "Worker", "Job", "testing", "KvqError",
+__all__ = ["Client", "Page", "DEFAULT_URL", "job_body", "Worker", "Job", "JobError", "NoRetry",
+           "RetryIn", "Snooze", "testing", "KvqError",
            "InvalidArgument", "Unauthorized", "WrongToken", "NotFound", "Conflict", "Halted",
            "WrongState", "NoTimeout", "AlreadyExists", "TypeHasJobs", "Unavailable",
            "ServerError", "NetworkError", "JobFailed", "JobDead", "JobCancelled"]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Jittered exponential backoff, for the worker's retries of 503s and network errors."""
 
 import random

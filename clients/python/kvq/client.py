@@ -1,4 +1,7 @@
+# SPDX-License-Identifier: Apache-2.0
 """The kvq HTTP client: :class:`Client`, one method per route of docs/http-api.md."""
+
+from __future__ import annotations
 
 import base64
 import collections
@@ -8,6 +11,7 @@ import socket
 import ssl
 import time
 import urllib.parse
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import errors
 
@@ -15,7 +19,10 @@ __all__ = ["Client", "Page", "DEFAULT_URL", "job_body"]
 
 DEFAULT_URL = "http://127.0.0.1:7411"
 
-_UNSET = object()
+_UNSET: Any = object()
+
+#: A JSON object as the API sends it (a job, a type, an answer).
+JSONObject = Dict[str, Any]
 
 Page = collections.namedtuple("Page", ["jobs", "next_cursor"])
 Page.__doc__ = """One page of :meth:`Client.list`: ``jobs`` (a list of job dicts, in id order) and
@@ -55,6 +62,9 @@ def job_body(job):
     return base64.b64decode(job.get("body_base64") or "")
 
 
+_COUNTS = ("pending", "scheduled", "running", "finished", "dead", "cancelled")
+
+
 def _accept_fields(body, **fields):
     for key, value in fields.items():
         if value is not None:
@@ -79,7 +89,8 @@ class Client:
             which client certificate to present; default: the system's trusted CAs.
     """
 
-    def __init__(self, url=DEFAULT_URL, token=None, timeout=30.0, ssl_context=None):
+    def __init__(self, url: str = DEFAULT_URL, token: Optional[str] = None, timeout: float = 30.0,
+                 ssl_context: Optional[ssl.SSLContext] = None) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("a kvq URL is http://HOST:PORT or https://HOST:PORT, not %r" % url)
@@ -118,8 +129,10 @@ class Client:
                 target += "?" + urllib.parse.urlencode(query)
         return target
 
-    def _request(self, method, path, body=None, query=None, timeout=None):
-        """One request; returns (status, parsed body or None) for 2xx, raises otherwise."""
+    def _request(self, method, path, body=None, query=None, timeout=None, on_connection=None):
+        """One request; returns (status, parsed body or None) for 2xx, raises otherwise.
+        ``on_connection(conn)`` is called with the connection once it is open, and with None
+        once it is closed (so another thread can cut a long poll short)."""
         headers = self._headers()
         data = None
         if body is not None:
@@ -131,6 +144,9 @@ class Client:
         conn = self._connection(self.timeout if timeout is None else timeout)
         try:
             try:
+                if on_connection is not None:
+                    conn.connect()
+                    on_connection(conn)
                 conn.request(method, self._target(path, query), body=data, headers=headers)
                 resp = conn.getresponse()
                 raw = resp.read()
@@ -139,6 +155,8 @@ class Client:
                                           % (method, path, self.url, err or type(err).__name__)) from err
         finally:
             conn.close()
+            if on_connection is not None:
+                on_connection(None)
         parsed = None
         if raw:
             try:
@@ -150,15 +168,17 @@ class Client:
         raise errors.error_for(resp.status, parsed)
 
     # -- health ------------------------------------------------------------------------
-    def health(self):
+    def health(self) -> JSONObject:
         """``GET /healthz``: the server's health, e.g. ``{"status": "ok", "store": ...}``.
         Raises :class:`kvq.Unavailable` when the store cannot serve."""
         return self._request("GET", "/healthz")[1]
 
     # -- types -------------------------------------------------------------------------
-    def put_type(self, type, timeout=None, *, max_attempts=None, backoff=None,
-                 finished_retention=_UNSET, max_lost_runs=_UNSET, max_running=_UNSET,
-                 rate=_UNSET, max_running_per_group=_UNSET):
+    def put_type(self, type: str, timeout: Optional[float] = None, *,
+                 max_attempts: Optional[int] = None, backoff: Optional[JSONObject] = None,
+                 finished_retention: Optional[float] = _UNSET, max_lost_runs: Optional[int] = _UNSET,
+                 max_running: Optional[int] = _UNSET, rate: Optional[JSONObject] = _UNSET,
+                 max_running_per_group: Optional[int] = _UNSET) -> JSONObject:
         """Create a job type or change its settings; returns the type (as :meth:`get_type`).
 
         Args:
@@ -192,7 +212,7 @@ class Client:
                             "max_running_per_group": max_running_per_group})
         return self._request("PUT", "/v1/types/" + _q(type), body)[1]
 
-    def pause_type(self, type, for_ms=None):
+    def pause_type(self, type: str, for_ms: Optional[int] = None) -> JSONObject:
         """Pause the type: accepts of it get nothing (waiting long-polls included) until
         :meth:`resume_type`, or for ``for_ms`` milliseconds (its ``paused_until``). Adds are
         still taken and running jobs go on. Returns the type (``"paused": True``). Raises
@@ -205,12 +225,12 @@ class Client:
         body = {} if for_ms is None else {"for_ms": for_ms}
         return self._request("POST", "/v1/types/%s/pause" % _q(type), body)[1]
 
-    def resume_type(self, type):
+    def resume_type(self, type: str) -> JSONObject:
         """End the type's pause (nothing if it is not paused); waiting accepts get its jobs
         at once. Returns the type. Raises :class:`kvq.NotFound`."""
         return self._request("POST", "/v1/types/%s/resume" % _q(type))[1]
 
-    def groups(self, type, *, limit=None, after=None):
+    def groups(self, type: str, *, limit: Optional[int] = None, after: Optional[str] = None) -> JSONObject:
         """The type's groups that have pending or running jobs, by name: a list of
         ``{"group", "running", "pending", "full", "in_turn_at"}`` (``full``: it holds
         ``max_running_per_group`` running jobs; ``in_turn_at``: when it is next in turn, ms,
@@ -219,7 +239,7 @@ class Client:
         return self._request("GET", "/v1/types/%s/groups" % _q(type),
                              query={"limit": limit, "after": after or None})[1]["groups"]
 
-    def iter_groups(self, type, *, page_size=None):
+    def iter_groups(self, type: str, *, page_size: Optional[int] = None) -> Iterator[JSONObject]:
         """Every group of the type (as :meth:`groups`), page by page: a generator."""
         after, size = None, page_size or 100
         while True:
@@ -234,8 +254,9 @@ class Client:
                 return
 
     # -- schedules ---------------------------------------------------------------------
-    def put_schedule(self, name, type, cron, *, timezone=None, data=None, priority=None,
-                     catch_up=None):
+    def put_schedule(self, name: str, type: str, cron: str, *, timezone: Optional[str] = None,
+                     data: Any = None, priority: Optional[int] = None,
+                     catch_up: Optional[bool] = None) -> JSONObject:
         """Create or replace the schedule ``name``: a job of ``type`` is added at every time
         ``cron`` names (five crontab fields, six with seconds first, or ``@daily`` ...), its
         id ``NAME@YYYY-MM-DDTHH:MM:SSZ``. Returns the schedule (as :meth:`get_schedule`).
@@ -261,22 +282,22 @@ class Client:
                 body[key] = value
         return self._request("PUT", "/v1/schedules/" + _q(name), body)[1]
 
-    def get_schedule(self, name):
+    def get_schedule(self, name: str) -> JSONObject:
         """The schedule: ``{"name", "type", "cron", "timezone", "data", "priority",
         "catch_up", "next_run", "last_run", "last_job_id", "enqueued", "skipped",
         "last_error", "created_at", "updated_at", "next_runs"}`` (``next_runs``: its next
         five times after now, ms). Raises :class:`kvq.NotFound`."""
         return self._request("GET", "/v1/schedules/" + _q(name))[1]
 
-    def schedules(self):
+    def schedules(self) -> List[JSONObject]:
         """Every schedule, by name (as :meth:`get_schedule`, without ``next_runs``)."""
         return self._request("GET", "/v1/schedules")[1]["schedules"]
 
-    def remove_schedule(self, name):
+    def remove_schedule(self, name: str) -> None:
         """Delete a schedule; the jobs it enqueued stay. Raises :class:`kvq.NotFound`."""
         self._request("DELETE", "/v1/schedules/" + _q(name))
 
-    def get_type(self, type):
+    def get_type(self, type: str) -> JSONObject:
         """The type's settings: ``{"type", "timeout", "finished_retention",
         "max_lost_runs", "max_attempts", "backoff", "paused", "paused_until", "max_running",
         "rate", "max_running_per_group"}`` (``paused_until``: when a pause given ``for_ms``
@@ -284,23 +305,42 @@ class Client:
         Raises :class:`kvq.NotFound`."""
         return self._request("GET", "/v1/types/" + _q(type))[1]
 
-    def list_types(self):
+    def list_types(self) -> List[JSONObject]:
         """Every type that has a timeout, as a list of dicts like :meth:`get_type`'s."""
         return self._request("GET", "/v1/types")[1]["types"]
 
-    def delete_type(self, type):
+    def delete_type(self, type: str) -> None:
         """Delete a type that has no jobs. Raises :class:`kvq.TypeHasJobs` otherwise (empty
         it first with :meth:`remove_all`), :class:`kvq.NotFound`."""
         self._request("DELETE", "/v1/types/" + _q(type))
 
-    def pending_count(self, type, limit=None):
+    def pending_count(self, type: str, limit: Optional[int] = None) -> int:
         """How many due pending jobs the type has (counted up to ``limit``)."""
         return self._request("GET", "/v1/types/%s/pending" % _q(type),
                              query={"limit": limit})[1]["pending"]
 
+    def stats(self) -> JSONObject:
+        """The server's counters and counts in one read-only call (``GET /v1/stats``):
+        ``{"time", "accepts", "finishes", "types": [...], "worker_types": [...]}``, each type
+        with its settings and its ``pending``, ``scheduled``, ``running``, ``finished``,
+        ``dead`` and ``cancelled`` counts (each counted up to 100,000)."""
+        return self._request("GET", "/v1/stats")[1]
+
+    def counts(self, type: str) -> Dict[str, int]:
+        """How many jobs of ``type`` are in each state: ``{"pending", "scheduled",
+        "running", "finished", "dead", "cancelled"}`` (``pending`` includes ``scheduled``,
+        ``finished`` includes ``dead`` and ``cancelled``), from :meth:`stats`. Raises
+        :class:`kvq.NotFound` for a type without a timeout."""
+        for t in self.stats()["types"]:
+            if t["type"] == type:
+                return {k: t.get(k, 0) for k in _COUNTS}
+        raise errors.NotFound("type %s does not exist" % type, status=404, code="not_found")
+
     # -- producing ---------------------------------------------------------------------
-    def add(self, type, id, data=None, *, priority=None, scheduled_time=None, if_exists=None,
-            group=None, timeout=None, body=None):
+    def add(self, type: str, id: str, data: Any = None, *, priority: Optional[int] = None,
+            scheduled_time: Optional[int] = None, if_exists: Optional[str] = None,
+            group: Optional[str] = None, timeout: Optional[float] = None,
+            body: Union[bytes, str, None] = None) -> bool:
         """Add a job; returns True if it was added or changed, False if ``if_exists="keep"``
         left an existing job alone.
 
@@ -344,7 +384,8 @@ class Client:
             body["if_exists"] = if_exists
         return self._request("POST", "/v1/jobs/" + _q(type), body)[1]["added"]
 
-    def add_many(self, type, jobs, *, if_exists=None):
+    def add_many(self, type: str, jobs: Sequence[JSONObject], *,
+                 if_exists: Optional[str] = None) -> JSONObject:
         """Add up to 1,000 jobs in one transaction (all or none).
 
         Args:
@@ -369,12 +410,14 @@ class Client:
         return self._request("POST", "/v1/jobs/%s/batch" % _q(type), body)[1]
 
     # -- reading -----------------------------------------------------------------------
-    def get(self, type, id):
+    def get(self, type: str, id: str) -> JSONObject:
         """The job, as a dict (``state``, ``outcome``, ``data``, ``result``, ``attempts``,
         ``errors``, ...; docs/http-api.md "Jobs"). Raises :class:`kvq.NotFound`."""
         return self._request("GET", "/v1/jobs/%s/%s" % (_q(type), _q(id)))[1]
 
-    def list(self, type, state=None, *, worker=None, worker_type=None, limit=None, cursor=None):
+    def list(self, type: str, state: Optional[str] = None, *, worker: Optional[str] = None,
+             worker_type: Optional[str] = None, limit: Optional[int] = None,
+             cursor: Optional[str] = None) -> Page:
         """One page of the type's jobs, in id order, as a :class:`Page`.
 
         Args:
@@ -389,7 +432,8 @@ class Client:
                                     "limit": limit, "cursor": cursor or None})[1]
         return Page(body["jobs"], body.get("next_cursor", ""))
 
-    def iter_jobs(self, type, state=None, *, page_size=None, **filters):
+    def iter_jobs(self, type: str, state: Optional[str] = None, *, page_size: Optional[int] = None,
+                  **filters: Any) -> Iterator[JSONObject]:
         """Every job of the type (filtered as :meth:`list`), page by page: a generator."""
         cursor = None
         while True:
@@ -400,20 +444,21 @@ class Client:
             cursor = page.next_cursor
 
     # -- changing jobs -----------------------------------------------------------------
-    def remove(self, type, id):
+    def remove(self, type: str, id: str) -> None:
         """Delete a job (a running job's worker is halted). Raises :class:`kvq.NotFound`."""
         self._request("DELETE", "/v1/jobs/%s/%s" % (_q(type), _q(id)))
 
-    def remove_all(self, type):
+    def remove_all(self, type: str) -> int:
         """Delete every job of the type; returns how many were removed."""
         return self._request("DELETE", "/v1/types/%s/jobs" % _q(type))[1]["removed"]
 
-    def cancel(self, type, id):
+    def cancel(self, type: str, id: str) -> JSONObject:
         """Cancel a job: it ends with outcome ``"cancelled"`` (a running job's worker is
         halted). Returns the job. Raises :class:`kvq.WrongState` if it already finished."""
         return self._request("POST", "/v1/jobs/%s/%s/cancel" % (_q(type), _q(id)))[1]
 
-    def rerun(self, type, id, *, scheduled_time=None, priority=None):
+    def rerun(self, type: str, id: str, *, scheduled_time: Optional[int] = None,
+              priority: Optional[int] = None) -> JSONObject:
         """Run a finished job (any outcome) again, its attempts starting over; returns the
         job. Raises :class:`kvq.WrongState` if it is not finished."""
         body = {}
@@ -423,14 +468,15 @@ class Client:
             body["priority"] = priority
         return self._request("POST", "/v1/jobs/%s/%s/rerun" % (_q(type), _q(id)), body)[1]
 
-    def rerun_all(self, type, outcome="dead"):
+    def rerun_all(self, type: str, outcome: str = "dead") -> Any:
         """Rerun every job of the type that ended ``outcome`` (``"dead"`` or
         ``"cancelled"``); returns how many."""
         return self._request("POST", "/v1/types/%s/rerun" % _q(type),
                              {"outcome": outcome})[1]["rerun"]
 
     # -- watching ----------------------------------------------------------------------
-    def wait(self, type, id, state="finished", timeout=30):
+    def wait(self, type: str, id: str, state: str = "finished",
+             timeout: float = 30) -> Optional[JSONObject]:
         """Long-poll until the job is in ``state`` (``pending``, ``running`` or ``finished``)
         or removed; returns the job event (``{"found": True, "state", "outcome", "result",
         ...}`` or ``{"found": False}``), or ``None`` if ``timeout`` seconds (at most 300)
@@ -441,7 +487,8 @@ class Client:
                                      timeout=timeout + self.timeout)
         return body if status == 200 else None
 
-    def events(self, type, id, follow=False, timeout=None):
+    def events(self, type: str, id: str, follow: bool = False,
+               timeout: Optional[float] = None) -> Iterator[JSONObject]:
         """Follow a job's changes: a generator of job events (dicts as :meth:`wait`
         returns), the current state first. It ends after ``finished`` or when the job is
         removed (``found: False``); with ``follow=True`` only when it is removed. With
@@ -453,7 +500,7 @@ class Client:
             if name == "job":
                 yield data
 
-    def worker_events(self, worker_type, timeout=None):
+    def worker_events(self, worker_type: str, timeout: Optional[float] = None) -> Iterator[JSONObject]:
         """Follow a worker type's membership: a generator of ``{"version", "workers"}``,
         now, then on every change. With ``timeout`` it raises :class:`TimeoutError`."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -520,7 +567,7 @@ class Client:
         finally:
             conn.close()
 
-    def result(self, type, id, timeout=None):
+    def result(self, type: str, id: str, timeout: Optional[float] = None) -> Any:
         """Wait for the job to end and return its result (what the worker's handler
         returned).
 
@@ -547,8 +594,10 @@ class Client:
         raise errors.NotFound("job %s/%s was removed" % (type, id), status=404, code="not_found")
 
     # -- workers' job calls ------------------------------------------------------------
-    def accept(self, type, count=1, timeout=0, *, worker=None, worker_type=None,
-               max_priority=None, max_scheduled_time=None):
+    def accept(self, type: str, count: int = 1, timeout: float = 0, *, worker: Optional[str] = None,
+               worker_type: Optional[str] = None, max_priority: Optional[int] = None,
+               max_scheduled_time: Optional[int] = None,
+               _on_connection: Optional[Callable[[Any], None]] = None) -> List[JSONObject]:
         """Take up to ``count`` (1-100) due jobs, waiting up to ``timeout`` seconds (at most
         300) for the first. Returns a list of ``{"type", "id", "lock", "data"}`` (empty if
         none became due in time). Most programs use :class:`kvq.Worker` instead."""
@@ -556,11 +605,13 @@ class Client:
                               worker_type=worker_type, max_priority=max_priority,
                               max_scheduled_time=max_scheduled_time)
         status, answer = self._request("POST", "/v1/accept/" + _q(type), body,
-                                       timeout=timeout + self.timeout)
+                                       timeout=timeout + self.timeout,
+                                       on_connection=_on_connection)
         return answer["jobs"] if status == 200 and answer else []
 
-    def accept_any(self, types, timeout=0, *, worker=None, worker_type=None, max_priority=None,
-                   max_scheduled_time=None):
+    def accept_any(self, types: Sequence[str], timeout: float = 0, *, worker: Optional[str] = None,
+                   worker_type: Optional[str] = None, max_priority: Optional[int] = None,
+                   max_scheduled_time: Optional[int] = None) -> List[JSONObject]:
         """Take one due job of any of ``types`` (1-64 type names): the best priority across
         them, then the earliest scheduled time; waits up to ``timeout`` seconds (at most 300)
         for one. Returns a list of at most one job dict (its ``type`` says which)."""
@@ -573,7 +624,8 @@ class Client:
     def _job_call(self, type, id, verb, body):
         return self._request("POST", "/v1/jobs/%s/%s/%s" % (_q(type), _q(id), verb), body)[1]
 
-    def update(self, type, id, lock, *, progress=_UNSET, data=None, body=None):
+    def update(self, type: str, id: str, lock: str, *, progress: Any = _UNSET,
+               data: Optional[JSONObject] = None, body: Union[bytes, str, None] = None) -> bool:
         """Heartbeat a running job (and set its ``progress``, any JSON value, and its data if
         given: ``data``, or ``body`` for a job of bytes); returns whether an add resubmitted
         it meanwhile. Raises :class:`kvq.Halted` when the job is no longer this lock's."""
@@ -583,7 +635,9 @@ class Client:
         _put_body(request, body)
         return self._job_call(type, id, "update", request).get("resubmitted", False)
 
-    def finish(self, type, id, lock, result=None, *, data=None, body=None, next=None):
+    def finish(self, type: str, id: str, lock: str, result: Any = None, *,
+               data: Optional[JSONObject] = None, body: Union[bytes, str, None] = None,
+               next: Optional[JSONObject] = None) -> Optional[JSONObject]:
         """End a running job as succeeded with ``result`` (any JSON value); ``data`` (or
         ``body``, for a job of bytes) replaces its data. Raises :class:`kvq.Halted`. A repeat
         with the same lock is harmless.
@@ -613,8 +667,9 @@ class Client:
                                timeout=float(next.get("timeout") or 0) + self.timeout)[1]
         return answer.get("next")
 
-    def fail(self, type, id, lock, message, *, kind=None, details=None, retry_in=None,
-             retry=None):
+    def fail(self, type: str, id: str, lock: str, message: str, *, kind: Optional[str] = None,
+             details: Any = None, retry_in: Optional[float] = None,
+             retry: Optional[bool] = None) -> JSONObject:
         """Fail this attempt of a running job: the error (``message``, ``kind``,
         ``details``) is recorded and the job retried after ``retry_in`` seconds or its
         type's backoff, or ends dead when ``retry`` is False or its attempts are used up.
@@ -632,7 +687,8 @@ class Client:
             body["retry"] = retry
         return self._job_call(type, id, "fail", body)
 
-    def snooze(self, type, id, lock, *, delay=None, scheduled_time=None):
+    def snooze(self, type: str, id: str, lock: str, *, delay: Optional[float] = None,
+               scheduled_time: Optional[int] = None) -> None:
         """Hand a running job back, pending again after ``delay`` seconds (default 0) or at
         ``scheduled_time`` (ms), without counting the attempt or a lost run. Raises
         :class:`kvq.Halted`."""
@@ -644,8 +700,9 @@ class Client:
         self._job_call(type, id, "snooze", body)
 
     # -- workers (membership) ----------------------------------------------------------
-    def register_worker(self, worker_type, id, *, info=None, health_timeout=None,
-                        take_over=False):
+    def register_worker(self, worker_type: str, id: str, *, info: Any = None,
+                        health_timeout: Optional[float] = None,
+                        take_over: bool = False) -> JSONObject:
         """Register a worker; returns its token (keep it secret). Without a heartbeat for
         ``health_timeout`` seconds (default 10) it is declared dead and the jobs it
         accepted go back to pending at once. Raises :class:`kvq.AlreadyExists` if the id is
@@ -659,19 +716,19 @@ class Client:
             body["take_over"] = True
         return self._request("POST", "/v1/workers/" + _q(worker_type), body)[1]["token"]
 
-    def heartbeat_worker(self, worker_type, id, token):
+    def heartbeat_worker(self, worker_type: str, id: str, token: str) -> None:
         """Tell the server the worker is alive. Raises :class:`kvq.Halted` once it was
         declared dead (register again), :class:`kvq.WrongToken`."""
         self._request("POST", "/v1/workers/%s/%s/heartbeat" % (_q(worker_type), _q(id)),
                       {"token": token})
 
-    def deregister_worker(self, worker_type, id, token):
+    def deregister_worker(self, worker_type: str, id: str, token: str) -> None:
         """Unregister the worker; jobs it still holds go back to pending at once (each a
         lost run: hand them back with :meth:`snooze` first)."""
         self._request("DELETE", "/v1/workers/%s/%s" % (_q(worker_type), _q(id)),
                       query={"token": token})
 
-    def list_workers(self, worker_type):
+    def list_workers(self, worker_type: str) -> JSONObject:
         """The live workers of a worker type: ``{"version", "workers": [{"id", "info",
         "registered_at", "last_heartbeat", "health_timeout"}]}``."""
         return self._request("GET", "/v1/workers/" + _q(worker_type))[1]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The exceptions of the kvq client: one hierarchy, rooted at :class:`KvqError`.
 
 Every error the server answers carries its HTTP ``status``, the API's error ``code`` (the

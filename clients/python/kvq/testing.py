@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Inline mode, for your own unit tests: :class:`InlineClient` keeps jobs in memory, with
 the semantics of a kvq server, so a test runs its handlers in process without a server::
 
@@ -385,6 +386,24 @@ class InlineClient:
         """As :meth:`kvq.Client.get`."""
         with self._mu:
             return self._view(self._job(type, id))
+
+    def counts(self, type):
+        """As :meth:`kvq.Client.counts`: how many of the type's jobs are in each state, by
+        this client's clock."""
+        with self._mu:
+            self._type(type)
+            now = self.now_ms()
+            out = dict.fromkeys(("pending", "scheduled", "running", "finished", "dead",
+                                 "cancelled"), 0)
+            for (t, _), j in self._jobs.items():
+                if t != type:
+                    continue
+                out[j["state"]] += 1
+                if j["state"] == "pending" and j["scheduled_time"] > now:
+                    out["scheduled"] += 1
+                if j["outcome"] in ("dead", "cancelled"):
+                    out[j["outcome"]] += 1
+            return out
 
     def list(self, type, state=None, *, worker=None, worker_type=None, limit=None, cursor=None):
         """As :meth:`kvq.Client.list` (the cursor is the last id of the previous page)."""

@@ -1,5 +1,8 @@
+# SPDX-License-Identifier: Apache-2.0
 """The kvq worker runner: :class:`Worker` runs handlers on accepted jobs, and :class:`Job`
 is what a handler receives."""
+
+from __future__ import annotations
 
 import itertools
 import logging
@@ -9,14 +12,18 @@ import socket
 import threading
 import time
 import traceback
+from typing import Any, Callable, Optional
 
 from . import errors
 from ._backoff import Backoff
-from .client import job_body
+from .client import Client, job_body
 
-__all__ = ["Worker", "Job"]
+__all__ = ["Worker", "Job", "JobError", "NoRetry", "RetryIn", "Snooze"]
 
 log = logging.getLogger("kvq.worker")
+
+#: A handler: called with the running :class:`Job`; its return value (JSON) is the result.
+Handler = Callable[["Job"], Any]
 
 # A Job's life in the runner: RUNNING (the handler runs) -> ENDING (its finish or fail is
 # being sent) -> DONE; or RUNNING -> HANDED_BACK (snoozed at shutdown) or FENCED (the
@@ -59,7 +66,7 @@ class Job:
     def __repr__(self):
         return "<kvq.Job %s/%s>" % (self.type, self.id)
 
-    def progress(self, value):
+    def progress(self, value: Any) -> None:
         """Report progress (any JSON value; the job's ``progress``). Each call is one
         ``update``, which is also a heartbeat. Raises :class:`kvq.Halted` (and sets
         ``cancelled``) if the job is no longer this worker's; a network error or 503 is
@@ -77,7 +84,14 @@ class Job:
             return
         self._next_beat = time.monotonic() + self._beat_every
 
-    def check(self):
+    def attempt(self) -> int:
+        """Which attempt this run is: 1 for the first, counting every accept since the job was
+        last added anew or rerun, less the runs handed back with snooze (Celery's
+        ``request.retries`` + 1, arq's ``job_try``). One request on a server (a ``get`` of the
+        job: the accept's answer does not carry it), so call it only when needed."""
+        return self._worker.client.get(self.type, self.id)["attempts"]
+
+    def check(self) -> None:
         """Raise :class:`kvq.Halted` if ``cancelled`` is set: call it between steps of a
         long handler to stop as soon as the job is no longer this worker's."""
         if self.cancelled.is_set():
@@ -102,6 +116,46 @@ class Job:
             return True
 
 
+class JobError(Exception):
+    """Raised by a handler to fail the attempt with more than an exception says: ``kind``
+    and ``details`` (any JSON value, kept beside the stack) recorded with the message;
+    ``retry=False`` ends the job dead now; ``retry_in`` (seconds) retries after that long
+    instead of the type's backoff (the attempt still counts). Any other exception fails the
+    attempt with the type's policy."""
+
+    def __init__(self, message, *, kind=None, details=None, retry=True, retry_in=None):
+        super().__init__(message)
+        self.kind = kind
+        self.details = details
+        self.retry = retry
+        self.retry_in = retry_in
+
+
+class NoRetry(JobError):
+    """``raise kvq.NoRetry("bad input") from err``: the job ends dead at once (retrying will
+    not help)."""
+
+    def __init__(self, message, *, kind=None, details=None):
+        super().__init__(message, kind=kind, details=details, retry=False)
+
+
+class RetryIn(JobError):
+    """``raise kvq.RetryIn(60, "rate limited")``: the job is retried after ``seconds``
+    instead of its type's backoff; the attempt counts."""
+
+    def __init__(self, seconds, message, *, kind=None, details=None):
+        super().__init__(message, kind=kind, details=details, retry_in=seconds)
+
+
+class Snooze(Exception):
+    """``raise kvq.Snooze(30)``: hand the job back to run again after ``delay`` seconds,
+    neither counting this run as an attempt nor recording an error ("not now")."""
+
+    def __init__(self, delay=0.0):
+        super().__init__("snoozed for %s s" % delay)
+        self.delay = delay
+
+
 class _Stopped(Exception):
     """stop() was called while run() was still starting."""
 
@@ -109,7 +163,16 @@ class _Stopped(Exception):
 def _error_of(exc):
     kind = type(exc).__name__[:64] or "error"
     stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return {"message": str(exc) or kind, "kind": kind, "details": {"stack": stack}}
+    error = {"message": str(exc) or kind, "kind": kind, "details": {"stack": stack},
+             "retry": None, "retry_in": None}
+    if isinstance(exc, JobError):
+        if exc.kind:
+            error["kind"] = exc.kind[:64]
+        if exc.details is not None:
+            error["details"] = {"stack": stack, "details": exc.details}
+        error["retry"] = None if exc.retry else False
+        error["retry_in"] = exc.retry_in
+    return error
 
 
 class Worker:
@@ -147,7 +210,7 @@ class Worker:
             dead.
         grace: seconds running handlers get to finish on shutdown.
         poll_timeout: seconds one accept long-polls (with several types: at most 1 s each,
-            in turn). A shutdown waits for the accept under way, so keep it modest.
+            in turn). A shutdown cuts the accept under way short, so an idle worker stops at once.
         heartbeat_fraction: how often running jobs are heartbeated, as a fraction of their
             type's timeout.
         register: whether to register with the workers layer (default True).
@@ -156,9 +219,11 @@ class Worker:
         info: a JSON object shown in the worker's registration (default ``{"pid": PID}``).
     """
 
-    def __init__(self, client, *, concurrency=1, worker_id=None, worker_type="python",
-                 health_timeout=10.0, grace=30.0, poll_timeout=10.0, heartbeat_fraction=0.25,
-                 register=True, handle_signals=True, info=None):
+    def __init__(self, client: Any, *, concurrency: int = 1, worker_id: Optional[str] = None,
+                 worker_type: str = "python", health_timeout: float = 10.0, grace: float = 10.0,
+                 poll_timeout: float = 10.0, heartbeat_fraction: float = 1 / 3,
+                 register: bool = True, handle_signals: bool = True,
+                 info: Optional[dict] = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1, not %r" % (concurrency,))
         if not 0 < heartbeat_fraction < 1:
@@ -181,6 +246,8 @@ class Worker:
         self._inflight = set()    # Jobs whose handler or ending is under way
         self._stopping = threading.Event()
         self._hard_exit = threading.Event()
+        self._poll_mu = threading.RLock()  # stop() may run in a signal handler
+        self._poll_conn = None  # the connection of the accept under way, cut short by stop()
         self._threads_stop = threading.Event()
         self._beat_kick = threading.Event()  # wakes the heartbeat thread: a new job, or stop
         self._token = None
@@ -188,7 +255,7 @@ class Worker:
         self._next_supported = True  # whether the server's finish takes "next"
 
     # -- configuration -----------------------------------------------------------------
-    def register(self, type, fn):
+    def register(self, type: str, fn: Handler) -> Handler:
         """Run ``fn(job)`` for jobs of ``type`` (one handler per type)."""
         if type in self._handlers:
             raise ValueError("type %r already has a handler" % type)
@@ -197,14 +264,16 @@ class Worker:
         self._handlers[type] = fn
         return fn
 
-    def handler(self, type):
+    def handler(self, type: str) -> Callable[[Handler], Handler]:
         """A decorator: ``@worker.handler("email")`` registers the function for ``type``."""
         return lambda fn: self.register(type, fn)
 
     # -- running -----------------------------------------------------------------------
-    def run(self):
+    def run(self, burst: bool = False) -> None:
         """Register, then accept and run jobs until :meth:`stop` (or SIGTERM / SIGINT);
-        then drain as the class describes and return. Raises :class:`kvq.NotFound` at once
+        then drain as the class describes and return. With ``burst``, it also stops once
+        no job of its types is due and none is running (RQ's ``--burst``): for scripts and
+        tests; jobs scheduled later (a retry's backoff) are left for another run. Raises :class:`kvq.NotFound` at once
         if a handler's type does not exist, and any error that retrying cannot cure
         (:class:`kvq.Unauthorized`, ...)."""
         if not self._handlers:
@@ -227,7 +296,7 @@ class Worker:
                          self.worker_type, getattr(self.client, "url", "inline"))
                 threads.append(self._start_thread(self._membership_loop, "membership"))
             threads.append(self._start_thread(self._heartbeat_loop, "heartbeat"))
-            self._accept_loop()
+            self._accept_loop(burst)
             self._drain_on_stop()
         except _Stopped:  # stopped before it could start
             pass
@@ -244,7 +313,7 @@ class Worker:
             for signum, previous in restore:
                 signal.signal(signum, previous)
 
-    def stop(self, grace=None):
+    def stop(self, grace: Optional[float] = None) -> None:
         """Ask :meth:`run` to stop: no more accepts, running handlers get ``grace`` seconds
         (default the worker's) to finish, the rest are handed back. Returns at once; safe
         from any thread and from a signal handler. Called before :meth:`run`, that run
@@ -254,8 +323,28 @@ class Worker:
         self._stopping.set()
         with self._cond:
             self._cond.notify_all()
+        self._cut_poll()
 
-    def drain(self, max_jobs=None, run_scheduled=False):
+    def _cut_poll(self):
+        # An idle worker's accept long-polls for up to poll_timeout: shutting its socket
+        # down ends it now. The server then takes no job for it (a job it handed out in that
+        # instant comes back when the worker unregisters).
+        with self._poll_mu:
+            conn = self._poll_conn
+            sock = conn.sock if conn is not None else None
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def _set_poll_conn(self, conn):
+        with self._poll_mu:
+            self._poll_conn = conn
+        if conn is not None and self._stopping.is_set():
+            self._cut_poll()
+
+    def drain(self, max_jobs: Optional[int] = None, run_scheduled: bool = False) -> int:
         """Run due jobs one at a time in this thread, until none is due (or ``max_jobs``
         ran); returns how many ran. Meant for tests with a
         :class:`kvq.testing.InlineClient` (it works on a server too, without registering).
@@ -362,24 +451,36 @@ class Worker:
                 log.warning("reading type %s: %s (keeping its timeout)", type, err)
         return max(0.05, timeout * self.heartbeat_fraction)
 
-    def _accept_loop(self):
+    def _accept_loop(self, burst=False):
         types = list(self._handlers)
         backoff = Backoff(base=0.2, cap=10.0)
         turn = 0
+        empty = set()  # burst: the types whose last accept, with nothing running, was empty
         while not self._stopping.is_set():
             with self._cond:
                 free = self.concurrency - len(self._inflight)
                 if free <= 0:
                     self._cond.wait(1.0)
                     continue
+                idle = not self._inflight
+            if burst and idle and len(empty) == len(types):
+                log.info("burst: no job due and none running: stopping")
+                self.stop()
+                break
             t = types[turn % len(types)]
             turn += 1
             wait = self.poll_timeout if len(types) == 1 else min(1.0, self.poll_timeout)
+            if burst:
+                wait = 0 if idle else min(0.2, wait)
+            cut = {"_on_connection": self._set_poll_conn} if isinstance(
+                self.client, Client) else {}
             try:
                 jobs = self.client.accept(
                     t, count=min(free, 100), timeout=wait, worker=self.worker_id,
-                    worker_type=self.worker_type if self._token is not None else None)
+                    worker_type=self.worker_type if self._token is not None else None, **cut)
             except errors.KvqError as err:
+                if self._stopping.is_set():
+                    break
                 if not (err.retryable or isinstance(err, errors.NotFound)):
                     raise
                 delay = backoff.next()
@@ -387,6 +488,10 @@ class Worker:
                 self._stopping.wait(delay)
                 continue
             backoff.reset()
+            if burst and (jobs or not idle):
+                empty.clear()
+            elif burst:
+                empty.add(t)
             beat_every = self._beat_every(t) if jobs else None
             for raw in jobs:
                 job = Job(self, raw, beat_every)
@@ -410,11 +515,15 @@ class Worker:
             handler = self._handlers[job.type]
             try:
                 result = handler(job)
-            except Exception as exc:  # the handler failed: fail the job
+            except Exception as exc:  # the handler failed (or snoozed): end the run so
                 if job.cancelled.is_set() or not job._claim(_ENDING):
                     log.info("dropped %s/%s (%s)", job.type, job.id, job.cancel_reason)
                     return None
-                self._fail(job, _error_of(exc))
+                if isinstance(exc, Snooze):
+                    self._hand_back(job, exc.delay)
+                    job._state = _DONE
+                else:
+                    self._fail(job, _error_of(exc))
                 return None
             if job.cancelled.is_set() or not job._claim(_ENDING):
                 log.info("dropped %s/%s (%s)", job.type, job.id, job.cancel_reason)
@@ -493,7 +602,9 @@ class Worker:
             answer = self._retrying(
                 "fail %s/%s" % (job.type, job.id),
                 lambda: self.client.fail(job.type, job.id, job.lock, error["message"],
-                                         kind=error["kind"], details=error["details"]),
+                                         kind=error["kind"], details=error["details"],
+                                         retry=error.get("retry"),
+                                         retry_in=error.get("retry_in")),
                 self._give_up_after(job))
             if answer.get("dead"):
                 log.info("failed %s/%s: dead (%s)", job.type, job.id, error["message"])
@@ -507,13 +618,15 @@ class Worker:
         finally:
             job._state = _DONE
 
-    def _hand_back(self, job):
-        """Snooze a job we will not run: pending again at once, nothing counted."""
+    def _hand_back(self, job, delay=0):
+        """Snooze a job: pending again after ``delay`` seconds (a job we will not run: at
+        once), nothing counted."""
         try:
             self._retrying("hand back %s/%s" % (job.type, job.id),
-                           lambda: self.client.snooze(job.type, job.id, job.lock, delay=0),
+                           lambda: self.client.snooze(job.type, job.id, job.lock, delay=delay),
                            give_up_after=10)
-            log.info("handed back %s/%s", job.type, job.id)
+            log.info("handed back %s/%s%s", job.type, job.id,
+                     " for %s s" % delay if delay else "")
         except errors.Halted:
             pass
         except errors.KvqError as err:

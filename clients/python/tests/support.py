@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Test support: a real `kvq serve` on a free port with its own data directory.
 
 The binary is $KVQ_BIN (ctest passes the one this build made)."""

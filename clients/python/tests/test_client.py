@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvq.Client against a real kvq serve: every call, and its errors."""
 
 import socket
@@ -23,6 +24,23 @@ class Types(ServerTest):
         self.assertEqual((again["timeout"], again["max_attempts"], again["finished_retention"]),
                          (12.5, 7, None))
         self.assertIn(t, [x["type"] for x in self.client.list_types()])
+
+    def test_counts_and_stats(self):
+        t = uniq("ty")
+        self.client.put_type(t, 30)
+        self.client.add(t, "a")
+        self.client.add(t, "b")
+        self.client.add(t, "c", scheduled_time=int(time.time() * 1000) + 3600000)
+        [job] = self.client.accept(t)
+        self.client.finish(t, job["id"], job["lock"], None)
+        [job] = self.client.accept(t)
+        self.assertEqual(self.client.counts(t), {"pending": 1, "scheduled": 1, "running": 1,
+                                                 "finished": 1, "dead": 0, "cancelled": 0})
+        stats = self.client.stats()
+        self.assertIn(t, [x["type"] for x in stats["types"]])
+        self.assertGreaterEqual(stats["accepts"], 2)
+        with self.assertRaises(kvq.NotFound):
+            self.client.counts(uniq("missing"))
 
     def test_unknown_type_is_not_found_with_status_and_code(self):
         with self.assertRaises(kvq.NotFound) as cm:

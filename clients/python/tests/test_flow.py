@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvq.Client against a real kvq serve: schedules, pause / resume, the flow-control settings of
 a type, and groups.
 

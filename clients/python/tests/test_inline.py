@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Inline mode: kvq.testing.InlineClient runs handlers in process, without a server."""
 
 import threading
@@ -310,3 +311,22 @@ class InlineTimeAndFlowControl(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class InlineCounts(unittest.TestCase):
+
+    def test_counts_as_a_server_does(self):
+        client = InlineClient()
+        client.put_type("t", 30, max_attempts=1)
+        worker = kvq.Worker(client)
+        worker.register("t", lambda job: job.data["ok"] or 1 / 0)
+        client.add("t", "good", {"ok": True})
+        client.add("t", "bad", {"ok": False})
+        client.add("t", "later", {"ok": True}, scheduled_time=client.now_ms() + 60000)
+        client.add("t", "gone", {"ok": True})
+        client.cancel("t", "gone")
+        self.assertEqual(worker.drain(), 2)
+        self.assertEqual(client.counts("t"), {"pending": 1, "scheduled": 1, "running": 0,
+                                              "finished": 3, "dead": 1, "cancelled": 1})
+        with self.assertRaises(kvq.NotFound):
+            client.counts("missing")

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvq.Client's finish with next, accept_any, an add's own timeout and bytes bodies, and the
 Worker's one request per job, against a real kvq serve."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvq.Worker against a real kvq serve: one test per runner feature."""
 
 import collections
@@ -137,6 +138,78 @@ class Runner(ServerTest):
         self.assertEqual(len(calls), 3)
         self.assertGreater(calls[1] - calls[0], 1.0)
 
+    def test_no_retry_ends_the_job_dead_at_its_first_failure(self):
+        t = self.new_type(max_attempts=5)
+        w = worker(self.client)
+
+        @w.handler(t)
+        def refuse(job):
+            raise kvq.NoRetry("no address", kind="BadInput", details={"field": "to"})
+
+        self.client.add(t, "e", {})
+        self.run_worker(w)
+        with self.assertRaises(kvq.JobDead) as cm:
+            self.client.result(t, "e", timeout=10)
+        job = cm.exception.job
+        self.assertEqual(job["attempts"], 1)
+        error = job["errors"][0]
+        self.assertEqual((error["kind"], error["message"], error["details"]["details"]),
+                         ("BadInput", "no address", {"field": "to"}))
+        self.assertIn("Traceback", error["details"]["stack"])
+
+    def test_retry_in_retries_after_that_long_instead_of_the_backoff(self):
+        t = self.new_type(max_attempts=5, backoff={"base": 3600, "jitter": 0})
+        w = worker(self.client)
+
+        @w.handler(t)
+        def limited(job):
+            if not job.data.get("again"):
+                self.client.update(t, job.id, job.lock, data={"again": True})
+                raise kvq.RetryIn(0.2, "rate limited")
+            return "ok"
+
+        self.client.add(t, "e", {})
+        self.run_worker(w)
+        self.assertEqual(self.client.result(t, "e", timeout=10), "ok")
+        job = self.client.get(t, "e")
+        self.assertEqual((job["attempts"], job["errors"][0]["message"]), (2, "rate limited"))
+
+    def test_a_handler_can_ask_which_attempt_it_is(self):
+        t = self.new_type(max_attempts=5)
+        w = worker(self.client)
+        seen = []
+
+        @w.handler(t)
+        def flaky(job):
+            seen.append(job.attempt())
+            if seen[-1] < 3:
+                raise kvq.RetryIn(0, "not yet")
+            return seen[-1]
+
+        self.client.add(t, "e", {})
+        self.run_worker(w)
+        self.assertEqual(self.client.result(t, "e", timeout=10), 3)
+        self.assertEqual(seen, [1, 2, 3])
+
+    def test_snooze_hands_the_job_back_without_an_attempt_or_an_error(self):
+        t = self.new_type(max_attempts=1)
+        w = worker(self.client)
+        runs = []
+
+        @w.handler(t)
+        def not_now(job):
+            runs.append(time.monotonic())
+            if len(runs) == 1:
+                raise kvq.Snooze(0.3)
+            return "done"
+
+        self.client.add(t, "e", {})
+        self.run_worker(w)
+        self.assertEqual(self.client.result(t, "e", timeout=10), "done")
+        job = self.client.get(t, "e")
+        self.assertEqual((job["attempts"], job["errors"]), (1, []))
+        self.assertGreaterEqual(runs[1] - runs[0], 0.3)
+
     def test_a_result_that_is_not_json_fails_the_job(self):
         t = self.new_type(max_attempts=1)
         w = worker(self.client)
@@ -200,11 +273,48 @@ class Runner(ServerTest):
                          10, message="the job to run again")
         self.assertEqual(job["errors"][0]["kind"], "worker_lost")
 
+    def test_burst_runs_the_due_jobs_then_returns(self):
+        t, other = self.new_type(), self.new_type()
+        w = worker(self.client, concurrency=2, poll_timeout=30)
+        ran = []
+        w.register(t, lambda job: ran.append(job.id) or job.id)
+        w.register(other, lambda job: ran.append(job.id))
+        for i in range(5):
+            self.client.add(t, "j%d" % i)
+        self.client.add(other, "o")
+        self.client.add(t, "later", scheduled_time=int(time.time() * 1000) + 3600000)
+        started = time.monotonic()
+        w.run(burst=True)
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertEqual(sorted(ran), ["j0", "j1", "j2", "j3", "j4", "o"])
+        self.assertEqual(self.client.counts(t),
+                         {"pending": 1, "scheduled": 1, "running": 0, "finished": 5, "dead": 0,
+                          "cancelled": 0})
+        self.assertNotIn(w.worker_id, [x["id"] for x in self.client.list_workers("python")["workers"]])
+
+    def test_burst_with_nothing_due_returns_at_once(self):
+        t = self.new_type()
+        w = worker(self.client, poll_timeout=30)
+        w.register(t, lambda job: None)
+        started = time.monotonic()
+        w.run(burst=True)
+        self.assertLess(time.monotonic() - started, 5)
+
     def test_a_missing_type_fails_run_at_once(self):
         w = worker(self.client)
         w.register(uniq("nosuch"), lambda job: None)
         with self.assertRaises(kvq.NotFound):
             w.run()
+
+
+class Defaults(unittest.TestCase):
+
+    def test_the_worker_defaults_are_the_clients_one_set(self):
+        # docs/clients.md: the same in the Go and TypeScript clients
+        w = kvq.Worker(kvq.Client("http://127.0.0.1:1"))
+        self.assertEqual((w.concurrency, w.poll_timeout, w.grace, w.health_timeout),
+                         (1, 10, 10, 10))
+        self.assertAlmostEqual(w.heartbeat_fraction, 1 / 3)
 
 
 class Retries(unittest.TestCase):
@@ -399,6 +509,39 @@ class Shutdown(ServerTest):
         self.assertNotIn("w-term", [x["id"] for x in self.client.list_workers("python")["workers"]])
         # and it is accepted again at once
         self.assertEqual([j["id"] for j in self.client.accept(t, timeout=1)], ["slow"])
+
+    def test_sigterm_stops_an_idle_worker_at_once(self):
+        t = self.new_type(timeout=60)
+        p = subprocess.Popen([sys.executable, WORKER_MAIN, self.server.url, t, "w-idle", "5",
+                              "idle:30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        line = p.stdout.readline()
+        self.assertEqual(line, "polling\n", p.stderr.read() if not line else line)
+        started = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=20)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertLess(time.monotonic() - started, 2.5, err)  # not the 30 s of its poll
+        self.assertIn("unregistered", err)
+        # the cut accept took no job: one added now is pending, for the next worker
+        self.client.add(t, "after")
+        self.assertEqual([j["id"] for j in self.client.accept(t, timeout=1)], ["after"])
+
+    def test_stop_ends_an_idle_workers_long_poll_at_once(self):
+        t = self.new_type()
+        w = worker(self.client, poll_timeout=30)
+        w.register(t, lambda job: None)
+        polling = threading.Event()
+        set_poll_conn = w._set_poll_conn
+        w._set_poll_conn = lambda conn: (set_poll_conn(conn), conn and polling.set())
+        th = threading.Thread(target=w.run, daemon=True)
+        th.start()
+        self.assertTrue(polling.wait(10), "the worker never polled")
+        started = time.monotonic()
+        w.stop()
+        th.join(10)
+        self.assertFalse(th.is_alive())
+        self.assertLess(time.monotonic() - started, 2)
 
     def test_sigterm_lets_a_handler_finish_within_the_grace(self):
         t = self.new_type(timeout=60)

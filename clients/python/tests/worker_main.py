@@ -1,8 +1,10 @@
+# SPDX-License-Identifier: Apache-2.0
 """A worker process for the shutdown tests: python3 worker_main.py URL TYPE WORKER_ID GRACE MODE
 
 MODE "sleep:S": the handler works S seconds (stopping early if cancelled) and returns;
-"stubborn:S": it ignores cancellation for S seconds. It prints "started ID" when a handler
-starts, and the runner logs to stderr."""
+"stubborn:S": it ignores cancellation for S seconds; "idle:S": the worker long-polls S
+seconds per accept (its poll_timeout) and prints "polling" once its first accept is under way.
+It prints "started ID" when a handler starts, and the runner logs to stderr."""
 
 import logging
 import os
@@ -20,7 +22,15 @@ def main():
     seconds = float(seconds)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     worker = kvq.Worker(kvq.Client(url), worker_id=worker_id, grace=float(grace),
-                        poll_timeout=1, health_timeout=1)
+                        poll_timeout=seconds if how == "idle" else 1, health_timeout=1)
+    if how == "idle":
+        set_poll_conn = worker._set_poll_conn
+
+        def polling(conn):
+            set_poll_conn(conn)
+            if conn is not None:
+                print("polling", flush=True)
+        worker._set_poll_conn = polling
 
     @worker.handler(jtype)
     def handle(job):

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package kvq
 
 import (
@@ -23,11 +25,11 @@ type WorkerOptions struct {
 	// Concurrency is how many handlers run at once (default 1); one accept takes up to as many
 	// jobs as there are free slots (at most 100).
 	Concurrency int
-	// PollTimeout is how long one accept waits for a job (default 30 s, at most 5 minutes). With
+	// PollTimeout is how long one accept waits for a job (default 10 s, at most 5 minutes). With
 	// several types, each accept waits at most 1 s before the next type's turn.
 	PollTimeout time.Duration
 	// Grace is how long a stopping worker lets running handlers finish before it cancels them
-	// and hands their jobs back (default 20 s; negative: hand back at once).
+	// and hands their jobs back (default 10 s; negative: hand back at once).
 	Grace time.Duration
 	// HealthTimeout is the registration's health timeout (default 10 s): the server declares the
 	// worker dead, and its jobs come back at once, after this long without a heartbeat. The
@@ -41,9 +43,49 @@ type WorkerOptions struct {
 	HeartbeatInterval time.Duration
 	// Info is the registration's info (default: host, pid, types and "client": "go").
 	Info any
+	// Burst makes Run return, draining as on a cancel, once no job of its types is due and
+	// none is running (RQ's --burst): for scripts and tests. Jobs scheduled later (a retry's
+	// backoff) are left for another run.
+	Burst bool
 	// Logger receives what the worker does on its own: errors it survives, fencing, shutdown
-	// (default: standard error, prefixed "kvq worker: ").
+	// (default: standard error, prefixed "kvq worker: "). Log, when set, receives it instead.
 	Logger *log.Logger
+	// Log, when set, receives each line with its level: a *slog.Logger (log/slog, Go 1.21)
+	// is one, as are most leveled loggers; this module builds with Go 1.19 so it does not
+	// import log/slog itself.
+	Log LeveledLogger
+}
+
+// LeveledLogger is a logger with levels, as *slog.Logger is: WorkerOptions.Log.
+type LeveledLogger interface {
+	Info(msg string, args ...any)
+	Warn(msg string, args ...any)
+	Error(msg string, args ...any)
+}
+
+type logLevel int
+
+const (
+	levelInfo logLevel = iota
+	levelWarn
+	levelError
+)
+
+// logf logs one line of the worker: to o.Log at its level, else to o.Logger.
+func (w *Worker) logf(level logLevel, format string, args ...any) {
+	if w.o.Log == nil {
+		w.o.Logger.Printf(format, args...)
+		return
+	}
+	msg := fmt.Sprintf(format, args...)
+	switch level {
+	case levelInfo:
+		w.o.Log.Info(msg, "worker", w.o.ID)
+	case levelWarn:
+		w.o.Log.Warn(msg, "worker", w.o.ID)
+	default:
+		w.o.Log.Error(msg, "worker", w.o.ID)
+	}
 }
 
 // Worker runs handlers for jobs of one or more types until its Run's context is cancelled.
@@ -67,6 +109,15 @@ type Worker struct {
 	runs     map[*run]struct{}
 }
 
+// The defaults of WorkerOptions, the same in the Python and TypeScript clients (the table in
+// docs/clients.md). A running job is heartbeated every third of its type's timeout.
+const (
+	DefaultConcurrency   = 1
+	DefaultPollTimeout   = 10 * time.Second
+	DefaultGrace         = 10 * time.Second
+	DefaultHealthTimeout = 10 * time.Second
+)
+
 // NewWorker returns a worker that uses c. Add handlers with Handle, then call Run.
 func NewWorker(c *Client, o WorkerOptions) *Worker {
 	if o.ID == "" {
@@ -76,19 +127,19 @@ func NewWorker(c *Client, o WorkerOptions) *Worker {
 		o.WorkerType = "go"
 	}
 	if o.Concurrency <= 0 {
-		o.Concurrency = 1
+		o.Concurrency = DefaultConcurrency
 	}
 	if o.PollTimeout <= 0 {
-		o.PollTimeout = 30 * time.Second
+		o.PollTimeout = DefaultPollTimeout
 	}
 	if o.PollTimeout > 300*time.Second {
 		o.PollTimeout = 300 * time.Second
 	}
 	if o.Grace == 0 {
-		o.Grace = 20 * time.Second
+		o.Grace = DefaultGrace
 	}
 	if o.HealthTimeout <= 0 {
-		o.HealthTimeout = 10 * time.Second
+		o.HealthTimeout = DefaultHealthTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = log.New(os.Stderr, "kvq worker: ", log.LstdFlags)
@@ -197,6 +248,7 @@ func (w *Worker) acceptLoop(ctx context.Context, types []string, settings map[st
 	handlersRunning, held *sync.WaitGroup) {
 	slots := make(chan struct{}, w.o.Concurrency) // a token per busy slot
 	failures := 0
+	empty := map[string]bool{} // Burst: the types whose last accept, with none running, was empty
 	for turn := 0; ; turn++ {
 		select {
 		case slots <- struct{}{}:
@@ -213,10 +265,20 @@ func (w *Worker) acceptLoop(ctx context.Context, types []string, settings map[st
 				break more
 			}
 		}
+		idle := len(slots) == n // no run holds a slot
+		if w.o.Burst && idle && len(empty) == len(types) {
+			w.logf(levelInfo, "burst: no job due and none running: stopping")
+			return
+		}
 		typ := types[turn%len(types)]
 		poll := w.o.PollTimeout
 		if len(types) > 1 && poll > time.Second {
 			poll = time.Second
+		}
+		if w.o.Burst && idle {
+			poll = 0
+		} else if w.o.Burst && poll > 200*time.Millisecond {
+			poll = 200 * time.Millisecond
 		}
 		jobs, err := w.c.Accept(ctx, typ, AcceptOptions{Timeout: poll, Count: n, Worker: w.o.ID,
 			WorkerType: w.o.WorkerType})
@@ -227,12 +289,17 @@ func (w *Worker) acceptLoop(ctx context.Context, types []string, settings map[st
 			if ctx.Err() != nil {
 				return
 			}
-			w.o.Logger.Printf("accept %s: %v (retrying)", typ, err)
+			w.logf(levelWarn, "accept %s: %v (retrying)", typ, err)
 			_ = sleep(ctx, backoff(failures, 100*time.Millisecond, 10*time.Second))
 			failures++
 			continue
 		}
 		failures = 0
+		if w.o.Burst && (len(jobs) > 0 || !idle) {
+			empty = map[string]bool{}
+		} else if w.o.Burst {
+			empty[typ] = true
+		}
 		more := &moreJobs{ctx: ctx, types: types, settings: settings, held: held}
 		for i := range jobs {
 			w.start(jobs[i], more, slots, handlersRunning)
@@ -297,6 +364,14 @@ func (w *Worker) begin(a AcceptedJob, more *moreJobs) *run {
 	r := &run{w: w, lock: a.Lock, s: more.settings[a.Type], more: more}
 	body, _ := a.Bytes() // a body the server sent malformed reads as none
 	r.job = &Job{Type: a.Type, ID: a.ID, Data: rawOrNull(a.Data), Body: body, progress: r.progress}
+	typ, id, c := a.Type, a.ID, r.w.c
+	r.job.attempt = func(ctx context.Context) (int, error) {
+		info, err := c.Get(ctx, typ, id)
+		if err != nil {
+			return 0, err
+		}
+		return info.Attempts, nil
+	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.hbCtx, r.hbStop = context.WithCancel(context.Background())
 	var once sync.Once
@@ -346,9 +421,9 @@ func (r *run) execute() *run {
 		_, end = c.Fail(ctx, typ, id, r.lock, failureOf(err))
 	}
 	if IsHalted(end) {
-		r.w.o.Logger.Printf("job %s/%s was fenced before it ended (halted): its outcome is dropped", typ, id)
+		r.w.logf(levelInfo, "job %s/%s was fenced before it ended (halted): its outcome is dropped", typ, id)
 	} else if end != nil {
-		r.w.o.Logger.Printf("job %s/%s: cannot report its end: %v", typ, id, end)
+		r.w.logf(levelError, "job %s/%s: cannot report its end: %v", typ, id, end)
 	}
 	return next
 }
@@ -396,7 +471,7 @@ func (r *run) heartbeat() {
 			return
 		}
 		if err != nil && r.hbCtx.Err() == nil {
-			r.w.o.Logger.Printf("heartbeat of job %s/%s: %v", r.job.Type, r.job.ID, err)
+			r.w.logf(levelWarn, "heartbeat of job %s/%s: %v", r.job.Type, r.job.ID, err)
 		}
 	}
 }
@@ -427,7 +502,7 @@ func (r *run) fence() {
 	if !r.leaveRunning(stateFenced) {
 		return
 	}
-	r.w.o.Logger.Printf("job %s/%s is halted (cancelled, removed or lost): cancelling its handler", r.job.Type, r.job.ID)
+	r.w.logf(levelInfo, "job %s/%s is halted (cancelled, removed or lost): cancelling its handler", r.job.Type, r.job.ID)
 	r.cancel()
 	r.settled()
 }
@@ -443,7 +518,7 @@ func (r *run) handBack() {
 	defer cancel()
 	err := r.w.c.Snooze(ctx, r.job.Type, r.job.ID, r.lock, 0)
 	if err != nil && !IsHalted(err) {
-		r.w.o.Logger.Printf("cannot hand job %s/%s back: %v", r.job.Type, r.job.ID, err)
+		r.w.logf(levelError, "cannot hand job %s/%s back: %v", r.job.Type, r.job.ID, err)
 	}
 }
 
@@ -453,7 +528,7 @@ func (w *Worker) drain(held *sync.WaitGroup) {
 	n := len(w.runs)
 	w.mu.Unlock()
 	if n > 0 && w.o.Grace > 0 {
-		w.o.Logger.Printf("stopping: letting %d running job(s) finish for up to %v", n, w.o.Grace)
+		w.logf(levelInfo, "stopping: letting %d running job(s) finish for up to %v", n, w.o.Grace)
 	}
 	if w.o.Grace > 0 && waitFor(held, w.o.Grace) {
 		return
@@ -465,7 +540,7 @@ func (w *Worker) drain(held *sync.WaitGroup) {
 	}
 	w.mu.Unlock()
 	if len(left) > 0 {
-		w.o.Logger.Printf("stopping: handing %d job(s) back", len(left))
+		w.logf(levelWarn, "stopping: handing %d job(s) back", len(left))
 	}
 	for _, r := range left {
 		go r.handBack()
@@ -536,12 +611,12 @@ func (g *registration) keepAlive() (stop func()) {
 			hctx, hcancel := context.WithTimeout(ctx, o.HealthTimeout)
 			err := g.w.c.Heartbeat(hctx, o.WorkerType, o.ID, g.currentToken())
 			if IsHalted(err) {
-				o.Logger.Printf("worker %s/%s was declared dead: registering again", o.WorkerType, o.ID)
+				g.w.logf(levelWarn, "worker %s/%s was declared dead: registering again", o.WorkerType, o.ID)
 				err = g.register(hctx)
 			}
 			hcancel()
 			if err != nil && ctx.Err() == nil {
-				o.Logger.Printf("worker heartbeat: %v", err)
+				g.w.logf(levelWarn, "worker heartbeat: %v", err)
 			}
 		}
 	}()
@@ -556,7 +631,7 @@ func (g *registration) deregister() {
 	defer cancel()
 	o := g.w.o
 	if err := g.w.c.Deregister(ctx, o.WorkerType, o.ID, g.currentToken()); err != nil {
-		o.Logger.Printf("cannot deregister %s/%s: %v", o.WorkerType, o.ID, err)
+		g.w.logf(levelWarn, "cannot deregister %s/%s: %v", o.WorkerType, o.ID, err)
 	}
 }
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package kvq_test
 
 // Schedules, pause / resume, a type's flow-control settings and groups, against the real server.
@@ -11,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	kvq "github.com/kvq/kvq/clients/go"
+	"github.com/kvq/kvq/clients/go/kvq"
 )
 
 func TestClientTypeFlowSettings(t *testing.T) {
@@ -179,7 +181,7 @@ func TestClientGroupsAddAndRead(t *testing.T) {
 	if _, err := c.Add(ctx, typ, "none", nil); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := c.AddMany(ctx, typ, []kvq.NewJob{{ID: "b", Group: "tenant-7"}, {ID: "c"}}, ""); err != nil || res.Added != 2 {
+	if res, err := c.AddMany(ctx, typ, []kvq.NewJob{{ID: "b", Group: "tenant-7"}, {ID: "c"}}); err != nil || res.Added != 2 {
 		t.Fatalf("AddMany with a group: %+v, %v", res, err)
 	}
 	for id, want := range map[string]string{"a": "tenant-42", "b": "tenant-7", "c": "", "none": ""} {
@@ -199,7 +201,7 @@ func TestClientGroupsMaxRunningPerGroupAndTheirListing(t *testing.T) {
 	if ty, err := c.GetType(ctx, typ); err != nil || ty.MaxRunningPerGroup != 1 {
 		t.Fatalf("GetType: %+v, %v", ty, err)
 	}
-	if _, err := c.AddMany(ctx, typ, []kvq.NewJob{{ID: "a0", Group: "A"}, {ID: "a1", Group: "A"}, {ID: "b0", Group: "B"}}, ""); err != nil {
+	if _, err := c.AddMany(ctx, typ, []kvq.NewJob{{ID: "a0", Group: "A"}, {ID: "a1", Group: "A"}, {ID: "b0", Group: "B"}}); err != nil {
 		t.Fatal(err)
 	}
 	jobs, err := c.Accept(ctx, typ, kvq.AcceptOptions{Count: 10})
@@ -239,7 +241,7 @@ func TestClientGroupsTakeTurns(t *testing.T) {
 	ctx := testCtx(t, 20*time.Second)
 	typ := newType(t, c, kvq.TypeConfig{Timeout: 30 * time.Second})
 	if _, err := c.AddMany(ctx, typ, []kvq.NewJob{{ID: "a0", Group: "A"}, {ID: "a1", Group: "A"}, {ID: "a2", Group: "A"},
-		{ID: "b0", Group: "B"}}, ""); err != nil {
+		{ID: "b0", Group: "B"}}); err != nil {
 		t.Fatal(err)
 	}
 	jobs, err := c.Accept(ctx, typ, kvq.AcceptOptions{Count: 2})

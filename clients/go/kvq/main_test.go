@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package kvq_test
 
 // The tests run against a real `kvq serve` ($KVQ_BIN) that TestMain starts on a free port with a
@@ -21,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	kvq "github.com/kvq/kvq/clients/go"
+	"github.com/kvq/kvq/clients/go/kvq"
 )
 
 var serverURL string
@@ -46,7 +48,7 @@ func kvqBin() (string, error) {
 	if bin := os.Getenv("KVQ_BIN"); bin != "" {
 		return bin, nil
 	}
-	bin, _ := filepath.Abs("../../build/release/src/cli/kvq")
+	bin, _ := filepath.Abs("../../../build/release/src/cli/kvq")
 	if _, err := os.Stat(bin); err != nil {
 		return "", fmt.Errorf("no kvq binary: set KVQ_BIN to the kvq binary (tried %s)", bin)
 	}

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package kvq_test
 
 import (
@@ -12,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	kvq "github.com/kvq/kvq/clients/go"
+	"github.com/kvq/kvq/clients/go/kvq"
 )
 
 func TestFinishNextTakesTheNextJobThenNone(t *testing.T) {
@@ -130,7 +132,7 @@ func TestWorkerSpendsOneRequestPerJobWhileBusy(t *testing.T) {
 	for i := range jobs {
 		jobs[i] = kvq.NewJob{ID: fmt.Sprintf("j%02d", i)}
 	}
-	if _, err := c.AddMany(ctx, typ, jobs, ""); err != nil {
+	if _, err := c.AddMany(ctx, typ, jobs); err != nil {
 		t.Fatal(err)
 	}
 	before := acceptRequests(t)

@@ -1,5 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kvq is the Go client of kvq, a durable background-job system served over HTTP/JSON
 // by `kvq serve` (docs/http-api.md in the kvq repository is the contract this package follows).
+//
+// Import it as "github.com/kvq/kvq/clients/go/kvq" (the module github.com/kvq/kvq/clients/go).
 //
 // It has three parts:
 //
@@ -33,7 +37,9 @@
 //		}
 //		return map[string]any{"sent": in.To}, send(ctx, in.To)
 //	})
-//	err := kvq.RunWithSignals(w) // SIGTERM or SIGINT drains; a second one exits at once
+//	if err := kvq.RunWithSignals(w); err != nil { // nil after SIGTERM or SIGINT drained it
+//		log.Fatal(err)
+//	}
 //
 // Every method is safe for concurrent use by several goroutines unless its comment says
 // otherwise.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package kvq_test
 
 // Shutdown is tested on a real process: this test binary, re-run with KVQ_GO_HELPER=worker,
@@ -13,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	kvq "github.com/kvq/kvq/clients/go"
+	"github.com/kvq/kvq/clients/go/kvq"
 )
 
 // helperWorker is the worker process: it serves $KVQ_TYPE at $KVQ_URL with concurrency 2.

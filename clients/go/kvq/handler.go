@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package kvq
 
 import (
@@ -27,6 +29,18 @@ type Job struct {
 	Body []byte
 
 	progress func(ctx context.Context, v any) error
+	attempt  func(ctx context.Context) (int, error)
+}
+
+// Attempt returns which attempt this run is: 1 for the first, counting every accept since the
+// job was last added anew or rerun, less the runs handed back with snooze (River's
+// job.Attempt). On a server it costs one request (a GET of the job: the accept's answer does
+// not carry it), so call it only when the handler needs it.
+func (j *Job) Attempt(ctx context.Context) (int, error) {
+	if j.attempt == nil {
+		return 0, errors.New("kvq: job.Attempt: not a job a worker runs")
+	}
+	return j.attempt(ctx)
 }
 
 // Decode unmarshals the job's data into v.
@@ -138,4 +152,22 @@ func failureOf(err error) Failure {
 		f.Message = f.Kind
 	}
 	return f
+}
+
+// Typed returns a HandlerFunc that decodes each job's data into a T and calls fn with it, so
+// a handler states the data it takes (River's Worker[T], BullMQ's Worker<Data>):
+//
+//	w.Handle("email", kvq.Typed(func(ctx context.Context, job *kvq.Job, in Email) (any, error) {
+//		return nil, send(ctx, in.To)
+//	}))
+//
+// Data that does not decode into a T fails the job with NoRetry: retrying would not help.
+func Typed[T any](fn func(ctx context.Context, job *Job, data T) (any, error)) HandlerFunc {
+	return func(ctx context.Context, job *Job) (any, error) {
+		var data T
+		if err := job.Decode(&data); err != nil {
+			return nil, NoRetry(err)
+		}
+		return fn(ctx, job, data)
+	}
 }

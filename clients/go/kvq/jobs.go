@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package kvq
 
 import (
@@ -206,9 +208,30 @@ type AddManyResult struct {
 	Kept []string `json:"kept"`
 }
 
-// AddMany adds up to 1,000 jobs of one type in one transaction: all or none. ifExists ("" for
-// the server's default, update) applies to every job that names none.
-func (c *Client) AddMany(ctx context.Context, typ string, jobs []NewJob, ifExists IfExists) (*AddManyResult, error) {
+// AddManyOption changes one AddMany. An IfExists is one: AddMany(ctx, typ, jobs,
+// kvq.IfExistsKeep) keeps every existing job that names no IfExists of its own.
+type AddManyOption interface {
+	applyToAddMany(*addManyOptions)
+}
+
+type addManyOptions struct {
+	ifExists IfExists
+}
+
+func (m IfExists) applyToAddMany(o *addManyOptions) { o.ifExists = m }
+
+func addManyOptionsOf(opts []AddManyOption) addManyOptions {
+	var o addManyOptions
+	for _, opt := range opts {
+		opt.applyToAddMany(&o)
+	}
+	return o
+}
+
+// AddMany adds up to 1,000 jobs of one type in one transaction: all or none. Each job that
+// names no IfExists of its own gets the one of opts (the server's default, update, without).
+func (c *Client) AddMany(ctx context.Context, typ string, jobs []NewJob, opts ...AddManyOption) (*AddManyResult, error) {
+	ifExists := addManyOptionsOf(opts).ifExists
 	list := make([]map[string]any, 0, len(jobs))
 	for i := range jobs {
 		list = append(list, jobs[i].body())

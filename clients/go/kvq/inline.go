@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package kvq
 
 import (
@@ -310,7 +312,8 @@ func (in *Inline) Add(ctx context.Context, typ, id string, data any, opts ...Add
 }
 
 // AddMany adds jobs as Client.AddMany does: all of them, or none if one is invalid.
-func (in *Inline) AddMany(ctx context.Context, typ string, jobs []NewJob, ifExists IfExists) (*AddManyResult, error) {
+func (in *Inline) AddMany(ctx context.Context, typ string, jobs []NewJob, opts ...AddManyOption) (*AddManyResult, error) {
+	ifExists := addManyOptionsOf(opts).ifExists
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for _, j := range jobs {
@@ -721,7 +724,9 @@ func (in *Inline) advanceLocked(skip map[*inlineJob]bool) bool {
 func (in *Inline) runOne(ctx context.Context, j *inlineJob, h HandlerFunc, snoozed map[*inlineJob]bool) {
 	in.mu.Lock()
 	job := &Job{Type: j.info.Type, ID: j.info.ID, Data: append(json.RawMessage(nil), j.info.Data...)}
+	attempt := j.info.Attempts
 	in.mu.Unlock()
+	job.attempt = func(context.Context) (int, error) { return attempt, nil }
 	job.progress = func(ctx context.Context, v any) error {
 		raw, err := json.Marshal(v)
 		if err != nil {
@@ -861,4 +866,39 @@ func (in *Inline) Groups(ctx context.Context, typ string, o GroupOptions) (*Grou
 		page.Groups = append(page.Groups, s)
 	}
 	return page, nil
+}
+
+// Counts returns how many of the type's jobs are in each state, as Client.Counts does, by
+// the Inline's clock.
+func (in *Inline) Counts(ctx context.Context, typ string) (*Counts, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if err := in.existsLocked(typ); err != nil {
+		return nil, err
+	}
+	now := in.nowLocked()
+	out := &Counts{}
+	for key, j := range in.jobs {
+		if key[0] != typ {
+			continue
+		}
+		switch j.info.State {
+		case "pending":
+			out.Pending++
+			if j.info.ScheduledTime > now {
+				out.Scheduled++
+			}
+		case "running":
+			out.Running++
+		case "finished":
+			out.Finished++
+		}
+		switch j.info.Outcome {
+		case "dead":
+			out.Dead++
+		case "cancelled":
+			out.Cancelled++
+		}
+	}
+	return out, nil
 }

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package kvq_test
 
 import (
@@ -11,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	kvq "github.com/kvq/kvq/clients/go"
+	"github.com/kvq/kvq/clients/go/kvq"
 )
 
 func newWorker(t *testing.T, c *kvq.Client, o kvq.WorkerOptions) *kvq.Worker {
@@ -230,7 +232,7 @@ func TestWorkerRunsConcurrencyJobsAtOnce(t *testing.T) {
 	for i := 0; i < jobs; i++ {
 		batch = append(batch, kvq.NewJob{ID: fmt.Sprintf("j%d", i)})
 	}
-	if _, err := c.AddMany(ctx, typ, batch, ""); err != nil {
+	if _, err := c.AddMany(ctx, typ, batch); err != nil {
 		t.Fatal(err)
 	}
 	began := time.Now()

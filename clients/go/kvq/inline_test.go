@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package kvq_test
 
 import (
@@ -10,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	kvq "github.com/kvq/kvq/clients/go"
+	"github.com/kvq/kvq/clients/go/kvq"
 )
 
 // setUp is what an application would share between its worker and its tests.
@@ -375,7 +377,7 @@ func TestInlineGroupsTakeTurns(t *testing.T) {
 		return nil, nil
 	})
 	at := in.Now().Add(-10 * time.Second) // all due, all at the same millisecond
-	if _, err := in.AddMany(ctx, "t", []kvq.NewJob{{ID: "a0", Group: "A", At: at}, {ID: "a1", Group: "A", At: at}, {ID: "a2", Group: "A", At: at}}, ""); err != nil {
+	if _, err := in.AddMany(ctx, "t", []kvq.NewJob{{ID: "a0", Group: "A", At: at}, {ID: "a1", Group: "A", At: at}, {ID: "a2", Group: "A", At: at}}); err != nil {
 		t.Fatal(err)
 	}
 	in.Add(ctx, "t", "b0", nil, kvq.WithGroup("B"), kvq.At(at))
@@ -441,7 +443,7 @@ func addGroupAndUngrouped(t *testing.T, in *kvq.Inline, base time.Time, step tim
 	for i := 1; i <= 3; i++ {
 		jobs = append(jobs, kvq.NewJob{ID: fmt.Sprint("u", i), At: base.Add(time.Duration(i) * step)})
 	}
-	if _, err := in.AddMany(ctx, "t", jobs, ""); err != nil {
+	if _, err := in.AddMany(ctx, "t", jobs); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package kvq
 
 import (
@@ -8,7 +10,8 @@ import (
 )
 
 // RunWithSignals runs w until the process gets SIGTERM or SIGINT, then drains it as Run does
-// (running handlers get the worker's Grace, the rest are handed back) and returns Run's error.
+// (running handlers get the worker's Grace, the rest are handed back) and returns Run's error:
+// nil after a drain, so a program exits 0 after SIGTERM (`if err := ...; err != nil { log.Fatal(err) }`).
 // A second signal during the drain exits the process at once with status 2; jobs still held
 // then come back after their type's timeout (or at once, when the server declares the
 // registered worker dead), counted as lost runs.
@@ -23,14 +26,14 @@ func RunWithSignals(w *Worker) error {
 	go func() {
 		select {
 		case s := <-signals:
-			w.o.Logger.Printf("%v: draining (send it again to exit at once)", s)
+			w.logf(levelInfo, "%v: draining (send it again to exit at once)", s)
 			cancel()
 		case <-finished:
 			return
 		}
 		select {
 		case s := <-signals:
-			w.o.Logger.Printf("%v again: exiting now", s)
+			w.logf(levelWarn, "%v again: exiting now", s)
 			os.Exit(2)
 		case <-finished:
 		}
