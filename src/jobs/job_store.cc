@@ -102,6 +102,14 @@ void record_error(JobRow& row, JobError error) {
     row.errors.erase(row.errors.begin(), row.errors.end() - kMaxErrorsKept);
 }
 
+void start_resubmitted_run(JobRow& after, const JobRow& before) {
+  after.resubmit = false;
+  after.scheduled = before.next_scheduled;
+  after.priority = before.next_priority;
+  after.attempts = 0;
+  after.snoozes = 0;
+}
+
 JobRow after_lost_run(const JobRow& running, const TypeSettings& settings, const LostRun& lost) {
   JobRow after = running;
   record_error(after, JobError{running.attempts, lost.at_ms, running.worker, std::string(lost.kind),
@@ -122,13 +130,8 @@ JobRow after_lost_run(const JobRow& running, const TypeSettings& settings, const
     after.finished_lock.clear();
     return after;
   }
-  if (after.resubmit) {
-    // The add that resubmitted it asked for a new run: its attempts start over.
-    after.resubmit = false;
-    after.scheduled = after.next_scheduled;
-    after.priority = after.next_priority;
-    after.attempts = 0;
-    after.snoozes = 0;
+  if (running.resubmit) {
+    start_resubmitted_run(after, running);
     return after;
   }
   // Due at once (jobs.h: a lost run is retried at once), as in beanstalkd, where a job whose

@@ -49,6 +49,12 @@ struct LostRun {
 // runs) with its data as it was.
 JobRow after_lost_run(const JobRow& running, const TypeSettings& settings, const LostRun& lost);
 
+// The run a resubmit asked for (JobRow::resubmit) starts, in `after`, the row of a run of
+// `before` that just ended (finished, failed, snoozed or lost): pending again at the time and
+// priority the resubmitting add gave (next_scheduled, next_priority), its attempts and snoozes
+// starting over. The one place this transition is written.
+void start_resubmitted_run(JobRow& after, const JobRow& before);
+
 // The row a finished job has once rerun (Jobs::rerun, and accept_job of a dead job): pending at
 // the options' time and priority, starting over — its attempts, result, outcome and progress
 // cleared — with its data and its errors (why it died, for a dead job) kept.

@@ -99,12 +99,7 @@ Result<Finished> finish_checked(kv::Transaction& txn, const Keys& keys, const Jo
     KVQ_ASSIGN_OR_RETURN(after.data, data_for(before, checked));
   }
   if (before.resubmit) {
-    // The add that resubmitted it asked for a new run: its attempts start over.
-    after.resubmit = false;
-    after.scheduled = before.next_scheduled;
-    after.priority = before.next_priority;
-    after.attempts = 0;
-    after.snoozes = 0;
+    start_resubmitted_run(after, before);  // the add asked for a new run
   } else {
     after.finished = true;
     after.outcome = Outcome::kSucceeded;
@@ -184,12 +179,7 @@ Result<Failed> fail_checked(kv::Transaction& txn, const Keys& keys, const Job& j
   FailResult result;
   result.attempt = before.attempts;
   if (before.resubmit) {
-    // The add that resubmitted it asked for a new run: that run comes, its attempts anew.
-    after.resubmit = false;
-    after.scheduled = before.next_scheduled;
-    after.priority = before.next_priority;
-    after.attempts = 0;
-    after.snoozes = 0;
+    start_resubmitted_run(after, before);  // the add asked for a new run: it comes
     result.retry_at_ms = after.scheduled;
   } else if (!fail.retry || before.attempts >= policy.max_attempts) {
     after.finished = true;
@@ -232,11 +222,9 @@ Result<Snoozed> snooze_checked(kv::Transaction& txn, const Keys& keys, const Job
   after.scheduled = options.scheduled_time_ms.value_or(now_ms() + options.delay.count());
   if (before.resubmit) {
     // The resubmit's run, but not before the snooze's time: the worker said "not now".
-    after.resubmit = false;
-    after.scheduled = std::max(after.scheduled, before.next_scheduled);
-    after.priority = before.next_priority;
-    after.attempts = 0;
-    after.snoozes = 0;
+    const int64_t snoozed_to = after.scheduled;
+    start_resubmitted_run(after, before);
+    after.scheduled = std::max(after.scheduled, snoozed_to);
   }
   if (options.priority) after.priority = *options.priority;
   after.snoozes += 1;
