@@ -1,4 +1,4 @@
-#include "server/serve_options.h"
+#include "app/serve_options.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 
 #include "support/temp_dir.h"
 
-namespace kvq::server {
+namespace kvq::app {
 namespace {
 
 std::variant<ServeOptions, std::string> parse(std::vector<std::string> args) {
@@ -212,4 +212,4 @@ TEST(ServeOptionsTest, TheUsageNamesTheBeanstalkdFlags) {
 }
 
 }  // namespace
-}  // namespace kvq::server
+}  // namespace kvq::app
