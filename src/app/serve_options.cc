@@ -107,6 +107,7 @@ bool to_number(const std::string& text, unsigned long long max, unsigned long lo
 
 std::string apply(ServeOptions& o, const std::string& name, const std::string& value) {
   unsigned long long n = 0;
+  if (name == "listen" || name == "data" || name == "store") o.place_given = true;
   if (name == "listen") {
     const auto colon = value.rfind(':');
     if (colon == std::string::npos || colon == 0 || !to_number(value.substr(colon + 1), 65535, n)) {
@@ -294,8 +295,7 @@ std::variant<ServeOptions, std::string> parse_serve_options(int argc, char** arg
   }
   if (o.tls_cert.empty() != o.tls_key.empty()) return "--tls-cert and --tls-key go together";
   if (o.ephemeral) {
-    const ServeOptions defaults;
-    if (o.data != defaults.data || !o.store.empty() || o.listen != defaults.listen)
+    if (o.place_given)
       return "--ephemeral makes its own data directory and listens on a free loopback port: "
              "leave out --data, --store and --listen";
     o.listen = "127.0.0.1:0";

@@ -42,6 +42,7 @@ struct ServeOptions {
   // directory removed on exit, listening on a free loopback port (listen = 127.0.0.1:0), relaxed
   // durability unless --durability says otherwise. Refused with --data, --store or --listen.
   bool ephemeral = false;
+  bool place_given = false;  // --data, --store or --listen was given (--ephemeral refuses them)
   bool help = false;
 };
 
