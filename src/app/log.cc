@@ -1,4 +1,4 @@
-// server/log.cc — see log.h.
+// app/log.cc — see log.h.
 #include "app/log.h"
 
 #include <spdlog/logger.h>
