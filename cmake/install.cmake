@@ -2,7 +2,7 @@
 # target exists). Two components:
 #   server  bin/kvq, the man page kvq(1), the systemd unit and its environment file
 #   dev     the static libraries, include/kvq/*.h, the CMake package (find_package(kvq):
-#           kvq::jobs, kvq::workers, kvq::lmdb, kvq::etcd, kvq::server, and the kvq::kv, kvq::beanstalk and
+#           kvq::jobs, kvq::workers, kvq::lmdb, kvq::etcd, kvq::app, and the kvq::kv, kvq::server, kvq::beanstalk and
 #           kvq::util they link) and kvq.pc for pkg-config
 # docs/install.md is the user's side of this file; cmake/package.cmake turns the server component
 # into the Debian package kvq and the dev component into kvq-dev.
@@ -13,7 +13,7 @@ include(CMakePackageConfigHelpers)
 # private dependencies to the final link): export name = the name after kvq::.
 set(KVQ_EXPORTED_TARGETS
     kvq_util util kvq_kv kv kvq_kv_lmdb lmdb kvq_etcd_proto etcd_proto kvq_kv_etcd etcd
-    kvq_jobs jobs kvq_workers workers kvq_beanstalk beanstalk kvq_server server)
+    kvq_jobs jobs kvq_workers workers kvq_beanstalk beanstalk kvq_server server kvq_app app)
 
 set(kvq_installed_targets)
 while(KVQ_EXPORTED_TARGETS)

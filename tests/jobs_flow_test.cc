@@ -145,6 +145,55 @@ TEST_P(FlowTest, SettingsAreStoredValidatedAndReadBack) {
   EXPECT_EQ(jobs().set_rate_limit("nope", RateLimit{1, 1s}).code(), Code::kNotFound);
 }
 
+TEST_P(FlowTest, ChangeTypeSettingsAppliesEveryGivenFieldInOneTransaction) {
+  // A partial retry policy merges into the type's current one; fields left out keep theirs.
+  jobs::RetryPolicy policy;
+  policy.max_attempts = 5;
+  policy.backoff_cap = 10min;
+  ASSERT_TRUE(jobs().set_retry_policy("work", policy).ok());
+  ASSERT_TRUE(jobs().set_max_running("work", 3).ok());
+  auto changed =
+      jobs().change_type_settings("work", {.timeout = 30s,
+                                           .rate = std::optional<RateLimit>(RateLimit{7, 2s}),
+                                           .retry = {.max_attempts = 9, .jitter = 0.5}});
+  ASSERT_TRUE(changed.ok()) << changed.status().to_string();
+  EXPECT_EQ(changed->timeout, 30s);
+  EXPECT_EQ(changed->rate, (RateLimit{7, 2s}));
+  EXPECT_EQ(changed->max_running, 3u);
+  EXPECT_EQ(changed->retry.max_attempts, 9u);
+  EXPECT_EQ(changed->retry.jitter, 0.5);
+  EXPECT_EQ(changed->retry.backoff_cap, 10min);
+  auto stored = open_another()->get_type("work");
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->retry.max_attempts, 9u);
+  EXPECT_EQ(stored->rate, (RateLimit{7, 2s}));
+
+  // An inner nullopt clears; pause and resume answer with the type as they left it.
+  changed = jobs().change_type_settings("work", {.max_running = std::optional<uint32_t>()});
+  ASSERT_TRUE(changed.ok());
+  EXPECT_EQ(changed->max_running, std::nullopt);
+  const int64_t until = wall_ms() + 3'600'000;
+  changed = jobs().change_type_settings("work", {.paused = true, .paused_until_ms = until});
+  ASSERT_TRUE(changed.ok());
+  EXPECT_TRUE(changed->paused);
+  EXPECT_EQ(changed->paused_until_ms, until);
+  changed = jobs().change_type_settings("work", {.paused = false});
+  ASSERT_TRUE(changed.ok());
+  EXPECT_FALSE(changed->paused);
+
+  // One field out of range changes nothing, the fields before it included.
+  changed =
+      jobs().change_type_settings("work", {.timeout = 45s, .retry = {.backoff_factor = 1000.0}});
+  EXPECT_EQ(changed.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(jobs().get_type("work")->timeout, 30s);
+  EXPECT_EQ(jobs().change_type_settings("work", {.paused_until_ms = until}).status().code(),
+            Code::kInvalidArgument);
+  // Without a timeout a type that does not exist is not created.
+  EXPECT_EQ(jobs().change_type_settings("nope", {.max_running = 2u}).status().code(),
+            Code::kNotFound);
+  EXPECT_EQ(jobs().change_type_settings("nope", {}).status().code(), Code::kNotFound);
+}
+
 TEST_P(FlowTest, APausedTypeHandsOutNothingUntilResumedAndItsRunningJobsGoOn) {
   ASSERT_TRUE(jobs().add("work", "running", "{}").ok());
   auto running = jobs().accept("work");

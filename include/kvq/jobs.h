@@ -205,6 +205,35 @@ inline constexpr Millis kMaxRatePeriod{24 * 3600 * 1000};
 // 1 ms..kMaxRatePeriod).
 Status validate_rate_limit(const RateLimit& rate);
 
+// A change to some of a type's settings (Jobs::change_type_settings): a field left unset keeps
+// the type's current value; an inner nullopt clears the setting.
+struct RetryPolicyChange {
+  std::optional<uint32_t> max_attempts;
+  std::optional<Millis> backoff_base;
+  std::optional<double> backoff_factor;
+  std::optional<Millis> backoff_cap;
+  std::optional<double> jitter;
+  bool any() const {
+    return max_attempts || backoff_base || backoff_factor || backoff_cap || jitter;
+  }
+  // `policy` with the fields given here replaced.
+  RetryPolicy applied_to(RetryPolicy policy) const;
+};
+struct TypeSettingsChange {
+  std::optional<Millis> timeout;  // set_type_timeout: creates the type if it does not exist
+  std::optional<std::optional<Millis>> finished_retention;       // set_finished_retention
+  std::optional<std::optional<uint32_t>> max_lost_runs;          // set_max_lost_runs
+  std::optional<std::optional<uint32_t>> max_running;            // set_max_running
+  std::optional<std::optional<RateLimit>> rate;                  // set_rate_limit
+  std::optional<std::optional<uint32_t>> max_running_per_group;  // set_max_running_per_group
+  // Merged into the type's current policy (the library's defaults where it never set one),
+  // then set_retry_policy: the merged policy is what is validated.
+  RetryPolicyChange retry;
+  // true: pause_type(paused_until_ms); false: resume_type. paused_until_ms only with true.
+  std::optional<bool> paused;
+  std::optional<int64_t> paused_until_ms;
+};
+
 // What an add does to a job that already exists (in any state).
 enum class IfExists {
   kUpdate,  // as add() describes: replace a pending job, resubmit a running one, rerun a finished
@@ -605,6 +634,16 @@ class Jobs {
   // kInvalidArgument (validate_retry_policy) for a policy out of range.
   Status set_retry_policy(std::string_view type, const RetryPolicy& policy);
   Status set_retry_policy(kv::Transaction& txn, std::string_view type, const RetryPolicy& policy);
+  // Applies every field `change` gives, in one transaction, in the order the struct lists them
+  // (so a timeout given creates the type before the rest apply to it), and returns the type's
+  // settings as that transaction left them. Each field has its setter's outcomes; after an error
+  // the form with its own transaction has changed nothing. With no field given it only reads the
+  // type: kNotFound if it has no timeout. kInvalidArgument for paused_until_ms without paused =
+  // true.
+  Result<TypeSettings> change_type_settings(std::string_view type,
+                                            const TypeSettingsChange& change);
+  Result<TypeSettings> change_type_settings(kv::Transaction& txn, std::string_view type,
+                                            const TypeSettingsChange& change);
 
   // ---- Flow control ----
   // Each of these is read by every accept of the type in its own transaction, so it holds

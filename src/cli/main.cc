@@ -4,7 +4,7 @@
 
 #include "commands.h"
 #include "exit_codes.h"
-#include "kvq/server.h"
+#include "kvq/serve.h"
 
 namespace {
 
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
     return kvq::cli::kExitUsage;
   }
   const std::string_view command = argv[1];
-  if (command == "serve") return kvq::server::run_serve(argc - 1, argv + 1);
+  if (command == "serve") return kvq::app::run_serve(argc - 1, argv + 1);
   if (command == "demo") return kvq::cli::run_demo(argc - 1, argv + 1);
   if (command == "backup") return kvq::cli::run_backup(argc - 1, argv + 1);
   if (command == "add") return kvq::cli::run_add(argc - 1, argv + 1);

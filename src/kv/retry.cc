@@ -1,11 +1,10 @@
 #include <algorithm>
 #include <atomic>
-#include <map>
 #include <thread>
 
 #include "kvq/kv.h"
-#include "util/mutex.h"
 #include "util/random.h"
+#include "util/timer_queue.h"
 
 namespace kvq::kv {
 namespace {
@@ -45,59 +44,12 @@ bool backoff_before_retry(int attempt, const RetryOptions& options, Clock::time_
   return true;
 }
 
-namespace {
-
-// One thread for the whole process, started on first use and never stopped, so that no store
-// has to own it. run_async's caller keeps its store alive until `done`, hence past any retry.
-class Timer {
- public:
-  static Timer& instance() {
-    static Timer* timer = new Timer;  // never destroyed: tasks may be queued at exit
-    return *timer;
-  }
-
-  void add(std::chrono::microseconds delay, std::function<void()> task) KVQ_EXCLUDES(mu_) {
-    {
-      util::MutexLock lock(mu_);
-      tasks_.emplace(Clock::now() + delay, std::move(task));
-    }
-    cv_.notify_one();
-  }
-
- private:
-  Timer() {
-    std::thread([this] { run(); }).detach();
-  }
-
-  void run() KVQ_EXCLUDES(mu_) {
-    util::MutexLock lock(mu_);
-    for (;;) {
-      if (tasks_.empty()) {
-        cv_.wait(mu_);
-        continue;
-      }
-      auto first = tasks_.begin();
-      if (Clock::now() < first->first) {
-        cv_.wait_until(mu_, first->first);
-        continue;
-      }
-      auto task = std::move(first->second);
-      tasks_.erase(first);
-      lock.unlock();
-      task();
-      lock.lock();
-    }
-  }
-
-  util::Mutex mu_;
-  util::CondVar cv_;
-  std::multimap<Clock::time_point, std::function<void()>> tasks_ KVQ_GUARDED_BY(mu_);
-};
-
-}  // namespace
-
 void run_after(std::chrono::microseconds delay, std::function<void()> task) {
-  Timer::instance().add(delay, std::move(task));
+  // One queue (one thread) for the whole process, started on first use and never stopped, so
+  // that no store has to own it; never destroyed, since tasks may be queued at exit. run_async's
+  // caller keeps its store alive until `done`, hence past any retry.
+  static auto* const timers = new util::TimerQueue<std::function<void()>>(util::run_each);
+  timers->at(Clock::now() + delay, std::move(task));
 }
 
 }  // namespace detail

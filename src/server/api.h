@@ -19,34 +19,19 @@
 #include "server/router.h"
 #include "util/mutex.h"
 #include "util/thread_annotations.h"
+#include "util/timer_queue.h"
 
 namespace kvq::server {
 
 // Deadlines for long-polls, on one thread: far cheaper than a timer per connection's thread.
-class Timers {
- public:
-  Timers();
-  ~Timers();
-  uint64_t at(kv::Clock::time_point when, std::function<void()> fn) KVQ_EXCLUDES(mu_);
-  void cancel(uint64_t id) KVQ_EXCLUDES(mu_);
-
- private:
-  void run() KVQ_EXCLUDES(mu_);
-  util::Mutex mu_;
-  util::CondVar cv_;
-  std::multimap<kv::Clock::time_point, std::pair<uint64_t, std::function<void()>>> due_
-      KVQ_GUARDED_BY(mu_);
-  uint64_t next_ KVQ_GUARDED_BY(mu_) = 1;
-  bool stopping_ KVQ_GUARDED_BY(mu_) = false;
-  std::thread thread_;
-};
+using Timers = util::TimerQueue<std::function<void()>>;
 
 struct Api {
   jobs::Jobs& jobs;
   workers::Workers& workers;
   kv::Store& store;
   Metrics& metrics;
-  Timers timers;
+  Timers timers{util::run_each};
 
   // Everything still waiting (long-polls, streams), so shutdown can end it; each entry ends
   // its exchange when called.

@@ -8,55 +8,6 @@
 
 namespace kvq::server {
 
-Timers::Timers() : thread_([this] { run(); }) {}
-
-Timers::~Timers() {
-  {
-    util::MutexLock lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-}
-
-uint64_t Timers::at(kv::Clock::time_point when, std::function<void()> fn) {
-  util::MutexLock lock(mu_);
-  const uint64_t id = next_++;
-  due_.emplace(when, std::pair{id, std::move(fn)});
-  cv_.notify_all();
-  return id;
-}
-
-void Timers::cancel(uint64_t id) {
-  util::MutexLock lock(mu_);
-  for (auto it = due_.begin(); it != due_.end(); ++it) {
-    if (it->second.first == id) {
-      due_.erase(it);
-      return;
-    }
-  }
-}
-
-void Timers::run() {
-  util::MutexLock lock(mu_);
-  while (!stopping_) {
-    if (due_.empty()) {
-      cv_.wait(mu_);
-      continue;
-    }
-    if (kv::Clock::now() < due_.begin()->first) {
-      const auto when = due_.begin()->first;  // a copy: the entry may be erased while we wait
-      cv_.wait_until(mu_, when);
-      continue;
-    }
-    auto fn = std::move(due_.begin()->second.second);
-    due_.erase(due_.begin());
-    lock.unlock();
-    fn();
-    lock.lock();
-  }
-}
-
 uint64_t Api::hold(std::function<void()> end) {
   util::MutexLock lock(waiting_mu);
   const uint64_t id = next_waiting++;

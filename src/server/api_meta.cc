@@ -133,25 +133,8 @@ Field<std::optional<jobs::RateLimit>> rate_field(const JsonBody& body) {
 // PUT's retry policy fields, each absent = unchanged: "max_attempts" and "backoff": {"base",
 // "factor", "cap", "jitter"} (times in seconds). Only the form is checked here; the ranges are
 // the library's (validate_retry_policy), applied to the merged policy.
-struct RetryChange {
-  std::optional<uint32_t> max_attempts;
-  std::optional<jobs::Millis> base;
-  std::optional<double> factor;
-  std::optional<jobs::Millis> cap;
-  std::optional<double> jitter;
-  bool any() const { return max_attempts || base || factor || cap || jitter; }
-  jobs::RetryPolicy applied_to(jobs::RetryPolicy policy) const {
-    if (max_attempts) policy.max_attempts = *max_attempts;
-    if (base) policy.backoff_base = *base;
-    if (factor) policy.backoff_factor = *factor;
-    if (cap) policy.backoff_cap = *cap;
-    if (jitter) policy.jitter = *jitter;
-    return policy;
-  }
-};
-
-std::variant<RetryChange, ApiError> read_retry_change(const JsonBody& body) {
-  RetryChange change;
+std::variant<jobs::RetryPolicyChange, ApiError> read_retry_change(const JsonBody& body) {
+  jobs::RetryPolicyChange change;
   auto max_attempts = body.integer("max_attempts", 1, jobs::kMaxAttemptsLimit);
   if (!max_attempts.ok()) return *max_attempts.error();
   if (max_attempts.value()) change.max_attempts = static_cast<uint32_t>(*max_attempts.value());
@@ -170,9 +153,9 @@ std::variant<RetryChange, ApiError> read_retry_change(const JsonBody& body) {
   auto cap = seconds_field(fields.number("cap"), kMaxTimeoutSeconds, "backoff.cap");
   auto jitter = fields.number("jitter");
   if (auto e = first_error(base, factor, cap, jitter)) return *e;
-  change.base = base.value();
-  change.factor = factor.value();
-  change.cap = cap.value();
+  change.backoff_base = base.value();
+  change.backoff_factor = factor.value();
+  change.backoff_cap = cap.value();
   change.jitter = jitter.value();
   return change;
 }
@@ -218,7 +201,7 @@ void add_type_routes(Router& router, Api& api) {
     const auto& rate = rate_read.value();
     auto retry_read = read_retry_change(body);
     if (auto* e = std::get_if<ApiError>(&retry_read)) return reply_error(*ex, *e);
-    const auto& retry = std::get<RetryChange>(retry_read);
+    const auto& retry = std::get<jobs::RetryPolicyChange>(retry_read);
     // The timeout may be left out only to change the other settings of a type that exists.
     std::optional<jobs::Millis> timeout;
     if (body.has("timeout") ||
@@ -231,31 +214,15 @@ void add_type_routes(Router& router, Api& api) {
       if (!millis.ok()) return reply_error(*ex, *millis.error());
       timeout = millis.value();
     }
+    // The answer is the type as the changing transaction left it.
     const std::string& type = r.params["type"];
-    // The answer is what this transaction wrote, read back from its own writes.
-    auto settings = kv::run(
-        api.jobs.store(),
-        [&](kv::Transaction& txn) -> Result<jobs::TypeSettings> {
-          if (timeout) KVQ_RETURN_IF_ERROR(api.jobs.set_type_timeout(txn, type, *timeout));
-          if (retention)
-            KVQ_RETURN_IF_ERROR(api.jobs.set_finished_retention(txn, type, *retention));
-          if (max_lost_runs)
-            KVQ_RETURN_IF_ERROR(api.jobs.set_max_lost_runs(txn, type, *max_lost_runs));
-          if (max_running) KVQ_RETURN_IF_ERROR(api.jobs.set_max_running(txn, type, *max_running));
-          if (rate) KVQ_RETURN_IF_ERROR(api.jobs.set_rate_limit(txn, type, *rate));
-          if (per_group)
-            KVQ_RETURN_IF_ERROR(api.jobs.set_max_running_per_group(txn, type, *per_group));
-          if (retry.any()) {
-            // Fields left out keep the type's current values (the library's defaults for a
-            // type that never set them).
-            auto current = api.jobs.get_type(txn, type);
-            if (!current.ok()) return current.status();
-            KVQ_RETURN_IF_ERROR(
-                api.jobs.set_retry_policy(txn, type, retry.applied_to(current->retry)));
-          }
-          return api.jobs.get_type(txn, type);
-        },
-        api.jobs.options().retry);
+    auto settings = api.jobs.change_type_settings(type, {.timeout = timeout,
+                                                         .finished_retention = retention,
+                                                         .max_lost_runs = max_lost_runs,
+                                                         .max_running = max_running,
+                                                         .rate = rate,
+                                                         .max_running_per_group = per_group,
+                                                         .retry = retry});
     if (!settings.ok()) return reply_status(*ex, settings.status());
     reply_json(*ex, 200, type_json(type, *settings));
   });
@@ -271,13 +238,7 @@ void add_type_routes(Router& router, Api& api) {
     std::optional<int64_t> until;
     if (for_ms.value()) until = now_ms() + *for_ms.value();
     const std::string& type = r.params["type"];
-    auto settings = kv::run(
-        api.jobs.store(),
-        [&](kv::Transaction& txn) -> Result<jobs::TypeSettings> {
-          KVQ_RETURN_IF_ERROR(api.jobs.pause_type(txn, type, until));
-          return api.jobs.get_type(txn, type);
-        },
-        api.jobs.options().retry);
+    auto settings = api.jobs.change_type_settings(type, {.paused = true, .paused_until_ms = until});
     if (!settings.ok()) return reply_status(*ex, settings.status());
     reply_json(*ex, 200, type_json(type, *settings));
   });
@@ -285,13 +246,7 @@ void add_type_routes(Router& router, Api& api) {
     auto parsed = JsonBody::parse(r.body, {});
     if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*ex, *e);
     const std::string& type = r.params["type"];
-    auto settings = kv::run(
-        api.jobs.store(),
-        [&](kv::Transaction& txn) -> Result<jobs::TypeSettings> {
-          KVQ_RETURN_IF_ERROR(api.jobs.resume_type(txn, type));
-          return api.jobs.get_type(txn, type);
-        },
-        api.jobs.options().retry);
+    auto settings = api.jobs.change_type_settings(type, {.paused = false});
     if (!settings.ok()) return reply_status(*ex, settings.status());
     reply_json(*ex, 200, type_json(type, *settings));
   });

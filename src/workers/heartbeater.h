@@ -5,12 +5,11 @@
 // replaced or declared dead is marked lost and dropped.
 #pragma once
 
-#include <map>
 #include <memory>
-#include <thread>
+#include <vector>
 
 #include "kvq/workers.h"
-#include "util/mutex.h"
+#include "util/timer_queue.h"
 
 namespace kvq::workers {
 
@@ -19,17 +18,12 @@ class RegistrationImpl;
 class Heartbeater {
  public:
   Heartbeater();
-  ~Heartbeater();
-  void add(const std::shared_ptr<RegistrationImpl>& registration) KVQ_EXCLUDES(mu_);
+  void add(const std::shared_ptr<RegistrationImpl>& registration);
 
  private:
-  void run() KVQ_EXCLUDES(mu_);
+  void beat(std::vector<std::weak_ptr<RegistrationImpl>>& due);
 
-  util::Mutex mu_;
-  util::CondVar cv_;
-  std::multimap<kv::Clock::time_point, std::weak_ptr<RegistrationImpl>> due_ KVQ_GUARDED_BY(mu_);
-  bool stopping_ KVQ_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  util::TimerQueue<std::weak_ptr<RegistrationImpl>> due_;
 };
 
 }  // namespace kvq::workers

@@ -49,7 +49,7 @@ class InstallTest(unittest.TestCase):
                     "share/man/man1/kvq.1.gz", "share/doc/kvq/install.md"]:
             self.assertTrue(os.path.isfile(self.path(rel)), rel)
         for lib in ["kvq_jobs", "kvq_workers", "kvq_kv", "kvq_kv_lmdb", "kvq_kv_etcd",
-                    "kvq_etcd_proto", "kvq_util", "kvq_beanstalk", "kvq_server"]:
+                    "kvq_etcd_proto", "kvq_util", "kvq_beanstalk", "kvq_server", "kvq_app"]:
             self.assertTrue(os.path.isfile(self.path("lib", "lib%s.a" % lib)), lib)
         # Only the public API: no header from src/.
         self.assertEqual(os.listdir(self.path("include")), ["kvq"])

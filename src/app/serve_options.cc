@@ -1,4 +1,4 @@
-#include "server/serve_options.h"
+#include "app/serve_options.h"
 
 #include <CLI/CLI.hpp>
 
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <map>
 
-namespace kvq::server {
+namespace kvq::app {
 
 const char kServeUsage[] =
     "usage: kvq serve [options]\n"
@@ -61,6 +61,10 @@ const char kServeUsage[] =
     "  --beanstalk-max-job-size BYTES\n"
     "                       the largest job body a put may carry (default 65535, as beanstalkd's\n"
     "                       -z; at most 262144)\n"
+    "  --ephemeral          a throwaway server for tests: a new temporary data directory\n"
+    "                       (removed on exit), a free port on 127.0.0.1, relaxed durability\n"
+    "                       unless --durability is given; not with --data, --store or --listen.\n"
+    "                       The first line on stdout is 'kvq serve: listening on URL ...'\n"
     "  --config FILE        read 'name = value' lines with these option names first\n"
     "  --help               this text\n"
     "\n"
@@ -103,6 +107,7 @@ bool to_number(const std::string& text, unsigned long long max, unsigned long lo
 
 std::string apply(ServeOptions& o, const std::string& name, const std::string& value) {
   unsigned long long n = 0;
+  if (name == "listen" || name == "data" || name == "store") o.place_given = true;
   if (name == "listen") {
     const auto colon = value.rfind(':');
     if (colon == std::string::npos || colon == 0 || !to_number(value.substr(colon + 1), 65535, n)) {
@@ -140,6 +145,7 @@ std::string apply(ServeOptions& o, const std::string& name, const std::string& v
     if (!mode)
       return "--durability wants durable or relaxed (or sync, nosync), got '" + value + "'";
     o.durability = *mode;
+    o.durability_given = true;
   } else if (name == "token") {
     o.token = value;
   } else if (name == "max-body") {
@@ -179,6 +185,9 @@ std::string apply(ServeOptions& o, const std::string& name, const std::string& v
   } else if (name == "beanstalk-allow-remote") {
     if (value != "true" && value != "false") return "beanstalk-allow-remote wants true or false";
     o.beanstalk_allow_remote = value == "true";
+  } else if (name == "ephemeral") {
+    if (value != "true" && value != "false") return "ephemeral wants true or false";
+    o.ephemeral = value == "true";
   } else if (name == "beanstalk-max-job-size") {
     // At most the jobs layer's largest data (JobsOptions::max_data_bytes, 256 KiB).
     if (!to_number(value, 256 * 1024, n) || n == 0)
@@ -250,6 +259,7 @@ std::variant<ServeOptions, std::string> parse_serve_options(int argc, char** arg
   std::vector<std::pair<std::string, std::string>> flags;
   app.add_flag_callback("--beanstalk-allow-remote",
                         [&flags] { flags.emplace_back("beanstalk-allow-remote", "true"); });
+  app.add_flag_callback("--ephemeral", [&flags] { flags.emplace_back("ephemeral", "true"); });
   for (const char* name : kOptionNames) {
     app.add_option_function<std::vector<std::string>>(
            std::string("--") + name,
@@ -284,6 +294,13 @@ std::variant<ServeOptions, std::string> parse_serve_options(int argc, char** arg
     if (auto e = apply(o, name, value); !e.empty()) return e;
   }
   if (o.tls_cert.empty() != o.tls_key.empty()) return "--tls-cert and --tls-key go together";
+  if (o.ephemeral) {
+    if (o.place_given)
+      return "--ephemeral makes its own data directory and listens on a free loopback port: "
+             "leave out --data, --store and --listen";
+    o.listen = "127.0.0.1:0";
+    if (!o.durability_given) o.durability = Durability::kNoSync;
+  }
   if (!o.beanstalk_listen.empty() && !o.beanstalk_allow_remote &&
       !is_loopback_host(o.beanstalk_listen.substr(0, o.beanstalk_listen.rfind(':')))) {
     return "--beanstalk-listen " + o.beanstalk_listen +
@@ -296,4 +313,4 @@ std::variant<ServeOptions, std::string> parse_serve_options(int argc, char** arg
   return o;
 }
 
-}  // namespace kvq::server
+}  // namespace kvq::app

@@ -1,4 +1,4 @@
-#include "server/log.h"
+#include "app/log.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -6,7 +6,7 @@
 #include <regex>
 #include <sstream>
 
-namespace kvq::server::log {
+namespace kvq::app::log {
 namespace {
 
 using namespace std::chrono_literals;
@@ -107,4 +107,4 @@ TEST(LogTest, DebugShowsEverything) {
 }
 
 }  // namespace
-}  // namespace kvq::server::log
+}  // namespace kvq::app::log

@@ -1,4 +1,4 @@
-#include "server/serve_options.h"
+#include "app/serve_options.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 
 #include "support/temp_dir.h"
 
-namespace kvq::server {
+namespace kvq::app {
 namespace {
 
 std::variant<ServeOptions, std::string> parse(std::vector<std::string> args) {
@@ -20,6 +20,26 @@ TEST(ServeOptionsTest, DefaultsListenOnLoopbackWithDurableStorage) {
   EXPECT_EQ(o.listen, "127.0.0.1:7411");
   EXPECT_EQ(o.data, "./kvq-data");
   EXPECT_EQ(o.durability, Durability::kSync);
+}
+
+TEST(ServeOptionsTest, EphemeralListensOnAFreeLoopbackPortRelaxedUnlessToldOtherwise) {
+  auto parsed = parse({"--ephemeral"});
+  ASSERT_TRUE(std::holds_alternative<ServeOptions>(parsed)) << std::get<std::string>(parsed);
+  auto o = std::get<ServeOptions>(parsed);
+  EXPECT_TRUE(o.ephemeral);
+  EXPECT_EQ(o.listen, "127.0.0.1:0");
+  EXPECT_EQ(o.durability, Durability::kNoSync);
+  o = std::get<ServeOptions>(parse({"--ephemeral", "--durability", "durable"}));
+  EXPECT_EQ(o.durability, Durability::kSync);
+  // A place of its own, even the default one, is refused: the server would not be throwaway.
+  for (std::vector<std::string> extra : {std::vector<std::string>{"--data", "./kvq-data"},
+                                         {"--listen", "127.0.0.1:7411"},
+                                         {"--store", "etcd://127.0.0.1:2379"}}) {
+    extra.insert(extra.begin(), "--ephemeral");
+    auto refused = parse(extra);
+    ASSERT_TRUE(std::holds_alternative<std::string>(refused)) << extra[1];
+    EXPECT_NE(std::get<std::string>(refused).find("--ephemeral"), std::string::npos);
+  }
 }
 
 TEST(ServeOptionsTest, FlagsWinOverTheConfigFile) {
@@ -212,4 +232,4 @@ TEST(ServeOptionsTest, TheUsageNamesTheBeanstalkdFlags) {
 }
 
 }  // namespace
-}  // namespace kvq::server
+}  // namespace kvq::app

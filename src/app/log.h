@@ -1,4 +1,4 @@
-// server/log.h — kvq serve's operator log (spdlog underneath).
+// app/log.h — kvq serve's operator log (spdlog underneath).
 //
 // What it promises:
 // - One line per event, written whole (lines from many threads never interleave), to stderr
@@ -26,7 +26,7 @@
 #include <string_view>
 #include <variant>
 
-namespace kvq::server::log {
+namespace kvq::app::log {
 
 enum class Level { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 enum class Format { kText, kJson };
@@ -83,4 +83,4 @@ class Logger {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace kvq::server::log
+}  // namespace kvq::app::log

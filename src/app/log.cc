@@ -1,5 +1,5 @@
-// server/log.cc — see log.h.
-#include "server/log.h"
+// app/log.cc — see log.h.
+#include "app/log.h"
 
 #include <spdlog/logger.h>
 #include <spdlog/pattern_formatter.h>
@@ -8,7 +8,7 @@
 
 #include <cstdio>
 
-namespace kvq::server::log {
+namespace kvq::app::log {
 namespace {
 
 constexpr char kHex[] = "0123456789abcdef";
@@ -196,4 +196,4 @@ void Logger::write(Level level, std::string_view message, const Field* fields, s
   impl_->logger->log(to_spdlog(level), spdlog::string_view_t(line.data(), line.size()));
 }
 
-}  // namespace kvq::server::log
+}  // namespace kvq::app::log

@@ -1,19 +1,25 @@
-#include "kvq/server.h"
+#include "kvq/serve.h"
 
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <variant>
 
+#include "app/log.h"
+#include "app/serve_options.h"
 #include "beanstalk/listener.h"
 #include "kvq/etcd_store.h"
 #include "kvq/jobs.h"
@@ -21,14 +27,39 @@
 #include "kvq/workers.h"
 #include "server/api.h"
 #include "server/http_server.h"
-#include "server/log.h"
-#include "server/serve_options.h"
 
-namespace kvq::server {
+namespace kvq::app {
 namespace {
 
 using namespace std::chrono_literals;
+using server::Api;
+using server::HttpOptions;
+using server::HttpServer;
+using server::Metrics;
+using server::Router;
 constexpr auto kStopGrace = 5s;
+
+// --ephemeral's data directory: made new under $TMPDIR (else /tmp), removed with all it holds
+// when this object goes, which run_serve arranges to be after the store using it has closed.
+class EphemeralDirectory {
+ public:
+  static std::variant<std::unique_ptr<EphemeralDirectory>, std::string> make() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/kvq-ephemeral-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr)
+      return "--ephemeral cannot make a directory like " + pattern + ": " + std::strerror(errno);
+    return std::unique_ptr<EphemeralDirectory>(new EphemeralDirectory(std::move(pattern)));
+  }
+  ~EphemeralDirectory() {
+    std::error_code ignored;  // nothing more to do about a directory that will not go
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit EphemeralDirectory(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
 
 // Many idle long-polls need many descriptors: take all the system allows this process.
 void raise_descriptor_limit() {
@@ -103,6 +134,7 @@ std::variant<std::unique_ptr<beanstalk::Listener>, std::string> start_beanstalk(
                               std::to_string(std::get<unsigned short>(bound));
   listener->start();
   std::printf("kvq serve: beanstalkd protocol on %s\n", address.c_str());
+  std::fflush(stdout);
   logger.info("serving the beanstalkd protocol",
               {{"address", address}, {"max_job_size", b.max_job_size}});
   return listener;
@@ -241,9 +273,17 @@ int run_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // Declared before the store, so that the directory goes after everything that uses it.
+  std::unique_ptr<EphemeralDirectory> ephemeral;
+  if (options.ephemeral) {
+    auto made = EphemeralDirectory::make();
+    if (auto* error = std::get_if<std::string>(&made)) return fatal(*error);
+    ephemeral = std::move(std::get<0>(made));
+  }
   Result<std::shared_ptr<kv::Store>> store = InvalidArgument("no store");
   if (options.store.empty()) {
-    store = open_lmdb_store({.path = options.data, .durability = options.durability});
+    store = open_lmdb_store(
+        {.path = ephemeral ? ephemeral->path() : options.data, .durability = options.durability});
     if (!store.ok()) return fatal("cannot open the data directory: " + store.status().to_string());
   } else {
     auto etcd = parse_etcd_url(options.store);
@@ -269,6 +309,8 @@ int run_serve(int argc, char** argv) {
   auto jobs = jobs::Jobs::open(*store);
   if (!jobs.ok()) return fatal(jobs.status().to_string());
   jobs::Jobs& jobs_ref = **jobs;
+  // The departure rule, wired here and decided in the jobs layer: a worker that unregisters or
+  // is declared dead hands back the jobs it holds (Jobs::release_worker).
   auto workers = workers::Workers::open(
       *store, {.on_departure = [&jobs_ref](kv::Transaction& txn, const std::string& type,
                                            const std::string& id) {
@@ -282,7 +324,7 @@ int run_serve(int argc, char** argv) {
   std::unique_ptr<Api> api(
       new Api{jobs_ref, **workers, **store, metrics});  // an aggregate: no make_unique
   Router router;
-  add_api_routes(router, *api);
+  server::add_api_routes(router, *api);
   // The hot routes (add, accept, finish) then run where their request was read, and a commit
   // that waits for an fsync holds up no thread: the reply goes out once it is on disk.
   http.nonblocking_store = (*store)->nonblocking();
@@ -307,25 +349,29 @@ int run_serve(int argc, char** argv) {
       });
   auto bound = server.listen();
   if (auto* error = std::get_if<std::string>(&bound)) return fatal(*error);
-  // The beanstalkd protocol (docs/beanstalk.md), announced before the HTTP URL so that whoever
-  // reads that line (scripts, the e2e tests) has seen this one too.
+  const bool ipv6 = http.host.find(':') != std::string::npos;
+  const std::string url = std::string(http.tls_cert.empty() ? "http" : "https") + "://" +
+                          (ipv6 ? "[" : "") + http.host + (ipv6 ? "]" : "") + ":" +
+                          std::to_string(std::get<unsigned short>(bound));
+  auto announce = [&] {
+    // On stdout, as it always was: scripts and tests read the URL from this line.
+    std::printf("kvq serve: listening on %s store %s\n", url.c_str(), (*store)->describe().c_str());
+    std::fflush(stdout);
+    logger.info("listening", {{"url", url},
+                              {"store", (*store)->describe()},
+                              {"io_threads", http.io_threads},
+                              {"worker_threads", http.worker_threads}});
+  };
+  // --ephemeral promises the URL on the first line; otherwise the beanstalkd protocol's line
+  // (docs/beanstalk.md) comes first, so that whoever reads the URL line has seen it too.
+  if (options.ephemeral) announce();
   std::unique_ptr<beanstalk::Listener> beanstalkd;
   if (!options.beanstalk_listen.empty()) {
     auto started = start_beanstalk(options, http.worker_threads, jobs_ref, logger);
     if (auto* error = std::get_if<std::string>(&started)) return fatal(*error);
     beanstalkd = std::move(std::get<0>(started));
   }
-  const bool ipv6 = http.host.find(':') != std::string::npos;
-  const std::string url = std::string(http.tls_cert.empty() ? "http" : "https") + "://" +
-                          (ipv6 ? "[" : "") + http.host + (ipv6 ? "]" : "") + ":" +
-                          std::to_string(std::get<unsigned short>(bound));
-  // On stdout, as it always was: scripts and tests read the URL from this line.
-  std::printf("kvq serve: listening on %s store %s\n", url.c_str(), (*store)->describe().c_str());
-  std::fflush(stdout);
-  logger.info("listening", {{"url", url},
-                            {"store", (*store)->describe()},
-                            {"io_threads", http.io_threads},
-                            {"worker_threads", http.worker_threads}});
+  if (!options.ephemeral) announce();
   std::optional<BackgroundLog> background;
   background.emplace(logger, jobs_ref, **workers);
 
@@ -350,4 +396,4 @@ int run_serve(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace kvq::server
+}  // namespace kvq::app

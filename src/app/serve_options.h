@@ -1,4 +1,4 @@
-// server/serve_options.h — kvq serve's settings: defaults, flags, and a config file of
+// app/serve_options.h — kvq serve's settings: defaults, flags, and a config file of
 // `name = value` lines using the flags' names (without the dashes; '#' starts a comment).
 // Flags given on the command line win over the file.
 #pragma once
@@ -10,7 +10,7 @@
 
 #include "kvq/lmdb_store.h"
 
-namespace kvq::server {
+namespace kvq::app {
 
 struct ServeOptions {
   std::string listen = "127.0.0.1:7411";
@@ -22,7 +22,8 @@ struct ServeOptions {
   bool etcd_async_transactions = true;        // EtcdOptions::async_transactions
   std::string etcd_user, etcd_password;  // etcd authentication (password also $KVQ_ETCD_PASSWORD)
   Durability durability = Durability::kSync;
-  std::string token;  // also from $KVQ_TOKEN
+  bool durability_given = false;  // --durability was given (--ephemeral's default is relaxed)
+  std::string token;              // also from $KVQ_TOKEN
   size_t max_body = 1024 * 1024;
   size_t max_body_memory = 64 * 1024 * 1024;     // request bodies held at once, all connections
   std::string tls_cert, tls_key, tls_client_ca;  // PEM files; serve HTTPS when tls_cert is set
@@ -37,6 +38,11 @@ struct ServeOptions {
   std::string beanstalk_listen;
   bool beanstalk_allow_remote = false;
   size_t beanstalk_max_job_size = 65535;  // beanstalkd's -z
+  // A throwaway server (tests, client libraries' test helpers): LMDB in a new temporary
+  // directory removed on exit, listening on a free loopback port (listen = 127.0.0.1:0), relaxed
+  // durability unless --durability says otherwise. Refused with --data, --store or --listen.
+  bool ephemeral = false;
+  bool place_given = false;  // --data, --store or --listen was given (--ephemeral refuses them)
   bool help = false;
 };
 
@@ -49,4 +55,4 @@ bool is_loopback_host(std::string_view host);
 // The options, or a message saying what is wrong with the arguments.
 std::variant<ServeOptions, std::string> parse_serve_options(int argc, char** argv);
 
-}  // namespace kvq::server
+}  // namespace kvq::app
