@@ -448,11 +448,21 @@ TEST_F(EtcdOneMemberTest, AWaitingAcceptTakesAJobThisHandleAddedWithoutReadingIt
   ASSERT_TRUE((*jobs)->remove("rows", "warm-up").ok());
   auto waiting =
       std::async(std::launch::async, [&] { return (*jobs)->accept("rows", {.timeout = 10s}); });
-  std::this_thread::sleep_for(300ms);  // its look found nothing: it waits
+  // Its look found nothing, and the accept waiters' round that arms its watch is over, once the
+  // member has handled no call for 300 ms (a fixed pause lost that race on a loaded machine:
+  // the round's reads then counted as the add's).
+  long ranges_before = -1;
+  long txns_before = -1;
+  for (auto give_up = kv::Clock::now() + 10s; kv::Clock::now() < give_up;) {
+    const long ranges = cluster().handled(0, "Range");
+    const long txns = cluster().handled(0, "Txn");
+    if (ranges == ranges_before && txns == txns_before) break;
+    ranges_before = ranges;
+    txns_before = txns;
+    std::this_thread::sleep_for(300ms);
+  }
   // Counted from before the add (the waiter may be served before the add returns): the add's
   // commit, the round's first read and its commit, and no read of the row.
-  const long ranges_before = cluster().handled(0, "Range");
-  const long txns_before = cluster().handled(0, "Txn");
   ASSERT_GE(ranges_before, 0) << "etcd's /metrics could not be read";
   ASSERT_TRUE((*jobs)->add("rows", "j", "{\"v\": 1}").ok());  // remembers the row it wrote
   auto job = waiting.get();
