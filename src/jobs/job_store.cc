@@ -102,6 +102,28 @@ void record_error(JobRow& row, JobError error) {
     row.errors.erase(row.errors.begin(), row.errors.end() - kMaxErrorsKept);
 }
 
+Status edit_job_once(kv::Store& store, const Keys& keys, std::string_view type, std::string_view id,
+                     const kv::RetryOptions& retry,
+                     const std::function<Result<std::optional<JobRow>>(const JobRow&)>& edit) {
+  std::optional<uint64_t> attempt_version;
+  return kv::run(
+      store,
+      [&](kv::Transaction& txn) -> Status {
+        KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id));
+        if (attempt_version && before && before->add_seq == *attempt_version) return Status::OK();
+        if (!before) {
+          return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) +
+                          "' does not exist");
+        }
+        KVQ_ASSIGN_OR_RETURN(std::optional<JobRow> after, edit(*before));
+        if (!after) return Status::OK();
+        KVQ_ASSIGN_OR_RETURN(after->add_seq, txn.read_version());
+        attempt_version = after->add_seq;
+        return save_job(txn, keys, type, id, before, std::move(after));
+      },
+      retry);
+}
+
 void start_resubmitted_run(JobRow& after, const JobRow& before) {
   after.resubmit = false;
   after.scheduled = before.next_scheduled;

@@ -4,6 +4,7 @@
 // keeps the rows and the queue of the groups they belong to (group_queue.h).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,6 +60,15 @@ void start_resubmitted_run(JobRow& after, const JobRow& before);
 // the options' time and priority, starting over — its attempts, result, outcome and progress
 // cleared — with its data and its errors (why it died, for a dead job) kept.
 JobRow row_after_rerun(const JobRow& finished, const RerunOptions& options, int64_t now);
+
+// Changes the existing job `id` of `type` in a transaction of its own (kv::run with `retry`):
+// `edit` gets its row and returns the row it is to have, or nullopt to leave it as it is. The
+// row written is stamped (add_seq) with its try's read version, by which a retry after an
+// unknown commit result recognises that commit, though the job may have been accepted since:
+// the edit applies once. kNotFound if the job does not exist; `edit`'s error otherwise.
+Status edit_job_once(kv::Store& store, const Keys& keys, std::string_view type, std::string_view id,
+                     const kv::RetryOptions& retry,
+                     const std::function<Result<std::optional<JobRow>>(const JobRow&)>& edit);
 
 // The type's settings, read in `txn`; nullopt for a type without a timeout.
 Result<std::optional<TypeSettings>> type_settings_of(kv::Transaction& txn, const Keys& keys,

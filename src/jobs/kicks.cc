@@ -59,25 +59,12 @@ Result<uint64_t> Jobs::kick(std::string_view type, uint64_t limit) {
 Status Jobs::kick_job(std::string_view type, std::string_view id) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   KVQ_RETURN_IF_ERROR(validate_id(id));
-  const auto& keys = impl_->keys;
-  // As rerun: a retry recognises its own earlier commit by the add_seq it stamped, though the
-  // job may have been accepted since.
-  std::optional<uint64_t> attempt_version;
-  return kv::run(
-      *store_,
-      [&](kv::Transaction& txn) -> Status {
-        KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id));
-        if (attempt_version && before && before->add_seq == *attempt_version) return Status::OK();
-        if (!before) {
-          return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) +
-                          "' does not exist");
-        }
-        KVQ_ASSIGN_OR_RETURN(JobRow after, row_after_kick(type, id, *before, now_ms()));
-        KVQ_ASSIGN_OR_RETURN(after.add_seq, txn.read_version());
-        attempt_version = after.add_seq;
-        return save_job(txn, keys, type, id, before, std::move(after));
-      },
-      options_.retry);
+  return edit_job_once(*store_, impl_->keys, type, id, options_.retry,
+                       [&](const JobRow& before) -> Result<std::optional<JobRow>> {
+                         KVQ_ASSIGN_OR_RETURN(JobRow after,
+                                              row_after_kick(type, id, before, now_ms()));
+                         return std::optional<JobRow>(std::move(after));
+                       });
 }
 
 }  // namespace kvq::jobs

@@ -120,32 +120,22 @@ Status Jobs::reschedule(std::string_view type, std::string_view id,
                         const RescheduleOptions& options) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
   KVQ_RETURN_IF_ERROR(validate_id(id));
-  const auto& keys = impl_->keys;
-  // As rerun: a retry recognises its own earlier commit by the add_seq it stamped, though the
-  // job may have been accepted since.
-  std::optional<uint64_t> attempt_version;
-  return kv::run(
-      *store_,
-      [&](kv::Transaction& txn) -> Status {
-        KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id));
-        if (attempt_version && before && before->add_seq == *attempt_version) return Status::OK();
-        if (!before) return not_found(type, id);
-        const State state = state_of(*before);
+  return edit_job_once(
+      *store_, impl_->keys, type, id, options_.retry,
+      [&](const JobRow& before) -> Result<std::optional<JobRow>> {
+        const State state = state_of(before);
         if (state != State::kPending) {
           return WrongState("job '" + std::string(id) + "' of type '" + std::string(type) +
                             "' is " + std::string(state_name(state)) +
                             "; only a pending job can be rescheduled");
         }
-        JobRow after = *before;
-        after.scheduled = options.scheduled_time_ms.value_or(before->scheduled);
-        after.priority = options.priority.value_or(before->priority);
-        if (after.scheduled == before->scheduled && after.priority == before->priority)
-          return Status::OK();
-        KVQ_ASSIGN_OR_RETURN(after.add_seq, txn.read_version());
-        attempt_version = after.add_seq;
-        return save_job(txn, keys, type, id, before, std::move(after));
-      },
-      options_.retry);
+        JobRow after = before;
+        after.scheduled = options.scheduled_time_ms.value_or(before.scheduled);
+        after.priority = options.priority.value_or(before.priority);
+        if (after.scheduled == before.scheduled && after.priority == before.priority)
+          return std::optional<JobRow>();
+        return std::optional<JobRow>(std::move(after));
+      });
 }
 
 Result<uint64_t> Jobs::make_due(std::string_view type, size_t limit) {
