@@ -585,6 +585,10 @@ class Jobs {
   Result<size_t> release_worker_at(kv::Transaction& txn, std::string_view worker_type,
                                    std::string_view worker, int64_t now,
                                    std::vector<std::pair<std::string, std::string>>* released_ids);
+  // `(this->*call)(txn, args...)` in a transaction of its own, retried as options_.retry says:
+  // how a call above that takes a transaction is offered without one (defined in jobs_impl.h).
+  template <typename R, typename... Params, typename... Args>
+  R in_own_transaction(R (Jobs::*call)(kv::Transaction&, Params...), Args&&... args);
   // accept_async; `look_async`: its own look must not block this thread.
   uint64_t queue_accept(std::string_view type, const AcceptOptions& options,
                         std::function<void(Result<Job>)> done, bool look_async);

@@ -59,9 +59,7 @@ bool paused_at(const TypeSettings& settings, int64_t now) {
 }
 
 Status Jobs::pause_type(std::string_view type, std::optional<int64_t> until_ms) {
-  return kv::run(
-      *store_, [&](kv::Transaction& txn) { return pause_type(txn, type, until_ms); },
-      options_.retry);
+  return in_own_transaction(&Jobs::pause_type, type, until_ms);
 }
 
 Status Jobs::pause_type(kv::Transaction& txn, std::string_view type,
@@ -73,8 +71,7 @@ Status Jobs::pause_type(kv::Transaction& txn, std::string_view type,
 }
 
 Status Jobs::resume_type(std::string_view type) {
-  return kv::run(
-      *store_, [&](kv::Transaction& txn) { return resume_type(txn, type); }, options_.retry);
+  return in_own_transaction(&Jobs::resume_type, type);
 }
 
 Status Jobs::resume_type(kv::Transaction& txn, std::string_view type) {
@@ -88,9 +85,7 @@ Status Jobs::resume_type(kv::Transaction& txn, std::string_view type) {
 }
 
 Status Jobs::set_max_running(std::string_view type, std::optional<uint32_t> max_running) {
-  return kv::run(
-      *store_, [&](kv::Transaction& txn) { return set_max_running(txn, type, max_running); },
-      options_.retry);
+  return in_own_transaction(&Jobs::set_max_running, type, max_running);
 }
 
 Status Jobs::set_max_running(kv::Transaction& txn, std::string_view type,
@@ -103,9 +98,7 @@ Status Jobs::set_max_running(kv::Transaction& txn, std::string_view type,
 }
 
 Status Jobs::set_rate_limit(std::string_view type, std::optional<RateLimit> rate) {
-  return kv::run(
-      *store_, [&](kv::Transaction& txn) { return set_rate_limit(txn, type, rate); },
-      options_.retry);
+  return in_own_transaction(&Jobs::set_rate_limit, type, rate);
 }
 
 Status Jobs::set_rate_limit(kv::Transaction& txn, std::string_view type,

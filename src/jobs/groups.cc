@@ -16,10 +16,7 @@ constexpr size_t kMaxGroupsListed = 1000;
 }  // namespace
 
 Status Jobs::set_max_running_per_group(std::string_view type, std::optional<uint32_t> max_running) {
-  return kv::run(
-      *store_,
-      [&](kv::Transaction& txn) { return set_max_running_per_group(txn, type, max_running); },
-      options_.retry);
+  return in_own_transaction(&Jobs::set_max_running_per_group, type, max_running);
 }
 
 Status Jobs::set_max_running_per_group(kv::Transaction& txn, std::string_view type,

@@ -480,8 +480,7 @@ Status Jobs::remove(kv::Transaction& txn, std::string_view type, std::string_vie
 }
 
 Result<JobInfo> Jobs::get(std::string_view type, std::string_view id) {
-  return kv::run(
-      *store_, [&](kv::Transaction& txn) { return get(txn, type, id); }, options_.retry);
+  return in_own_transaction(&Jobs::get, type, id);
 }
 
 Result<JobInfo> Jobs::get(kv::Transaction& txn, std::string_view type, std::string_view id) {

@@ -49,6 +49,12 @@ struct Jobs::Impl {
 
 inline Jobs::Impl& impl_of(Jobs& jobs) { return *jobs.impl_; }
 
+template <typename R, typename... Params, typename... Args>
+R Jobs::in_own_transaction(R (Jobs::*call)(kv::Transaction&, Params...), Args&&... args) {
+  return kv::run(
+      *store_, [&](kv::Transaction& txn) { return (this->*call)(txn, args...); }, options_.retry);
+}
+
 // Runs `look` — a look that commits through kv::run_async — without blocking the calling
 // thread: at once on a nonblocking store (where run_async does not block), else on
 // blocking_looks.

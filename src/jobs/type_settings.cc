@@ -1,6 +1,7 @@
 // Jobs::change_type_settings: several of a type's settings changed in one transaction, through
 // the setters each field names, so a front end (HTTP's PUT /v1/types/{type}, pause, resume)
 // makes one call and every front end merges a partial retry policy the same way.
+#include "jobs/jobs_impl.h"
 #include "kvq/jobs.h"
 
 namespace kvq::jobs {
@@ -16,9 +17,7 @@ RetryPolicy RetryPolicyChange::applied_to(RetryPolicy policy) const {
 
 Result<TypeSettings> Jobs::change_type_settings(std::string_view type,
                                                 const TypeSettingsChange& change) {
-  return kv::run(
-      *store_, [&](kv::Transaction& txn) { return change_type_settings(txn, type, change); },
-      options_.retry);
+  return in_own_transaction(&Jobs::change_type_settings, type, change);
 }
 
 Result<TypeSettings> Jobs::change_type_settings(kv::Transaction& txn, std::string_view type,

@@ -43,9 +43,7 @@ Status change_type(kv::Transaction& txn, const Keys& keys, std::string_view type
 }
 
 Status Jobs::set_type_timeout(std::string_view type, Millis timeout) {
-  return kv::run(
-      *store_, [&](kv::Transaction& txn) { return set_type_timeout(txn, type, timeout); },
-      options_.retry);
+  return in_own_transaction(&Jobs::set_type_timeout, type, timeout);
 }
 
 Status Jobs::set_type_timeout(kv::Transaction& txn, std::string_view type, Millis timeout) {
@@ -61,9 +59,7 @@ Status Jobs::set_type_timeout(kv::Transaction& txn, std::string_view type, Milli
 }
 
 Status Jobs::set_finished_retention(std::string_view type, std::optional<Millis> retention) {
-  return kv::run(
-      *store_, [&](kv::Transaction& txn) { return set_finished_retention(txn, type, retention); },
-      options_.retry);
+  return in_own_transaction(&Jobs::set_finished_retention, type, retention);
 }
 
 Status Jobs::set_finished_retention(kv::Transaction& txn, std::string_view type,
@@ -76,9 +72,7 @@ Status Jobs::set_finished_retention(kv::Transaction& txn, std::string_view type,
 }
 
 Status Jobs::set_max_lost_runs(std::string_view type, std::optional<uint32_t> max_lost_runs) {
-  return kv::run(
-      *store_, [&](kv::Transaction& txn) { return set_max_lost_runs(txn, type, max_lost_runs); },
-      options_.retry);
+  return in_own_transaction(&Jobs::set_max_lost_runs, type, max_lost_runs);
 }
 
 Status Jobs::set_max_lost_runs(kv::Transaction& txn, std::string_view type,
@@ -93,9 +87,7 @@ Status Jobs::set_max_lost_runs(kv::Transaction& txn, std::string_view type,
 }
 
 Status Jobs::set_retry_policy(std::string_view type, const RetryPolicy& policy) {
-  return kv::run(
-      *store_, [&](kv::Transaction& txn) { return set_retry_policy(txn, type, policy); },
-      options_.retry);
+  return in_own_transaction(&Jobs::set_retry_policy, type, policy);
 }
 
 Status Jobs::set_retry_policy(kv::Transaction& txn, std::string_view type,
@@ -154,8 +146,7 @@ Result<bool> Jobs::ensure_type(std::string_view type, const TypeSettings& settin
 }
 
 Result<TypeSettings> Jobs::get_type(std::string_view type) {
-  return kv::run(
-      *store_, [&](kv::Transaction& txn) { return get_type(txn, type); }, options_.retry);
+  return in_own_transaction(&Jobs::get_type, type);
 }
 
 Result<TypeSettings> Jobs::get_type(kv::Transaction& txn, std::string_view type) {

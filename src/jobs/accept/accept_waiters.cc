@@ -370,10 +370,7 @@ void AcceptWaiters::start_batch(const std::string& type, Batch batch) {
 
 void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
                                  AcceptOutcome outcome) {
-  auto& jobs = outcome.jobs;
-  const auto& next_due = outcome.next_due;
-  const bool looked = jobs.ok() || jobs.status().code() == Code::kNotFound;
-  kv::Watch retired;  // a replaced watch, cancelled outside mu_ (its callback runs at once)
+  const bool looked = outcome.jobs.ok() || outcome.jobs.status().code() == Code::kNotFound;
   if (outcome.watch.valid() && looked) {
     // Before it is installed, while this thread alone holds it; a fire before the install is
     // caught there (ready()).
@@ -384,67 +381,13 @@ void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
       if (to.acceptor) to.acceptor->on_fire(type, generation);
     });
   }
-  Done done;
-  std::vector<Job> orphans;  // taken for waiters cancelled meanwhile: handed back below
+  Handed handed;
+  kv::Watch retired;  // a replaced watch, cancelled outside mu_ (its callback runs at once)
   {
     util::MutexLock lock(mu_);
     --in_flight_;
     auto qit = queues_.find(type);
-    if (qit != queues_.end()) {
-      auto& queue = qit->second;
-      queue.in_flight = false;
-      auto complete = [&](uint64_t ticket, Result<Job> result) {
-        auto it = std::find_if(queue.waiters.begin(), queue.waiters.end(),
-                               [&](const Waiter& w) { return w.ticket == ticket; });
-        // Cancel raced the accept itself: the job taken for that waiter goes back.
-        if (it == queue.waiters.end()) {
-          if (result.ok()) orphans.push_back(std::move(*result));
-          return;
-        }
-        done.emplace_back(std::move(it->callback), std::move(result));
-        erase_waiter(queue, it);
-      };
-      // The finishes the batch carried: committed with it, or failed on their own (those
-      // waiters end with their failure and took nothing), or, after another error, left for
-      // another round.
-      RoundFinishes::Settled settled;
-      if (batch.finishes) settled = batch.finishes->settle(looked);
-      queue.finishing -= settled.done;
-      size_t takers = batch.takers.size();
-      for (size_t i = 0; i < settled.failed.size(); ++i) {
-        if (!settled.failed[i]) continue;
-        complete(batch.tickets[i], std::move(*settled.failed[i]));
-        --takers;
-      }
-      const size_t taken = jobs.ok() ? jobs->size() : 0;
-      queue.hold.ended(taken, batch.started, kv::Clock::now());
-      if (!looked) {
-        complete(batch.tickets.front(), jobs.status());  // the others try again in their own turn
-        queue.found_nothing.clear();
-      } else {
-        // The jobs come in takers' order, a job's lock naming its taker (a taker whose finish
-        // failed took none).
-        size_t t = 0;
-        for (size_t i = 0; i < taken; ++i) {
-          Job& job = (*jobs)[i];
-          while (t < batch.takers.size() && batch.takers[t].lock != job.lock) ++t;
-          if (t == batch.takers.size()) {
-            orphans.push_back(std::move(job));  // no taker of this batch (never expected)
-            continue;
-          }
-          complete(batch.tickets[t++], std::move(job));
-        }
-        if (taken > 0) queue.found_nothing.clear();
-        // (With no taker left, the batch made no look.)
-        if (taken < takers) {
-          queue.found_nothing.push_back(kind_of(batch.options));
-          if (next_due) {
-            auto at = steady_at(*next_due + 1);
-            queue.next_due = queue.next_due ? std::min(*queue.next_due, at) : at;
-          }
-        }
-      }
-    }
+    if (qit != queues_.end()) hand_out(qit->second, batch, looked, outcome, handed);
     if (outcome.watch.valid() && looked && !stopping_) {
       auto& watch = watches_[type];
       retired = std::move(watch.watch);
@@ -459,8 +402,65 @@ void AcceptWaiters::finish_batch(const std::string& type, const Batch& batch,
   }
   retired.cancel();
   outcome.watch.cancel();  // not installed (closing, or the look failed)
-  for (auto& [callback, result] : done) callback(std::move(result));
-  for (auto& job : orphans) give_back_orphan(std::move(job));
+  for (auto& [callback, result] : handed.done) callback(std::move(result));
+  for (auto& job : handed.orphans) give_back_orphan(std::move(job));
+}
+
+void AcceptWaiters::complete(Queue& queue, uint64_t ticket, Result<Job> result, Handed& handed) {
+  auto it = std::find_if(queue.waiters.begin(), queue.waiters.end(),
+                         [&](const Waiter& w) { return w.ticket == ticket; });
+  // Cancel raced the accept itself: the job taken for that waiter goes back.
+  if (it == queue.waiters.end()) {
+    if (result.ok()) handed.orphans.push_back(std::move(*result));
+    return;
+  }
+  handed.done.emplace_back(std::move(it->callback), std::move(result));
+  erase_waiter(queue, it);
+}
+
+void AcceptWaiters::hand_out(Queue& queue, const Batch& batch, bool looked, AcceptOutcome& outcome,
+                             Handed& handed) {
+  auto& jobs = outcome.jobs;
+  queue.in_flight = false;
+  // The finishes the batch carried: committed with it, or failed on their own (those waiters
+  // end with their failure and took nothing), or, after another error, left for another round.
+  RoundFinishes::Settled settled;
+  if (batch.finishes) settled = batch.finishes->settle(looked);
+  queue.finishing -= settled.done;
+  size_t takers = batch.takers.size();
+  for (size_t i = 0; i < settled.failed.size(); ++i) {
+    if (!settled.failed[i]) continue;
+    complete(queue, batch.tickets[i], std::move(*settled.failed[i]), handed);
+    --takers;
+  }
+  const size_t taken = jobs.ok() ? jobs->size() : 0;
+  queue.hold.ended(taken, batch.started, kv::Clock::now());
+  if (!looked) {
+    complete(queue, batch.tickets.front(), jobs.status(), handed);  // the others: their own turn
+    queue.found_nothing.clear();
+    return;
+  }
+  // The jobs come in takers' order, a job's lock naming its taker (a taker whose finish failed
+  // took none).
+  size_t t = 0;
+  for (size_t i = 0; i < taken; ++i) {
+    Job& job = (*jobs)[i];
+    while (t < batch.takers.size() && batch.takers[t].lock != job.lock) ++t;
+    if (t == batch.takers.size()) {
+      handed.orphans.push_back(std::move(job));  // no taker of this batch (never expected)
+      continue;
+    }
+    complete(queue, batch.tickets[t++], std::move(job), handed);
+  }
+  if (taken > 0) queue.found_nothing.clear();
+  // (With no taker left, the batch made no look.)
+  if (taken < takers) {
+    queue.found_nothing.push_back(kind_of(batch.options));
+    if (outcome.next_due) {
+      auto at = steady_at(*outcome.next_due + 1);
+      queue.next_due = queue.next_due ? std::min(*queue.next_due, at) : at;
+    }
+  }
 }
 
 }  // namespace kvq::jobs

@@ -208,6 +208,20 @@ class AcceptWaiters {
   // Hands out what the batch took and moves the round on. Any thread; takes mu_.
   void finish_batch(const std::string& type, const Batch& batch, AcceptOutcome outcome)
       KVQ_EXCLUDES(mu_);
+  // What a batch's end hands out once mu_ is let go: the waiters' callbacks with their results,
+  // and jobs taken for waiters cancelled meanwhile (given back).
+  struct Handed {
+    Done done;
+    std::vector<Job> orphans;
+  };
+  // The waiter `ticket` of `queue` ends with `result`; one cancelled meanwhile leaves its job to
+  // be given back.
+  void complete(Queue& queue, uint64_t ticket, Result<Job> result, Handed& handed)
+      KVQ_REQUIRES(mu_);
+  // finish_batch's part for the batch's queue: its waiters' results, and the round's progress
+  // (`looked`: the look ended with jobs or with nothing due, rather than an error).
+  void hand_out(Queue& queue, const Batch& batch, bool looked, AcceptOutcome& outcome,
+                Handed& handed) KVQ_REQUIRES(mu_);
   // A watch armed by a batch fired: the next round of its type starts.
   void on_fire(const std::string& type, uint64_t generation) KVQ_EXCLUDES(mu_);
   // `queue` is one of queues_, hence the lock.

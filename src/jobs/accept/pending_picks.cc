@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "jobs/accept/index_levels.h"
+#include "jobs/accept/takes.h"
 #include "jobs/flow_control.h"
 #include "jobs/group_queue.h"
 #include "jobs/job_store.h"
@@ -22,15 +23,10 @@
 namespace kvq::jobs {
 namespace {
 
-// Priority levels examined per attempt; beyond it a caller sees "nothing due" (and is woken by
-// the next change). Priorities are meant to be a handful of levels.
-constexpr int kMaxPriorityLevels = 64;
 // A lock is what lets a worker change its job, so it is a secret: 128 random bits from the
 // kernel, then the type tag. Rows keep the locks of earlier builds (24 hex digits), which still
 // compare as they did.
 constexpr size_t kLockBytes = util::kMinSecretBytes;
-// The most job rows an accept asks for in one read ahead of taking them (try_accept_many).
-constexpr size_t kPrefetchRows = 64;
 
 }  // namespace
 
@@ -57,200 +53,6 @@ std::string type_tag(std::string_view type) {
 
 std::string new_lock(std::string_view type) {
   return util::secret_hex(kLockBytes) + "-" + type_tag(type);
-}
-
-namespace {
-
-// Takes the pending job `id` (its index entry at (priority, scheduled)) for `taker`. With
-// `guess`, its row as the store handle remembers it (kv::ReadOptions::remembered: on etcd the
-// row of a job this process added costs no read); the commit checks it.
-Result<Job> take_job(kv::Transaction& txn, const AcceptScope& scope, std::string_view type,
-                     const std::string& id, int64_t priority, int64_t scheduled,
-                     std::string_view group, const Taker& taker, const FlowGate& gate,
-                     bool guess = false) {
-  const Keys& keys = scope.keys;
-  KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id, {.remembered = guess}));
-  if (!before || state_of(*before) != State::kPending || before->priority != priority ||
-      before->scheduled != scheduled || before->group != group) {
-    // A remembered row older than the index entry (the job changed in another process): the
-    // attempt is retried, reading it (a retry guesses nothing).
-    if (guess) return Aborted("the remembered row of job '" + id + "' is out of date");
-    return Internal("pending index entry for job '" + id + "' does not match its row");
-  }
-  JobRow after = *before;
-  after.lock = taker.lock;
-  after.worker = taker.worker;
-  after.worker_type = taker.worker_type;
-  after.attempts += 1;
-  // A rate-limited type's accepts are stamped as its window records them.
-  after.started = gate.stamp_ms.value_or(now_ms());
-  scope.local.latencies.note(taker.lock, Millis(after.started - before->scheduled));
-  after.progress.reset();  // progress is of one run
-  KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, after));
-  return job_of_run(type, id, after, gate.type_timeout);
-}
-
-// The group whose turn `turn` (its (16) entry) is gives its first pending job to `taker` —
-// unless it already runs max_running_per_group jobs: then it is marked full and leaves the
-// queue, and nothing is taken (nullopt). A group that reaches its limit by this job is marked
-// full too.
-Result<std::optional<Job>> take_turn(kv::Transaction& txn, const AcceptScope& scope,
-                                     std::string_view type, const OrderedIndex::Entry& turn,
-                                     const Taker& taker, const FlowGate& gate) {
-  const Keys& keys = scope.keys;
-  const std::string& group = turn.name;
-  KVQ_ASSIGN_OR_RETURN(auto row, load_group(txn, keys, type, group));
-  if (!row || row->queued != std::pair{turn.priority, turn.time})
-    return Internal("queue entry of group '" + group + "' does not match its row");
-  const auto& limit = gate.max_running_per_group;
-  if (limit && row->running >= *limit) {
-    KVQ_RETURN_IF_ERROR(mark_group_full(txn, keys, type, group, *row));
-    return std::optional<Job>();
-  }
-  KVQ_ASSIGN_OR_RETURN(auto first, first_pending(txn, keys, type, group));
-  if (!first || first->priority != turn.priority)
-    return Internal("queue entry of group '" + group + "' does not match its first job");
-  KVQ_ASSIGN_OR_RETURN(Job job, take_job(txn, scope, type, first->name, first->priority,
-                                         first->time, group, taker, gate));
-  if (limit && row->running + 1 >= *limit) {
-    KVQ_ASSIGN_OR_RETURN(auto taken, load_group(txn, keys, type, group));  // as save_job left it
-    if (!taken) return Internal("group '" + group + "' lost its row to an accept");
-    KVQ_RETURN_IF_ERROR(mark_group_full(txn, keys, type, group, *taken));
-  }
-  return std::optional<Job>(std::move(job));
-}
-
-// Whether the group standing at `turn` comes before the job without a group whose entry is
-// `job`: by priority, then by in_turn_at against the job's scheduled time (a tie: the job).
-bool turn_first(const OrderedIndex::Entry& turn, const OrderedIndex::Entry& job) {
-  return turn.priority < job.priority ||
-         (turn.priority == job.priority && turn.time < ms_to_us(job.time));
-}
-
-// The end of the millisecond `ms`, in the queue's microseconds.
-int64_t end_of_ms(int64_t ms) {
-  const int64_t us = ms_to_us(ms);
-  return us > std::numeric_limits<int64_t>::max() - 999 ? us : us + 999;
-}
-
-// The levels of `type`'s pending index a look for `takers` jobs reads, due by `max_time`. Each
-// priority level costs one read, or two when it held fewer due jobs than wanted.
-DueLevels ungrouped_levels(kv::Transaction& txn, const AcceptScope& scope, std::string_view type,
-                           const AcceptOptions& accept, size_t takers, int64_t max_time) {
-  const size_t spread = std::max(scope.options.accept_spread, takers);
-  return DueLevels(txn, scope.keys.pending_index(type), max_time, accept.max_priority, spread,
-                   2 * kMaxPriorityLevels, kPendingHeadWindow, &scope.local.heads);
-}
-
-}  // namespace
-
-Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const AcceptScope& scope,
-                                         std::string_view type, const AcceptOptions& accept,
-                                         const std::vector<Taker>& takers,
-                                         std::optional<int64_t>* next_due, Pick pick,
-                                         HeldBack* held, bool guess_rows, PickClaims* claims) {
-  const Keys& keys = scope.keys;
-  const int64_t now = now_ms();
-  const int64_t max_time = accept.max_scheduled_time_ms.value_or(now);
-  const size_t spread = std::max(scope.options.accept_spread, takers.size());
-  DueLevels ungrouped = ungrouped_levels(txn, scope, type, accept, takers.size(), max_time);
-  // The type's settings (the flow gate's first read) and the queue's head come in one read (on
-  // etcd one round trip instead of two; nothing on LMDB).
-  txn.prefetch({keys.timeout(type)}, {ungrouped.next_read()});
-  KVQ_ASSIGN_OR_RETURN(FlowGate gate, open_flow_gate(txn, keys, type, takers.size(), now));
-  auto note_due = [&](std::optional<int64_t> at) {
-    if (next_due && at && (!*next_due || *at < **next_due)) *next_due = at;
-  };
-  if (gate.allowed < takers.size()) {
-    if (held) *held = HeldBack{true, gate.full};
-    note_due(gate.reopens_ms);
-  }
-  if (gate.allowed == 0) return NotFound("no job of type '" + std::string(type) + "' may start");
-  const bool at_random = pick == Pick::kSpread;
-  // A type that never had a job with a group reads nothing more. One that has takes turns
-  // between its groups: a group served goes to the back of the line (save_job), so a batch
-  // takes one job per group and goes around again when they run out.
-  std::optional<DueLevels> groups;
-  if (gate.has_groups) {
-    groups.emplace(txn, keys.group_queue(type), end_of_ms(max_time), accept.max_priority, spread,
-                   2 * kMaxPriorityLevels + static_cast<int>(gate.allowed),
-                   ms_to_us(kPendingHeadWindow), &scope.local.heads);
-  }
-  if (!at_random && !groups && gate.allowed > 1) {
-    // In order and without groups, the jobs taken are the first due ones: their rows come in
-    // one read (on etcd one round trip instead of one each; nothing on LMDB). At most
-    // kPrefetchRows, within etcd's default --max-txn-ops (128 ranges in one Txn).
-    KVQ_ASSIGN_OR_RETURN(const OrderedIndex::Entry* first, ungrouped.head());
-    std::vector<std::string> rows;
-    if (first) {
-      KVQ_ASSIGN_OR_RETURN(auto names,
-                           ungrouped.first_names(std::min(gate.allowed, kPrefetchRows)));
-      for (const auto& name : names) rows.push_back(keys.job(type, name));
-    }
-    // Guessed rows the handle remembers are not fetched.
-    if (rows.size() > 1) txn.prefetch(rows, {}, {.remembered = guess_rows});
-  }
-  size_t full_groups = 0;
-  std::vector<Job> taken;
-  while (taken.size() < gate.allowed) {
-    // Without a bound of its own, the turn of a group served during this accept counts as due.
-    if (groups && !accept.max_scheduled_time_ms) groups->extend_due(end_of_ms(now_ms()));
-    KVQ_ASSIGN_OR_RETURN(const OrderedIndex::Entry* job, ungrouped.head());
-    const OrderedIndex::Entry* turn = nullptr;
-    if (groups) {
-      KVQ_ASSIGN_OR_RETURN(turn, groups->head());
-    }
-    if (!job && !turn) break;
-    const Taker& taker = takers[taken.size()];
-    if (!turn || (job && !turn_first(*turn, *job))) {
-      // In order: the first due job. Spread: one at random among those read, so that acceptors
-      // that collided on the same snapshot seldom pick the same ones again.
-      std::optional<OrderedIndex::Entry> entry;
-      if (claims) {
-        KVQ_ASSIGN_OR_RETURN(entry, ungrouped.take(at_random, [&](const std::string& id) {
-          return claims->claim(type, id);
-        }));
-      } else {
-        KVQ_ASSIGN_OR_RETURN(entry, ungrouped.take(at_random));
-      }
-      if (!entry) {
-        // Every due job read is being taken by another attempt here: taking one would fail
-        // this commit. Looked for again in a moment: if that attempt fails, it is still due.
-        claims->note_all_claimed();
-        note_due(now + 1);
-        break;
-      }
-      KVQ_ASSIGN_OR_RETURN(Job took, take_job(txn, scope, type, entry->name, entry->priority,
-                                              entry->time, "", taker, gate, guess_rows));
-      taken.push_back(std::move(took));
-      continue;
-    }
-    KVQ_ASSIGN_OR_RETURN(auto turn_taken, groups->take(at_random));
-    KVQ_ASSIGN_OR_RETURN(auto took, take_turn(txn, scope, type, turn_taken, taker, gate));
-    if (took) {
-      taken.push_back(std::move(*took));
-    } else if (++full_groups >= spread) {
-      // Groups found full are marked so, but only an accept that commits keeps the marks: one
-      // that takes nothing must not walk every group of a type.
-      note_due(groups->earliest_not_due() ? std::optional(us_to_ms(*groups->earliest_not_due()))
-                                          : std::nullopt);
-      groups.reset();
-    }
-  }
-  note_due(ungrouped.earliest_not_due());
-  if (groups && groups->earliest_not_due()) note_due(us_to_ms(*groups->earliest_not_due()));
-  if (taken.empty()) return NotFound("no job of type '" + std::string(type) + "' is due");
-  record_flow(txn, keys, type, gate, taken.size());
-  return taken;
-}
-
-Result<Job> try_accept(kv::Transaction& txn, const AcceptScope& scope, std::string_view type,
-                       const AcceptOptions& accept, const std::string& lock,
-                       std::optional<int64_t>* next_due) {
-  KVQ_ASSIGN_OR_RETURN(auto jobs, try_accept_many(txn, scope, type, accept,
-                                                  {{lock, accept.worker, accept.worker_type}},
-                                                  next_due, Pick::kInOrder));
-  return std::move(jobs.front());
 }
 
 Result<std::optional<Candidate>> peek_candidate(kv::Transaction& txn, const AcceptScope& scope,
