@@ -390,6 +390,50 @@ TEST_P(AcceptAnyTest, FinishAndAcceptAsyncRunsAChainOnceEach) {
   }
 }
 
+// A cancelled wait for the next job (the HTTP client of a finish with "next" went away) ends
+// the call with the finish committed and no job taken: cancelled at once (on etcd while the
+// finish still waits for its round), and cancelled while it waits after the commit. A job added
+// afterwards stays pending, accepted for nobody.
+TEST_P(AcceptAnyTest, ACancelledFinishAndAcceptAsyncFinishesAndTakesNothing) {
+  for (const bool at_once : {true, false}) {
+    SCOPED_TRACE(at_once ? "cancelled at once" : "cancelled while waiting");
+    const std::string id = at_once ? "a" : "b";
+    ASSERT_TRUE(jobs().add("work", id, "{}").ok());
+    auto job = jobs().accept_job("work", id);
+    ASSERT_TRUE(job.ok()) << job.status().to_string();
+    std::promise<Result<std::optional<Job>>> done;
+    const uint64_t ticket = jobs().finish_and_accept_async(
+        *job, {}, {}, {.timeout = 30s, .worker = "w"},
+        [&](Result<std::optional<Job>> next) { done.set_value(std::move(next)); });
+    ASSERT_NE(ticket, 0u);
+    auto ended = done.get_future();
+    if (!at_once) {
+      EXPECT_EQ(ended.wait_for(300ms), std::future_status::timeout) << "nothing due: it waits";
+    }
+    EXPECT_TRUE(jobs().cancel_accept(ticket));
+    ASSERT_EQ(ended.wait_for(10s), std::future_status::ready) << "the cancel ends the wait";
+    auto next = ended.get();
+    ASSERT_TRUE(next.ok()) << next.status().to_string();
+    EXPECT_FALSE(next->has_value());
+    EXPECT_EQ(info("work", id).state, State::kFinished);
+  }
+  ASSERT_TRUE(jobs().add("work", "later", "{}").ok());
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(info("work", "later").state, State::kPending);
+  // Without a timeout there is no wait, and no ticket.
+  ASSERT_TRUE(jobs().add("work", "c", "{}").ok());
+  auto job = jobs().accept_job("work", "c");
+  ASSERT_TRUE(job.ok());
+  std::promise<Result<std::optional<Job>>> done;
+  EXPECT_EQ(jobs().finish_and_accept_async(
+                *job, {}, {"other"}, {.timeout = 0ms},
+                [&](Result<std::optional<Job>> next) { done.set_value(std::move(next)); }),
+            0u);
+  auto next = done.get_future().get();
+  ASSERT_TRUE(next.ok()) << next.status().to_string();
+  EXPECT_EQ(info("work", "c").state, State::kFinished);
+}
+
 // Every commit is reported unknown until one that applied (then faults stop): the retries of
 // finish_and_accept recognise their own commit, whether it took a next job or none, so no job
 // is lost or taken twice.

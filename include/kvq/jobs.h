@@ -470,10 +470,14 @@ class Jobs {
   Result<std::optional<Job>> finish_and_accept(Job& job, const FinishOptions& finish,
                                                const std::vector<std::string>& types,
                                                const AcceptOptions& accept);
-  // finish_and_accept() for a caller that must not block, like accept_any_async.
-  void finish_and_accept_async(Job job, FinishOptions finish, std::vector<std::string> types,
-                               AcceptOptions accept,
-                               std::function<void(Result<std::optional<Job>>)> done);
+  // finish_and_accept() for a caller that must not block, like accept_any_async. Returns a
+  // ticket for cancel_accept (0 when accept.timeout is 0: there is no wait to cancel), which
+  // ends the wait for the next job, whenever it comes: the finish commits or fails all the same
+  // (it is the worker's), and `done` then gets the finish's error or nullopt — a job the call
+  // took meanwhile goes back to pending, never left accepted for nobody.
+  uint64_t finish_and_accept_async(Job job, FinishOptions finish, std::vector<std::string> types,
+                                   AcceptOptions accept,
+                                   std::function<void(Result<std::optional<Job>>)> done);
   // This attempt failed: the error is kept (JobInfo::errors), and the job goes back to pending
   // at now + options.retry_in or its type's backoff delay for this attempt — or, when
   // options.retry is false or the job has made its type's max_attempts attempts, ends dead
@@ -589,9 +593,15 @@ class Jobs {
   // how a call above that takes a transaction is offered without one (defined in jobs_impl.h).
   template <typename R, typename... Params, typename... Args>
   R in_own_transaction(R (Jobs::*call)(kv::Transaction&, Params...), Args&&... args);
-  // accept_async; `look_async`: its own look must not block this thread.
+  // accept_async; `look_async`: its own look must not block this thread. `reserved`: a ticket
+  // of the accept waiters' (AcceptWaiters::reserve) the caller handed out already, which this
+  // accept then uses (0: none).
   uint64_t queue_accept(std::string_view type, const AcceptOptions& options,
-                        std::function<void(Result<Job>)> done, bool look_async);
+                        std::function<void(Result<Job>)> done, bool look_async,
+                        uint64_t reserved = 0);
+  // accept_any_async, with queue_accept's `reserved`.
+  uint64_t queue_accept_any(const std::vector<std::string>& types, const AcceptOptions& options,
+                            std::function<void(Result<Job>)> done, uint64_t reserved);
   std::shared_ptr<kv::Store> store_;
   JobsOptions options_;
   std::unique_ptr<Impl> impl_;

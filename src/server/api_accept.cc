@@ -127,31 +127,6 @@ void add_accept_any(Router& router, Api& api) {
       Router::Access::kToken, Router::Runs::kInline);
 }
 
-// The wait of a finish with "next" once the finish has committed with no job due: an accept
-// like POST /v1/accept's. Whatever ends it — a job, the timeout, the client going, the server
-// stopping, an error of the accept — the answer is 200, for the finish is done and a worker must
-// not take it for undone; a failed wait answers null, and the worker's next accept meets the
-// error itself.
-void wait_for_next(Api& api, const Ex& ex, const NextRequest& next, kv::Clock::time_point started) {
-  auto poll = LongPoll::create(api);
-  auto done = [&api, ex, poll, started](Result<jobs::Job> taken) {
-    poll->finish([&] {
-      nlohmann::json job = nullptr;
-      if (taken.ok()) {
-        api.metrics.accepted(taken->type, seconds_since(started));
-        job = accepted_job_json(*taken);
-      }
-      reply_json(*ex, 200, {{"next", job}});
-    });
-  };
-  // One type waits as POST /v1/accept/{type} does, with the waiters a burst of adds serves in
-  // one transaction; several, as POST /v1/accept does. Either takes the same job.
-  const uint64_t ticket = next.types.size() == 1
-                              ? api.jobs.accept_async(next.types[0], next.options, done)
-                              : api.jobs.accept_any_async(next.types, next.options, done);
-  cancel_on_give_up(api, *poll, *ex, ticket);
-}
-
 }  // namespace
 
 Field<NextRequest> read_next(const JsonBody& body, const std::string& own_type) {
@@ -176,34 +151,28 @@ Field<NextRequest> read_next(const JsonBody& body, const std::string& own_type) 
 
 void finish_with_next(Api& api, Ex ex, jobs::Job job, jobs::FinishOptions finish,
                       NextRequest next) {
-  // The transaction takes a job due at its commit; a wait, if asked for, follows as its own
-  // cancellable accept, so that a client that goes cannot leave a job accepted for nobody.
-  jobs::AcceptOptions at_once = next.options;
-  at_once.timeout = jobs::Millis(0);
+  // One call: the finish, then the next job, waiting for one as POST /v1/accept does. Whatever
+  // ends the wait — a job, the timeout, the client going (the ticket cancels it: a job taken
+  // then goes back), the server stopping — the answer is 200 once the finish has committed, for
+  // a worker must not take a finished job for undone; a failed wait answers null, and the
+  // worker's next accept meets the error itself.
   const std::string type = job.type;
-  const auto started = kv::Clock::now();
-  // A copy made before the call: the callback below takes `next` by move, and the order in
-  // which a call's arguments are built is unspecified.
-  std::vector<std::string> types = next.types;
-  api.jobs.finish_and_accept_async(
-      std::move(job), std::move(finish), std::move(types), at_once,
-      [&api, ex, type, next = std::move(next), started](Result<std::optional<jobs::Job>> r) {
-        if (!r.ok()) return reply_status(*ex, r.status());
-        api.metrics.finished(type);
-        if (r->has_value()) {
-          api.metrics.accepted((*r)->type, 0.0);
-          return reply_json(*ex, 200, {{"next", accepted_job_json(**r)}});
-        }
-        const auto left = next.options.timeout -
-                          std::chrono::duration_cast<jobs::Millis>(kv::Clock::now() - started);
-        if (left <= jobs::Millis(0)) return reply_json(*ex, 200, {{"next", nullptr}});
-        NextRequest rest = next;
-        rest.options.timeout = left;
-        // An accept that waits may block on a store that is not nonblocking(): not there in a
-        // commit's callback, but on the pool.
-        if (api.store.nonblocking()) return wait_for_next(api, ex, rest, started);
-        ex->offload([&api, ex, rest, started] { wait_for_next(api, ex, rest, started); });
+  auto poll = LongPoll::create(api);
+  const uint64_t ticket = api.jobs.finish_and_accept_async(
+      std::move(job), std::move(finish), std::move(next.types), next.options,
+      [&api, ex, poll, type, started = kv::Clock::now()](Result<std::optional<jobs::Job>> r) {
+        poll->finish([&] {
+          if (!r.ok()) return reply_status(*ex, r.status());
+          api.metrics.finished(type);
+          nlohmann::json job = nullptr;
+          if (r->has_value()) {
+            api.metrics.accepted((*r)->type, seconds_since(started));
+            job = accepted_job_json(**r);
+          }
+          reply_json(*ex, 200, {{"next", job}});
+        });
       });
+  cancel_on_give_up(api, *poll, *ex, ticket);
 }
 
 void add_accept_routes(Router& router, Api& api) {

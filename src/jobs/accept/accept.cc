@@ -59,12 +59,17 @@ uint64_t Jobs::accept_async(std::string_view type, const AcceptOptions& options,
 }
 
 uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
-                            std::function<void(Result<Job>)> done, bool look_async) {
+                            std::function<void(Result<Job>)> done, bool look_async,
+                            uint64_t reserved) {
+  AcceptWaiters& waiters = impl_->accept_waiters;
+  // Ends the call without a wait: a reserved ticket is let go first.
+  auto end = [&](Result<Job> result) {
+    if (reserved) waiters.forget(reserved);
+    done(std::move(result));
+    return uint64_t{0};
+  };
   Status invalid = validate_accept(type, options);
-  if (!invalid.ok()) {
-    done(invalid);
-    return 0;
-  }
+  if (!invalid.ok()) return end(invalid);
   const auto deadline = kv::Clock::now() + options.timeout;
   const std::string type_name(type);
   const std::string lock = new_lock(type);
@@ -75,15 +80,14 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
     record_accepted(*stats, *latencies, type_name, {lock}, &got);
     done(std::move(job));
   };
-  AcceptWaiters& waiters = impl_->accept_waiters;
   const auto commit = look_async ? AcceptWaiters::Commit::kAsync : AcceptWaiters::Commit::kBlocking;
   if (options.timeout.count() > 0 && waiters.has_waiters(type_name)) {
-    return waiters.submit(type_name, options, lock, deadline, std::nullopt, std::move(done),
-                          commit);
+    return waiters.submit(type_name, options, lock, deadline, std::nullopt, std::move(done), commit,
+                          reserved);
   }
   if (joins_round(*store_, impl_->accept_scope, type_name, options)) {
     // Checked first, off this thread: every accept of a type that does not exist fails at once.
-    const uint64_t ticket = waiters.reserve();
+    const uint64_t ticket = reserved ? reserved : waiters.reserve();
     run_look(*impl_, [this, &waiters, type_name, options, lock, deadline, ticket, commit,
                       done = std::move(done)]() mutable {
       if (Status missing = require_type(*store_, impl_->keys, type_name, options_.retry);
@@ -99,7 +103,7 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
   // Before looking: a watch live since before our look fires for every add it cannot see.
   const uint64_t generation = waiters.watch_generation(type_name);
   if (look_async) {
-    const uint64_t ticket = waiters.reserve();
+    const uint64_t ticket = reserved ? reserved : waiters.reserve();
     attempt_accept_many_async(
         *store_, impl_->accept_scope, type_name, options,
         {{lock, options.worker, options.worker_type}}, ArmWatch::kNone,
@@ -123,19 +127,13 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
     return ticket;
   }
   auto job = attempt_accept(*store_, impl_->accept_scope, type, options, lock, nullptr);
-  if (job.ok() || job.status().code() != Code::kNotFound) {
-    done(std::move(job));
-    return 0;
-  }
-  if (Status missing = require_type(*store_, impl_->keys, type, options_.retry); !missing.ok()) {
-    done(missing);
-    return 0;
-  }
-  if (options.timeout.count() == 0) {
-    done(DeadlineExceeded("no job of type '" + type_name + "' is due"));
-    return 0;
-  }
-  return waiters.submit(type_name, options, lock, deadline, generation, std::move(done), commit);
+  if (job.ok() || job.status().code() != Code::kNotFound) return end(std::move(job));
+  if (Status missing = require_type(*store_, impl_->keys, type, options_.retry); !missing.ok())
+    return end(missing);
+  if (options.timeout.count() == 0)
+    return end(DeadlineExceeded("no job of type '" + type_name + "' is due"));
+  return waiters.submit(type_name, options, lock, deadline, generation, std::move(done), commit,
+                        reserved);
 }
 
 namespace {

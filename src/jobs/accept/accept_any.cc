@@ -18,10 +18,13 @@ std::string names_of(const std::vector<std::string>& types) {
 }
 
 // accept_any_async; `off_thread`: its look must not block this thread.
-uint64_t queue_accept_any(kv::Store& store, Jobs::Impl& impl, const std::vector<std::string>& types,
-                          const AcceptOptions& options, std::function<void(Result<Job>)> done,
-                          bool off_thread) {
+// `reserved`: as Jobs::queue_accept's.
+uint64_t look_for_any(kv::Store& store, Jobs::Impl& impl, const std::vector<std::string>& types,
+                      const AcceptOptions& options, std::function<void(Result<Job>)> done,
+                      bool off_thread, uint64_t reserved = 0) {
+  AcceptWaiters& waiters = impl.accept_waiters;
   if (Status invalid = validate_accept_any(types, options); !invalid.ok()) {
+    if (reserved) waiters.forget(reserved);
     done(invalid);
     return 0;
   }
@@ -37,9 +40,8 @@ uint64_t queue_accept_any(kv::Store& store, Jobs::Impl& impl, const std::vector<
     done(std::move(job));
   };
   const auto deadline = kv::Clock::now() + options.timeout;
-  AcceptWaiters& waiters = impl.accept_waiters;
   // A cancel before the wait is queued ends it at once when it is (AcceptWaiters::reserve).
-  const uint64_t ticket = options.timeout.count() > 0 ? waiters.reserve() : 0;
+  const uint64_t ticket = reserved ? reserved : options.timeout.count() > 0 ? waiters.reserve() : 0;
   auto look = [&store, &impl, &waiters, types, options, takers, deadline, ticket,
                done = std::move(done)]() {
     attempt_accept_any_async(
@@ -68,17 +70,26 @@ uint64_t queue_accept_any(kv::Store& store, Jobs::Impl& impl, const std::vector<
 
 uint64_t Jobs::accept_any_async(const std::vector<std::string>& types, const AcceptOptions& options,
                                 std::function<void(Result<Job>)> done) {
+  return queue_accept_any(types, options, std::move(done), 0);
+}
+
+uint64_t Jobs::queue_accept_any(const std::vector<std::string>& types, const AcceptOptions& options,
+                                std::function<void(Result<Job>)> done, uint64_t reserved) {
+  // No wait: nothing for the ticket to cancel.
+  if (reserved && options.timeout.count() == 0) {
+    impl_->accept_waiters.forget(reserved);
+    reserved = 0;
+  }
   // One type: an accept of it, which may join the type's round (joins_round).
   if (types.size() == 1 && joins_round(*store_, impl_->accept_scope, types[0], options))
-    return queue_accept(types[0], options, std::move(done), /*look_async=*/false);
-  return queue_accept_any(*store_, *impl_, types, options, std::move(done),
-                          /*off_thread=*/true);
+    return queue_accept(types[0], options, std::move(done), /*look_async=*/false, reserved);
+  return look_for_any(*store_, *impl_, types, options, std::move(done), /*off_thread=*/true,
+                      reserved);
 }
 
 Result<Job> Jobs::accept_any(const std::vector<std::string>& types, const AcceptOptions& options) {
   return wait_for<Result<Job>>([&](auto done) {
-    queue_accept_any(*store_, *impl_, types, options, std::move(done),
-                     /*off_thread=*/false);
+    look_for_any(*store_, *impl_, types, options, std::move(done), /*off_thread=*/false);
   });
 }
 

@@ -187,6 +187,14 @@ bool AcceptWaiters::cancel(uint64_t ticket) {
       auto it = std::find_if(waiters.begin(), waiters.end(),
                              [&](const Waiter& w) { return w.ticket == ticket; });
       if (it == waiters.end()) continue;
+      // Its finish is the worker's and waits for a round that may be committing it now: the
+      // waiter stays for it, to end once that round has (a job taken for it goes back).
+      if (RoundFinishes::pending(it->finish)) {
+        it->cancelled = true;
+        it->deadline = kv::Clock::time_point::min();
+        cv_.notify_all();
+        return true;
+      }
       callback = std::move(it->callback);
       erase_waiter(qit->second, it);
       drop_if_empty(qit);
@@ -413,6 +421,10 @@ void AcceptWaiters::complete(Queue& queue, uint64_t ticket, Result<Job> result, 
   if (it == queue.waiters.end()) {
     if (result.ok()) handed.orphans.push_back(std::move(*result));
     return;
+  }
+  if (it->cancelled && result.ok()) {
+    handed.orphans.push_back(std::move(*result));
+    result = Cancelled("accept cancelled");
   }
   handed.done.emplace_back(std::move(it->callback), std::move(result));
   erase_waiter(queue, it);

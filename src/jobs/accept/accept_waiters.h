@@ -122,6 +122,9 @@ class AcceptWaiters {
     Callback callback;
     Commit commit;
     std::shared_ptr<WaitingFinish> finish;  // its worker's, until a round committed it
+    // Cancelled while its finish waited for a round: it keeps its place for the finish, and
+    // what the round takes for it goes back (cancel()).
+    bool cancelled = false;
   };
   // What makes waiters interchangeable in a round: the options that choose which jobs are due.
   using Kind = std::pair<std::optional<int64_t>, std::optional<int64_t>>;  // max time, max priority

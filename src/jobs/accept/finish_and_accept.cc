@@ -149,9 +149,10 @@ bool rides_round(const kv::Store& store, const std::vector<std::string>& names) 
 // Hands the finish to the waiters of `type`, whose round commits it and takes the next job (by
 // accept.timeout after the finish commits); `done` gets the finish's error, or the next job or
 // nullopt.
+// `reserved`: the ticket the waiter takes (0: a new one).
 void finish_in_round(Jobs::Impl& impl, Job job, Checked checked, const std::string& type,
                      const AcceptOptions& accept, AcceptWaiters::Commit commit,
-                     std::function<void(Result<std::optional<Job>>)> done) {
+                     std::function<void(Result<std::optional<Job>>)> done, uint64_t reserved = 0) {
   auto finish = std::make_shared<WaitingFinish>(std::move(job), std::move(checked));
   const std::string lock = new_lock(type);
   auto callback = [stats = &impl.type_stats, latencies = &impl.local_accepts.latencies, finish,
@@ -169,7 +170,7 @@ void finish_in_round(Jobs::Impl& impl, Job job, Checked checked, const std::stri
     done(std::optional<Job>(std::move(*next)));
   };
   impl.accept_waiters.submit(type, accept, lock, kv::Clock::now() + accept.timeout, std::nullopt,
-                             std::move(callback), commit, 0, std::move(finish));
+                             std::move(callback), commit, reserved, std::move(finish));
 }
 
 }  // namespace
@@ -204,17 +205,28 @@ Result<std::optional<Job>> Jobs::finish_and_accept(Job& job, const FinishOptions
   return std::optional<Job>(std::move(*next));
 }
 
-void Jobs::finish_and_accept_async(Job job, FinishOptions finish, std::vector<std::string> types,
-                                   AcceptOptions accept,
-                                   std::function<void(Result<std::optional<Job>>)> done) {
+uint64_t Jobs::finish_and_accept_async(Job job, FinishOptions finish,
+                                       std::vector<std::string> types, AcceptOptions accept,
+                                       std::function<void(Result<std::optional<Job>>)> done) {
   const auto start = kv::Clock::now();
   std::vector<std::string> names = types_or_own(job, types);
-  if (Status invalid = validate_accept_any(names, accept); !invalid.ok()) return done(invalid);
+  if (Status invalid = validate_accept_any(names, accept); !invalid.ok()) {
+    done(invalid);
+    return 0;
+  }
   auto checked = check_finish(job, finish, options_.max_data_bytes);
-  if (!checked.ok()) return done(checked.status());
+  if (!checked.ok()) {
+    done(checked.status());
+    return 0;
+  }
+  // The wait's ticket, handed out now: a cancel before the wait is queued ends it at once when
+  // it is (AcceptWaiters::reserve).
+  AcceptWaiters& waiters = impl_->accept_waiters;
+  const uint64_t ticket = accept.timeout.count() > 0 ? waiters.reserve() : 0;
   if (rides_round(*store_, names)) {
-    return finish_in_round(*impl_, std::move(job), std::move(*checked), names[0], accept,
-                           AcceptWaiters::Commit::kAsync, std::move(done));
+    finish_in_round(*impl_, std::move(job), std::move(*checked), names[0], accept,
+                    AcceptWaiters::Commit::kAsync, std::move(done), ticket);
+    return ticket;
   }
   const bool take_next = takes_next(*store_, *impl_, names);
   auto call = std::make_shared<FinishThenAccept>(impl_->accept_scope, std::move(job),
@@ -224,20 +236,35 @@ void Jobs::finish_and_accept_async(Job job, FinishOptions finish, std::vector<st
   // filled them and held every look back: 115 jobs/s against 305 on etcd).
   kv::run_async(
       *store_, allowing_stale_reads([call](kv::Transaction& txn) { return (*call)(txn); }),
-      [this, call, names = std::move(names), accept = std::move(accept), start, take_next,
-       done = std::move(done)](Result<FinishedAndTaken> taken) {
+      [this, &waiters, call, names = std::move(names), accept = std::move(accept), start, take_next,
+       ticket, done = std::move(done)](Result<FinishedAndTaken> taken) {
         call->settle();
-        if (!taken.ok()) return done(taken.status());
+        auto end = [&](Result<std::optional<Job>> result) {
+          if (ticket) waiters.forget(ticket);
+          done(std::move(result));
+        };
+        if (!taken.ok()) return end(taken.status());
         call->record(impl_->type_stats, *taken);
         const auto rest = wait_after(accept, start, take_next);
-        if (taken->next || !rest) return done(std::move(taken->next));
-        if (left_to_waiters(*store_, *impl_, names, *rest)) return done(std::optional<Job>());
-        accept_any_async(names, *rest, [done](Result<Job> next) {
-          if (!next.ok()) return done(std::optional<Job>());
-          done(std::optional<Job>(std::move(*next)));
-        });
+        if (taken->next || !rest) return end(std::move(taken->next));
+        if (left_to_waiters(*store_, *impl_, names, *rest)) return end(std::optional<Job>());
+        // The job is finished whatever the wait gives: no job to hand over, not an error.
+        auto next = [done](Result<Job> job) {
+          if (!job.ok()) return done(std::optional<Job>());
+          done(std::optional<Job>(std::move(*job)));
+        };
+        // As accept_async and accept_any_async wait: one type with the waiters a burst of adds
+        // serves in one transaction (only on a nonblocking store: elsewhere one type rode the
+        // round), several as one waiter of them all.
+        if (names.size() == 1) {
+          queue_accept(names[0], *rest, std::move(next),
+                       store_->nonblocking() && rest->timeout.count() > 0, ticket);
+        } else {
+          queue_accept_any(names, *rest, std::move(next), ticket);
+        }
       },
       options_.retry);
+  return ticket;
 }
 
 }  // namespace kvq::jobs

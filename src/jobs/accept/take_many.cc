@@ -38,7 +38,8 @@ class ManyTake {
 
   Result<std::vector<Job>> run() {
     KVQ_RETURN_IF_ERROR(open_gate());
-    if (gate_.allowed == 0) return NotFound("no job of type '" + std::string(type_) + "' may start");
+    if (gate_.allowed == 0)
+      return NotFound("no job of type '" + std::string(type_) + "' may start");
     open_groups();
     KVQ_RETURN_IF_ERROR(prefetch_rows());
     while (taken_.size() < gate_.allowed) {
@@ -101,7 +102,8 @@ class ManyTake {
     if (at_random_ || groups_ || gate_.allowed <= 1) return Status::OK();
     KVQ_ASSIGN_OR_RETURN(const OrderedIndex::Entry* first, ungrouped_.head());
     if (!first) return Status::OK();
-    KVQ_ASSIGN_OR_RETURN(auto names, ungrouped_.first_names(std::min(gate_.allowed, kPrefetchRows)));
+    KVQ_ASSIGN_OR_RETURN(auto names,
+                         ungrouped_.first_names(std::min(gate_.allowed, kPrefetchRows)));
     std::vector<std::string> rows;
     for (const auto& name : names) rows.push_back(scope_.keys.job(type_, name));
     if (rows.size() > 1) txn_.prefetch(rows, {}, {.remembered = guess_rows_});
@@ -176,8 +178,7 @@ Result<std::vector<Job>> try_accept_many(kv::Transaction& txn, const AcceptScope
                                          const std::vector<Taker>& takers,
                                          std::optional<int64_t>* next_due, Pick pick,
                                          HeldBack* held, bool guess_rows, PickClaims* claims) {
-  return ManyTake(txn, scope, type, accept, takers, next_due, pick, held, guess_rows, claims)
-      .run();
+  return ManyTake(txn, scope, type, accept, takers, next_due, pick, held, guess_rows, claims).run();
 }
 
 Result<Job> try_accept(kv::Transaction& txn, const AcceptScope& scope, std::string_view type,

@@ -11,8 +11,7 @@ namespace kvq::jobs {
 
 Result<Job> take_job(kv::Transaction& txn, const AcceptScope& scope, std::string_view type,
                      const std::string& id, int64_t priority, int64_t scheduled,
-                     std::string_view group, const Taker& taker, const FlowGate& gate,
-                     bool guess) {
+                     std::string_view group, const Taker& taker, const FlowGate& gate, bool guess) {
   const Keys& keys = scope.keys;
   KVQ_ASSIGN_OR_RETURN(auto before, load_job(txn, keys, type, id, {.remembered = guess}));
   if (!before || state_of(*before) != State::kPending || before->priority != priority ||
