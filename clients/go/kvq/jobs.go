@@ -134,8 +134,6 @@ type NewJob struct {
 	Timeout time.Duration
 	// Body, when not nil, is the job's data as bytes instead of Data (see WithBody).
 	Body []byte
-
-	after *time.Duration // After's d: an Inline counts it from its own clock
 }
 
 // AddOption changes one Add.
@@ -145,11 +143,11 @@ type AddOption func(*NewJob)
 func WithPriority(p int64) AddOption { return func(j *NewJob) { j.Priority = p } }
 
 // At schedules the job to be due at t.
-func At(t time.Time) AddOption { return func(j *NewJob) { j.At, j.after = t, nil } }
+func At(t time.Time) AddOption { return func(j *NewJob) { j.At = t } }
 
-// After schedules the job to be due d from now (an Inline's now: its own clock).
+// After schedules the job to be due d from now.
 func After(d time.Duration) AddOption {
-	return func(j *NewJob) { j.At, j.after = time.Now().Add(d), &d }
+	return func(j *NewJob) { j.At = time.Now().Add(d) }
 }
 
 // WithIfExists says what to do if the id exists (IfExistsUpdate by default).

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { Client, InlineClient, KvqError, Worker, workerDefaults, type AcceptedJob } from '../src/index';
-import { KvqServer, memoryLog, uniq } from './support';
+import { KVQ_BIN, KvqServer, memoryLog, uniq } from './support';
 
 let server: KvqServer;
 let kvq: Client;
@@ -161,23 +161,12 @@ test('a handler can ask which attempt it is, on a server and inline', async () =
   assert.equal(await kvq.result(type, 'j'), 3);
   await w.stop();
   await running;
-  const inline = new InlineClient({ handlers: { t: handler }, types: { t: { timeout: 30, maxAttempts: 5 } } });
-  await inline.add('t', 'j', {});
-  assert.equal(await inline.result('t', 'j'), 3);
+  const inline = await InlineClient.start({ kvqBin: KVQ_BIN, handlers: { t: handler }, types: { t: { timeout: 30, maxAttempts: 5 } } });
+  try {
+    await inline.add('t', 'j', {});
+    assert.equal(await inline.result('t', 'j'), 3);
+  } finally {
+    await inline.close();
+  }
   assert.deepEqual(seen, [1, 2, 3, 1, 2, 3]);
-});
-
-test('InlineClient.counts counts as a server does', async () => {
-  const inline = new InlineClient({
-    handlers: { t: (job: AcceptedJob<{ ok: boolean }>) => { if (!job.data.ok) throw new Error('bad'); return null; } },
-    types: { t: { timeout: 30, maxAttempts: 1 } },
-  });
-  await inline.add('t', 'good', { ok: true });
-  await inline.add('t', 'bad', { ok: false });
-  await inline.add('t', 'later', { ok: true }, { scheduledTime: inline.now() + 60_000 });
-  await inline.add('t', 'gone', { ok: true });
-  await inline.cancel('t', 'gone');
-  await inline.drain({ onlyDue: true });
-  assert.deepEqual(await inline.counts('t'), { pending: 1, scheduled: 1, running: 0, finished: 3, dead: 1, cancelled: 1 });
-  await assert.rejects(inline.counts('missing'), (e: unknown) => e instanceof KvqError && e.code === 'not_found');
 });

@@ -202,7 +202,7 @@ class Worker:
       signal exits at once.
 
     Args:
-        client: a :class:`kvq.Client`, or a :class:`kvq.testing.InlineClient` for tests.
+        client: a :class:`kvq.Client` (a :class:`kvq.testing.InlineClient` in tests).
         concurrency: handlers run at once, each in its own thread.
         worker_id: this worker's id (default ``HOST-PID``).
         worker_type: the worker type it registers as (default ``"python"``).
@@ -293,7 +293,7 @@ class Worker:
                     self.worker_type, self.worker_id, info=self.info,
                     health_timeout=self.health_timeout), until_stopped=True)
                 log.info("worker %s registered (worker type %r) at %s", self.worker_id,
-                         self.worker_type, getattr(self.client, "url", "inline"))
+                         self.worker_type, self.client.url)
                 threads.append(self._start_thread(self._membership_loop, "membership"))
             threads.append(self._start_thread(self._heartbeat_loop, "heartbeat"))
             self._accept_loop(burst)
@@ -344,14 +344,17 @@ class Worker:
         if conn is not None and self._stopping.is_set():
             self._cut_poll()
 
-    def drain(self, max_jobs: Optional[int] = None, run_scheduled: bool = False) -> int:
+    def drain(self, max_jobs: Optional[int] = None, run_scheduled: bool = False,
+              timeout: Optional[float] = None) -> int:
         """Run due jobs one at a time in this thread, until none is due (or ``max_jobs``
-        ran); returns how many ran. Meant for tests with a
-        :class:`kvq.testing.InlineClient` (it works on a server too, without registering).
-        With an InlineClient and ``run_scheduled``, jobs scheduled later (a failed job's
-        retry) are run too, its clock moved forward to them, until none is left pending."""
+        ran); returns how many ran. Meant for tests, with a
+        :class:`kvq.testing.InlineClient` (it works on any server, without registering).
+        With ``run_scheduled``, it goes on until the handlers' types have no pending job
+        left, waiting in real time for those scheduled later (a failed job's retry after its
+        backoff): ``timeout`` seconds at most, then :class:`TimeoutError`."""
         if not self._handlers:
             raise RuntimeError("no handlers: register one with @worker.handler(type)")
+        deadline = None if timeout is None else time.monotonic() + timeout
         ran = 0
         self._threads_stop.clear()
         beat = self._start_thread(self._heartbeat_loop, "heartbeat")
@@ -372,10 +375,15 @@ class Worker:
                         break
                 if got:
                     continue
-                advance = getattr(self.client, "advance_to_next", None)
-                if run_scheduled and advance is not None and advance(list(self._handlers)):
-                    continue
-                break
+                if not run_scheduled:
+                    break
+                pending = {t: self.client.counts(t)["pending"] for t in self._handlers}
+                if not any(pending.values()):
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError("drain: jobs still pending after %g s: %r"
+                                       % (timeout, pending))
+                time.sleep(0.02)
         finally:
             self._threads_stop.set()
             self._beat_kick.set()
