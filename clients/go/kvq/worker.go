@@ -55,6 +55,12 @@ type WorkerOptions struct {
 	// Logger receives what the worker does on its own: errors it survives, fencing, shutdown
 	// (default: standard error, prefixed "kvq worker: "). Log, when set, receives it instead.
 	Logger *log.Logger
+	// StartSpan, when set, runs as each handler starts: it returns the handler's context
+	// (derived from ctx: a span started as a child of job.Traceparent, say) and the function
+	// that ends the span, called with what the handler returned as its error (nil when it
+	// succeeded; a SnoozeFor, a NoRetry or any other error otherwise). The README wires
+	// OpenTelemetry to it. Nil: no span.
+	StartSpan func(ctx context.Context, job *Job) (context.Context, func(err error))
 	// Log, when set, receives each line with its level: a *slog.Logger (log/slog, Go 1.21)
 	// is one, as are most leveled loggers; this module builds with Go 1.19 so it does not
 	// import log/slog itself.
@@ -396,7 +402,8 @@ func (w *Worker) begin(a AcceptedJob, more *moreJobs) *run {
 	held := more.held
 	r := &run{w: w, lock: a.Lock, s: more.settings[a.Type], more: more}
 	body, _ := a.Bytes() // a body the server sent malformed reads as none
-	r.job = &Job{Type: a.Type, ID: a.ID, Data: rawOrNull(a.Data), Body: body, progress: r.progress}
+	r.job = &Job{Type: a.Type, ID: a.ID, Data: rawOrNull(a.Data), Body: body, Traceparent: a.Traceparent,
+		progress: r.progress}
 	typ, id, c := a.Type, a.ID, r.w.c
 	r.job.attempt = func(ctx context.Context) (int, error) {
 		info, err := c.Get(ctx, typ, id)
@@ -428,7 +435,13 @@ func (w *Worker) begin(a AcceptedJob, more *moreJobs) *run {
 // execute runs the handler and reports how it ended; it returns the next job its finish took,
 // already held (begun), or nil.
 func (r *run) execute() *run {
-	result, err := call(r.ctx, r.s.handler, r.job)
+	start := r.w.o.StartSpan
+	if start == nil {
+		start = noSpan
+	}
+	spanCtx, endSpan := start(r.ctx, r.job)
+	result, err := call(spanCtx, r.s.handler, r.job)
+	endSpan(err)
 	if !r.leaveRunning(stateEnding) { // fenced or handed back: the job is not ours to end
 		return nil
 	}

@@ -13,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { Client, type ClientOptions, type RetryOptions } from './client';
 import { KvqError } from './errors';
 import type { AcceptedJob } from './types';
+import { consumerSpan } from './otel';
 import { backoffMs, errorOf, retryWishes, sleep } from './util';
 
 /** What a handler gets beside its job. */
@@ -504,13 +505,15 @@ export class Worker<Data = any, Result = unknown> extends EventEmitter {
       let result: Result | undefined;
       let error: unknown;
       const typed = job as AcceptedJob<Data>;
+      const span = consumerSpan(job.type, job.id, job.traceparent);
       try {
-        result = await this.handlers[job.type]!(typed, ctx);
+        result = await span.run(() => this.handlers[job.type]!(typed, ctx));
         ok = true;
       } catch (err) {
         error = err;
       }
       clearInterval(run.timer);
+      span.end(run.gone ? 'dropped' : ok ? 'succeeded' : 'failed', ok || run.gone ? undefined : error);
       if (run.gone) return;
       if (ok) {
         if (await this.report(run, 'finish', () => this.finishAndTakeNext(job, result === undefined ? null : result))) {

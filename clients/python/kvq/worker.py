@@ -14,7 +14,7 @@ import time
 import traceback
 from typing import Any, Callable, Optional
 
-from . import errors
+from . import _otel, errors
 from ._backoff import Backoff
 from .client import Client, job_body
 
@@ -46,6 +46,9 @@ class Job:
             handed the job back (``"shutdown"``). What a cancelled handler returns or raises
             is ignored.
         cancel_reason: why ``cancelled`` is set, or ``None``.
+        traceparent: the W3C trace context its producer added it with, or ``None``. With
+            OpenTelemetry's API importable, the handler runs in a consumer span that is its
+            child (and current, so the handler's own spans join the trace).
     """
 
     def __init__(self, worker, job, beat_every):
@@ -54,6 +57,7 @@ class Job:
         self.data = job.get("data")
         self.body = job_body(job)
         self.lock = job["lock"]
+        self.traceparent: Optional[str] = job.get("traceparent")
         self.cancelled = threading.Event()
         self.cancel_reason = None
         self._worker = worker
@@ -521,21 +525,27 @@ class Worker:
         nxt = None
         try:
             handler = self._handlers[job.type]
-            try:
-                result = handler(job)
-            except Exception as exc:  # the handler failed (or snoozed): end the run so
+            with _otel.consumer_span(job.type, job.id, job.traceparent) as span:
+                try:
+                    result = handler(job)
+                except Exception as exc:  # the handler failed, or snoozed
+                    if job.cancelled.is_set() or not job._claim(_ENDING):
+                        span.set("dropped")
+                        log.info("dropped %s/%s (%s)", job.type, job.id, job.cancel_reason)
+                        return None
+                    if isinstance(exc, Snooze):
+                        span.set("snoozed")
+                        self._hand_back(job, exc.delay)
+                        job._state = _DONE
+                    else:
+                        span.set("failed", exc)
+                        self._fail(job, _error_of(exc))
+                    return None
                 if job.cancelled.is_set() or not job._claim(_ENDING):
+                    span.set("dropped")
                     log.info("dropped %s/%s (%s)", job.type, job.id, job.cancel_reason)
                     return None
-                if isinstance(exc, Snooze):
-                    self._hand_back(job, exc.delay)
-                    job._state = _DONE
-                else:
-                    self._fail(job, _error_of(exc))
-                return None
-            if job.cancelled.is_set() or not job._claim(_ENDING):
-                log.info("dropped %s/%s (%s)", job.type, job.id, job.cancel_reason)
-                return None
+                span.set("succeeded")
             nxt = self._finish(job, result, take_next=chain and not self._stopping.is_set())
         finally:
             job._ended.set()
