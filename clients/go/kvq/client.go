@@ -31,6 +31,8 @@ type Client struct {
 	hc        *http.Client
 	token     string
 	retryTime time.Duration
+	// traceparentFrom, when set, gives an add's `traceparent` header (WithTraceparentFrom).
+	traceparentFrom func(ctx context.Context) string
 }
 
 // Option configures a Client made by NewClient.
@@ -144,6 +146,7 @@ type request struct {
 	// that a retry after a lost answer never takes a second job (the first attempt may have
 	// taken one; it is then lost to this worker and runs again after its timeout).
 	retryBody any
+	header    map[string]string // more request headers
 }
 
 // do sends r, retrying 503 and network errors, and decodes a 2xx JSON answer into out (when
@@ -197,6 +200,9 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 		}
 		if c.token != "" {
 			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		for k, v := range r.header {
+			req.Header.Set(k, v)
 		}
 		resp, err := c.hc.Do(req)
 		var failure error

@@ -17,8 +17,9 @@
 //     well inside the type's timeout, registration with the workers layer, stopping a handler
 //     whose job is fenced, failing with the error, handing jobs back on shutdown and backing off
 //     when the server is unavailable — around one handler per job type.
-//   - Inline: the same handlers run in process, without a server, for users' own unit tests,
-//     on a clock of its own (Now, Advance, Drain, DrainDue) with the server's flow control.
+//   - Inline: a kvq server of a unit test's own (`kvq serve --ephemeral`, started by NewInline
+//     and stopped by Close) and a Client of it, which also runs the test's handlers (Drain,
+//     DrainDue, Result), so a test sees the server's own rules.
 //
 // A producer:
 //

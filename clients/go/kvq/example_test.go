@@ -47,33 +47,23 @@ func ExampleWorker() {
 	}
 }
 
-// Inline runs the same handlers in a unit test, without a server.
+// Inline runs the same handlers in a unit test, on a kvq server of its own (kvq serve
+// --ephemeral: the binary from $KVQ_BIN, else kvq on $PATH).
 func ExampleInline() {
 	ctx := context.Background()
-	in := kvq.NewInline()
+	in, err := kvq.NewInline(ctx, kvq.InlineOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer in.Close()
 	in.Handle("email", func(ctx context.Context, job *kvq.Job) (any, error) {
 		return "sent", nil
 	})
+	_, _ = in.SetType(ctx, "email", kvq.TypeConfig{Timeout: 30 * time.Second})
 	_, _ = in.Add(ctx, "email", "welcome-42", nil)
-	result, err := in.Result(ctx, "email", "welcome-42")
+	result, err := in.Result(ctx, "email", "welcome-42") // runs the handler until the job ends
 	fmt.Println(string(result), err)
 	// Output: "sent" <nil>
-}
-
-// A job scheduled for later runs only once the Inline's clock reaches it.
-func ExampleInline_DrainDue() {
-	ctx := context.Background()
-	in := kvq.NewInline()
-	in.Handle("email", func(ctx context.Context, job *kvq.Job) (any, error) { return "sent", nil })
-	_, _ = in.Add(ctx, "email", "reminder", nil, kvq.After(24*time.Hour))
-	n, _ := in.DrainDue(ctx)
-	fmt.Println("now:", n)
-	in.Advance(24 * time.Hour)
-	n, _ = in.DrainDue(ctx)
-	fmt.Println("a day later:", n)
-	// Output:
-	// now: 0
-	// a day later: 1
 }
 
 // Schedules, a pause and a group, on a server.

@@ -27,6 +27,9 @@ type Job struct {
 	Data json.RawMessage
 	// Body is the data of a job added with WithBody (its bytes), else nil.
 	Body []byte
+	// Traceparent is the W3C trace context the job was added with ("" for none), for
+	// WorkerOptions.StartSpan to continue the producer's trace.
+	Traceparent string
 
 	progress func(ctx context.Context, v any) error
 	attempt  func(ctx context.Context) (int, error)

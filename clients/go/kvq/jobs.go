@@ -73,6 +73,8 @@ type JobInfo struct {
 	BodyBase64 *string `json:"body_base64,omitempty"`
 	// Timeout is the job's own activity timeout in seconds (WithTimeout); nil: its type's.
 	Timeout *float64 `json:"timeout"`
+	// Traceparent is the W3C trace context the job was added with, "" for none.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Bytes is the job's data when its DataFormat is "bytes" (nil for JSON data).
@@ -134,8 +136,8 @@ type NewJob struct {
 	Timeout time.Duration
 	// Body, when not nil, is the job's data as bytes instead of Data (see WithBody).
 	Body []byte
-
-	after *time.Duration // After's d: an Inline counts it from its own clock
+	// Traceparent is the job's W3C trace context ("" for none; see WithTraceparent).
+	Traceparent string
 }
 
 // AddOption changes one Add.
@@ -145,11 +147,11 @@ type AddOption func(*NewJob)
 func WithPriority(p int64) AddOption { return func(j *NewJob) { j.Priority = p } }
 
 // At schedules the job to be due at t.
-func At(t time.Time) AddOption { return func(j *NewJob) { j.At, j.after = t, nil } }
+func At(t time.Time) AddOption { return func(j *NewJob) { j.At = t } }
 
-// After schedules the job to be due d from now (an Inline's now: its own clock).
+// After schedules the job to be due d from now.
 func After(d time.Duration) AddOption {
-	return func(j *NewJob) { j.At, j.after = time.Now().Add(d), &d }
+	return func(j *NewJob) { j.At = time.Now().Add(d) }
 }
 
 // WithIfExists says what to do if the id exists (IfExistsUpdate by default).
@@ -180,6 +182,9 @@ func (j *NewJob) body() map[string]any {
 	if j.Group != "" {
 		b["group"] = j.Group
 	}
+	if j.Traceparent != "" {
+		b["traceparent"] = j.Traceparent
+	}
 	j.bodyFields(b)
 	return b
 }
@@ -196,7 +201,8 @@ func (c *Client) Add(ctx context.Context, typ, id string, data any, opts ...AddO
 	var out struct {
 		Added bool `json:"added"`
 	}
-	_, err := c.do(ctx, request{method: "POST", path: "/v1/jobs/" + seg(typ), body: job.body()}, &out)
+	_, err := c.do(ctx, request{method: "POST", path: "/v1/jobs/" + seg(typ), body: job.body(),
+		header: c.traceHeader(ctx)}, &out)
 	return out.Added, err
 }
 
@@ -241,7 +247,8 @@ func (c *Client) AddMany(ctx context.Context, typ string, jobs []NewJob, opts ..
 		body["if_exists"] = string(ifExists)
 	}
 	out := &AddManyResult{}
-	if _, err := c.do(ctx, request{method: "POST", path: "/v1/jobs/" + seg(typ) + "/batch", body: body}, out); err != nil {
+	r := request{method: "POST", path: "/v1/jobs/" + seg(typ) + "/batch", body: body, header: c.traceHeader(ctx)}
+	if _, err := c.do(ctx, r, out); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -2,9 +2,10 @@
 
 package kvq_test
 
-// The tests run against a real `kvq serve` ($KVQ_BIN) that TestMain starts on a free port with a
-// data directory of its own. Some tests start servers of their own (a restart), and the
-// shutdown tests re-run this test binary as a worker process (KVQ_GO_HELPER).
+// The tests run against a real `kvq serve` ($KVQ_BIN, else the tree's release build): TestMain
+// starts one with kvq.NewInline that most tests share. Some tests start servers of their own
+// (a restart on the same data directory, other flags), and the shutdown tests re-run this
+// test binary as a worker process (KVQ_GO_HELPER).
 
 import (
 	"bufio"
@@ -32,14 +33,23 @@ func TestMain(m *testing.M) {
 	if os.Getenv("KVQ_GO_HELPER") != "" {
 		os.Exit(helperWorker())
 	}
-	srv, err := startServer("127.0.0.1:0", "")
+	bin, err := kvqBin()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	serverURL = srv.url
+	os.Setenv("KVQ_BIN", bin) // for the examples, which find it as a user's tests would
+	srv, err := kvq.NewInline(context.Background(), kvq.InlineOptions{Bin: bin})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	serverURL = srv.URL()
 	code := m.Run()
-	srv.stop()
+	if err := srv.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
 	os.Exit(code)
 }
 

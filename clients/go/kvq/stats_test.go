@@ -104,13 +104,15 @@ func TestBurstRunsTheDueJobsThenReturns(t *testing.T) {
 }
 
 func TestTypedDecodesTheDataAndEndsUndecodableJobsDead(t *testing.T) {
-	ctx := testCtx(t, 10*time.Second)
-	in := kvq.NewInline()
+	ctx := testCtx(t, 20*time.Second)
+	in := newInline(t)
 	type email struct{ To string }
 	in.Handle("email", kvq.Typed(func(ctx context.Context, job *kvq.Job, e email) (any, error) {
 		return "sent to " + e.To, nil
 	}))
-	in.SetType("email", kvq.TypeConfig{MaxAttempts: 5})
+	if _, err := in.SetType(ctx, "email", kvq.TypeConfig{Timeout: 30 * time.Second, MaxAttempts: 5}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := in.Add(ctx, "email", "ok", map[string]string{"To": "ada"}); err != nil {
 		t.Fatal(err)
 	}
@@ -193,8 +195,11 @@ func TestAttemptTellsWhichAttemptARunIs(t *testing.T) {
 	if result, err := c.Result(ctx, typ, "j"); err != nil || string(result) != "3" {
 		t.Fatalf("Result = %s, %v; want 3", result, err)
 	}
-	in := kvq.NewInline()
+	in := newInline(t)
 	in.Handle("t", handler)
+	if _, err := in.SetType(ctx, "t", kvq.TypeConfig{Timeout: 30 * time.Second, MaxAttempts: 5}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := in.Add(ctx, "t", "j", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -205,38 +210,5 @@ func TestAttemptTellsWhichAttemptARunIs(t *testing.T) {
 	defer mu.Unlock()
 	if fmt.Sprint(seen) != "[1 2 3 1 2 3]" {
 		t.Errorf("attempts seen %v, want [1 2 3 1 2 3]", seen)
-	}
-}
-
-func TestInlineCountsAsAServerDoes(t *testing.T) {
-	ctx := testCtx(t, 10*time.Second)
-	in := kvq.NewInline()
-	in.SetType("t", kvq.TypeConfig{MaxAttempts: 1})
-	in.Handle("t", func(ctx context.Context, job *kvq.Job) (any, error) {
-		if job.ID == "bad" {
-			return nil, errors.New("bad")
-		}
-		return nil, nil
-	})
-	for _, id := range []string{"good", "bad"} {
-		if _, err := in.Add(ctx, "t", id, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := in.Add(ctx, "t", "later", nil, kvq.After(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := in.DrainDue(ctx); err != nil {
-		t.Fatal(err)
-	}
-	got, err := in.Counts(ctx, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (kvq.Counts{Pending: 1, Scheduled: 1, Finished: 2, Dead: 1}); *got != want {
-		t.Errorf("Counts = %+v, want %+v", *got, want)
-	}
-	if _, err := in.Counts(ctx, "missing"); !kvq.IsNotFound(err) {
-		t.Errorf("Counts of a missing type: %v", err)
 	}
 }

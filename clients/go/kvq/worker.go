@@ -25,6 +25,11 @@ type WorkerOptions struct {
 	// Concurrency is how many handlers run at once (default 1); one accept takes up to as many
 	// jobs as there are free slots (at most 100).
 	Concurrency int
+	// TypeConcurrency caps, per job type, how many of that type's handlers run at once within
+	// Concurrency: {"email": 8, "video": 1} runs at most one video job while emails use the
+	// other slots. A type not in it is capped by Concurrency alone. Run refuses a type without
+	// a handler and a cap below 1.
+	TypeConcurrency map[string]int
 	// PollTimeout is how long one accept waits for a job (default 10 s, at most 5 minutes). With
 	// several types, each accept waits at most 1 s before the next type's turn.
 	PollTimeout time.Duration
@@ -50,6 +55,12 @@ type WorkerOptions struct {
 	// Logger receives what the worker does on its own: errors it survives, fencing, shutdown
 	// (default: standard error, prefixed "kvq worker: "). Log, when set, receives it instead.
 	Logger *log.Logger
+	// StartSpan, when set, runs as each handler starts: it returns the handler's context
+	// (derived from ctx: a span started as a child of job.Traceparent, say) and the function
+	// that ends the span, called with what the handler returned as its error (nil when it
+	// succeeded; a SnoozeFor, a NoRetry or any other error otherwise). The README wires
+	// OpenTelemetry to it. Nil: no span.
+	StartSpan func(ctx context.Context, job *Job) (context.Context, func(err error))
 	// Log, when set, receives each line with its level: a *slog.Logger (log/slog, Go 1.21)
 	// is one, as are most leveled loggers; this module builds with Go 1.19 so it does not
 	// import log/slog itself.
@@ -181,12 +192,17 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.mu.Unlock()
 		return errors.New("kvq: worker: no handler: call Handle first")
 	}
-	w.running = true
 	types := append([]string(nil), w.types...)
 	handlers := make(map[string]HandlerFunc, len(w.handlers))
 	for k, v := range w.handlers {
 		handlers[k] = v
 	}
+	slots, err := newTypeSlots(w.o.TypeConcurrency, handlers)
+	if err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	w.running = true
 	w.mu.Unlock()
 	defer func() {
 		w.mu.Lock()
@@ -230,7 +246,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	var handlersRunning sync.WaitGroup
 	var held sync.WaitGroup // one per job this worker holds
-	w.acceptLoop(ctx, types, settings, &handlersRunning, &held)
+	w.acceptLoop(ctx, types, settings, slots, &handlersRunning, &held)
 	w.drain(&held)
 	waitFor(&handlersRunning, time.Second) // cancelled handlers usually return at once
 	return nil
@@ -245,7 +261,7 @@ type typeSettings struct {
 
 // acceptLoop accepts and starts jobs until ctx is done.
 func (w *Worker) acceptLoop(ctx context.Context, types []string, settings map[string]typeSettings,
-	handlersRunning, held *sync.WaitGroup) {
+	perType *typeSlots, handlersRunning, held *sync.WaitGroup) {
 	slots := make(chan struct{}, w.o.Concurrency) // a token per busy slot
 	failures := 0
 	empty := map[string]bool{} // Burst: the types whose last accept, with none running, was empty
@@ -270,7 +286,24 @@ func (w *Worker) acceptLoop(ctx context.Context, types []string, settings map[st
 			w.logf(levelInfo, "burst: no job due and none running: stopping")
 			return
 		}
-		typ := types[turn%len(types)]
+		typ := perType.firstFree(types, turn%len(types))
+		if typ == "" { // every type is at its TypeConcurrency: wait until one has a free slot
+			for i := 0; i < n; i++ {
+				<-slots
+			}
+			select {
+			case <-perType.freed:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		if m := perType.reserve(typ, n); m < n {
+			for i := m; i < n; i++ {
+				<-slots
+			}
+			n = m
+		}
 		poll := w.o.PollTimeout
 		if len(types) > 1 && poll > time.Second {
 			poll = time.Second
@@ -285,6 +318,7 @@ func (w *Worker) acceptLoop(ctx context.Context, types []string, settings map[st
 		for i := len(jobs); i < n; i++ {
 			<-slots
 		}
+		perType.release(typ, n-len(jobs))
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -300,7 +334,7 @@ func (w *Worker) acceptLoop(ctx context.Context, types []string, settings map[st
 		} else if w.o.Burst {
 			empty[typ] = true
 		}
-		more := &moreJobs{ctx: ctx, types: types, settings: settings, held: held}
+		more := &moreJobs{ctx: ctx, types: types, settings: settings, held: held, slots: perType}
 		for i := range jobs {
 			w.start(jobs[i], more, slots, handlersRunning)
 		}
@@ -341,6 +375,7 @@ type moreJobs struct {
 	types    []string
 	settings map[string]typeSettings
 	held     *sync.WaitGroup
+	slots    *typeSlots
 	old      atomic.Bool // the server's finish takes no "next": finish alone
 }
 
@@ -352,9 +387,13 @@ func (w *Worker) start(a AcceptedJob, more *moreJobs, slots chan struct{}, handl
 	go func() {
 		defer handlersRunning.Done()
 		defer func() { <-slots }()
+		typ := r.job.Type // whose slot of TypeConcurrency this goroutine holds
 		for r != nil {
-			r = r.execute()
+			if r = r.execute(); r != nil {
+				typ = r.job.Type
+			}
 		}
+		more.slots.release(typ, 1)
 	}()
 }
 
@@ -363,7 +402,8 @@ func (w *Worker) begin(a AcceptedJob, more *moreJobs) *run {
 	held := more.held
 	r := &run{w: w, lock: a.Lock, s: more.settings[a.Type], more: more}
 	body, _ := a.Bytes() // a body the server sent malformed reads as none
-	r.job = &Job{Type: a.Type, ID: a.ID, Data: rawOrNull(a.Data), Body: body, progress: r.progress}
+	r.job = &Job{Type: a.Type, ID: a.ID, Data: rawOrNull(a.Data), Body: body, Traceparent: a.Traceparent,
+		progress: r.progress}
 	typ, id, c := a.Type, a.ID, r.w.c
 	r.job.attempt = func(ctx context.Context) (int, error) {
 		info, err := c.Get(ctx, typ, id)
@@ -395,7 +435,13 @@ func (w *Worker) begin(a AcceptedJob, more *moreJobs) *run {
 // execute runs the handler and reports how it ended; it returns the next job its finish took,
 // already held (begun), or nil.
 func (r *run) execute() *run {
-	result, err := call(r.ctx, r.s.handler, r.job)
+	start := r.w.o.StartSpan
+	if start == nil {
+		start = noSpan
+	}
+	spanCtx, endSpan := start(r.ctx, r.job)
+	result, err := call(spanCtx, r.s.handler, r.job)
+	endSpan(err)
 	if !r.leaveRunning(stateEnding) { // fenced or handed back: the job is not ours to end
 		return nil
 	}
@@ -436,20 +482,25 @@ func (r *run) finish(ctx context.Context, result any) (*run, error) {
 	if more.ctx.Err() != nil || more.old.Load() {
 		return nil, c.Finish(ctx, typ, id, r.lock, result)
 	}
+	types, reserved := more.slots.forNext(typ, more.types)
 	a, err := c.FinishNext(ctx, typ, id, r.lock, result,
-		NextOptions{Types: more.types, Worker: r.w.o.ID, WorkerType: r.w.o.WorkerType})
+		NextOptions{Types: types, Worker: r.w.o.ID, WorkerType: r.w.o.WorkerType})
 	if ErrorCode(err) == "unknown_field" {
+		more.slots.settleNext(typ, "", reserved)
 		more.old.Store(true) // a server older than finish's "next"
 		return nil, c.Finish(ctx, typ, id, r.lock, result)
 	}
 	if err != nil || a == nil {
+		more.slots.settleNext(typ, "", reserved)
 		return nil, err
 	}
 	next := r.w.begin(*a, more)
 	if more.ctx.Err() != nil { // taken as the worker stopped: not started
+		more.slots.settleNext(typ, "", reserved)
 		next.handBack()
 		return nil, nil
 	}
+	more.slots.settleNext(typ, a.Type, reserved)
 	return next, nil
 }
 

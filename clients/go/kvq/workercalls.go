@@ -34,6 +34,8 @@ type AcceptedJob struct {
 	DataFormat string  `json:"data_format"`
 	Body       *string `json:"body,omitempty"`
 	BodyBase64 *string `json:"body_base64,omitempty"`
+	// Traceparent is the W3C trace context the job was added with, "" for none.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Accept takes up to o.Count due jobs of typ, waiting up to o.Timeout for the first. It returns

@@ -21,6 +21,7 @@ import type {
   TypeSettings,
   WorkerInfo,
 } from './types';
+import { traceHeaders } from './otel';
 import { abortReason, anySignal, backoffMs, sleep } from './util';
 
 /** How a call retries `503` answers and network errors: jittered exponential backoff. */
@@ -42,6 +43,9 @@ export interface CallOptions {
   /** Give up on one try after this many ms without an answer (default: the client's). */
   timeoutMs?: number;
 }
+
+/** A call's options as the client sends it: with headers of its own (an add's trace context). */
+type SendOptions = CallOptions & { headers?: Record<string, string> };
 
 /** How to build a {@link Client}. */
 export interface ClientOptions {
@@ -81,6 +85,13 @@ export interface AddOptions extends CallOptions {
    * is then `bytes`, its `data` null; {@link jobBytes} gives the bytes back.
    */
   body?: Uint8Array | string;
+  /**
+   * A W3C trace context (`00-<32 hex>-<16 hex>-<2 hex>`) to keep with the job and hand to its
+   * worker; an invalid one is `400 invalid_argument`. Without it, when `@opentelemetry/api` is
+   * installed, the active context goes as the request's `traceparent` header instead (which a
+   * server ignores if it cannot read it).
+   */
+  traceparent?: string;
 }
 
 /** The accept half of {@link Client.finish} with `next`. */
@@ -259,7 +270,7 @@ export class Client {
    * @param body - a JSON value to send, or undefined for none
    * @param options - signal, retry policy, per-try timeout
    */
-  async request(method: string, path: string, body?: unknown, options: CallOptions = {}): Promise<RawAnswer> {
+  async request(method: string, path: string, body?: unknown, options: SendOptions = {}): Promise<RawAnswer> {
     const retry = { ...this.retryDefaults, ...options.retry };
     for (let attempt = 1; ; attempt++) {
       try {
@@ -272,7 +283,7 @@ export class Client {
     }
   }
 
-  private async once(method: string, path: string, body: unknown, options: CallOptions): Promise<RawAnswer> {
+  private async once(method: string, path: string, body: unknown, options: SendOptions): Promise<RawAnswer> {
     const res = await this.send(method, path, body, options, false);
     try {
       const text = await res.response.text();
@@ -289,7 +300,7 @@ export class Client {
     method: string,
     path: string,
     body: unknown,
-    options: CallOptions,
+    options: SendOptions,
     stream: boolean,
   ): Promise<{ response: Response; dispose: () => void; timedOut: () => boolean }> {
     const timeout = new AbortController();
@@ -307,7 +318,7 @@ export class Client {
       if (timer) clearTimeout(timer);
       combined.dispose();
     };
-    const headers: Record<string, string> = {};
+    const headers: Record<string, string> = { ...options.headers };
     if (this.token) headers['Authorization'] = `Bearer ${this.token}`;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     if (stream) headers['Accept'] = 'text/event-stream';
@@ -540,8 +551,9 @@ export class Client {
       scheduled_time: ms(options.scheduledTime),
       if_exists: options.ifExists,
       group: options.group,
+      traceparent: options.traceparent,
     });
-    return (await this.request('POST', `/v1/jobs/${seg(type)}`, body, options)).body;
+    return (await this.request('POST', `/v1/jobs/${seg(type)}`, body, { ...options, headers: traceHeaders() })).body;
   }
 
   /**
@@ -555,11 +567,19 @@ export class Client {
   ): Promise<{ added: number; kept: string[] }> {
     const body = compact({
       jobs: jobs.map((j) =>
-        compact({ id: j.id, data: j.data ?? {}, priority: j.priority, scheduled_time: ms(j.scheduledTime), if_exists: j.ifExists, group: j.group }),
+        compact({
+          id: j.id,
+          data: j.data ?? {},
+          priority: j.priority,
+          scheduled_time: ms(j.scheduledTime),
+          if_exists: j.ifExists,
+          group: j.group,
+          traceparent: j.traceparent,
+        }),
       ),
       if_exists: options.ifExists,
     });
-    return (await this.request('POST', `/v1/jobs/${seg(type)}/batch`, body, options)).body;
+    return (await this.request('POST', `/v1/jobs/${seg(type)}/batch`, body, { ...options, headers: traceHeaders() })).body;
   }
 
   /** A job; rejects `404 not_found` if it does not exist. */

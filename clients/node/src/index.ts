@@ -2,8 +2,8 @@
 /**
  * kvq's TypeScript client: a {@link Client} for the HTTP API of `kvq serve`, a {@link Worker}
  * runner that runs handlers on jobs correctly (heartbeats, fencing, failures, graceful
- * shutdown, retries), and an {@link InlineClient} that runs the same handlers in-process for
- * unit tests.
+ * shutdown, retries), and an {@link InlineClient}, a client of a `kvq serve --ephemeral` it
+ * starts, to run the same handlers in unit tests against the real server.
  *
  * @packageDocumentation
  */
@@ -28,7 +28,7 @@ export { KvqError, JobFailedError } from './errors';
 export type { JobErrorRecord } from './errors';
 export { Worker, ShutdownError, workerDefaults } from './worker';
 export type { Handler, JobContext, Logger, WorkerEvents, WorkerOptions } from './worker';
-export { InlineClient } from './inline';
+export { InlineClient, findKvq } from './inline';
 export type { DrainOptions, InlineOptions } from './inline';
 export type {
   AcceptedJob,

@@ -163,6 +163,8 @@ export interface Job {
   data_format?: 'json' | 'bytes';
   body?: string;
   body_base64?: string;
+  /** The W3C trace context it was added with, when it has one. */
+  traceparent?: string;
   /** Its own activity timeout in seconds; null for its type's. */
   timeout?: number | null;
   /** Its state. */
@@ -243,6 +245,8 @@ export interface AcceptedJob<Data = unknown> {
   data_format?: 'json' | 'bytes';
   body?: string;
   body_base64?: string;
+  /** The W3C trace context it was added with, when it has one. */
+  traceparent?: string;
 }
 
 /** One entry of {@link Client.addMany}. */
@@ -259,6 +263,8 @@ export interface NewJob {
   ifExists?: 'update' | 'keep';
   /** Its group key (absent for none). */
   group?: string;
+  /** Its W3C trace context (see {@link AddOptions.traceparent}). */
+  traceparent?: string;
 }
 
 /** A registered worker, as `GET /v1/workers/{wtype}` lists it. */

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Small helpers shared by the client, the worker and the inline mode. Not exported.
+// Small helpers shared by the client and the worker. Not exported.
 
 /** Jittered exponential backoff: a delay in ms for the n-th retry (n from 1). */
 export function backoffMs(n: number, baseMs: number, capMs: number): number {

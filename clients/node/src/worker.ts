@@ -13,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { Client, type ClientOptions, type RetryOptions } from './client';
 import { KvqError } from './errors';
 import type { AcceptedJob } from './types';
+import { consumerSpan } from './otel';
 import { backoffMs, errorOf, retryWishes, sleep } from './util';
 
 /** What a handler gets beside its job. */
@@ -425,7 +426,15 @@ export class Worker<Data = any, Result = unknown> extends EventEmitter {
 
   private async acceptLoop(type: string): Promise<void> {
     let failures = 0;
+    // With several types, each loop's accept waits at most 1 s, so that the types take turns
+    // at the free slots rather than one long poll holding them (as the Go and Python runners).
+    const poll = Object.keys(this.handlers).length > 1 ? Math.min(1, this.pollTimeout) : this.pollTimeout;
     while (!this.stopping) {
+      if (this.waiting > 0) {
+        // Another type's loop waits for a slot: let it take the one this loop just gave back
+        // (its wake-up runs before this), or a loop that polls nothing would keep it for ever.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
       const n = await this.reserve();
       if (n === 0) break;
       let jobs: AcceptedJob[];
@@ -436,7 +445,7 @@ export class Worker<Data = any, Result = unknown> extends EventEmitter {
         // taken until it timed out, so its stop waits, and hands back what it brings.
         jobs = await this.client.accept(type, {
           ...(this.register ? { signal: this.stopController.signal } : {}),
-          timeout: !this.burst ? this.pollTimeout : idle ? 0 : Math.min(0.2, this.pollTimeout),
+          timeout: !this.burst ? poll : idle ? 0 : Math.min(0.2, poll),
           count: n,
           ...(this.register ? { worker: this.id, workerType: this.workerType } : {}),
           retry: { attempts: 1 },
@@ -496,13 +505,15 @@ export class Worker<Data = any, Result = unknown> extends EventEmitter {
       let result: Result | undefined;
       let error: unknown;
       const typed = job as AcceptedJob<Data>;
+      const span = consumerSpan(job.type, job.id, job.traceparent);
       try {
-        result = await this.handlers[job.type]!(typed, ctx);
+        result = await span.run(() => this.handlers[job.type]!(typed, ctx));
         ok = true;
       } catch (err) {
         error = err;
       }
       clearInterval(run.timer);
+      span.end(run.gone ? 'dropped' : ok ? 'succeeded' : 'failed', ok || run.gone ? undefined : error);
       if (run.gone) return;
       if (ok) {
         if (await this.report(run, 'finish', () => this.finishAndTakeNext(job, result === undefined ? null : result))) {

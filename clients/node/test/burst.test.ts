@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { Client, InlineClient, KvqError, Worker, workerDefaults, type AcceptedJob } from '../src/index';
-import { KvqServer, memoryLog, uniq } from './support';
+import { KVQ_BIN, KvqServer, memoryLog, uniq } from './support';
 
 let server: KvqServer;
 let kvq: Client;
@@ -67,6 +67,35 @@ test('burst: run() resolves once no job is due and none running; events tell eac
   assert.deepEqual(completed.sort(), ['j0=0', 'j1=2', 'j2=4', 'o=10']);
   assert.deepEqual(failed, ['bad:negative']);
   assert.deepEqual(await kvq.counts(type), { pending: 1, scheduled: 1, running: 0, finished: 4, dead: 1, cancelled: 0 });
+});
+
+test('with more types than slots every type gets its turn: a job of the last type runs at once', async () => {
+  const types = [uniq('turn'), uniq('turn'), uniq('turn')];
+  for (const t of types) await kvq.putType(t, { timeout: 30 });
+  const ran: string[] = [];
+  const handlers = Object.fromEntries(types.map((t) => [t, (job: AcceptedJob) => void ran.push(`${job.type}/${job.id}`)]));
+  // Burst: it stops only once an accept of each type came back empty, so a loop that kept the
+  // one slot to itself would never let it stop.
+  const burst = new Worker({ client: new Client({ url: server.url }), handlers, concurrency: 1, burst: true,
+    handleSignals: false, register: false, log: memoryLog().log });
+  await kvq.add(types[2]!, 'b1');
+  const t0 = Date.now();
+  await burst.run();
+  assert.deepEqual(ran, [`${types[2]}/b1`]);
+  assert.ok(Date.now() - t0 < 5000, `burst took ${Date.now() - t0} ms`);
+  // Long-polling: a job added to the last type while the others poll is taken within about 1 s
+  // (each accept waits at most 1 s with several types), not after their 30 s polls.
+  const w = new Worker({ client: new Client({ url: server.url }), handlers, concurrency: 1, pollTimeout: 30,
+    handleSignals: false, register: false, log: memoryLog().log });
+  const running = w.run();
+  await new Promise((r) => setTimeout(r, 200));
+  const added = Date.now();
+  await kvq.add(types[2]!, 'b2');
+  assert.equal(await kvq.result(types[2]!, 'b2'), null);
+  const took = Date.now() - added;
+  await w.stop();
+  await running;
+  assert.ok(took < 4000, `the job waited ${took} ms for its type's turn`);
 });
 
 test('typed handlers: Worker<Data, Result> checks what a handler returns', () => {
@@ -132,23 +161,12 @@ test('a handler can ask which attempt it is, on a server and inline', async () =
   assert.equal(await kvq.result(type, 'j'), 3);
   await w.stop();
   await running;
-  const inline = new InlineClient({ handlers: { t: handler }, types: { t: { timeout: 30, maxAttempts: 5 } } });
-  await inline.add('t', 'j', {});
-  assert.equal(await inline.result('t', 'j'), 3);
+  const inline = await InlineClient.start({ kvqBin: KVQ_BIN, handlers: { t: handler }, types: { t: { timeout: 30, maxAttempts: 5 } } });
+  try {
+    await inline.add('t', 'j', {});
+    assert.equal(await inline.result('t', 'j'), 3);
+  } finally {
+    await inline.close();
+  }
   assert.deepEqual(seen, [1, 2, 3, 1, 2, 3]);
-});
-
-test('InlineClient.counts counts as a server does', async () => {
-  const inline = new InlineClient({
-    handlers: { t: (job: AcceptedJob<{ ok: boolean }>) => { if (!job.data.ok) throw new Error('bad'); return null; } },
-    types: { t: { timeout: 30, maxAttempts: 1 } },
-  });
-  await inline.add('t', 'good', { ok: true });
-  await inline.add('t', 'bad', { ok: false });
-  await inline.add('t', 'later', { ok: true }, { scheduledTime: inline.now() + 60_000 });
-  await inline.add('t', 'gone', { ok: true });
-  await inline.cancel('t', 'gone');
-  await inline.drain({ onlyDue: true });
-  assert.deepEqual(await inline.counts('t'), { pending: 1, scheduled: 1, running: 0, finished: 3, dead: 1, cancelled: 1 });
-  await assert.rejects(inline.counts('missing'), (e: unknown) => e instanceof KvqError && e.code === 'not_found');
 });

@@ -8,7 +8,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-export const KVQ_BIN = process.env.KVQ_BIN ?? '/work/main/build/release/src/cli/kvq';
+/** The kvq binary under test: $KVQ_BIN (ctest passes this build's), else the tree's release build. */
+export const KVQ_BIN = process.env.KVQ_BIN || join(__dirname, '../../../../build/release/src/cli/kvq');
 
 let seq = 0;
 /** A name unique in this test run, valid as a type, id or worker id. */

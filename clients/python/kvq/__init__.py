@@ -8,8 +8,8 @@
   several types, finish with ``next``: finish a job and take the next in one request).
 - :class:`Worker` — a runner: handlers per job type, concurrency, heartbeats, fencing,
   retries with backoff and a graceful shutdown on SIGTERM.
-- :mod:`kvq.testing` — :class:`~kvq.testing.InlineClient`, to run handlers in your unit
-  tests without a server.
+- :mod:`kvq.testing` — :class:`~kvq.testing.InlineClient`, a client of a ``kvq serve
+  --ephemeral`` it starts, to run your handlers in unit tests against the real server.
 - Errors: :class:`KvqError` and its subclasses, each with ``status``, ``code``, ``message``.
 
 Standard library only; Python 3.9 or later.

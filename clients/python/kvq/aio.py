@@ -33,7 +33,7 @@ class AsyncClient:
     """``await client.add(...)``: the calls of :class:`kvq.Client`, each awaitable.
 
     ``AsyncClient(url, token=None, timeout=30, ssl_context=None)`` takes what ``Client``
-    takes, or ``AsyncClient(client=kvq.Client(...))`` wraps one (an ``InlineClient`` too).
+    takes, or ``AsyncClient(client=kvq.Client(...))`` wraps one (a :class:`kvq.testing.InlineClient` too).
     Safe to share between tasks.
     """
 
@@ -86,7 +86,7 @@ class AsyncWorker:
     asyncio.to_thread(job.progress, value)`` keeps the loop free during it.
 
     ``AsyncWorker(client, **options)`` takes a :class:`kvq.Client`, an
-    :class:`AsyncClient` or an InlineClient, and the options of :class:`kvq.Worker`.
+    :class:`AsyncClient` (of any client, an InlineClient too), and the options of :class:`kvq.Worker`.
     SIGTERM and SIGINT stop it (unless ``handle_signals=False``); a second one exits at once.
     """
 

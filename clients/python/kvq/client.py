@@ -13,7 +13,7 @@ import time
 import urllib.parse
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
-from . import errors
+from . import _otel, errors
 
 __all__ = ["Client", "Page", "DEFAULT_URL", "job_body"]
 
@@ -129,11 +129,14 @@ class Client:
                 target += "?" + urllib.parse.urlencode(query)
         return target
 
-    def _request(self, method, path, body=None, query=None, timeout=None, on_connection=None):
+    def _request(self, method, path, body=None, query=None, timeout=None, on_connection=None,
+                 extra_headers=None):
         """One request; returns (status, parsed body or None) for 2xx, raises otherwise.
         ``on_connection(conn)`` is called with the connection once it is open, and with None
         once it is closed (so another thread can cut a long poll short)."""
         headers = self._headers()
+        if extra_headers:
+            headers.update(extra_headers)
         data = None
         if body is not None:
             try:
@@ -340,7 +343,7 @@ class Client:
     def add(self, type: str, id: str, data: Any = None, *, priority: Optional[int] = None,
             scheduled_time: Optional[int] = None, if_exists: Optional[str] = None,
             group: Optional[str] = None, timeout: Optional[float] = None,
-            body: Union[bytes, str, None] = None) -> bool:
+            body: Union[bytes, str, None] = None, traceparent: Optional[str] = None) -> bool:
         """Add a job; returns True if it was added or changed, False if ``if_exists="keep"``
         left an existing job alone.
 
@@ -360,6 +363,11 @@ class Client:
             body: bytes data instead of ``data`` (``str`` is sent as its UTF-8 bytes):
                 the job's ``data_format`` is then ``"bytes"``, its data ``None``, and
                 :func:`kvq.job_body` gives its bytes back.
+            traceparent: a W3C trace context (``00-<32 hex>-<16 hex>-<2 hex>``) to keep with
+                the job and hand to its worker (an invalid one is
+                :class:`kvq.InvalidArgument`). Without it, when OpenTelemetry's API is
+                importable, the current span's context goes as the request's
+                ``traceparent`` header instead (which a server ignores if invalid).
 
         Example::
 
@@ -382,7 +390,10 @@ class Client:
             body["group"] = group
         if if_exists is not None:
             body["if_exists"] = if_exists
-        return self._request("POST", "/v1/jobs/" + _q(type), body)[1]["added"]
+        if traceparent is not None:
+            body["traceparent"] = traceparent
+        return self._request("POST", "/v1/jobs/" + _q(type), body,
+                             extra_headers=_otel.trace_headers())[1]["added"]
 
     def add_many(self, type: str, jobs: Sequence[JSONObject], *,
                  if_exists: Optional[str] = None) -> JSONObject:
@@ -390,7 +401,9 @@ class Client:
 
         Args:
             jobs: dicts ``{"id", "data", "priority"?, "scheduled_time"?, "if_exists"?,
-                "group"?}`` or ``(id, data)`` pairs.
+                "group"?, "traceparent"?}`` or ``(id, data)`` pairs. The current span's
+                context, with OpenTelemetry's API, goes as the ``traceparent`` header, for
+                the jobs that have none of their own.
             if_exists: the default for jobs that name none (see :meth:`add`).
         Returns:
             ``{"added": N, "kept": [ids that "keep" left alone]}``.
@@ -407,7 +420,8 @@ class Client:
         body = {"jobs": entries}
         if if_exists is not None:
             body["if_exists"] = if_exists
-        return self._request("POST", "/v1/jobs/%s/batch" % _q(type), body)[1]
+        return self._request("POST", "/v1/jobs/%s/batch" % _q(type), body,
+                             extra_headers=_otel.trace_headers())[1]
 
     # -- reading -----------------------------------------------------------------------
     def get(self, type: str, id: str) -> JSONObject:

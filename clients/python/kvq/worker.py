@@ -14,7 +14,7 @@ import time
 import traceback
 from typing import Any, Callable, Optional
 
-from . import errors
+from . import _otel, errors
 from ._backoff import Backoff
 from .client import Client, job_body
 
@@ -46,6 +46,9 @@ class Job:
             handed the job back (``"shutdown"``). What a cancelled handler returns or raises
             is ignored.
         cancel_reason: why ``cancelled`` is set, or ``None``.
+        traceparent: the W3C trace context its producer added it with, or ``None``. With
+            OpenTelemetry's API importable, the handler runs in a consumer span that is its
+            child (and current, so the handler's own spans join the trace).
     """
 
     def __init__(self, worker, job, beat_every):
@@ -54,6 +57,7 @@ class Job:
         self.data = job.get("data")
         self.body = job_body(job)
         self.lock = job["lock"]
+        self.traceparent: Optional[str] = job.get("traceparent")
         self.cancelled = threading.Event()
         self.cancel_reason = None
         self._worker = worker
@@ -202,7 +206,7 @@ class Worker:
       signal exits at once.
 
     Args:
-        client: a :class:`kvq.Client`, or a :class:`kvq.testing.InlineClient` for tests.
+        client: a :class:`kvq.Client` (a :class:`kvq.testing.InlineClient` in tests).
         concurrency: handlers run at once, each in its own thread.
         worker_id: this worker's id (default ``HOST-PID``).
         worker_type: the worker type it registers as (default ``"python"``).
@@ -293,7 +297,7 @@ class Worker:
                     self.worker_type, self.worker_id, info=self.info,
                     health_timeout=self.health_timeout), until_stopped=True)
                 log.info("worker %s registered (worker type %r) at %s", self.worker_id,
-                         self.worker_type, getattr(self.client, "url", "inline"))
+                         self.worker_type, self.client.url)
                 threads.append(self._start_thread(self._membership_loop, "membership"))
             threads.append(self._start_thread(self._heartbeat_loop, "heartbeat"))
             self._accept_loop(burst)
@@ -344,14 +348,17 @@ class Worker:
         if conn is not None and self._stopping.is_set():
             self._cut_poll()
 
-    def drain(self, max_jobs: Optional[int] = None, run_scheduled: bool = False) -> int:
+    def drain(self, max_jobs: Optional[int] = None, run_scheduled: bool = False,
+              timeout: Optional[float] = None) -> int:
         """Run due jobs one at a time in this thread, until none is due (or ``max_jobs``
-        ran); returns how many ran. Meant for tests with a
-        :class:`kvq.testing.InlineClient` (it works on a server too, without registering).
-        With an InlineClient and ``run_scheduled``, jobs scheduled later (a failed job's
-        retry) are run too, its clock moved forward to them, until none is left pending."""
+        ran); returns how many ran. Meant for tests, with a
+        :class:`kvq.testing.InlineClient` (it works on any server, without registering).
+        With ``run_scheduled``, it goes on until the handlers' types have no pending job
+        left, waiting in real time for those scheduled later (a failed job's retry after its
+        backoff): ``timeout`` seconds at most, then :class:`TimeoutError`."""
         if not self._handlers:
             raise RuntimeError("no handlers: register one with @worker.handler(type)")
+        deadline = None if timeout is None else time.monotonic() + timeout
         ran = 0
         self._threads_stop.clear()
         beat = self._start_thread(self._heartbeat_loop, "heartbeat")
@@ -372,10 +379,15 @@ class Worker:
                         break
                 if got:
                     continue
-                advance = getattr(self.client, "advance_to_next", None)
-                if run_scheduled and advance is not None and advance(list(self._handlers)):
-                    continue
-                break
+                if not run_scheduled:
+                    break
+                pending = {t: self.client.counts(t)["pending"] for t in self._handlers}
+                if not any(pending.values()):
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError("drain: jobs still pending after %g s: %r"
+                                       % (timeout, pending))
+                time.sleep(0.02)
         finally:
             self._threads_stop.set()
             self._beat_kick.set()
@@ -513,21 +525,27 @@ class Worker:
         nxt = None
         try:
             handler = self._handlers[job.type]
-            try:
-                result = handler(job)
-            except Exception as exc:  # the handler failed (or snoozed): end the run so
+            with _otel.consumer_span(job.type, job.id, job.traceparent) as span:
+                try:
+                    result = handler(job)
+                except Exception as exc:  # the handler failed, or snoozed
+                    if job.cancelled.is_set() or not job._claim(_ENDING):
+                        span.set("dropped")
+                        log.info("dropped %s/%s (%s)", job.type, job.id, job.cancel_reason)
+                        return None
+                    if isinstance(exc, Snooze):
+                        span.set("snoozed")
+                        self._hand_back(job, exc.delay)
+                        job._state = _DONE
+                    else:
+                        span.set("failed", exc)
+                        self._fail(job, _error_of(exc))
+                    return None
                 if job.cancelled.is_set() or not job._claim(_ENDING):
+                    span.set("dropped")
                     log.info("dropped %s/%s (%s)", job.type, job.id, job.cancel_reason)
                     return None
-                if isinstance(exc, Snooze):
-                    self._hand_back(job, exc.delay)
-                    job._state = _DONE
-                else:
-                    self._fail(job, _error_of(exc))
-                return None
-            if job.cancelled.is_set() or not job._claim(_ENDING):
-                log.info("dropped %s/%s (%s)", job.type, job.id, job.cancel_reason)
-                return None
+                span.set("succeeded")
             nxt = self._finish(job, result, take_next=chain and not self._stopping.is_set())
         finally:
             job._ended.set()

@@ -127,23 +127,5 @@ class WorkerUsesNext(ServerTest):
         self.assertLess(accepts, 8, "the worker accepted %d times for 30 jobs" % accepts)
 
 
-class InlineNext(unittest.TestCase):
-
-    def test_inline_client_finishes_with_next_and_accepts_over_types(self):
-        c = kvq.testing.InlineClient()
-        c.put_type("a", timeout=30)
-        c.put_type("b", timeout=30)
-        c.add("a", "a1", priority=5)
-        c.add("b", "b1", priority=1)
-        c.add("a", "a2", priority=0)
-        [first] = c.accept_any(["a", "b"])
-        self.assertEqual(first["id"], "a2")
-        nxt = c.finish("a", "a2", first["lock"], next={"types": ["a", "b"], "worker": "w"})
-        self.assertEqual((nxt["type"], nxt["id"]), ("b", "b1"))
-        self.assertEqual(c.get("b", "b1")["worker"], "w")
-        self.assertIsNone(c.finish("b", "b1", nxt["lock"], next={"types": ["b"]}))
-        self.assertEqual(c.get("a", "a2")["state"], "finished")
-
-
 if __name__ == "__main__":
     unittest.main()
