@@ -11,6 +11,18 @@ namespace {
 
 const std::string kNoRoute = "none";  // requests refused before a route matched
 
+// The methods the method label names; any other is "other", and a request refused before its
+// method was read is "none", so a client cannot make new series.
+constexpr std::string_view kMethods[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
+
+std::string_view method_label(std::string_view method) {
+  if (method.empty()) return "none";
+  for (std::string_view m : kMethods) {
+    if (m == method) return m;
+  }
+  return "other";
+}
+
 // Label values escaped as the text format requires.
 std::string label(std::string_view v) {
   std::string out;
@@ -175,10 +187,11 @@ Result<std::vector<TypeCounts>> count_jobs(jobs::Jobs& jobs) {
   return out;
 }
 
-void Metrics::request(const std::string& route, unsigned status, double seconds) {
+void Metrics::request(const std::string& method, const std::string& route, unsigned status,
+                      double seconds) {
   const std::string& name = route.empty() ? kNoRoute : route;
   util::MutexLock lock(mu_);
-  ++requests_[{name, status}];
+  ++requests_[{name, method_label(method), status}];
   Durations& d = durations_[name];
   const auto bucket = std::lower_bound(kRequestBuckets.begin(), kRequestBuckets.end(), seconds);
   if (bucket != kRequestBuckets.end()) ++d.buckets[bucket - kRequestBuckets.begin()];
@@ -274,11 +287,11 @@ std::string Metrics::render(jobs::Jobs& jobs) {
       << "# TYPE kvq_http_accept_errors_total counter\n";
   for (const auto& [why, n] : accept_errors_)
     out << "kvq_http_accept_errors_total{reason=\"" << why << "\"} " << n << "\n";
-  out << "# HELP kvq_http_requests_total HTTP requests by route and status.\n"
+  out << "# HELP kvq_http_requests_total HTTP requests by route, method and status.\n"
       << "# TYPE kvq_http_requests_total counter\n";
   for (const auto& [key, n] : requests_) {
-    out << "kvq_http_requests_total{route=\"" << label(key.first) << "\",status=\"" << key.second
-        << "\"} " << n << "\n";
+    out << "kvq_http_requests_total{route=\"" << label(key.route) << "\",method=\"" << key.method
+        << "\",status=\"" << key.status << "\"} " << n << "\n";
   }
   out << "# HELP kvq_http_request_duration_seconds HTTP requests by route: from the request's "
          "header read until its answer was queued (a long poll's wait included).\n"

@@ -28,9 +28,10 @@ Result<std::vector<TypeCounts>> count_jobs(jobs::Jobs& jobs);
 
 class Metrics {
  public:
-  // An answered request: `seconds` from its header read until its answer was queued (a long
-  // poll's wait included).
-  void request(const std::string& route, unsigned status, double seconds);
+  // An answered request: its method as sent (HttpServer::Observer), `seconds` from its header
+  // read until its answer was queued (a long poll's wait included).
+  void request(const std::string& method, const std::string& route, unsigned status,
+               double seconds);
   void accepted(const std::string& type, double waited_seconds);
   void finished(const std::string& type);
   // A failed accept(2): reason "emfile", "enfile", "nomem" or "other" (http_server.h).
@@ -57,7 +58,13 @@ class Metrics {
     double sum = 0;
   };
   util::Mutex mu_;
-  std::map<std::pair<std::string, unsigned>, uint64_t> requests_ KVQ_GUARDED_BY(mu_);
+  struct RequestKey {
+    std::string route;
+    std::string_view method;  // one of kMethods' names: no label value a client can invent
+    unsigned status;
+    friend auto operator<=>(const RequestKey&, const RequestKey&) = default;
+  };
+  std::map<RequestKey, uint64_t> requests_ KVQ_GUARDED_BY(mu_);
   std::map<std::string, Durations> durations_ KVQ_GUARDED_BY(mu_);  // by route
   std::map<std::string, uint64_t> accepts_ KVQ_GUARDED_BY(mu_);
   std::map<std::string, uint64_t> finishes_ KVQ_GUARDED_BY(mu_);
