@@ -1,8 +1,10 @@
 // /healthz, /metrics and the type routes (settings, flow control, bulk calls).
 #include <chrono>
+#include <sstream>
 
 #include "server/api.h"
 #include "server/json_body.h"
+#include "server/process_metrics.h"
 
 namespace kvq::server {
 
@@ -29,7 +31,12 @@ void add_meta_routes(Router& router, Api& api) {
       },
       Router::Access::kPublic);
   router.add("GET", "/metrics", [&api](Request&, std::shared_ptr<Exchange> ex) {
-    ex->reply({200, api.metrics.render(api.jobs), "text/plain; version=0.0.4"});
+    std::ostringstream out;
+    out << api.metrics.render(api.jobs);
+    write_live_workers(out, api.workers);
+    write_build_info(out);
+    write_process_metrics(out);
+    ex->reply({200, out.str(), "text/plain; version=0.0.4"});
   });
 }
 

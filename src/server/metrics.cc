@@ -7,6 +7,26 @@
 #include "kvq/kv.h"
 
 namespace kvq::server {
+
+std::string label(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+std::string number(double v) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : "NaN";
+}
+
 namespace {
 
 const std::string kNoRoute = "none";  // requests refused before a route matched
@@ -21,28 +41,6 @@ std::string_view method_label(std::string_view method) {
     if (m == method) return m;
   }
   return "other";
-}
-
-// Label values escaped as the text format requires.
-std::string label(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
-// The shortest text that reads back as `v`: bounds stay "0.005", and sums keep every digit
-// (a stream's default six would round a long run's seconds).
-std::string number(double v) {
-  char buf[32];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  return ec == std::errc() ? std::string(buf, end) : "NaN";
 }
 
 // One per-type counter of Jobs::TypeStats.
@@ -264,8 +262,8 @@ std::string Metrics::render(jobs::Jobs& jobs) {
          "their type's retention passed.\n"
       << "# TYPE kvq_retention_removals_total counter\n"
       << "kvq_retention_removals_total " << stats.removed_by_retention << "\n";
-  out << "# HELP kvq_monitor_gave_up_total Running jobs this process's activity monitor gave up on "
-         "(their type's max_lost_runs reached) instead of re-enqueueing.\n"
+  out << "# HELP kvq_monitor_gave_up_total Lost runs this process's activity monitor ended dead "
+         "(attempts used up, or the type's max_lost_runs reached) instead of re-enqueueing.\n"
       << "# TYPE kvq_monitor_gave_up_total counter\n"
       << "kvq_monitor_gave_up_total " << stats.gave_up_by_monitor << "\n";
   out << "# HELP kvq_accept_wait_seconds How long an accept waited before it got a job.\n"

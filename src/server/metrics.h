@@ -15,6 +15,12 @@
 
 namespace kvq::server {
 
+// A label value escaped as the text format requires.
+std::string label(std::string_view value);
+// The shortest text that reads back as `v`: bounds stay "0.005", and sums keep every digit
+// (a stream's default six would round a long run's seconds).
+std::string number(double v);
+
 // The jobs of one type by state (Jobs::count: pending and its scheduled part, running,
 // finished and its dead and cancelled parts).
 struct TypeCounts {
