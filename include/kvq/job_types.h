@@ -231,6 +231,12 @@ struct AddOptions {
   // protocol makes a queue by naming it (a beanstalkd tube deleted over HTTP meanwhile).
   // An existing type is left as it is. REQUIRES: settings ensure_type accepts.
   std::optional<TypeSettings> create_type;
+  // The producer's W3C trace context (util/trace_context.h), kept with the job so that its
+  // worker continues the trace: "" for none. The job keeps the traceparent of the add that
+  // last set its data (a new job, a pending one changed, a finished one added anew); an add
+  // to a running job (a resubmit) and an add that changes nothing leave it as it was.
+  // REQUIRES: "" or a valid traceparent (kInvalidArgument otherwise, changing nothing).
+  std::string traceparent;
 };
 
 struct AddResult {
@@ -306,6 +312,7 @@ struct JobInfo {
   // Times kick, kick_job, rerun_some or make_due moved it (beanstalkd's `kicks`), since it was
   // added anew.
   uint32_t kicks = 0;
+  std::string traceparent;  // AddOptions::traceparent; "" for none
 };
 
 inline constexpr uint64_t kGroupPendingCountLimit = 10'000;
@@ -329,12 +336,17 @@ struct Job {
   std::string data;
   std::string worker;
   std::string worker_type;
-  uint32_t attempt = 0;  // which attempt this run is (1 for the first); 0 in a rebuilt handle
+  // Which attempt this run is: the job's JobInfo::attempts as the accept left it. 1 for the
+  // first run since the job was added (or added anew once finished), rerun, or began the run a
+  // resubmit asked for; each failed or lost run counts, a snoozed run does not (nor a take
+  // handed back because its waiting caller had gone). 0 in a rebuilt handle.
+  uint32_t attempt = 0;
   DataFormat data_format = DataFormat::kJson;
   int64_t priority = 0;
   // The run's activity timeout (the job's own, else its type's at the accept): a run with no
   // update for this long is lost. 0 in a rebuilt handle.
   Millis timeout{0};
+  std::string traceparent;  // AddOptions::traceparent of the job; "" for none
 };
 
 struct AcceptOptions {
@@ -457,6 +469,7 @@ struct JobEvent {
   uint32_t attempts = 0;
   bool gave_up = false;  // deprecated: outcome kDead because of lost runs
   DataFormat data_format = DataFormat::kJson;
+  std::string traceparent;  // AddOptions::traceparent; "" for none
 };
 
 // What a schedule does with occurrences that came due while no process ran the scheduler

@@ -8,15 +8,32 @@
 
 #include <cstdio>
 
+#include "util/text.h"
+
 namespace kvq::app::log {
 namespace {
 
 constexpr char kHex[] = "0123456789abcdef";
 
-// JSON string contents: '"', '\\' and every byte outside printable ASCII escaped.
+// JSON string contents: '"', '\\' and control characters escaped; well-formed UTF-8 kept as it
+// is (RFC 8259 strings are UTF-8), and each byte that is not part of it written as U+FFFD, so
+// every line is valid UTF-8 JSON.
 void append_escaped(std::string& out, std::string_view text) {
-  for (const char c : text) {
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
     const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x80) {
+      const size_t n = util::utf8_sequence_length(text, i);
+      if (n == 0) {
+        out += "\\ufffd";
+        ++i;
+      } else {
+        out.append(text.substr(i, n));
+        i += n;
+      }
+      continue;
+    }
+    ++i;
     if (c == '"' || c == '\\') {
       out += '\\';
       out += c;
@@ -24,7 +41,7 @@ void append_escaped(std::string& out, std::string_view text) {
       out += "\\n";
     } else if (byte == '\t') {
       out += "\\t";
-    } else if (byte < 0x20 || byte >= 0x7f) {
+    } else if (byte < 0x20 || byte == 0x7f) {
       out += "\\u00";
       out += kHex[byte >> 4];
       out += kHex[byte & 0xf];
@@ -141,18 +158,15 @@ void Logger::request(const RequestLine& line) {
   const Level level = line.status >= 500 ? Level::kWarn : Level::kInfo;
   if (!enabled(level)) return;
   const double latency_ms = static_cast<double>(line.latency.count()) / 1e6;
-  if (line.route.empty()) {
-    const Field fields[] = {{"method", line.method},
-                            {"path", line.path},
-                            {"status", line.status},
-                            {"latency_ms", latency_ms},
-                            {"client", line.client}};
-    return write(level, "request", fields, std::size(fields));
-  }
-  const Field fields[] = {{"method", line.method}, {"path", line.path},
-                          {"status", line.status}, {"latency_ms", latency_ms},
-                          {"client", line.client}, {"route", line.route}};
-  write(level, "request", fields, std::size(fields));
+  // The fields every line has, then those it has only when known (no empty route=, trace_id=).
+  Field fields[] = {{"method", line.method},         {"path", line.path},
+                    {"status", line.status},         {"latency_ms", latency_ms},
+                    {"client", line.client},         {"route", line.route},
+                    {"trace_id", line.trace_id}};
+  size_t count = 5;
+  if (!line.route.empty()) fields[count++] = Field("route", line.route);
+  if (!line.trace_id.empty()) fields[count++] = Field("trace_id", line.trace_id);
+  write(level, "request", fields, count);
 }
 
 void Logger::flush() { impl_->logger->flush(); }

@@ -9,11 +9,14 @@
 //         control character is quoted "like JSON".
 //   json: `{"time":"2026-12-01T19:53:02.123Z","level":"info","msg":"request","method":"GET",...}`
 //         one object per line, keys in this order: time, level, msg, then the event's fields;
-//         strings are escaped (bytes outside printable ASCII as \u00XX), numbers are numbers.
+//         valid UTF-8 JSON: strings keep their UTF-8 characters as they are and escape '"',
+//         '\\' and control characters (\n, \t, else \u00XX); a byte that is not part of
+//         well-formed UTF-8 is written \ufffd. Numbers are numbers.
 // - Levels are debug < info < warn < error; an event below the logger's level costs one
 //   comparison: nothing is formatted or copied (check enabled() before building costly fields).
 // - A request line (`request`) has the fields method, path, status, latency_ms (3 decimals),
-//   client, and route when one matched; at info, or warn for a 5xx answer.
+//   client, route when one matched, and trace_id when the request carried a valid W3C
+//   `traceparent` header; at info, or warn for a 5xx answer.
 #pragma once
 
 #include <chrono>
@@ -51,6 +54,7 @@ struct Field {
 
 struct RequestLine {
   std::string_view method, path, route, client;
+  std::string_view trace_id;  // "" for none
   unsigned status = 0;
   std::chrono::nanoseconds latency{0};
 };

@@ -74,8 +74,48 @@ TEST(LogTest, AJsonLineIsOneObjectWithFixedKeys) {
   const auto event = nlohmann::json::parse(lines[1]);
   EXPECT_EQ(event["level"], "warn");
   EXPECT_EQ(event["msg"], "odd \"path\"\n");
-  EXPECT_EQ(event["bytes"], "\x01\xc3\xbf");  // \u00ff: a byte outside ASCII, shown as a code point
+  // A byte that is no part of UTF-8 cannot be shown as itself: U+FFFD stands for it.
+  EXPECT_EQ(event["bytes"], "\x01\xef\xbf\xbd");
   EXPECT_EQ(event["n"], 3);
+}
+
+TEST(LogTest, JsonLinesKeepUtf8AsItIs) {
+  std::ostringstream out;
+  Logger logger(Format::kJson, Level::kInfo, &out);
+  RequestLine line = a_request();
+  const std::string path = "/v1/jobs/caf\xc3\xa9/\xe6\x97\xa5\xe6\x9c\xac-\xf0\x9f\x98\x80";
+  line.path = path;
+  logger.request(line);
+  logger.info("odd", {{"half", std::string_view("a\xe6\x97")}, {"surrogate", "\xed\xa0\x80"}});
+  const auto lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), 2u) << out.str();
+  // The characters themselves, not \u00XX per byte (which read back as other characters).
+  EXPECT_NE(lines[0].find("\"path\":\"" + path + "\""), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[0].find("\\u00"), std::string::npos) << lines[0];
+  EXPECT_EQ(nlohmann::json::parse(lines[0])["path"], path);
+  const auto event = nlohmann::json::parse(lines[1]);  // throws on invalid UTF-8
+  EXPECT_EQ(event["half"], "a\xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_EQ(event["surrogate"], "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+}
+
+TEST(LogTest, ARequestLineCarriesItsTraceIdWhenItHasOne) {
+  std::ostringstream out;
+  Logger logger(Format::kJson, Level::kInfo, &out);
+  RequestLine line = a_request();
+  line.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+  logger.request(line);
+  logger.request(a_request());
+  std::ostringstream text_out;
+  Logger text(Format::kText, Level::kInfo, &text_out);
+  text.request(line);
+  const auto lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), 2u) << out.str();
+  EXPECT_EQ(nlohmann::json::parse(lines[0])["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(nlohmann::json::parse(lines[0])["route"], "/v1/jobs/{type}/{id}");
+  EXPECT_FALSE(nlohmann::json::parse(lines[1]).contains("trace_id")) << lines[1];
+  EXPECT_NE(text_out.str().find(" route=/v1/jobs/{type}/{id} trace_id=4bf92f3577b34da6a3ce929d0e0e4736\n"),
+            std::string::npos)
+      << text_out.str();
 }
 
 TEST(LogTest, NothingBelowTheLevelIsWritten) {

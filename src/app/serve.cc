@@ -338,14 +338,16 @@ int run_serve(int argc, char** argv) {
                       .path = r.path,
                       .route = r.route,
                       .client = r.client,
+                      .trace_id = r.trace_id,
                       .status = r.status,
                       .latency = r.latency});
     };
   }
   HttpServer server(
       http, std::move(router),
-      [&metrics](const std::string& route, unsigned status, std::chrono::nanoseconds latency) {
-        metrics.request(route, status, std::chrono::duration<double>(latency).count());
+      [&metrics](const std::string& method, const std::string& route, unsigned status,
+                 std::chrono::nanoseconds latency) {
+        metrics.request(method, route, status, std::chrono::duration<double>(latency).count());
       });
   auto bound = server.listen();
   if (auto* error = std::get_if<std::string>(&bound)) return fatal(*error);

@@ -1,5 +1,7 @@
 #include "app/serve_options.h"
 
+#include "app/config_file.h"
+
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
@@ -65,7 +67,9 @@ const char kServeUsage[] =
     "                       (removed on exit), a free port on 127.0.0.1, relaxed durability\n"
     "                       unless --durability is given; not with --data, --store or --listen.\n"
     "                       The first line on stdout is 'kvq serve: listening on URL ...'\n"
-    "  --config FILE        read 'name = value' lines with these option names first\n"
+    "  --config FILE        read 'name = value' lines with these option names first ('#'\n"
+    "                       starts a comment at a line's start or after a blank; quote a value\n"
+    "                       with \"...\" or '...' to keep blanks or a ' #' in it)\n"
     "  --help               this text\n"
     "\n"
     "Stops cleanly on SIGINT or SIGTERM: in-flight requests finish, waiting long-polls answer\n"
@@ -207,19 +211,12 @@ std::string read_config(ServeOptions& o, const std::string& path) {
   if (!in) return "cannot read config file '" + path + "'";
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
-    line = line.substr(0, line.find('#'));
-    const auto eq = line.find('=');
-    auto trim = [](std::string s) {
-      s.erase(0, s.find_first_not_of(" \t\r"));
-      s.erase(s.find_last_not_of(" \t\r") + 1);
-      return s;
-    };
-    if (trim(line).empty()) continue;
-    if (eq == std::string::npos)
-      return path + ":" + std::to_string(number) + ": expected 'name = value'";
-    if (auto e = apply(o, trim(line.substr(0, eq)), trim(line.substr(eq + 1))); !e.empty()) {
-      return path + ":" + std::to_string(number) + ": " + e;
-    }
+    const std::string where = path + ":" + std::to_string(number) + ": ";
+    auto parsed = parse_config_line(line);
+    if (auto* error = std::get_if<std::string>(&parsed)) return where + *error;
+    const auto& entry = std::get<0>(parsed);
+    if (!entry) continue;
+    if (auto e = apply(o, entry->first, entry->second); !e.empty()) return where + e;
   }
   return "";
 }

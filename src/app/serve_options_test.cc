@@ -131,6 +131,35 @@ TEST(ServeOptionsTest, AnEtcdStoreIsGivenAsAUrl) {
             std::string::npos);
 }
 
+TEST(ServeOptionsTest, AConfigValueKeepsAHashAndAnEqualsSign) {
+  testing::TempDir dir;
+  std::ofstream(dir.sub("kvq.conf"))
+      << "token = s3cr#t=x==  # a comment after a blank\n"
+      << "etcd-password = \"p#ss = \\\"w\\\\d\\\" #\"   # quoted: blanks and ' #' kept\n"
+      << "etcd-user = 'a \"b\" #c\\'\n"
+      << "  # an indented comment\n"
+      << "data = /srv/kvq#1\n";
+  auto parsed = parse({"--config", dir.sub("kvq.conf")});
+  ASSERT_TRUE(std::holds_alternative<ServeOptions>(parsed)) << std::get<std::string>(parsed);
+  auto o = std::get<ServeOptions>(parsed);
+  EXPECT_EQ(o.token, "s3cr#t=x==");
+  EXPECT_EQ(o.etcd_password, "p#ss = \"w\\d\" #");
+  EXPECT_EQ(o.etcd_user, "a \"b\" #c\\");
+  EXPECT_EQ(o.data, "/srv/kvq#1");
+}
+
+TEST(ServeOptionsTest, ABadlyQuotedConfigValueIsAnErrorNamingItsLine) {
+  testing::TempDir dir;
+  for (const std::string bad : {"token = \"open\n", "token = \"a\" b\n", "token = 'x\n",
+                                "token = \"a\\qb\"\n", " = v\n"}) {
+    std::ofstream(dir.sub("bad.conf")) << "listen = 127.0.0.1:1\n" << bad;
+    auto parsed = parse({"--config", dir.sub("bad.conf")});
+    ASSERT_TRUE(std::holds_alternative<std::string>(parsed)) << bad;
+    EXPECT_NE(std::get<std::string>(parsed).find("bad.conf:2: "), std::string::npos)
+        << std::get<std::string>(parsed);
+  }
+}
+
 TEST(ServeOptionsTest, ConfigFileErrorsNameTheLine) {
   testing::TempDir dir;
   std::ofstream(dir.sub("bad.conf")) << "listen = 127.0.0.1:1\nio-threads = 0\n";

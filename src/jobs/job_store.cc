@@ -199,6 +199,7 @@ JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row) {
   info.global_id = row.global_id;
   info.snoozes = row.snoozes;
   info.kicks = row.kicks;
+  info.traceparent = row.traceparent;
   return info;
 }
 
@@ -214,6 +215,7 @@ JobEvent to_event(std::string_view type, std::string_view id, const JobRow& row)
   e.attempts = row.attempts;
   e.gave_up = gave_up(row);
   e.data_format = row.data_format;
+  e.traceparent = row.traceparent;
   return e;
 }
 
@@ -229,6 +231,7 @@ Job job_of_run(std::string_view type, std::string_view id, const JobRow& row, Mi
   job.data_format = row.data_format;
   job.priority = row.priority;
   job.timeout = row.timeout.value_or(type_timeout);
+  job.traceparent = row.traceparent;
   return job;
 }
 

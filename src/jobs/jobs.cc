@@ -120,6 +120,7 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
     row.timeout = o.timeout;
     row.data_format = o.data_format;
     row.global_id = o.global_id;
+    row.traceparent = o.traceparent;
     return row;
   }
   JobRow after = *before;
@@ -138,6 +139,7 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
         return std::nullopt;
       }
       after.lost_runs = 0;
+      after.traceparent = o.traceparent;  // the trace of the add that set what will run
       return after;
     case State::kRunning:
       after.resubmit = true;
@@ -167,6 +169,7 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
       after.data_format = o.data_format;
       after.snoozes = 0;
       after.kicks = 0;
+      after.traceparent = o.traceparent;
       return after;
   }
   return std::nullopt;
@@ -235,6 +238,7 @@ Result<std::string> validate_add(std::string_view type, std::string_view id, std
   KVQ_RETURN_IF_ERROR(validate_id(id));
   KVQ_RETURN_IF_ERROR(validate_group(options.group));
   KVQ_RETURN_IF_ERROR(validate_job_timeout(options.timeout));
+  KVQ_RETURN_IF_ERROR(validate_traceparent(options.traceparent));
   if (options.create_type) KVQ_RETURN_IF_ERROR(new_type_row(*options.create_type).status());
   return normalize_data(data, options.data_format, max_data_bytes);
 }

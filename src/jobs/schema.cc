@@ -19,7 +19,8 @@ constexpr size_t kRowFieldsBeforeOutcome = 19;
 constexpr size_t kRowFieldsBeforeGroup = 24;
 constexpr size_t kRowFieldsBeforeProtocol = 25;
 constexpr size_t kRowFieldsBeforeKicks = 29;
-constexpr size_t kRowFields = 30;
+constexpr size_t kRowFieldsBeforeTraceparent = 30;
+constexpr size_t kRowFields = 31;
 constexpr size_t kErrorFields = 6;
 // Tuple has no double: a type's backoff factor and jitter are stored in millionths.
 constexpr double kMillionths = 1'000'000.0;
@@ -79,7 +80,7 @@ Result<std::vector<JobError>> decode_errors(const Tuple& t) {
 // Whether the row needs the fields the beanstalkd protocol brought (else it encodes as before).
 bool has_protocol_fields(const JobRow& r) {
   return r.timeout || r.data_format != DataFormat::kJson || r.global_id || r.snoozes != 0 ||
-         r.kicks != 0;
+         r.kicks != 0 || !r.traceparent.empty();
 }
 
 bool is_text_or_null(const Element& e) { return e.is_string() || e.is_null(); }
@@ -140,7 +141,8 @@ std::string encode_row(const JobRow& r) {
     t.append(static_cast<int64_t>(r.data_format));
     t.append(r.global_id);
     t.append(static_cast<int64_t>(r.snoozes));
-    if (r.kicks != 0) t.append(static_cast<int64_t>(r.kicks));
+    if (r.kicks != 0 || !r.traceparent.empty()) t.append(static_cast<int64_t>(r.kicks));
+    if (!r.traceparent.empty()) t.append(r.traceparent);
   }
   return t.pack();
 }
@@ -148,7 +150,8 @@ std::string encode_row(const JobRow& r) {
 Result<JobRow> decode_row(std::string_view bytes) {
   KVQ_ASSIGN_OR_RETURN(Tuple t, Tuple::unpack(bytes));
   const bool known_size =
-      t.size() == kRowFields || t.size() == kRowFieldsBeforeKicks ||
+      t.size() == kRowFields || t.size() == kRowFieldsBeforeTraceparent ||
+      t.size() == kRowFieldsBeforeKicks ||
       t.size() == kRowFieldsBeforeProtocol || t.size() == kRowFieldsBeforeGroup ||
       t.size() == kRowFieldsBeforeOutcome || t.size() == kRowFieldsBeforeWorkerType ||
       t.size() == kRowFieldsBeforeLostRuns;
@@ -171,7 +174,9 @@ Result<JobRow> decode_row(std::string_view bytes) {
         t[26].is_int() && t[26].as_int() >= static_cast<int64_t>(DataFormat::kJson) &&
         t[26].as_int() <= static_cast<int64_t>(DataFormat::kBytes) && t[27].is_bool() &&
         t[28].is_int() && t[28].as_int() >= 0)) &&
-      (t.size() != kRowFields || (t[29].is_int() && t[29].as_int() > 0));
+      (t.size() != kRowFieldsBeforeTraceparent || (t[29].is_int() && t[29].as_int() > 0)) &&
+      (t.size() != kRowFields || (t[29].is_int() && t[29].as_int() >= 0 && t[30].is_string() &&
+                                  !t[30].as_string().empty()));
   if (!shaped) return Internal("job row has fields of the wrong kind");
   JobRow r;
   r.seq = static_cast<uint64_t>(t[1].as_int());
@@ -210,7 +215,8 @@ Result<JobRow> decode_row(std::string_view bytes) {
     r.global_id = t[27].as_bool();
     r.snoozes = static_cast<uint32_t>(t[28].as_int());
   }
-  if (t.size() == kRowFields) r.kicks = static_cast<uint32_t>(t[29].as_int());
+  if (t.size() >= kRowFieldsBeforeTraceparent) r.kicks = static_cast<uint32_t>(t[29].as_int());
+  if (t.size() == kRowFields) r.traceparent = t[30].as_string();
   return r;
 }
 

@@ -16,7 +16,9 @@
 //                                          global_id, snoozes] (29 fields, group then maybe "")
 //                                          only on a job with one of them not at its default;
 //                                          [, kicks] (30 fields) only on a job kicked since it
-//                                          was added anew
+//                                          was added anew, or that has a traceparent;
+//                                          [, traceparent] (31 fields, kicks then maybe 0) only
+//                                          on a job added with one
 //   (2, type, priority, scheduled, id)  -> ""  pending index of jobs WITHOUT a group, in accept
 //                                          order
 //   (3, type, seq, id)                  -> ""  activity index of running jobs WITHOUT a timeout
@@ -170,6 +172,7 @@ struct JobRow {
   bool global_id = false;  // AddOptions::global_id: indexed at (19, 1, id) (I9)
   uint32_t snoozes = 0;    // JobInfo::snoozes
   uint32_t kicks = 0;      // JobInfo::kicks
+  std::string traceparent;  // AddOptions::traceparent; "" for none
 };
 
 // A group's row, the value of (17, type, group).
@@ -219,9 +222,10 @@ State state_of(const JobRow& row);
 // kDead for a finished one that gave up, kSucceeded for another finished one; no result,
 // progress or errors; started 0. A group is written, as a 25th field, only when not "" or the
 // four fields of the beanstalkd protocol follow (timeout, data_format, global_id, snoozes), which
-// are written only when one is not at its default; kicks, as a 30th, only when not 0. So rows
-// of 16, 18, 19, 24, 25, 29 and 30 fields decode, and a row of the older kinds encodes byte for
-// byte as before.
+// are written only when one is not at its default; kicks, as a 30th, only when not 0 or a
+// traceparent follows; a traceparent, as a 31st, only when not "". So rows of 16, 18, 19, 24,
+// 25, 29, 30 and 31 fields decode, and a row of the older kinds encodes byte for byte as
+// before.
 std::string encode_row(const JobRow& row);
 Result<JobRow> decode_row(std::string_view bytes);
 

@@ -418,6 +418,38 @@ TEST(SchemaTest, KicksRoundTripAsA30thFieldOnlyWhenNotZero) {
   EXPECT_FALSE(decode_row(zero.pack()).ok()) << "0 kicks are never written";
 }
 
+TEST(SchemaTest, ATraceparentRoundTripsAsA31stFieldOnlyWhenSet) {
+  JobRow row;
+  row.scheduled = 5;
+  row.data = "{}";
+  row.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  const std::string bytes = encode_row(row);
+  auto t = Tuple::unpack(bytes);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->size(), 31u);
+  EXPECT_EQ((*t)[29].as_int(), 0) << "no kicks: 0 written before it";
+  auto decoded = decode_row(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->traceparent, row.traceparent);
+  EXPECT_EQ(decoded->kicks, 0u);
+  EXPECT_EQ(encode_row(*decoded), bytes);
+  decoded->kicks = 2;
+  auto kicked = decode_row(encode_row(*decoded));
+  ASSERT_TRUE(kicked.ok());
+  EXPECT_EQ(kicked->kicks, 2u);
+  EXPECT_EQ(kicked->traceparent, row.traceparent);
+  decoded->traceparent.clear();
+  EXPECT_EQ(Tuple::unpack(encode_row(*decoded))->size(), 30u) << "as before traceparents";
+  decoded->kicks = 0;
+  EXPECT_EQ(Tuple::unpack(encode_row(*decoded))->size(), 16u);
+  Tuple empty;
+  for (size_t i = 0; i < t->size(); ++i) empty.append(i == 30 ? Element("") : (*t)[i]);
+  EXPECT_FALSE(decode_row(empty.pack()).ok()) << "an empty traceparent is never written";
+  Tuple wrong;
+  for (size_t i = 0; i < t->size(); ++i) wrong.append(i == 30 ? Element(int64_t{1}) : (*t)[i]);
+  EXPECT_FALSE(decode_row(wrong.pack()).ok());
+}
+
 TEST(SchemaTest, AGroupRoundTripsAndARowWithoutOneEncodesAsBefore) {
   JobRow row;
   row.scheduled = 5;

@@ -6,6 +6,7 @@
 
 #include "kvq/jobs.h"
 #include "util/text.h"
+#include "util/trace_context.h"
 
 namespace kvq::jobs {
 namespace {
@@ -138,6 +139,13 @@ Status validate_job_timeout(std::optional<Millis> timeout) {
                            " ms");
   }
   return Status::OK();
+}
+
+Status validate_traceparent(std::string_view traceparent) {
+  if (traceparent.empty() || util::is_valid_traceparent(traceparent)) return Status::OK();
+  return InvalidArgument(
+      "traceparent must be a W3C traceparent: 00-<32 lowercase hex digits, not all 0>-<16 "
+      "lowercase hex digits, not all 0>-<2 lowercase hex digits> (version ff is invalid)");
 }
 
 Result<std::string> normalize_value(std::string_view value, size_t max_bytes,

@@ -35,6 +35,8 @@ Result<std::string> normalize_data(std::string_view data, size_t max_bytes);
 Result<std::string> normalize_data(std::string_view data, DataFormat format, size_t max_bytes);
 // A job's own timeout (AddOptions::timeout): nullopt, or 1 ms..kMaxJobTimeout.
 Status validate_job_timeout(std::optional<Millis> timeout);
+// AddOptions::traceparent: "" (none), or a W3C traceparent (util/trace_context.h).
+Status validate_traceparent(std::string_view traceparent);
 // The same for any JSON value (an update's progress, a finish's result, an error's details),
 // its messages naming it as `what`.
 Result<std::string> normalize_value(std::string_view value, size_t max_bytes,

@@ -64,7 +64,9 @@ std::string dump(const nlohmann::json& j);
 nlohmann::json embed(const std::string& json_text);
 nlohmann::json job_json(const jobs::JobInfo& info);
 nlohmann::json event_json(const jobs::JobEvent& event);
-// A job as accept hands it to its worker: {"type", "id", "lock", data fields (job_payload.h)}.
+// A job as accept hands it to its worker: {"type", "id", "lock", "attempt", "traceparent" (only
+// when the job has one), data fields (job_payload.h)}. job_json and event_json show
+// "traceparent" the same way.
 nlohmann::json accepted_job_json(const jobs::Job& job);
 // {"type", "timeout", "finished_retention", "max_lost_runs", "max_attempts", "backoff": {"base",
 // "factor", "cap", "jitter"}, "paused", "paused_until", "max_running", "rate": {"limit",

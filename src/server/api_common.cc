@@ -116,6 +116,7 @@ nlohmann::json job_json(const jobs::JobInfo& info) {
       {"ended_at", time_or_null(info.ended_at_ms)},
       {"group", info.group.empty() ? nlohmann::json(nullptr) : nlohmann::json(info.group)},
       {"timeout", own_timeout}};
+  if (!info.traceparent.empty()) out["traceparent"] = info.traceparent;
   put_data_fields(out, info.data, info.data_format);
   return out;
 }
@@ -131,12 +132,15 @@ nlohmann::json event_json(const jobs::JobEvent& e) {
                         {"attempts", e.attempts},
                         {"seq", e.seq},
                         {"gave_up", e.gave_up}};
+  if (!e.traceparent.empty()) out["traceparent"] = e.traceparent;
   put_data_fields(out, e.data, e.data_format);
   return out;
 }
 
 nlohmann::json accepted_job_json(const jobs::Job& job) {
-  nlohmann::json out = {{"type", job.type}, {"id", job.id}, {"lock", job.lock}};
+  nlohmann::json out = {
+      {"type", job.type}, {"id", job.id}, {"lock", job.lock}, {"attempt", job.attempt}};
+  if (!job.traceparent.empty()) out["traceparent"] = job.traceparent;
   put_data_fields(out, job.data, job.data_format);
   return out;
 }

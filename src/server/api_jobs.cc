@@ -7,6 +7,7 @@
 #include "server/job_payload.h"
 #include "server/json_body.h"
 #include "server/long_poll.h"
+#include "util/trace_context.h"
 
 namespace kvq::server {
 namespace {
@@ -54,13 +55,30 @@ Field<jobs::Millis> job_timeout_field(const JsonBody& body) {
   return jobs::Millis(static_cast<int64_t>(ms));
 }
 
+// An add's "traceparent": the job's W3C trace context; absent or null: the request's header's
+// (`traceparent`, already checked: "" when it had none or an invalid one). A field that is not
+// a valid traceparent is refused, where an invalid header is ignored (W3C Trace Context).
+Field<std::string> traceparent_field(const JsonBody& body, const std::string& from_header) {
+  auto field = body.string("traceparent");
+  if (!field.ok()) return field;
+  if (!field.value()) return from_header;
+  if (!util::is_valid_traceparent(*field.value()))
+    return invalid_argument(
+        "field 'traceparent' must be a W3C traceparent: 00-<trace-id: 32 lowercase hex digits, "
+        "not all 0>-<parent-id: 16 lowercase hex digits, not all 0>-<flags: 2 lowercase hex "
+        "digits> (version ff is invalid)");
+  return field;
+}
+
 // The fields of one job to add: the single add's body, and each entry of a batch.
 const std::initializer_list<std::string_view> kNewJobFields = {
     "id",       "data",      "body",  "body_base64", "scheduled_time",
-    "priority", "if_exists", "group", "timeout"};
+    "priority", "if_exists", "group", "timeout",     "traceparent"};
 
-// The body of one job to add, checked; `if_exists` applies unless the body names its own.
-std::variant<jobs::NewJob, ApiError> read_new_job(const JsonBody& body, jobs::IfExists if_exists) {
+// The body of one job to add, checked; `if_exists` applies unless the body names its own, and
+// the request's traceparent header unless the body gives one.
+std::variant<jobs::NewJob, ApiError> read_new_job(const JsonBody& body, jobs::IfExists if_exists,
+                                                  const std::string& header_traceparent) {
   auto id = body.string("id");
   auto payload = read_payload(body);
   auto at = body.integer("scheduled_time");
@@ -69,7 +87,9 @@ std::variant<jobs::NewJob, ApiError> read_new_job(const JsonBody& body, jobs::If
       parsed_name(body.string("if_exists"), &jobs::parse_if_exists, "field 'if_exists'");
   auto group = group_field(body);
   auto timeout = job_timeout_field(body);
-  if (auto error = first_error(id, payload, at, priority, own_if_exists, group, timeout))
+  auto traceparent = traceparent_field(body, header_traceparent);
+  if (auto error =
+          first_error(id, payload, at, priority, own_if_exists, group, timeout, traceparent))
     return *error;
   if (!id.value()) return invalid_argument("field 'id' is required");
   const Payload data = payload.value().value_or(Payload{"{}", jobs::DataFormat::kJson});
@@ -80,12 +100,14 @@ std::variant<jobs::NewJob, ApiError> read_new_job(const JsonBody& body, jobs::If
                     .if_exists = own_if_exists.value().value_or(if_exists),
                     .timeout = timeout.value(),
                     .data_format = data.format,
-                    .group = group.value().value_or("")}};
+                    .group = group.value().value_or(""),
+                    .traceparent = traceparent.value().value_or("")}};
   return job;
 }
 
 // The batch route's list of jobs, each checked as the single add's body is.
-std::variant<std::vector<jobs::NewJob>, ApiError> read_batch(const JsonBody& body) {
+std::variant<std::vector<jobs::NewJob>, ApiError> read_batch(const JsonBody& body,
+                                                             const std::string& traceparent) {
   auto if_exists =
       parsed_name(body.string("if_exists"), &jobs::parse_if_exists, "field 'if_exists'");
   if (!if_exists.ok()) return *if_exists.error();
@@ -100,7 +122,8 @@ std::variant<std::vector<jobs::NewJob>, ApiError> read_batch(const JsonBody& bod
       if (std::find(kNewJobFields.begin(), kNewJobFields.end(), key) == kNewJobFields.end())
         return unknown_field("a job does not take a field '" + key + "'");
     }
-    auto job = read_new_job(JsonBody(item), if_exists.value().value_or(jobs::IfExists::kUpdate));
+    auto job = read_new_job(JsonBody(item), if_exists.value().value_or(jobs::IfExists::kUpdate),
+                            traceparent);
     if (auto* e = std::get_if<ApiError>(&job)) return *e;
     batch.push_back(std::move(std::get<jobs::NewJob>(job)));
   }
@@ -123,7 +146,7 @@ void add_producer_routes(Router& router, Api& api) {
         auto parsed = JsonBody::parse(r.body, {"jobs", "if_exists"});
         const JsonBody* body = body_or_reply(parsed, *ex);
         if (!body) return;
-        auto batch = read_batch(*body);
+        auto batch = read_batch(*body, r.traceparent);
         if (auto* e = std::get_if<ApiError>(&batch)) return reply_error(*ex, *e);
         api.jobs.add_many_async(r.params["type"], std::move(std::get<0>(batch)),
                                 [ex](Result<jobs::AddManyResult> s) {
@@ -138,7 +161,7 @@ void add_producer_routes(Router& router, Api& api) {
         auto parsed = JsonBody::parse(r.body, kNewJobFields);
         const JsonBody* body = body_or_reply(parsed, *ex);
         if (!body) return;
-        auto read = read_new_job(*body, jobs::IfExists::kUpdate);
+        auto read = read_new_job(*body, jobs::IfExists::kUpdate, r.traceparent);
         if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
         const auto& job = std::get<jobs::NewJob>(read);
         api.jobs.add_async(r.params["type"], job.id, job.data, job.options,

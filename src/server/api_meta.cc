@@ -1,8 +1,10 @@
 // /healthz, /metrics and the type routes (settings, flow control, bulk calls).
 #include <chrono>
+#include <sstream>
 
 #include "server/api.h"
 #include "server/json_body.h"
+#include "server/process_metrics.h"
 
 namespace kvq::server {
 
@@ -29,7 +31,12 @@ void add_meta_routes(Router& router, Api& api) {
       },
       Router::Access::kPublic);
   router.add("GET", "/metrics", [&api](Request&, std::shared_ptr<Exchange> ex) {
-    ex->reply({200, api.metrics.render(api.jobs), "text/plain; version=0.0.4"});
+    std::ostringstream out;
+    out << api.metrics.render(api.jobs);
+    write_live_workers(out, api.workers);
+    write_build_info(out);
+    write_process_metrics(out);
+    ex->reply({200, out.str(), "text/plain; version=0.0.4"});
   });
 }
 
@@ -79,9 +86,9 @@ Field<std::optional<uint32_t>> max_lost_runs_field(const JsonBody& body) {
   // In place: copying a disengaged inner optional trips GCC 12's -Wmaybe-uninitialized.
   if (body.json().at("max_lost_runs").is_null())
     return std::optional<std::optional<uint32_t>>(std::in_place);
-  auto n = body.integer("max_lost_runs");
-  if (!n.ok()) return *n.error();
-  if (*n.value() < 1 || *n.value() > jobs::kMaxLostRunsLimit) {
+  // Out of range or of another type ("3", 1.5): the same message, with the field's own range.
+  auto n = body.integer("max_lost_runs", 1, jobs::kMaxLostRunsLimit);
+  if (!n.ok()) {
     return invalid_argument("'max_lost_runs' must be an integer from 1 to " +
                             std::to_string(jobs::kMaxLostRunsLimit) + ", or null");
   }
@@ -94,9 +101,9 @@ Field<std::optional<uint32_t>> running_limit_field(const JsonBody& body, const s
   if (!body.has(field)) return std::nullopt;
   // In place, as max_lost_runs_field does.
   if (body.json().at(field).is_null()) return std::optional<std::optional<uint32_t>>(std::in_place);
-  auto n = body.integer(field);
-  if (!n.ok()) return *n.error();
-  if (*n.value() < 1 || *n.value() > jobs::kMaxRunningLimit) {
+  // Out of range or of another type ("2", 1.5): the same message, with the field's own range.
+  auto n = body.integer(field, 1, jobs::kMaxRunningLimit);
+  if (!n.ok()) {
     return invalid_argument("'" + field + "' must be an integer from 1 to " +
                             std::to_string(jobs::kMaxRunningLimit) + ", or null");
   }

@@ -22,6 +22,9 @@ struct Request {
   std::map<std::string, std::string> params;  // the route's {placeholders}
   std::string body;
   std::string route;  // the matched route pattern, for metrics
+  // The request's W3C `traceparent` header if it sent exactly one and it is valid, else ""
+  // (W3C Trace Context: an invalid one is ignored).
+  std::string traceparent;
   // Whether the caller may do everything: it sent the server's token, or the server has none.
   // Public routes (Router::Access::kPublic) are served either way and use this to show less.
   bool authorized = false;

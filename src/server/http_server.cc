@@ -20,6 +20,7 @@
 #include "kvq/kv.h"
 #include "util/mutex.h"
 #include "util/thread_annotations.h"
+#include "util/trace_context.h"
 
 namespace kvq::server {
 namespace {
@@ -43,6 +44,7 @@ constexpr auto kFirstAcceptPause = 100ms;
 constexpr auto kMaxAcceptPause = 1600ms;
 constexpr auto kAcceptLogInterval = 10s;
 constexpr unsigned kRetryAfterSeconds = 1;
+constexpr beast::string_view kTraceparent = "traceparent";  // W3C Trace Context's header
 
 std::string reason(unsigned status) {
   return std::string(http::obsolete_reason(static_cast<http::status>(status)));
@@ -284,8 +286,9 @@ class Session : public SessionBase {
     if (closed_) return;
     if (server_.stopping) return close(true);
     busy_ = false;
-    log_method_.clear();
+    method_.clear();
     log_path_.clear();
+    log_trace_id_.clear();
     started_ = {};
     parser_.emplace();
     parser_->body_limit(server_.options.max_body);
@@ -302,10 +305,18 @@ class Session : public SessionBase {
     tcp().expires_never();
     const auto& header = parser_->get();
     started_ = std::chrono::steady_clock::now();  // for the observer's latency too
+    method_.assign(header.method_string().data(), header.method_string().size());
+    // W3C: a header sent twice, or not a valid traceparent, is ignored, as if absent.
+    std::string_view traceparent;
+    if (header.count(kTraceparent) == 1) {
+      const auto value = header[kTraceparent];
+      traceparent = std::string_view(value.data(), value.size());
+      if (!util::is_valid_traceparent(traceparent)) traceparent = {};
+    }
     if (server_.options.request_log) {
-      log_method_.assign(header.method_string().data(), header.method_string().size());
       const std::string_view full(header.target().data(), header.target().size());
       log_path_.assign(full.substr(0, full.find('?')));
+      if (!traceparent.empty()) log_trace_id_.assign(*util::trace_id_of(traceparent));
     }
     keep_alive_ = header.keep_alive();
     if (header.version() != 10 && header.version() != 11) {
@@ -333,7 +344,8 @@ class Session : public SessionBase {
       }
     }
     request_in_ = Request{};
-    request_in_.method = std::string(header.method_string());
+    request_in_.method = method_;
+    request_in_.traceparent = std::string(traceparent);
     split_target(target, request_in_);
     auto matched = server_.router.match(request_in_);
     const auto* hit = std::get_if<Router::Match>(&matched);
@@ -423,7 +435,7 @@ class Session : public SessionBase {
     disconnect_ = nullptr;
     release_body();
     const auto took = latency();
-    if (server_.observer) server_.observer(route_, response.status, took);
+    if (server_.observer) server_.observer(method_, route_, response.status, took);
     if (server_.options.request_log) log_request(response.status, took);
     if (gone_) return close();
     if (server_.stopping) keep_alive_ = false;
@@ -451,7 +463,7 @@ class Session : public SessionBase {
     streaming_ = true;
     release_body();
     const auto took = latency();
-    if (server_.observer) server_.observer(route_, 200, took);
+    if (server_.observer) server_.observer(method_, route_, 200, took);
     if (server_.options.request_log) log_request(200, took);
     after_write_ = After::kNothing;
     queue_write(
@@ -470,12 +482,13 @@ class Session : public SessionBase {
 
   void log_request(unsigned status, std::chrono::nanoseconds took) {
     HttpOptions::RequestRecord record;
-    record.method = log_method_.empty() ? std::string_view("-") : std::string_view(log_method_);
+    record.method = method_.empty() ? std::string_view("-") : std::string_view(method_);
     record.path = log_path_.empty() ? std::string_view("-") : std::string_view(log_path_);
     record.route = route_;
     record.status = status;
     record.latency = took;
     record.client = client_;
+    record.trace_id = log_trace_id_;
     server_.options.request_log(record);
   }
 
@@ -646,8 +659,9 @@ class Session : public SessionBase {
   std::unique_ptr<std::array<char, 4096>> drain_;
   std::function<void()> disconnect_;
   std::string route_;
+  std::string method_;  // of the request being served; "" before its header is read
   // For HttpOptions::request_log only (empty when it is not set).
-  std::string client_, log_method_, log_path_;
+  std::string client_, log_path_, log_trace_id_;
   std::chrono::steady_clock::time_point started_{};
   After after_write_ = After::kNothing;
   uint64_t request_ = 1;  // which request of this connection is being served

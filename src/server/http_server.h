@@ -71,6 +71,8 @@ struct HttpOptions {
     unsigned status = 0;
     std::chrono::nanoseconds latency{0};  // header read -> answer queued (a stream: started)
     std::string_view client;              // "IP:PORT" of the peer
+    // The trace-id of the request's `traceparent` header; "" without a valid one.
+    std::string_view trace_id;
   };
   // Called on the I/O thread as each request is answered (a stream as it starts); must not
   // block. nullptr (the default): nothing is measured or copied for it.
@@ -79,11 +81,12 @@ struct HttpOptions {
 
 class HttpServer {
  public:
-  // Called after every completed request with its route ("" if none matched), its status and
-  // its latency (header read -> answer queued; a stream: started; 0 for a request refused
-  // before its header was read).
-  using Observer = std::function<void(const std::string& route, unsigned status,
-                                      std::chrono::nanoseconds latency)>;
+  // Called after every completed request with its method as sent ("" for a request refused
+  // before its header was read), its route ("" if none matched), its status and its latency
+  // (header read -> answer queued; a stream: started; 0 for a request refused before its
+  // header was read).
+  using Observer = std::function<void(const std::string& method, const std::string& route,
+                                      unsigned status, std::chrono::nanoseconds latency)>;
 
   HttpServer(HttpOptions options, Router router, Observer observer);
   ~HttpServer();

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "util/text.h"
+
 namespace kvq::server {
 namespace {
 
@@ -15,34 +17,6 @@ constexpr std::array<int, 256> decoding_table() {
   return table;
 }
 constexpr auto kDecoding = decoding_table();
-
-// The length of the UTF-8 sequence starting at text[i] if well-formed, else 0.
-size_t utf8_sequence(std::string_view text, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char b0 = byte(i);
-  if (b0 < 0x80) return 1;
-  size_t n;
-  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    n = 2;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    n = 3;
-    if (b0 == 0xE0) lo = 0xA0;  // overlong
-    if (b0 == 0xED) hi = 0x9F;  // surrogates
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    n = 4;
-    if (b0 == 0xF0) lo = 0x90;  // overlong
-    if (b0 == 0xF4) hi = 0x8F;  // past U+10FFFF
-  } else {
-    return 0;
-  }
-  if (i + n > text.size()) return 0;
-  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (size_t k = 2; k < n; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-  }
-  return n;
-}
 
 }  // namespace
 
@@ -88,14 +62,7 @@ std::optional<std::string> base64_decode(std::string_view text) {
   return out;
 }
 
-bool valid_utf8(std::string_view text) {
-  for (size_t i = 0; i < text.size();) {
-    const size_t n = utf8_sequence(text, i);
-    if (n == 0) return false;
-    i += n;
-  }
-  return true;
-}
+bool valid_utf8(std::string_view text) { return util::valid_utf8(text); }
 
 void put_data_fields(nlohmann::json& out, const std::string& data, jobs::DataFormat format) {
   out["data_format"] = std::string(jobs::data_format_name(format));

@@ -7,11 +7,7 @@
 #include "kvq/kv.h"
 
 namespace kvq::server {
-namespace {
 
-const std::string kNoRoute = "none";  // requests refused before a route matched
-
-// Label values escaped as the text format requires.
 std::string label(std::string_view v) {
   std::string out;
   for (char c : v) {
@@ -25,12 +21,26 @@ std::string label(std::string_view v) {
   return out;
 }
 
-// The shortest text that reads back as `v`: bounds stay "0.005", and sums keep every digit
-// (a stream's default six would round a long run's seconds).
 std::string number(double v) {
   char buf[32];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
   return ec == std::errc() ? std::string(buf, end) : "NaN";
+}
+
+namespace {
+
+const std::string kNoRoute = "none";  // requests refused before a route matched
+
+// The methods the method label names; any other is "other", and a request refused before its
+// method was read is "none", so a client cannot make new series.
+constexpr std::string_view kMethods[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
+
+std::string_view method_label(std::string_view method) {
+  if (method.empty()) return "none";
+  for (std::string_view m : kMethods) {
+    if (m == method) return m;
+  }
+  return "other";
 }
 
 // One per-type counter of Jobs::TypeStats.
@@ -175,10 +185,11 @@ Result<std::vector<TypeCounts>> count_jobs(jobs::Jobs& jobs) {
   return out;
 }
 
-void Metrics::request(const std::string& route, unsigned status, double seconds) {
+void Metrics::request(const std::string& method, const std::string& route, unsigned status,
+                      double seconds) {
   const std::string& name = route.empty() ? kNoRoute : route;
   util::MutexLock lock(mu_);
-  ++requests_[{name, status}];
+  ++requests_[{name, method_label(method), status}];
   Durations& d = durations_[name];
   const auto bucket = std::lower_bound(kRequestBuckets.begin(), kRequestBuckets.end(), seconds);
   if (bucket != kRequestBuckets.end()) ++d.buckets[bucket - kRequestBuckets.begin()];
@@ -251,8 +262,8 @@ std::string Metrics::render(jobs::Jobs& jobs) {
          "their type's retention passed.\n"
       << "# TYPE kvq_retention_removals_total counter\n"
       << "kvq_retention_removals_total " << stats.removed_by_retention << "\n";
-  out << "# HELP kvq_monitor_gave_up_total Running jobs this process's activity monitor gave up on "
-         "(their type's max_lost_runs reached) instead of re-enqueueing.\n"
+  out << "# HELP kvq_monitor_gave_up_total Lost runs this process's activity monitor ended dead "
+         "(attempts used up, or the type's max_lost_runs reached) instead of re-enqueueing.\n"
       << "# TYPE kvq_monitor_gave_up_total counter\n"
       << "kvq_monitor_gave_up_total " << stats.gave_up_by_monitor << "\n";
   out << "# HELP kvq_accept_wait_seconds How long an accept waited before it got a job.\n"
@@ -274,11 +285,11 @@ std::string Metrics::render(jobs::Jobs& jobs) {
       << "# TYPE kvq_http_accept_errors_total counter\n";
   for (const auto& [why, n] : accept_errors_)
     out << "kvq_http_accept_errors_total{reason=\"" << why << "\"} " << n << "\n";
-  out << "# HELP kvq_http_requests_total HTTP requests by route and status.\n"
+  out << "# HELP kvq_http_requests_total HTTP requests by route, method and status.\n"
       << "# TYPE kvq_http_requests_total counter\n";
   for (const auto& [key, n] : requests_) {
-    out << "kvq_http_requests_total{route=\"" << label(key.first) << "\",status=\"" << key.second
-        << "\"} " << n << "\n";
+    out << "kvq_http_requests_total{route=\"" << label(key.route) << "\",method=\"" << key.method
+        << "\",status=\"" << key.status << "\"} " << n << "\n";
   }
   out << "# HELP kvq_http_request_duration_seconds HTTP requests by route: from the request's "
          "header read until its answer was queued (a long poll's wait included).\n"

@@ -15,6 +15,12 @@
 
 namespace kvq::server {
 
+// A label value escaped as the text format requires.
+std::string label(std::string_view value);
+// The shortest text that reads back as `v`: bounds stay "0.005", and sums keep every digit
+// (a stream's default six would round a long run's seconds).
+std::string number(double v);
+
 // The jobs of one type by state (Jobs::count: pending and its scheduled part, running,
 // finished and its dead and cancelled parts).
 struct TypeCounts {
@@ -28,9 +34,10 @@ Result<std::vector<TypeCounts>> count_jobs(jobs::Jobs& jobs);
 
 class Metrics {
  public:
-  // An answered request: `seconds` from its header read until its answer was queued (a long
-  // poll's wait included).
-  void request(const std::string& route, unsigned status, double seconds);
+  // An answered request: its method as sent (HttpServer::Observer), `seconds` from its header
+  // read until its answer was queued (a long poll's wait included).
+  void request(const std::string& method, const std::string& route, unsigned status,
+               double seconds);
   void accepted(const std::string& type, double waited_seconds);
   void finished(const std::string& type);
   // A failed accept(2): reason "emfile", "enfile", "nomem" or "other" (http_server.h).
@@ -57,7 +64,13 @@ class Metrics {
     double sum = 0;
   };
   util::Mutex mu_;
-  std::map<std::pair<std::string, unsigned>, uint64_t> requests_ KVQ_GUARDED_BY(mu_);
+  struct RequestKey {
+    std::string route;
+    std::string_view method;  // one of kMethods' names: no label value a client can invent
+    unsigned status;
+    friend auto operator<=>(const RequestKey&, const RequestKey&) = default;
+  };
+  std::map<RequestKey, uint64_t> requests_ KVQ_GUARDED_BY(mu_);
   std::map<std::string, Durations> durations_ KVQ_GUARDED_BY(mu_);  // by route
   std::map<std::string, uint64_t> accepts_ KVQ_GUARDED_BY(mu_);
   std::map<std::string, uint64_t> finishes_ KVQ_GUARDED_BY(mu_);

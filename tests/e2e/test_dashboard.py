@@ -440,10 +440,10 @@ class Rendered(ServerTestCase):
         fields = ("type", "timeout", "gives-up", "retention", "pending", "scheduled", "running", "finished", "dead",
                   "cancelled")
         self.assertEqual([main.field(f) for f in fields],
-                         [self.s["main"], "30 s", "never", "kept", "3", "0", "1", "1", "0", "0"])
+                         [self.s["main"], "30 s", "after 25 attempts", "kept", "3", "0", "1", "1", "0", "0"])
         other = body.one("tr", data_type=self.s["other"])
         self.assertEqual([other.field(f) for f in fields],
-                         [self.s["other"], "2.5 s", "after 1", "1 d", "2", "0", "0", "1", "1", "0"])
+                         [self.s["other"], "2.5 s", "after 25 attempts or 1 lost run in a row", "1 d", "2", "0", "0", "1", "1", "0"])
 
     def test_it_refreshes_by_itself_and_charts_throughput(self):
         dom = self.page("/dashboard")

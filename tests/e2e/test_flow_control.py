@@ -215,6 +215,14 @@ class ThreeServers:
             r = c.put("/v1/types/%s" % q(t), bad)
             self.assertEqual((r.status, r.json["error"]), (400, "invalid_argument"), (bad, r))
             self.assertIn(field, r.json["message"], bad)
+        # A value of the wrong type is told the field's own range, not JSON's ±(2^53 - 1).
+        for field in ("max_running", "max_running_per_group", "max_lost_runs"):
+            for bad in ("2", 1.5, True, {"n": 2}, [2], 1e300, -1):
+                r = c.put("/v1/types/%s" % q(t), {field: bad})
+                self.assertEqual((r.status, r.json["error"]), (400, "invalid_argument"), (bad, r))
+                self.assertIn("'%s' must be an integer from 1 to 1000000, or null" % field,
+                              r.json["message"], (field, bad))
+                self.assertNotIn("9007199254740991", r.json["message"])
         r = c.put("/v1/types/%s" % q(t), {"rate": {"limit": 5, "period_ms": 10, "burst": 2}})
         self.assertEqual((r.status, r.json["error"]), (400, "unknown_field"), r)
         body = self.ok(c.get("/v1/types/%s" % q(t)))

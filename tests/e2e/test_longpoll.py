@@ -186,6 +186,14 @@ class LongPolls(ServerTestCase):
         self.assertEqual(self.assertStatus(out["value"], 200), {"type": t, "id": "fr", "found": False})
         self.assertLess(out["elapsed"], 8.0, "it answered only at its timeout")
 
+    def test_a_wait_with_the_default_state_on_a_finished_job_answers_at_once(self):
+        t, c = self.t, self.c
+        self.finished_job("fo")
+        t0 = time.monotonic()
+        ev = self.assertStatus(c.get("/v1/jobs/%s/fo/wait?timeout=10" % t), 200)
+        self.assertLess(time.monotonic() - t0, 2.0, "it followed the job instead")
+        self.assertEqual((ev["found"], ev["state"], ev["outcome"]), (True, "finished", "succeeded"))
+
     def test_a_wait_begun_on_a_finished_job_follows_it_when_it_is_added_again(self):
         t, c = self.t, self.c
         self.finished_job("fa")
