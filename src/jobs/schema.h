@@ -169,9 +169,9 @@ struct JobRow {
   std::string group;                    // AddOptions::group; "" for none
   std::optional<Millis> timeout;        // AddOptions::timeout: its own; nullopt: its type's
   DataFormat data_format = DataFormat::kJson;
-  bool global_id = false;  // AddOptions::global_id: indexed at (19, 1, id) (I9)
-  uint32_t snoozes = 0;    // JobInfo::snoozes
-  uint32_t kicks = 0;      // JobInfo::kicks
+  bool global_id = false;   // AddOptions::global_id: indexed at (19, 1, id) (I9)
+  uint32_t snoozes = 0;     // JobInfo::snoozes
+  uint32_t kicks = 0;       // JobInfo::kicks
   std::string traceparent;  // AddOptions::traceparent; "" for none
 };
 
