@@ -142,24 +142,6 @@ class FakeOtel:
 
 class Traces(ServerTest):
 
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        t = uniq("probe")
-        cls.client.put_type(t, 30)
-        try:
-            cls.client.add(t, "probe", traceparent=PARENT)
-            cls.server_keeps_traceparent = True
-        except kvq.InvalidArgument as err:
-            if err.code != "unknown_field":
-                raise
-            cls.server_keeps_traceparent = False
-
-    def needs_server_traceparent(self):
-        if not self.server_keeps_traceparent:
-            self.skipTest("this kvq serve refuses the add's traceparent field (unknown_field): "
-                          "the server side of traces (issue 44 §3) is not in this build yet")
-
     def run_one(self, t, handler):
         w = kvq.Worker(self.client, worker_id=uniq("w"), register=False)
         w.register(t, handler)
@@ -181,7 +163,6 @@ class Traces(ServerTest):
         self.assertEqual(seen, [None, None])
 
     def test_an_explicit_traceparent_round_trips_to_the_handler(self):
-        self.needs_server_traceparent()
         t = self.new_type()
         self.client.add(t, "j", {"n": 1}, traceparent=PARENT)
         self.client.add_many(t, [{"id": "k", "data": {}, "traceparent": AMBIENT}, ("none", {})])
@@ -192,7 +173,6 @@ class Traces(ServerTest):
         self.assertEqual(seen, {"j": PARENT, "k": AMBIENT, "none": None})
 
     def test_an_invalid_traceparent_is_refused(self):
-        self.needs_server_traceparent()
         t = self.new_type()
         with self.assertRaises(kvq.InvalidArgument):
             self.client.add(t, "j", traceparent="00-not-a-trace-01")
@@ -210,9 +190,9 @@ class Traces(ServerTest):
         with fake.installed():  # no current span: nothing to send
             kvq.Client(proxy.url).add(t, "outside")
         self.assertEqual([h.get("traceparent") for _, h in proxy.seen], [AMBIENT, AMBIENT, None])
-        if self.server_keeps_traceparent:  # the server keeps the header's context
-            self.assertEqual(self.client.get(t, "j")["traceparent"], AMBIENT)
-            self.assertEqual(self.client.get(t, "k")["traceparent"], AMBIENT)
+        # The server keeps the header's context.
+        self.assertEqual(self.client.get(t, "j")["traceparent"], AMBIENT)
+        self.assertEqual(self.client.get(t, "k")["traceparent"], AMBIENT)
 
     def test_with_opentelemetry_the_handler_runs_in_a_consumer_span_with_its_outcome(self):
         fake = FakeOtel()
@@ -245,7 +225,6 @@ class Traces(ServerTest):
         self.assertIs(inner["ok"], ok)
 
     def test_with_opentelemetry_the_span_continues_the_jobs_trace(self):
-        self.needs_server_traceparent()
         fake = FakeOtel()
         t = self.new_type()
         self.client.add(t, "j", traceparent=PARENT)
