@@ -82,8 +82,7 @@ TEST_P(JobsTracesTest, TheAddThatLastSetTheJobsDataSetsItsTraceparent) {
 }
 
 TEST_P(JobsTracesTest, AnInvalidTraceparentIsRefusedAndChangesNothing) {
-  const std::string bad[] = {"garbage",
-                             "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+  const std::string bad[] = {"garbage", "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
                              "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
                              "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
                              "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"};
@@ -93,9 +92,8 @@ TEST_P(JobsTracesTest, AnInvalidTraceparentIsRefusedAndChangesNothing) {
     EXPECT_NE(added.status().message().find("traceparent"), std::string::npos);
   }
   EXPECT_EQ(jobs().get("work", "j").status().code(), Code::kNotFound);
-  auto many = jobs().add_many(
-      "work", {{.id = "a", .options = {.traceparent = kTraceA}},
-               {.id = "b", .options = {.traceparent = "00-bad"}}});
+  auto many = jobs().add_many("work", {{.id = "a", .options = {.traceparent = kTraceA}},
+                                       {.id = "b", .options = {.traceparent = "00-bad"}}});
   EXPECT_EQ(many.status().code(), Code::kInvalidArgument);
   EXPECT_EQ(jobs().get("work", "a").status().code(), Code::kNotFound);
   auto ok = jobs().add_many("work", {{.id = "a", .options = {.traceparent = kTraceA}},

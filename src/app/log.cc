@@ -159,9 +159,8 @@ void Logger::request(const RequestLine& line) {
   if (!enabled(level)) return;
   const double latency_ms = static_cast<double>(line.latency.count()) / 1e6;
   // The fields every line has, then those it has only when known (no empty route=, trace_id=).
-  Field fields[] = {{"method", line.method},         {"path", line.path},
-                    {"status", line.status},         {"latency_ms", latency_ms},
-                    {"client", line.client},         {"route", line.route},
+  Field fields[] = {{"method", line.method},    {"path", line.path},     {"status", line.status},
+                    {"latency_ms", latency_ms}, {"client", line.client}, {"route", line.route},
                     {"trace_id", line.trace_id}};
   size_t count = 5;
   if (!line.route.empty()) fields[count++] = Field("route", line.route);

@@ -113,7 +113,8 @@ TEST(LogTest, ARequestLineCarriesItsTraceIdWhenItHasOne) {
   EXPECT_EQ(nlohmann::json::parse(lines[0])["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
   EXPECT_EQ(nlohmann::json::parse(lines[0])["route"], "/v1/jobs/{type}/{id}");
   EXPECT_FALSE(nlohmann::json::parse(lines[1]).contains("trace_id")) << lines[1];
-  EXPECT_NE(text_out.str().find(" route=/v1/jobs/{type}/{id} trace_id=4bf92f3577b34da6a3ce929d0e0e4736\n"),
+  EXPECT_NE(text_out.str().find(
+                " route=/v1/jobs/{type}/{id} trace_id=4bf92f3577b34da6a3ce929d0e0e4736\n"),
             std::string::npos)
       << text_out.str();
 }

@@ -343,12 +343,12 @@ int run_serve(int argc, char** argv) {
                       .latency = r.latency});
     };
   }
-  HttpServer server(
-      http, std::move(router),
-      [&metrics](const std::string& method, const std::string& route, unsigned status,
-                 std::chrono::nanoseconds latency) {
-        metrics.request(method, route, status, std::chrono::duration<double>(latency).count());
-      });
+  HttpServer server(http, std::move(router),
+                    [&metrics](const std::string& method, const std::string& route, unsigned status,
+                               std::chrono::nanoseconds latency) {
+                      metrics.request(method, route, status,
+                                      std::chrono::duration<double>(latency).count());
+                    });
   auto bound = server.listen();
   if (auto* error = std::get_if<std::string>(&bound)) return fatal(*error);
   const bool ipv6 = http.host.find(':') != std::string::npos;

@@ -150,8 +150,8 @@ TEST(ServeOptionsTest, AConfigValueKeepsAHashAndAnEqualsSign) {
 
 TEST(ServeOptionsTest, ABadlyQuotedConfigValueIsAnErrorNamingItsLine) {
   testing::TempDir dir;
-  for (const std::string bad : {"token = \"open\n", "token = \"a\" b\n", "token = 'x\n",
-                                "token = \"a\\qb\"\n", " = v\n"}) {
+  for (const std::string bad :
+       {"token = \"open\n", "token = \"a\" b\n", "token = 'x\n", "token = \"a\\qb\"\n", " = v\n"}) {
     std::ofstream(dir.sub("bad.conf")) << "listen = 127.0.0.1:1\n" << bad;
     auto parsed = parse({"--config", dir.sub("bad.conf")});
     ASSERT_TRUE(std::holds_alternative<std::string>(parsed)) << bad;

@@ -115,8 +115,8 @@ int run_schedule_ls(int argc, char** argv) {
   }
   std::vector<std::vector<std::string>> rows;
   for (const auto& s : schedules) {
-    rows.push_back({cell(s, "name"), cell(s, "type"), next_run_cell(s),
-                    cell(s, "enqueued"), cell(s, "skipped"), cell(s, "timezone"), cell(s, "cron")});
+    rows.push_back({cell(s, "name"), cell(s, "type"), next_run_cell(s), cell(s, "enqueued"),
+                    cell(s, "skipped"), cell(s, "timezone"), cell(s, "cron")});
   }
   // The cron last: it holds spaces, and so reads best where nothing follows it.
   std::fputs(

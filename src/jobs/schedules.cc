@@ -50,20 +50,20 @@ constexpr size_t kMaxNextRuns = 1000;
 
 std::string encode_schedule(const ScheduleInfo& s) {
   Tuple t{kScheduleFormat,
-               s.spec.type,
-               s.spec.cron,
-               s.spec.timezone,
-               s.spec.data,
-               s.spec.priority,
-               static_cast<int64_t>(s.spec.catch_up),
-               s.next_run_ms,
-               s.last_run_ms,
-               s.last_job_id,
-               static_cast<int64_t>(s.enqueued),
-               static_cast<int64_t>(s.skipped),
-               s.last_error,
-               s.created_at_ms,
-               s.updated_at_ms};
+          s.spec.type,
+          s.spec.cron,
+          s.spec.timezone,
+          s.spec.data,
+          s.spec.priority,
+          static_cast<int64_t>(s.spec.catch_up),
+          s.next_run_ms,
+          s.last_run_ms,
+          s.last_job_id,
+          static_cast<int64_t>(s.enqueued),
+          static_cast<int64_t>(s.skipped),
+          s.last_error,
+          s.created_at_ms,
+          s.updated_at_ms};
   if (s.paused) t.append(true);
   return t.pack();
 }

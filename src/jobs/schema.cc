@@ -151,10 +151,9 @@ Result<JobRow> decode_row(std::string_view bytes) {
   KVQ_ASSIGN_OR_RETURN(Tuple t, Tuple::unpack(bytes));
   const bool known_size =
       t.size() == kRowFields || t.size() == kRowFieldsBeforeTraceparent ||
-      t.size() == kRowFieldsBeforeKicks ||
-      t.size() == kRowFieldsBeforeProtocol || t.size() == kRowFieldsBeforeGroup ||
-      t.size() == kRowFieldsBeforeOutcome || t.size() == kRowFieldsBeforeWorkerType ||
-      t.size() == kRowFieldsBeforeLostRuns;
+      t.size() == kRowFieldsBeforeKicks || t.size() == kRowFieldsBeforeProtocol ||
+      t.size() == kRowFieldsBeforeGroup || t.size() == kRowFieldsBeforeOutcome ||
+      t.size() == kRowFieldsBeforeWorkerType || t.size() == kRowFieldsBeforeLostRuns;
   if (!known_size || !t[0].is_int() || t[0].as_int() != kRowFormat) {
     return Internal("job row has an unknown format");
   }
@@ -175,8 +174,8 @@ Result<JobRow> decode_row(std::string_view bytes) {
         t[26].as_int() <= static_cast<int64_t>(DataFormat::kBytes) && t[27].is_bool() &&
         t[28].is_int() && t[28].as_int() >= 0)) &&
       (t.size() != kRowFieldsBeforeTraceparent || (t[29].is_int() && t[29].as_int() > 0)) &&
-      (t.size() != kRowFields || (t[29].is_int() && t[29].as_int() >= 0 && t[30].is_string() &&
-                                  !t[30].as_string().empty()));
+      (t.size() != kRowFields ||
+       (t[29].is_int() && t[29].as_int() >= 0 && t[30].is_string() && !t[30].as_string().empty()));
   if (!shaped) return Internal("job row has fields of the wrong kind");
   JobRow r;
   r.seq = static_cast<uint64_t>(t[1].as_int());

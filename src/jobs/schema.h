@@ -172,7 +172,8 @@ struct JobRow {
   bool global_id = false;  // AddOptions::global_id: indexed at (19, 1, id) (I9)
   uint32_t snoozes = 0;    // JobInfo::snoozes
   uint32_t kicks = 0;      // JobInfo::kicks
-  std::string traceparent;  // AddOptions::traceparent; "" for none
+  // AddOptions::traceparent; "" for none.
+  std::string traceparent;
 };
 
 // A group's row, the value of (17, type, group).

@@ -33,7 +33,8 @@ const std::string kNoRoute = "none";  // requests refused before a route matched
 
 // The methods the method label names; any other is "other", and a request refused before its
 // method was read is "none", so a client cannot make new series.
-constexpr std::string_view kMethods[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
+constexpr std::string_view kMethods[] = {"GET",    "HEAD",  "POST",   "PUT",
+                                         "DELETE", "PATCH", "OPTIONS"};
 
 std::string_view method_label(std::string_view method) {
   if (method.empty()) return "none";

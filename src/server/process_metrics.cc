@@ -79,8 +79,7 @@ std::optional<double> open_fds() {
 
 std::optional<double> max_fds() {
   rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
-    return std::nullopt;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return std::nullopt;
   return static_cast<double>(limit.rlim_cur);
 }
 
@@ -99,7 +98,8 @@ void write_process_metrics(std::ostream& out) {
     start = *boot + *since_boot / ticks;
   vsize = field_number(fields, 23);
   if (auto pages = field_number(fields, 24); pages && page > 0) rss = *pages * page;
-  gauge(out, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", cpu);
+  gauge(out, "process_cpu_seconds_total", "counter",
+        "Total user and system CPU time spent in seconds.", cpu);
   gauge(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", rss);
   gauge(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", vsize);
   gauge(out, "process_open_fds", "gauge", "Number of open file descriptors.", open_fds());

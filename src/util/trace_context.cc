@@ -12,7 +12,9 @@ bool lower_hex(std::string_view text) {
   return true;
 }
 
-bool all_zero(std::string_view text) { return text.find_first_not_of('0') == std::string_view::npos; }
+bool all_zero(std::string_view text) {
+  return text.find_first_not_of('0') == std::string_view::npos;
+}
 
 }  // namespace
 

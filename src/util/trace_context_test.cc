@@ -24,7 +24,7 @@ TEST(TraceContextTest, EachPartOutOfShapeIsInvalid) {
   };
   EXPECT_FALSE(is_valid_traceparent(""));
   EXPECT_FALSE(is_valid_traceparent(valid.substr(0, 54)));
-  EXPECT_FALSE(is_valid_traceparent(valid + "-"));   // version 00 has nothing after its flags
+  EXPECT_FALSE(is_valid_traceparent(valid + "-"));  // version 00 has nothing after its flags
   EXPECT_FALSE(is_valid_traceparent(valid + "0"));
   EXPECT_FALSE(is_valid_traceparent(with(0, "ff")));  // the version W3C forbids
   EXPECT_FALSE(is_valid_traceparent(with(0, "0g")));
