@@ -56,9 +56,17 @@ class MetricsSeries(ServerTestCase):
         self.assertEqual(info[0][1], 1.0)
         self.assertRegex(info[0][0]["version"], r"^\d+\.\d+\.\d+")
 
+    @staticmethod
+    def cpu_seconds(pid):
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
     def test_process_series_describe_this_process(self):
         pid = self.server.pid
+        cpu_before = self.cpu_seconds(pid)
         samples, types = self.scrape()
+        cpu_after = self.cpu_seconds(pid)
         one = lambda name: self.values(samples, name)
         for name, kind in (("process_cpu_seconds_total", "counter"),
                            ("process_resident_memory_bytes", "gauge"),
@@ -78,7 +86,8 @@ class MetricsSeries(ServerTestCase):
         started = one("process_start_time_seconds")[0]
         self.assertLess(started, time.time() + 2)
         self.assertGreater(started, os.stat("/proc/%d" % pid).st_mtime - 3600)
-        self.assertGreater(one("process_cpu_seconds_total")[0], 0)
+        cpu = one("process_cpu_seconds_total")[0]
+        self.assertTrue(cpu_before <= cpu <= cpu_after, (cpu_before, cpu, cpu_after))
 
     def test_live_workers_are_counted_by_type(self):
         wt = uniq("wt")
