@@ -412,6 +412,67 @@ TEST_P(SchedulesTest, ReplacingAScheduleKeepsItsCountsAndNeverGoesBack) {
   EXPECT_GT(replaced->next_run_ms, ran.last_run_ms);
 }
 
+// A paused schedule enqueues nothing, however long it stays due, and a resumed one goes on from
+// its first occurrence after the resume: what came due while paused is never enqueued.
+TEST_P(SchedulesTest, APausedScheduleEnqueuesNothingUntilResumed) {
+  auto j = open_jobs(store(), false);
+  ASSERT_TRUE(j->put_schedule("beat", every_second(CatchUp::kAll)).ok());
+  EXPECT_EQ(j->pause_schedule("absent").status().code(), Code::kNotFound);
+  EXPECT_EQ(j->resume_schedule("absent").status().code(), Code::kNotFound);
+  auto paused = j->pause_schedule("beat");
+  ASSERT_TRUE(paused.ok()) << paused.status().to_string();
+  EXPECT_TRUE(paused->paused);
+  EXPECT_TRUE(j->pause_schedule("beat")->paused) << "pausing again changes nothing";
+  move_next_run_back("beat", 5 * kSecond);
+  auto ran = j->run_due_schedules();
+  ASSERT_TRUE(ran.ok()) << ran.status().to_string();
+  EXPECT_EQ(*ran, 0u);
+  EXPECT_TRUE(all_jobs(*j, "tick").empty());
+  // Replacing it keeps it paused.
+  auto replaced = j->put_schedule("beat", every_second(CatchUp::kAll));
+  ASSERT_TRUE(replaced.ok()) << replaced.status().to_string();
+  EXPECT_TRUE(replaced->paused);
+  EXPECT_TRUE(j->get_schedule("beat")->paused);
+  EXPECT_TRUE((*j->schedules())[0].paused);
+
+  const int64_t resumed_at = wall_ms();
+  auto resumed = j->resume_schedule("beat");
+  ASSERT_TRUE(resumed.ok()) << resumed.status().to_string();
+  EXPECT_FALSE(resumed->paused);
+  EXPECT_GT(resumed->next_run_ms, resumed_at - kSecond);
+  EXPECT_EQ(resumed->enqueued, 0u);
+  EXPECT_EQ(resumed->skipped, 0u) << "what a pause left out is not skipped by catch_up";
+  wait_for_wall_time(resumed->next_run_ms);
+  ASSERT_TRUE(j->run_due_schedules().ok());
+  const auto jobs = all_jobs(*j, "tick");
+  ASSERT_FALSE(jobs.empty());
+  for (const auto& job : jobs) {
+    EXPECT_GE(job.scheduled_time_ms, resumed->next_run_ms) << job.id;
+  }
+  // A schedule never paused, and one resumed, have rows as before pauses existed.
+  const jobs::Keys keys(kPrefix);
+  auto row = kv::run(raw(), [&](kv::Transaction& txn) { return txn.get(keys.schedule("beat")); });
+  ASSERT_TRUE(row.ok() && row->has_value());
+  EXPECT_EQ(Tuple::unpack(**row)->size(), 15u);
+}
+
+// The scheduler thread sleeps through a paused schedule (it does not spin on its past time) and
+// takes it up at once when it is resumed.
+TEST_P(SchedulesTest, TheRunningSchedulerWaitsOutAPauseAndWakesOnTheResume) {
+  auto j = open_jobs(store(), true);
+  ASSERT_TRUE(j->put_schedule("beat", every_second()).ok());
+  ASSERT_TRUE(j->pause_schedule("beat").ok());
+  const size_t before = all_jobs(*j, "tick").size();  // at most one, enqueued before the pause
+  wait_for_wall_time(wall_ms() + 2 * kSecond);
+  EXPECT_EQ(all_jobs(*j, "tick").size(), before);
+  EXPECT_EQ(j->get_schedule("beat")->enqueued, before);
+  ASSERT_TRUE(j->resume_schedule("beat").ok());
+  const auto deadline = kv::Clock::now() + 10s;
+  while (all_jobs(*j, "tick").size() == before && kv::Clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_GT(all_jobs(*j, "tick").size(), before);
+}
+
 // ---- Failures ----
 
 // The type of one schedule is deleted: its occurrence is recorded as an error and skipped, it

@@ -521,6 +521,10 @@ struct ScheduleInfo {
   std::string last_error;   // why the latest occurrence could not be enqueued ("" if it was)
   int64_t created_at_ms = 0;
   int64_t updated_at_ms = 0;
+  // Jobs::pause_schedule: no scheduler enqueues an occurrence of it until resume_schedule.
+  // Occurrences that come due meanwhile are never enqueued (nor counted as skipped): a resumed
+  // schedule goes on from its first occurrence after the resume. put_schedule keeps it paused.
+  bool paused = false;
 };
 
 struct SubscribeOptions {

@@ -206,6 +206,10 @@ class Jobs {
   Result<std::vector<ScheduleInfo>> schedules();
   // Deletes the schedule (jobs it enqueued stay). kNotFound if absent.
   Status remove_schedule(std::string_view name);
+  // Pause or resume the schedule (ScheduleInfo::paused says what that means), returning it as
+  // the call left it; either call on a schedule already so changes nothing. kNotFound if absent.
+  Result<ScheduleInfo> pause_schedule(std::string_view name);
+  Result<ScheduleInfo> resume_schedule(std::string_view name);
   // The first `count` (1..1000) times after `after_ms` that `spec` names, without storing
   // anything: what put_schedule would do, for previews. kInvalidArgument as put_schedule.
   static Result<std::vector<int64_t>> next_runs(const ScheduleSpec& spec, int64_t after_ms,

@@ -1,4 +1,5 @@
-// cli/commands_schedules.cc — kvq schedule (put, ls, get, rm): cron schedules that enqueue jobs.
+// cli/commands_schedules.cc — kvq schedule (put, ls, get, rm, pause, resume): cron schedules that
+// enqueue jobs.
 #include <cstdio>
 #include <iostream>
 #include <string_view>
@@ -19,6 +20,7 @@ constexpr char kScheduleUsage[] =
     "       kvq schedule ls\n"
     "       kvq schedule get NAME\n"
     "       kvq schedule rm NAME\n"
+    "       kvq schedule pause NAME | resume NAME\n"
     "\n"
     "A schedule adds a job of TYPE at every time its cron expression names, once per time\n"
     "however many servers run (the job's id is NAME@TIME, TIME in UTC to the second).\n"
@@ -32,7 +34,16 @@ constexpr char kScheduleUsage[] =
     "                   only the latest (one, the default), or all\n"
     "  ls               lists the schedules\n"
     "  get NAME         prints the schedule, where it stands and its next five times\n"
-    "  rm NAME          removes the schedule (the jobs it added stay)\n";
+    "  rm NAME          removes the schedule (the jobs it added stay)\n"
+    "  pause NAME       no server enqueues its occurrences until it is resumed; those that come\n"
+    "                   due meanwhile are never enqueued\n"
+    "  resume NAME      it goes on from its first occurrence after now\n";
+
+// Where a schedule's next run stands: its time, or "paused".
+std::string next_run_cell(const Json& s) {
+  if (value_of(s, "paused", false)) return "paused";
+  return time_cell(value_of(s, "next_run", Json()));
+}
 
 // A schedule (GET /v1/schedules/{name}) as key: value lines, then its next runs, one a line.
 std::string format_schedule(const Json& s) {
@@ -44,7 +55,7 @@ std::string format_schedule(const Json& s) {
       {"catch_up", cell(s, "catch_up")},
       {"priority", cell(s, "priority")},
       {"data", compact(value_of(s, "data", Json::object()))},
-      {"next_run", time_cell(value_of(s, "next_run", Json()))},
+      {"next_run", next_run_cell(s)},
       {"last_run", time_cell(value_of(s, "last_run", Json()))},
       {"last_job_id", cell(s, "last_job_id")},
       {"enqueued", cell(s, "enqueued")},
@@ -104,8 +115,8 @@ int run_schedule_ls(int argc, char** argv) {
   }
   std::vector<std::vector<std::string>> rows;
   for (const auto& s : schedules) {
-    rows.push_back({cell(s, "name"), cell(s, "type"), time_cell(value_of(s, "next_run", Json())),
-                    cell(s, "enqueued"), cell(s, "skipped"), cell(s, "timezone"), cell(s, "cron")});
+    rows.push_back({cell(s, "name"), cell(s, "type"), next_run_cell(s), cell(s, "enqueued"),
+                    cell(s, "skipped"), cell(s, "timezone"), cell(s, "cron")});
   }
   // The cron last: it holds spaces, and so reads best where nothing follows it.
   std::fputs(
@@ -139,6 +150,26 @@ int run_schedule_rm(int argc, char** argv) {
   return kExitOk;
 }
 
+// kvq schedule pause NAME / resume NAME (`pause` says which).
+int run_schedule_pause(int argc, char** argv, bool pause) {
+  const char* verb = pause ? "pause" : "resume";
+  auto begun = begin_command(argc, argv, pause ? "schedule pause" : "schedule resume",
+                             kScheduleUsage, {}, 1, 1);
+  if (!begun.invocation) return begun.exit_code;
+  const Invocation& inv = *begun.invocation;
+  const std::string& name = inv.args.positional[0];
+  Response r = inv.client->post(path("/v1/schedules", {name, verb}), Json::object());
+  if (!r.ok()) return inv.fail(r);
+  if (inv.json) {
+    print_json(r.body);
+  } else if (pause) {
+    std::printf("paused schedule %s\n", name.c_str());
+  } else {
+    std::printf("resumed schedule %s; next run %s\n", name.c_str(), next_run_cell(r.body).c_str());
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int run_schedule(int argc, char** argv) {
@@ -148,11 +179,13 @@ int run_schedule(int argc, char** argv) {
     if (sub == "ls") return run_schedule_ls(argc - 1, argv + 1);
     if (sub == "get") return run_schedule_get(argc - 1, argv + 1);
     if (sub == "rm") return run_schedule_rm(argc - 1, argv + 1);
+    if (sub == "pause") return run_schedule_pause(argc - 1, argv + 1, true);
+    if (sub == "resume") return run_schedule_pause(argc - 1, argv + 1, false);
   }
   // Anything else: --help prints the usage, the rest is a usage error naming what was given.
   auto begun = begin_command(argc, argv, "schedule", kScheduleUsage, {}, 0, 0);
   if (!begun.invocation) return begun.exit_code;
-  return begun.invocation->usage_error("give a subcommand: put, ls, get or rm");
+  return begun.invocation->usage_error("give a subcommand: put, ls, get, rm, pause or resume");
 }
 
 }  // namespace kvq::cli

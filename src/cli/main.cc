@@ -44,6 +44,7 @@ constexpr char kUsage[] =
     "  schedule put NAME --type T --cron EXPR [--timezone Z] [--data JSON] [--priority N]\n"
     "               [--catch-up none|one|all]   add a job of T at every time EXPR names\n"
     "  schedule ls | get NAME | rm NAME list, show (with its next runs) or remove schedules\n"
+    "  schedule pause NAME | resume NAME  stop or restart enqueuing a schedule's jobs\n"
     "  workers WTYPE                    list workers         top [--once]    live counts per type\n"
     "  bench [--jobs J ...]             load-test a server on a throwaway type of its own\n"
     "  (client commands: --url URL (default $KVQ_URL or http://127.0.0.1:7411; https:// for TLS),\n"

@@ -46,7 +46,7 @@ Result<kv::Clock::time_point> Scheduler::turn() {
   }
   int64_t earliest = std::numeric_limits<int64_t>::max();
   for (const ScheduleInfo& info : all) {
-    if (info.next_run_ms != 0) earliest = std::min(earliest, info.next_run_ms);
+    if (info.next_run_ms != 0 && !info.paused) earliest = std::min(earliest, info.next_run_ms);
   }
   if (earliest == std::numeric_limits<int64_t>::max()) return kv::Clock::time_point::max();
   const int64_t wait_ms = earliest - now_ms();

@@ -2,8 +2,9 @@
 // enqueues a schedule's due occurrences, which every process's scheduler runs (scheduler.h).
 //
 // Row (12, name) -> Tuple(format=1, type, cron, timezone, data, priority, catch_up, next_run_ms,
-// last_run_ms, last_job_id, enqueued, skipped, last_error, created_at_ms, updated_at_ms);
-// catch_up as CatchUp's integer, next_run_ms 0 once the expression names no later time.
+// last_run_ms, last_job_id, enqueued, skipped, last_error, created_at_ms, updated_at_ms
+// [, paused]); catch_up as CatchUp's integer, next_run_ms 0 once the expression names no later
+// time; paused (true) only on a paused schedule, so a row of one never paused is as before.
 #include <algorithm>
 #include <limits>
 #include <utility>
@@ -36,7 +37,8 @@ Result<CatchUp> parse_catch_up(std::string_view name) {
 namespace {
 
 constexpr int64_t kScheduleFormat = 1;
-constexpr size_t kScheduleFields = 15;
+constexpr size_t kScheduleFieldsBeforePaused = 15;
+constexpr size_t kScheduleFields = 16;
 // kAll enqueues at most this many occurrences per transaction, the rest in the next ones.
 constexpr size_t kMaxEnqueuedPerTransaction = 100;
 // Occurrences left out are counted at most this many per transaction, so that a per-second
@@ -47,28 +49,30 @@ constexpr int64_t kMaxGraceMs = 60'000;
 constexpr size_t kMaxNextRuns = 1000;
 
 std::string encode_schedule(const ScheduleInfo& s) {
-  return Tuple{kScheduleFormat,
-               s.spec.type,
-               s.spec.cron,
-               s.spec.timezone,
-               s.spec.data,
-               s.spec.priority,
-               static_cast<int64_t>(s.spec.catch_up),
-               s.next_run_ms,
-               s.last_run_ms,
-               s.last_job_id,
-               static_cast<int64_t>(s.enqueued),
-               static_cast<int64_t>(s.skipped),
-               s.last_error,
-               s.created_at_ms,
-               s.updated_at_ms}
-      .pack();
+  Tuple t{kScheduleFormat,
+          s.spec.type,
+          s.spec.cron,
+          s.spec.timezone,
+          s.spec.data,
+          s.spec.priority,
+          static_cast<int64_t>(s.spec.catch_up),
+          s.next_run_ms,
+          s.last_run_ms,
+          s.last_job_id,
+          static_cast<int64_t>(s.enqueued),
+          static_cast<int64_t>(s.skipped),
+          s.last_error,
+          s.created_at_ms,
+          s.updated_at_ms};
+  if (s.paused) t.append(true);
+  return t.pack();
 }
 
 Result<ScheduleInfo> decode_schedule(std::string_view name, std::string_view bytes) {
   auto t = Tuple::unpack(bytes);
-  if (!t.ok() || t->size() != kScheduleFields || !(*t)[0].is_int() ||
-      (*t)[0].as_int() != kScheduleFormat) {
+  if (!t.ok() || (t->size() != kScheduleFields && t->size() != kScheduleFieldsBeforePaused) ||
+      !(*t)[0].is_int() || (*t)[0].as_int() != kScheduleFormat ||
+      (t->size() == kScheduleFields && !((*t)[15].is_bool() && (*t)[15].as_bool()))) {
     return Internal("corrupt schedule row '" + std::string(name) + "'");
   }
   const auto& e = t->elements();
@@ -97,6 +101,7 @@ Result<ScheduleInfo> decode_schedule(std::string_view name, std::string_view byt
   s.last_error = e[12].as_string();
   s.created_at_ms = e[13].as_int();
   s.updated_at_ms = e[14].as_int();
+  s.paused = e.size() == kScheduleFields;
   return s;
 }
 
@@ -162,7 +167,7 @@ Result<ScheduleTick> tick_schedule(Jobs& jobs, kv::Transaction& txn, const Keys&
   KVQ_ASSIGN_OR_RETURN(auto stored, txn.get(keys.schedule(name)));
   if (!stored) return tick;
   KVQ_ASSIGN_OR_RETURN(ScheduleInfo row, decode_schedule(name, *stored));
-  if (row.next_run_ms == 0 || row.next_run_ms > now) return tick;
+  if (row.paused || row.next_run_ms == 0 || row.next_run_ms > now) return tick;
   auto cron = CronSchedule::parse(row.spec.cron, row.spec.timezone);
   if (!cron.ok()) {
     // The expression was valid when put; the tz database may have changed since. Look again in
@@ -312,6 +317,47 @@ Status Jobs::remove_schedule(std::string_view name) {
       options_.retry);
 }
 
+namespace {
+
+// pause_schedule (`paused` true) or resume_schedule: one transaction, which wakes every
+// scheduler (the token) so that none sleeps on a paused schedule's time or past a resumed one's.
+// A resumed schedule's next run is its first occurrence after now (and after its last run), as
+// a put's is: what came due while it was paused is not enqueued.
+Result<ScheduleInfo> set_schedule_paused(kv::Store& store, const kv::RetryOptions& retry,
+                                         const Keys& keys, std::string_view name, bool paused) {
+  KVQ_RETURN_IF_ERROR(validate_schedule_name(name));
+  return kv::run(
+      store,
+      [&](kv::Transaction& txn) -> Result<ScheduleInfo> {
+        KVQ_ASSIGN_OR_RETURN(auto stored, txn.get(keys.schedule(name)));
+        if (!stored) return NotFound("no schedule '" + std::string(name) + "'");
+        KVQ_ASSIGN_OR_RETURN(ScheduleInfo info, decode_schedule(name, *stored));
+        if (info.paused == paused) return info;
+        const int64_t now = now_ms();
+        if (!paused) {
+          KVQ_ASSIGN_OR_RETURN(CronSchedule cron,
+                               CronSchedule::parse(info.spec.cron, info.spec.timezone));
+          info.next_run_ms = occurrence_after(cron, std::max(now, info.last_run_ms));
+        }
+        info.paused = paused;
+        info.updated_at_ms = now;
+        write_schedule(txn, keys, info);
+        txn.set(keys.schedules_token(), util::random_hex(8));
+        return info;
+      },
+      retry);
+}
+
+}  // namespace
+
+Result<ScheduleInfo> Jobs::pause_schedule(std::string_view name) {
+  return set_schedule_paused(*store_, options_.retry, impl_->keys, name, true);
+}
+
+Result<ScheduleInfo> Jobs::resume_schedule(std::string_view name) {
+  return set_schedule_paused(*store_, options_.retry, impl_->keys, name, false);
+}
+
 Result<std::vector<int64_t>> Jobs::next_runs(const ScheduleSpec& spec, int64_t after_ms,
                                              size_t count) {
   if (count == 0 || count > kMaxNextRuns)
@@ -341,7 +387,7 @@ Result<size_t> Jobs::run_due_schedules() {
   // A schedule that cannot be ticked (the store failing it) holds up none of the others.
   Status first_error;
   for (const ScheduleInfo& info : all) {
-    if (info.next_run_ms == 0 || info.next_run_ms > now) continue;
+    if (info.paused || info.next_run_ms == 0 || info.next_run_ms > now) continue;
     for (bool more = true; more;) {
       Result<ScheduleTick> tick = kv::run(
           *store_,

@@ -35,7 +35,9 @@ nlohmann::json schedule_json(const jobs::ScheduleInfo& s) {
           {"data", embed(s.spec.data)},
           {"priority", s.spec.priority},
           {"catch_up", std::string(jobs::catch_up_name(s.spec.catch_up))},
-          {"next_run", time_or_null(s.next_run_ms)},  // null once the cron names no later time
+          // null once the cron names no later time, and while paused (nothing will be enqueued)
+          {"next_run", time_or_null(s.paused ? 0 : s.next_run_ms)},
+          {"paused", s.paused},
           {"last_run", time_or_null(s.last_run_ms)},
           {"last_job_id", text_or_null(s.last_job_id)},
           {"enqueued", s.enqueued},
@@ -108,6 +110,18 @@ void add_schedule_routes(Router& router, Api& api) {
     if (!s.ok()) return reply_status(*ex, s.status());
     reply_json(*ex, 200, schedule_with_next_runs(*s));
   });
+  // Pause and resume take no fields (an empty body or {}), as a type's resume does.
+  for (const bool pause : {true, false}) {
+    router.add("POST", pause ? "/v1/schedules/{name}/pause" : "/v1/schedules/{name}/resume",
+               [&api, pause](Request& r, Ex ex) {
+                 auto parsed = JsonBody::parse(r.body, {});
+                 if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*ex, *e);
+                 const std::string& name = r.params["name"];
+                 auto s = pause ? api.jobs.pause_schedule(name) : api.jobs.resume_schedule(name);
+                 if (!s.ok()) return reply_status(*ex, s.status());
+                 reply_json(*ex, 200, schedule_with_next_runs(*s));
+               });
+  }
   router.add("DELETE", "/v1/schedules/{name}", [&api](Request& r, Ex ex) {
     Status s = api.jobs.remove_schedule(r.params["name"]);
     if (!s.ok()) return reply_status(*ex, s);

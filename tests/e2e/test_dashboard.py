@@ -749,6 +749,24 @@ class Actions(ServerTestCase):
         b.wait_for("%s.textContent === 'no'" % paused, "the row to show the type resumed")
         self.assertFalse(ok(self.c.get("/v1/types/%s" % q(t)))["paused"], "the click resumed the type")
 
+    def test_pause_and_resume_a_schedule_from_its_row(self):
+        b, t = self.browser, self.t
+        name = uniq("sched")
+        ok(self.c.put("/v1/schedules/%s" % q(name), {"type": t, "cron": "@hourly"}))
+        self.open()
+        row = "#schedules-table tr[data-schedule=%s]" % json.dumps(name)
+        paused = "document.querySelector('%s [data-field=paused]')" % row
+        next_run = "document.querySelector('%s [data-field=next_run]').textContent" % row
+        b.wait_for("%s !== null && %s.textContent === 'no'" % (paused, paused), "the schedule's row")
+        self.assertNotEqual(b.js(next_run), "-")
+        b.click(row + " button[data-action=schedule-pause]")
+        b.wait_for("%s.textContent === 'yes'" % paused, "the row to show the pause")
+        self.assertTrue(ok(self.c.get("/v1/schedules/%s" % q(name)))["paused"], "the click paused it")
+        self.assertEqual(b.js(next_run), "-", "a paused schedule has no next run")
+        b.click(row + " button[data-action=schedule-resume]")
+        b.wait_for("%s.textContent === 'no'" % paused, "the row to show the schedule resumed")
+        self.assertFalse(ok(self.c.get("/v1/schedules/%s" % q(name)))["paused"], "the click resumed it")
+
     def test_a_types_groups_and_a_jobs_group_are_shown(self):
         b, t = self.browser, self.t
         ok(self.c.put("/v1/types/%s" % q(t), {"max_running_per_group": 1}))

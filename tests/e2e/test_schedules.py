@@ -159,6 +159,62 @@ class SchedulesOnThreeServers(unittest.TestCase):
         self.assertEqual((r.status, r.json["error"]), (400, "invalid_argument"), r)
         self.assertEqual(c.get(path).status, 404)
 
+    def test_a_paused_schedule_enqueues_nothing_on_any_server_until_resumed(self):
+        t, name = self.new_type(), uniq("paused")
+        path = "/v1/schedules/%s" % q(name)
+        self.ok(self.clients[1].put(path, {"type": t, "cron": "* * * * * *", "catch_up": "all"}))
+        wait_until(lambda: self.job_ids(t), 10, message="a first occurrence")
+        body = self.ok(self.clients[0].post(path + "/pause"))
+        self.assertEqual((body["paused"], body["next_run"]), (True, None), body)
+        self.assertEqual(len(body["next_runs"]), 5, "the preview still shows the cron's times")
+        paused_at = time.time()
+        before = sorted(self.job_ids(t))
+        time.sleep(2.5)  # what is asserted is that nothing happens: it takes the time itself
+        self.assertEqual(sorted(self.job_ids(t)), before)
+        shown = self.ok(self.clients[2].get(path))
+        self.assertEqual((shown["paused"], shown["enqueued"]), (True, len(before)), shown)
+        listed = self.ok(self.clients[2].get("/v1/schedules"))["schedules"]
+        self.assertTrue([s["paused"] for s in listed if s["name"] == name][0])
+        # Pausing again changes nothing; replacing it keeps it paused.
+        self.assertTrue(self.ok(self.clients[1].post(path + "/pause", {}))["paused"])
+        replaced = self.ok(self.clients[1].put(path, {"type": t, "cron": "* * * * * *",
+                                                      "catch_up": "all"}))
+        self.assertTrue(replaced["paused"])
+        resumed_at = time.time()
+        body = self.ok(self.clients[2].post(path + "/resume"))
+        self.assertFalse(body["paused"])
+        self.assertGreaterEqual(body["next_run"] / 1000.0, int(resumed_at))
+        self.assertEqual(body["skipped"], shown["skipped"], "a pause is not downtime for catch_up")
+        wait_until(lambda: len(self.job_ids(t)) > len(before), 10, message="an occurrence after")
+        new = occurrence_seconds(name, set(self.job_ids(t)) - set(before))
+        self.assertGreaterEqual(min(new), int(resumed_at), "an occurrence from the pause ran")
+        self.assertGreater(min(new), paused_at + 2)
+        self.assertFalse(self.ok(self.clients[0].post(path + "/resume"))["paused"])
+        for route in ("pause", "resume"):
+            r = self.clients[0].post("/v1/schedules/%s/%s" % (q(uniq("absent")), route))
+            self.assertEqual((r.status, r.json["error"]), (404, "not_found"), r)
+            r = self.clients[0].post("%s/%s" % (path, route), {"for_ms": 1000})
+            self.assertEqual((r.status, r.json["error"]), (400, "unknown_field"), r)
+
+    def test_cli_pauses_and_resumes(self):
+        url = self.servers[0].url
+        t, name = self.new_type(), uniq("clipause")
+        self.ok(self.clients[0].put("/v1/schedules/%s" % q(name), {"type": t, "cron": "@hourly"}))
+        r = run_kvq("schedule", "pause", name, url=url)
+        self.assertEqual((r.returncode, r.stdout), (0, "paused schedule %s\n" % name), r)
+        r = run_kvq("schedule", "ls", url=url)
+        row = [l for l in r.stdout.splitlines() if l.startswith(name + " ")]
+        self.assertEqual(row[0].split()[2], "paused", r.stdout)
+        r = run_kvq("schedule", "get", name, url=url)
+        self.assertIn("next_run:", r.stdout)
+        self.assertIn("paused", r.stdout)
+        r = run_kvq("schedule", "resume", name, url=url)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertTrue(r.stdout.startswith("resumed schedule %s; next run 20" % name), r.stdout)
+        self.assertFalse(self.ok(self.clients[1].get("/v1/schedules/%s" % q(name)))["paused"])
+        r = run_kvq("schedule", "pause", uniq("absent"), url=url)
+        self.assertEqual(r.returncode, 5, r)
+
     def test_cli_puts_lists_gets_and_removes(self):
         url = self.servers[1].url
         t, name = self.new_type(), uniq("cli")
