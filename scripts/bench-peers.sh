@@ -174,10 +174,12 @@ for run in $(seq "$runs"); do
         producers=4
         [ "$workers" -lt 4 ] && producers="$workers"
         log "run $run/$runs  $class  $system  $workers workers"
+        pid_flag=()
+        [ -n "$server_pid" ] && pid_flag=(--server-pid "$server_pid")
         "$bench" lifecycle --system "$system" --address "$address" --durability "$class" \
           --workers "$workers" --producers "$producers" --seconds "$seconds" --warmup "$warmup" \
-          --payload "$payload" --data-dir "$server_data" --tag "class=$class" --tag "run=$run" \
-          >>"$results" ||
+          --payload "$payload" --data-dir "$server_data" "${pid_flag[@]}" --tag "class=$class" \
+          --tag "run=$run" >>"$results" ||
           log "  failed: $(tail -1 "$results")"
         tail -1 "$results" | sed -E 's/.*"jobs_per_s":([0-9]+).*"p99":([0-9.]+).*/  \1 jobs\/s, p99 \2 ms/' >&2
       done

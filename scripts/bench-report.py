@@ -555,6 +555,58 @@ def cost_cell(entries, field):
     return fmt_spread(s, fmt_per_job)
 
 
+def use_values(entries, who, field):
+    values = []
+    for e in entries:
+        v = e.get("use", {}).get(who, {}).get(field)
+        if is_number(v):
+            values.append(v)
+    return Spread(values) if values else None
+
+
+def use_cell(entries, system, who, field, fmt):
+    # kvq in-process is its own server; PostgreSQL's work is in its backends, which the
+    # postmaster's counts leave out.
+    if system == "kvq-lib" and who == "server":
+        who = "client"
+    if system == "postgres" and who == "server":
+        return "not counted"
+    s = use_values(entries, who, field)
+    return fmt_spread(s, fmt) if s else "—"
+
+
+def section_cpu(results):
+    """CPU time and context switches per job at TARGET_WORKERS: the server's (kvq in-process:
+    the whole process) and the benchmark clients' process, over the measured seconds."""
+    classes = [c for c in results.classes() if results.workers(c)]
+    has_use = any(isinstance(e.get("use"), dict)
+                  for entries in results.lifecycle.values() for e in entries)
+    if not classes or not has_use:
+        return None
+    header = ["System"]
+    for cls in classes:
+        header += [f"{cls.capitalize()}: server µs/job", f"{cls.capitalize()}: client µs/job",
+                   f"{cls.capitalize()}: server switches/job"]
+    rows = []
+    for system, _ in results.systems:
+        row = [system_label(results, system)]
+        for cls in classes:
+            entries = results.lifecycle.get((system, cls, TARGET_WORKERS), [])
+            row += [use_cell(entries, system, "server", "cpu_us", lambda x: f"{x:.0f}"),
+                    "—" if system == "kvq-lib" else
+                    use_cell(entries, system, "client", "cpu_us", lambda x: f"{x:.0f}"),
+                    use_cell(entries, system, "server", "context_switches", fmt_per_job)]
+        rows.append(row)
+    intro = (f"CPU time (user + system) and context switches per job finished in the measured "
+             f"seconds, at {TARGET_WORKERS} worker connections: medians over the runs, with the "
+             "min–max spread. Server: the server process, every thread (kvq in-process: the "
+             "benchmark process, which is kvq and its callers; PostgreSQL's backends are not "
+             "counted). Client: the benchmark process driving a server. Read from /proc before "
+             "and after the measured seconds (queue_bench --server-pid).")
+    return "\n".join(["## CPU per job", "", intro, "",
+                      md_table(header, rows, "l" + "r" * (len(header) - 1))])
+
+
 def section_cost(results):
     """Requests and store commits per finished job, at TARGET_WORKERS, so the comparison of
     speeds stays honest about the work each system does for a job."""
@@ -685,6 +737,7 @@ def build_markdown(machine, results, md_path, png_path):
         section_throughput(results, footnotes),
         section_latency(results, footnotes),
         section_cost(results),
+        section_cpu(results),
         section_scale(results, footnotes),
         section_configuration(machine, results),
         section_failures(results, footnotes),  # last: it lists the footnotes referenced above

@@ -5,7 +5,7 @@
 //
 //   queue_bench lifecycle --system S --address A [--workers N] [--producers P] [--seconds S]
 //                         [--warmup S] [--window K] [--payload BYTES] [--data-dir DIR]
-//                         [--tag k=v ...]
+//                         [--server-pid PID] [--tag k=v ...]
 //     Producers add jobs carrying a BYTES-long JSON payload while workers reserve and finish
 //     them, each on its own connection. A job counts once its finish was acknowledged. At most K
 //     jobs (default 2 x workers) are added but not yet finished, so add->accept latency measures
@@ -13,7 +13,9 @@
 //     warm-up are not counted; after the measured seconds the producers stop and the workers
 //     drain every acknowledged add (a lost job fails the run). The run's cost per job: the round
 //     trips its clients made and the store commits the system counted (kvq over HTTP or the
-//     beanstalkd protocol: in its data directory DIR), over the whole run, per finished job.
+//     beanstalkd protocol: in its data directory DIR), over the whole run, per finished job;
+//     and over the measured seconds, per job measured, the CPU time and context switches of
+//     the server PID (when given) and of this process (the clients; in-process, the system too).
 //   queue_bench scale --system S --address A [--jobs N] [--workers N] [--producers P]
 //                     [--server-pid PID] [--data-dir DIR]
 //     Adds N jobs with no worker running (add rate), measures the memory (PSS of PID and its
@@ -294,11 +296,67 @@ json cost_per_job(int64_t jobs, int64_t requests, int64_t commits_before, int64_
   return cost;
 }
 
+// CPU time and context switches a process used so far (every thread's, those that ended
+// included: /proc/PID/stat's utime and stime count them; the switches are summed over the
+// threads alive now, so a thread that ended before the reading drops out of both readings
+// only if it ended before the first).
+struct ProcessUse {
+  double cpu_seconds = 0;
+  int64_t context_switches = 0;
+};
+ProcessUse process_use(pid_t pid) {
+  ProcessUse use;
+  const std::string dir = "/proc/" + std::to_string(pid);
+  std::ifstream stat(dir + "/stat");
+  std::string line;
+  if (std::getline(stat, line)) {
+    const auto close = line.rfind(')');
+    if (close != std::string::npos) {
+      std::vector<std::string> fields;
+      std::string field;
+      for (char c : line.substr(close + 2)) {
+        if (c == ' ') {
+          fields.push_back(field);
+          field.clear();
+        } else {
+          field += c;
+        }
+      }
+      // Fields 14 and 15 (utime, stime) are the 12th and 13th after the command's ')'.
+      if (fields.size() > 12)
+        use.cpu_seconds = static_cast<double>(std::stoll(fields[11]) + std::stoll(fields[12])) /
+                          static_cast<double>(sysconf(_SC_CLK_TCK));
+    }
+  }
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(dir + "/task", ec)) {
+    std::ifstream status(task.path() / "status");
+    std::string key;
+    int64_t count = 0;
+    while (status >> key) {
+      if ((key == "voluntary_ctxt_switches:" || key == "nonvoluntary_ctxt_switches:") &&
+          status >> count)
+        use.context_switches += count;
+      status.ignore(1 << 20, '\n');
+    }
+  }
+  return use;
+}
+
+// Per measured job, what `before` to `after` used: {"cpu_us": ..., "context_switches": ...}.
+json use_per_job(const ProcessUse& before, const ProcessUse& after, int64_t jobs) {
+  const double n = jobs > 0 ? static_cast<double>(jobs) : 1.0;
+  return {{"cpu_us", (after.cpu_seconds - before.cpu_seconds) * 1e6 / n},
+          {"context_switches",
+           static_cast<double>(after.context_switches - before.context_switches) / n}};
+}
+
 json lifecycle(const Args& args) {
   const int64_t workers = args.number("workers", 4, 1, 1024);
   const int64_t producers = args.number("producers", 4, 1, 1024);
   const int64_t seconds = args.number("seconds", 5, 1, 3600);
   const int64_t warmup = args.number("warmup", 1, 0, 3600);
+  const pid_t server = static_cast<pid_t>(args.number("server-pid", 0, 0, 1 << 30));
   auto system = open_from(args);
   system->prepare();
   const int64_t leftovers = empty_queue(*system);
@@ -320,12 +378,18 @@ json lifecycle(const Args& args) {
   for (auto& c : producer_clients) threads.emplace_back(producer, std::ref(run), std::move(c));
 
   std::this_thread::sleep_for(std::chrono::seconds(warmup));
+  const ProcessUse self_before = process_use(getpid());
+  const ProcessUse server_before = server > 0 ? process_use(server) : ProcessUse{};
+  const int64_t finished_before = run.finished.load();
   run.phase = kMeasure;
   const auto measure_start = Clock::now();
   std::this_thread::sleep_for(std::chrono::seconds(seconds));
   run.phase = kDrain;
   const auto measure_end = Clock::now();
   const int64_t measured = run.measured.load();
+  const int64_t finished_in_window = run.finished.load() - finished_before;
+  const ProcessUse self_after = process_use(getpid());
+  const ProcessUse server_after = server > 0 ? process_use(server) : ProcessUse{};
   run.finished.notify_all();  // wakes producers waiting for window room
   wait_for_drain(run, std::chrono::seconds(60));
   for (auto& t : threads) t.join();  // each thread closes its connection as it ends
@@ -357,6 +421,11 @@ json lifecycle(const Args& args) {
   out["stats"] = system->stats();
   out["cost"] =
       cost_per_job(run.finished.load(), requests, commits_before, commits_after, commits_error);
+  // Per job finished in the measured seconds (`measured` counts those whose accept fell in
+  // them: nearly the same number).
+  out["use"] = {{"client", use_per_job(self_before, self_after, finished_in_window)}};
+  if (server > 0)
+    out["use"]["server"] = use_per_job(server_before, server_after, finished_in_window);
   return out;
 }
 
