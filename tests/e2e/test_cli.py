@@ -151,7 +151,8 @@ class TypesTimeoutsAndRetention(CliTestCase):
         self.ok("timeout", t, "30")
         self.ok("retention", t, "60")
         r = self.ok("max-lost-runs", t)
-        self.assertEqual(r.stdout, "%s: lost runs are re-enqueued, never given up\n" % t)
+        self.assertEqual(r.stdout, "%s: no limit on lost runs in a row (each counts as an attempt)\n"
+                         % t)
         r = self.ok("max-lost-runs", t, "3")
         self.assertEqual(r.stdout, "%s: jobs are given up after 3 lost runs in a row\n" % t)
         self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % q(t)), 200),
