@@ -8,7 +8,7 @@ LISTEN ?= 127.0.0.1:7411
 .PHONY: run package test test-reliability test-asan test-clang fuzz build deps deps-test bench bench-layers format check-format clean
 
 # Starts kvq serve on the embedded default (an LMDB data directory) in the foreground. Builds
-# what the README's examples run too: the C++ examples (build/release/examples/).
+# what docs/library.md's examples run too: the C++ examples (build/release/examples/).
 run: deps
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS) --target kvq library_quickstart registered_worker

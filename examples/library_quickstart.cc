@@ -1,4 +1,4 @@
-// The README's library example, built with the project so it stays true.
+// The library example of docs/library.md, built with the project so it stays true.
 //   ./build/release/examples/library_quickstart [DATA_DIR]
 #include <cstdio>
 

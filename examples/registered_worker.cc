@@ -1,5 +1,5 @@
 // A worker that registers with the workers layer, so that if it dies its jobs go back to
-// pending at once. Built with the project (docs/api.md shows it).
+// pending at once. Built with the project (docs/library.md and docs/api.md show it).
 //   ./build/release/examples/registered_worker [DATA_DIR]
 #include <cstdio>
 

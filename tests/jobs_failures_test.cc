@@ -274,6 +274,70 @@ TEST_P(JobsFailuresTest, AStaleWorkersFailIsRefusedAndChangesNothing) {
   EXPECT_TRUE(jobs().finish(current).ok());
 }
 
+// A run its worker ended (finish, fail or snooze) is over: its lock passes only the same call
+// again (the retry of a call whose answer was lost); every other call with it halts, names what
+// ended the run, and changes nothing, as for any stale worker.
+TEST_P(JobsFailuresTest, AnEndedRunsLockPassesOnlyARetryOfTheCallThatEndedIt) {
+  auto expect_halted = [](const Status& s, const std::string& why) {
+    EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.to_string();
+    EXPECT_NE(s.message().find(why), std::string::npos) << s.to_string();
+  };
+  auto expect_unchanged = [&](const std::string& id, const JobInfo& before) {
+    const JobInfo after = info(id);
+    EXPECT_EQ(after.state, before.state) << id;
+    EXPECT_EQ(after.outcome, before.outcome) << id;
+    EXPECT_EQ(after.attempts, before.attempts) << id;
+    EXPECT_EQ(after.errors.size(), before.errors.size()) << id;
+    EXPECT_EQ(after.scheduled_time_ms, before.scheduled_time_ms) << id;
+    EXPECT_EQ(after.updated_at_ms, before.updated_at_ms) << id;
+  };
+
+  ASSERT_TRUE(jobs().add("work", "snoozed", "{}").ok());
+  Job snoozed = accept_soon();
+  ASSERT_TRUE(jobs().snooze(snoozed, {.delay = 1h}).ok());
+  const JobInfo after_snooze = info("snoozed");
+  expect_halted(jobs().finish(snoozed), "was already snoozed with this lock");
+  expect_halted(jobs().fail(snoozed, failure("late")).status(), "was already snoozed");
+  expect_halted(jobs().update(snoozed).status(), "was already snoozed");
+  expect_halted(jobs().resubmit(snoozed), "was already snoozed");
+  expect_halted(jobs().finish_and_accept(snoozed, {}, {"work"}, {}).status(),
+                "was already snoozed");
+  EXPECT_TRUE(jobs().snooze(snoozed, {.delay = 1h}).ok()) << "a retry of the snooze";
+  expect_unchanged("snoozed", after_snooze);
+  EXPECT_EQ(after_snooze.state, State::kPending);
+
+  ASSERT_TRUE(jobs().add("work", "failed", "{}").ok());
+  Job failed = accept_soon();
+  FailOptions later = failure("boom");
+  later.retry_in = 1h;
+  ASSERT_TRUE(jobs().fail(failed, later).ok());
+  const JobInfo after_fail = info("failed");
+  expect_halted(jobs().finish(failed), "was already failed with this lock");
+  expect_halted(jobs().snooze(failed), "was already failed");
+  auto failed_again = jobs().fail(failed, later);
+  ASSERT_TRUE(failed_again.ok()) << "a retry of the fail: " << failed_again.status().to_string();
+  EXPECT_FALSE(failed_again->dead);
+  EXPECT_EQ(failed_again->attempt, 1u);
+  expect_unchanged("failed", after_fail);
+  EXPECT_EQ(after_fail.errors.size(), 1u);
+
+  ASSERT_TRUE(jobs().add("work", "finished", "{}").ok());
+  Job finished = accept_soon();
+  ASSERT_TRUE(jobs().finish(finished, {.result = "1"}).ok());
+  const JobInfo after_finish = info("finished");
+  expect_halted(jobs().fail(finished, failure("late")).status(),
+                "was already finished with this lock");
+  expect_halted(jobs().snooze(finished), "was already finished");
+  EXPECT_TRUE(jobs().finish(finished, {.result = "1"}).ok()) << "a retry of the finish";
+  expect_unchanged("finished", after_finish);
+  EXPECT_EQ(after_finish.outcome, Outcome::kSucceeded);
+
+  auto stats = jobs().type_stats()["work"];
+  EXPECT_EQ(stats.succeeded, 1u);
+  EXPECT_EQ(stats.failed, 1u);
+  EXPECT_EQ(stats.run_time.count, 3u) << "each run counted once";
+}
+
 TEST_P(JobsFailuresTest, ErrorsAreBoundedAndTruncatedAndBadFailuresAreRefused) {
   ASSERT_TRUE(jobs().add("work", "f", "{}").ok());
   Job job = accept_soon();

@@ -438,7 +438,9 @@ class Jobs {
   Result<UpdateResult> update(kv::Transaction& txn, Job& job, std::optional<std::string_view> data);
   // running -> finished (outcome kSucceeded) with options.result, or -> pending if resubmitted
   // (then its attempts start over: the add that resubmitted it asked for a new run).
-  // Finishing again with the same lock after an unknown commit result succeeds.
+  // Finishing again with the same lock after an unknown commit result succeeds. Once a run has
+  // ended (finish, fail or snooze), its lock passes only a retry of that same call: any other
+  // call with it is kFailedPrecondition ("halt") and changes nothing.
   Status finish(Job& job, const FinishOptions& options = {});
   // finish() for a caller that must not block, like add_async.
   void finish_async(Job job, FinishOptions options, std::function<void(Status)> done);
@@ -489,7 +491,8 @@ class Jobs {
   Result<FailResult> fail(kv::Transaction& txn, Job& job, const FailOptions& options);
   // Hands the job back for later: running -> pending at the time options give, with this run
   // not counted as an attempt and no error recorded (for "not now": a rate limit, a resource
-  // busy). Fenced like finish.
+  // busy). Fenced like finish; snoozing again with the same lock after an unknown commit
+  // result succeeds.
   Status snooze(Job& job, const SnoozeOptions& options = {});
   // snooze() for a caller that must not block, like add_async.
   void snooze_async(Job job, SnoozeOptions options, std::function<void(Status)> done);

@@ -62,10 +62,11 @@ constexpr char kMaxLostRunsUsage[] =
     "usage: kvq max-lost-runs TYPE [N]\n"
     "       kvq max-lost-runs TYPE --clear\n"
     "\n"
-    "Prints after how many lost runs in a row TYPE's jobs are given up, sets it to N (1 to\n"
-    "1000000), or clears it (lost runs are then re-enqueued for ever, the default). A run is lost\n"
-    "when its worker stops updating the job for the type's timeout, or unregisters or dies; a job\n"
-    "given up is finished with gave_up set and its data kept. TYPE must have a timeout.\n";
+    "Prints after how many lost runs in a row TYPE's jobs end dead, sets it to N (1 to 1000000),\n"
+    "or clears it (no limit on lost runs in a row, the default). A run is lost when its worker\n"
+    "stops updating the job for the type's timeout, or unregisters or dies; it counts as an\n"
+    "attempt, so max_attempts (kvq types set) ends such a job in any case. A job that ends\n"
+    "dead of lost runs has gave_up set and keeps its data. TYPE must have a timeout.\n";
 
 constexpr char kPauseUsage[] =
     "usage: kvq pause TYPE [--for DURATION]\n"
@@ -399,7 +400,7 @@ int run_max_lost_runs(int argc, char** argv) {
   }
   const Json value = value_of(r.body, "max_lost_runs", Json());
   if (value.is_null()) {
-    std::printf("%s: lost runs are re-enqueued, never given up\n", type.c_str());
+    std::printf("%s: no limit on lost runs in a row (each counts as an attempt)\n", type.c_str());
   } else {
     std::printf("%s: jobs are given up after %s lost runs in a row\n", type.c_str(),
                 compact(value).c_str());

@@ -12,7 +12,8 @@ struct HttpExitRule {
   ExitCode code;
 };
 
-// The one table. Keep kExitCodesHelp below, exit_codes.h and README.md's table in step with it.
+// The one table. Keep kExitCodesHelp below, exit_codes.h and docs/cli.md's table ("Exit codes")
+// in step with it.
 constexpr HttpExitRule kHttpExitRules[] = {
     {200, 299, "", kExitOk},
     {404, 404, "not_found", kExitNotFound},

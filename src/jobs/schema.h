@@ -151,8 +151,9 @@ struct JobRow {
   int64_t priority = 0;
   int64_t next_scheduled = 0;  // for the run after this one, when resubmit
   int64_t next_priority = 0;
-  // The lock of the last run a worker ended (finish, fail or snooze): a retry of that call
-  // after an unknown commit result recognises its own commit by it.
+  // The call that ended the last run a worker ended and that run's lock ("finish:", "fail:" or
+  // "snooze:" + lock, held_job.h): a retry of that call after an unknown commit result
+  // recognises its own commit by it; another call with the lock halts.
   std::string finished_lock;
   uint32_t attempts = 0;  // JobInfo::attempts
   int64_t created = 0;

@@ -11,20 +11,19 @@
 #include "jobs/validation.h"
 #include "jobs/worker_calls.h"
 #include "util/random.h"
-#include "util/secret.h"
 
 namespace kvq::jobs {
 namespace {
 
-// `before` once its worker ended the run it holds with `job` (finish, fail or snooze): no one
-// holds it, the run's lock is kept so that a retry of the call recognises its own commit, and
-// the run was not lost.
-JobRow ended_by_worker(const JobRow& before, const Job& job) {
+// `before` once its worker ended the run it holds with `job` by `end`: no one holds it, the
+// call and the run's lock are kept so that a retry of that call recognises its own commit (and
+// no other call passes for one), and the run was not lost.
+JobRow ended_by_worker(const JobRow& before, RunEnd end, const Job& job) {
   JobRow after = before;
   after.lock.clear();
   after.worker.clear();
   after.worker_type.clear();
-  after.finished_lock = job.lock;
+  after.finished_lock = ended_lock(end, job);
   after.lost_runs = 0;
   return after;
 }
@@ -89,12 +88,12 @@ Result<Finished> finish_checked(kv::Transaction& txn, const Keys& keys, const Jo
   KVQ_ASSIGN_OR_RETURN(auto current, load_own_row(txn, keys, job));
   // A retry after an unknown commit result finds its own finish already applied. Only while no
   // other run holds the job: a finish with the lock of a run since re-accepted halts.
-  if (current && current->lock.empty() && util::secret_equal(current->finished_lock, job.lock)) {
+  if (current && current->lock.empty() && ended_by(*current, RunEnd::kFinish, job)) {
     return Finished{current->finished && current->outcome == Outcome::kSucceeded, current->started,
                     true};
   }
   KVQ_ASSIGN_OR_RETURN(JobRow before, held(job, std::move(current)));
-  JobRow after = ended_by_worker(before, job);
+  JobRow after = ended_by_worker(before, RunEnd::kFinish, job);
   if (checked.data) {
     KVQ_ASSIGN_OR_RETURN(after.data, data_for(before, checked));
   }
@@ -167,13 +166,13 @@ Result<Failed> fail_checked(kv::Transaction& txn, const Keys& keys, const Job& j
   KVQ_ASSIGN_OR_RETURN(auto current, load_own_row(txn, keys, job));
   // A retry after an unknown commit result finds its own fail applied: the attempt is counted
   // once, and the answer is what that commit decided.
-  if (current && util::secret_equal(current->finished_lock, job.lock))
+  if (current && ended_by(*current, RunEnd::kFail, job))
     return Failed{decided(*current), current->started, true};
   KVQ_ASSIGN_OR_RETURN(JobRow before, held(job, std::move(current)));
   KVQ_ASSIGN_OR_RETURN(auto settings, type_settings_of(txn, keys, job.type));
   const RetryPolicy policy = settings ? settings->retry : RetryPolicy{};
   const int64_t now = now_ms();
-  JobRow after = ended_by_worker(before, job);
+  JobRow after = ended_by_worker(before, RunEnd::kFail, job);
   record_error(after, JobError{before.attempts, now, before.worker, fail.error.kind,
                                fail.error.message, fail.error.details});
   FailResult result;
@@ -213,10 +212,9 @@ struct Snoozed {
 Result<Snoozed> snooze_checked(kv::Transaction& txn, const Keys& keys, const Job& job,
                                const SnoozeOptions& options) {
   KVQ_ASSIGN_OR_RETURN(auto current, load_own_row(txn, keys, job));
-  if (current && util::secret_equal(current->finished_lock, job.lock))
-    return Snoozed{current->started, true};
+  if (current && ended_by(*current, RunEnd::kSnooze, job)) return Snoozed{current->started, true};
   KVQ_ASSIGN_OR_RETURN(JobRow before, held(job, std::move(current)));
-  JobRow after = ended_by_worker(before, job);
+  JobRow after = ended_by_worker(before, RunEnd::kSnooze, job);
   // This run does not count as an attempt.
   if (after.attempts > 0) --after.attempts;
   after.scheduled = options.scheduled_time_ms.value_or(now_ms() + options.delay.count());

@@ -151,7 +151,8 @@ class TypesTimeoutsAndRetention(CliTestCase):
         self.ok("timeout", t, "30")
         self.ok("retention", t, "60")
         r = self.ok("max-lost-runs", t)
-        self.assertEqual(r.stdout, "%s: lost runs are re-enqueued, never given up\n" % t)
+        self.assertEqual(r.stdout, "%s: no limit on lost runs in a row (each counts as an attempt)\n"
+                         % t)
         r = self.ok("max-lost-runs", t, "3")
         self.assertEqual(r.stdout, "%s: jobs are given up after 3 lost runs in a row\n" % t)
         self.assertEqual(self.assertStatus(self.c.get("/v1/types/%s" % q(t)), 200),
@@ -731,6 +732,49 @@ class UsageAndNetworkErrors(CliTestCase):
         self.assertIn("retention TYPE", r.stdout)
         r = self.assertExit(run_kvq("add", "--help"), 0)
         self.assertIn("usage: kvq add TYPE ID", r.stdout)
+
+    def test_help_gives_every_command_a_line_of_its_own(self):
+        # Each command's synopsis begins a line at column 2 and its summary stands at column
+        # 34, on the synopsis's line or, for a long synopsis, on the next; nothing else runs on.
+        commands = ("serve", "backup", "demo", "add", "get", "ls", "rm", "cancel", "rerun",
+                    "wait", "watch", "accept", "update", "finish", "fail", "snooze", "resubmit",
+                    "types", "timeout", "retention", "max-lost-runs", "pause", "resume",
+                    "groups", "schedule", "workers", "top", "bench", "version", "help")
+        out = self.assertExit(run_kvq("help"), 0).stdout
+        lines = out.splitlines()
+        self.assertEqual(lines[0], "usage: kvq <command> [options]")
+        block = lines[1:lines.index("client options (every command but serve, backup and demo "
+                                    "talks to a server):")]
+        listed = set()
+        summary_due = False
+        for line in block:
+            with self.subTest(line=line):
+                self.assertLessEqual(len(line), 80)
+                if not line or line.endswith(":") and not line.startswith(" "):
+                    self.assertFalse(summary_due, "a synopsis without its summary")
+                    continue  # between sections, and a section's title
+                if line.startswith(" " * 34):  # a summary's own line, or a summary going on
+                    self.assertNotEqual(line[34], " ")
+                    summary_due = False
+                    continue
+                self.assertFalse(summary_due, "a synopsis without its summary")
+                self.assertRegex(line, r"^  [a-z]")
+                name = line.split()[0]
+                self.assertIn(name, commands)
+                listed.add(name)
+                if len(line) > 34 and line[32:34] == "  " and line[34] != " ":
+                    self.assertNotIn("  ", line[2:32].rstrip(), "one synopsis")
+                else:  # a synopsis that reaches the column, alone on its line
+                    self.assertNotIn("  ", line[2:], "one synopsis")
+                    summary_due = True
+        self.assertFalse(summary_due)
+        self.assertEqual(listed, set(commands))
+        for name in commands:
+            if name in ("version", "help"):
+                continue
+            with self.subTest(command=name):
+                r = self.assertExit(run_kvq(name, "--help"), 0)
+                self.assertIn("usage: kvq %s" % name, r.stdout)
 
     def test_help_states_the_exit_codes_of_server_answers(self):
         for args in (("help",), ("ls", "--help"), ("types", "--help")):

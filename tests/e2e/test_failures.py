@@ -178,6 +178,34 @@ class Failures(ServerTestCase):
         self.assertStatus(self.call(t, "z", "snooze", {"lock": lock}), 200)
         self.assertEqual(self.c.job(t, "z").json["attempts"], 0)
 
+    def test_a_snoozed_or_failed_runs_lock_is_halted_by_every_other_call(self):
+        # The run ended: its lock passes only a retry of the call that ended it. A finish or a
+        # fail with the lock of a run that was snoozed (or failed) is a stale worker's: 409
+        # halted, naming what ended the run, and the job is left as the snooze left it.
+        t = self.new_type()
+        self.assertStatus(self.c.add(t, "z"), 200)
+        lock = self.take(t, "z")
+        at = now_ms() + 3600000
+        self.assertStatus(self.call(t, "z", "snooze", {"lock": lock, "scheduled_time": at}), 200)
+        before = self.assertJobState(t, "z", "pending")
+        finish = self.assertStatus(self.call(t, "z", "finish", {"lock": lock, "result": 1}), 409,
+                                   "halted")
+        self.assertIn("was already snoozed with this lock", finish["message"], finish)
+        self.assertStatus(self.fail(t, "z", lock), 409, "halted")
+        self.assertStatus(self.call(t, "z", "finish", {"lock": lock, "next": {}}), 409, "halted")
+        self.assertEqual(self.c.job(t, "z").json, before)
+
+        self.assertStatus(self.c.add(t, "f"), 200)
+        lock = self.take(t, "f")
+        self.assertStatus(self.fail(t, "f", lock, retry_in=3600), 200)
+        before = self.assertJobState(t, "f", "pending")
+        finish = self.assertStatus(self.call(t, "f", "finish", {"lock": lock}), 409, "halted")
+        self.assertIn("was already failed with this lock", finish["message"], finish)
+        self.assertStatus(self.call(t, "f", "snooze", {"lock": lock}), 409, "halted")
+        self.assertEqual(self.assertStatus(self.fail(t, "f", lock, retry_in=3600), 200)["attempt"],
+                         1, "a retry of the fail answers as it did")
+        self.assertEqual(self.c.job(t, "f").json, before)
+
     # -- if_exists ---------------------------------------------------------
 
     def test_if_exists_keep_leaves_an_existing_job_alone(self):
@@ -229,7 +257,8 @@ class Failures(ServerTestCase):
         lock = self.take(t, "r")
         job = self.assertStatus(self.call(t, "r", "cancel"), 200)
         self.assertEqual((job["state"], job["outcome"]), ("finished", "cancelled"), job)
-        self.assertStatus(self.call(t, "r", "finish", {"lock": lock}), 409, "halted")
+        halted = self.assertStatus(self.call(t, "r", "finish", {"lock": lock}), 409, "halted")
+        self.assertIn("'%s' was cancelled" % t, halted["message"], halted)
         self.assertStatus(self.call(t, "r", "update", {"lock": lock}), 409, "halted")
         self.assertEqual(self.assertJobState(t, "r", "finished")["outcome"], "cancelled")
         self.assertEqual(self.listed(t, "cancelled"), ["p", "r"])

@@ -1,7 +1,7 @@
 """cmake --install, then an outside project built against the installed kvq.
 
 Installs the build tree (argv: --build DIR --source DIR) into a temporary prefix and checks what
-landed there; then builds tests/packaging/consumer with find_package(kvq) (and the README's
+landed there; then builds tests/packaging/consumer with find_package(kvq) (and docs/library.md's
 library examples with it), and the same consumer with pkg-config alone, and runs them: each adds
 a job on LMDB, accepts it and finishes it (and, with the run's etcd fixture, on etcd too). The
 installed files must not point back into the source or build tree.

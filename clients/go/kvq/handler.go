@@ -37,8 +37,8 @@ type Job struct {
 
 // Attempt returns which attempt this run is: 1 for the first, counting every accept since the
 // job was last added anew or rerun, less the runs handed back with snooze (River's
-// job.Attempt). On a server it costs one request (a GET of the job: the accept's answer does
-// not carry it), so call it only when the handler needs it.
+// job.Attempt). The accept's answer carries it; from a server before 0.2.0, whose answer does
+// not, it costs one request (a GET of the job).
 func (j *Job) Attempt(ctx context.Context) (int, error) {
 	if j.attempt == nil {
 		return 0, errors.New("kvq: job.Attempt: not a job a worker runs")

@@ -61,7 +61,7 @@ type Type struct {
 	Timeout time.Duration
 	// FinishedRetention is 0 when finished jobs are kept until removed.
 	FinishedRetention time.Duration
-	// MaxLostRuns is 0 when lost runs are re-enqueued for ever.
+	// MaxLostRuns is 0 when lost runs in a row have no limit (each still counts as an attempt).
 	MaxLostRuns int
 	MaxAttempts int
 	Backoff     BackoffConfig

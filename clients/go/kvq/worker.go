@@ -404,8 +404,11 @@ func (w *Worker) begin(a AcceptedJob, more *moreJobs) *run {
 	body, _ := a.Bytes() // a body the server sent malformed reads as none
 	r.job = &Job{Type: a.Type, ID: a.ID, Data: rawOrNull(a.Data), Body: body, Traceparent: a.Traceparent,
 		progress: r.progress}
-	typ, id, c := a.Type, a.ID, r.w.c
+	typ, id, c, accepted := a.Type, a.ID, r.w.c, a.Attempt
 	r.job.attempt = func(ctx context.Context) (int, error) {
+		if accepted > 0 {
+			return accepted, nil
+		}
 		info, err := c.Get(ctx, typ, id)
 		if err != nil {
 			return 0, err

@@ -36,6 +36,9 @@ type AcceptedJob struct {
 	BodyBase64 *string `json:"body_base64,omitempty"`
 	// Traceparent is the W3C trace context the job was added with, "" for none.
 	Traceparent string `json:"traceparent,omitempty"`
+	// Attempt is which attempt this run is, 1 for the first; 0 from a server before 0.2.0,
+	// whose accept does not say.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // Accept takes up to o.Count due jobs of typ, waiting up to o.Timeout for the first. It returns

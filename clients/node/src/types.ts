@@ -247,6 +247,8 @@ export interface AcceptedJob<Data = unknown> {
   body_base64?: string;
   /** The W3C trace context it was added with, when it has one. */
   traceparent?: string;
+  /** Which attempt this run is, 1 for the first (absent from a server before 0.2.0). */
+  attempt?: number;
 }
 
 /** One entry of {@link Client.addMany}. */

@@ -35,8 +35,8 @@ export interface JobContext {
   /**
    * Which attempt this run is: 1 for the first, counting every accept since the job was last
    * added anew or rerun, less the runs handed back with snooze (BullMQ's `attemptsMade` + 1).
-   * One request on a server (a `get` of the job: the accept's answer does not carry it), so
-   * call it only when needed.
+   * The accept's answer carries it; from a server before 0.2.0, whose answer does not, it costs
+   * one request (a `get` of the job).
    */
   attempt(): Promise<number>;
 }
@@ -498,7 +498,8 @@ export class Worker<Data = any, Result = unknown> extends EventEmitter {
     const ctx: JobContext = {
       signal: controller.signal,
       progress: (value: unknown) => this.beat(run, { progress: value }),
-      attempt: async () => (await this.client.get(job.type, job.id, { retry: this.retry })).attempts,
+      attempt: async () =>
+        job.attempt ?? (await this.client.get(job.type, job.id, { retry: this.retry })).attempts,
     };
     run.done = (async () => {
       let ok = false;

@@ -58,6 +58,7 @@ class Job:
         self.body = job_body(job)
         self.lock = job["lock"]
         self.traceparent: Optional[str] = job.get("traceparent")
+        self._attempt: Optional[int] = job.get("attempt")
         self.cancelled = threading.Event()
         self.cancel_reason = None
         self._worker = worker
@@ -91,8 +92,10 @@ class Job:
     def attempt(self) -> int:
         """Which attempt this run is: 1 for the first, counting every accept since the job was
         last added anew or rerun, less the runs handed back with snooze (Celery's
-        ``request.retries`` + 1, arq's ``job_try``). One request on a server (a ``get`` of the
-        job: the accept's answer does not carry it), so call it only when needed."""
+        ``request.retries`` + 1, arq's ``job_try``). The accept's answer carries it; from a
+        server before 0.2.0, whose answer does not, it costs one request (a ``get`` of the job)."""
+        if self._attempt is not None:
+            return self._attempt
         return self._worker.client.get(self.type, self.id)["attempts"]
 
     def check(self) -> None:

@@ -191,6 +191,14 @@ class Runner(ServerTest):
         self.assertEqual(self.client.result(t, "e", timeout=10), 3)
         self.assertEqual(seen, [1, 2, 3])
 
+    def test_the_attempt_comes_with_the_accepted_job_without_a_request(self):
+        # The accept's answer says which attempt the run is: attempt() asks nothing more (a
+        # worker whose client reaches no server still answers).
+        w = kvq.Worker(kvq.Client("http://127.0.0.1:9"), register=False, handle_signals=False)
+        job = kvq.worker.Job(w, {"type": "t", "id": "j", "lock": "l", "data": {}, "attempt": 7},
+                             1.0)
+        self.assertEqual(job.attempt(), 7)
+
     def test_snooze_hands_the_job_back_without_an_attempt_or_an_error(self):
         t = self.new_type(max_attempts=1)
         w = worker(self.client)
