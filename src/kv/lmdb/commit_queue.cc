@@ -310,18 +310,17 @@ std::variant<CommitQueue::GroupResult, CommitQueue::Retry> CommitQueue::try_grou
   result.changes_complete = env_.watches().armed();
   std::vector<KeyChange>* changes = result.changes_complete ? &result.changes : nullptr;
   bool wrote = false;
-  GroupTokens tokens;
   for (const auto& m : group) {
     const CommitRequest& req = *m->request;
     // Nothing can have changed under a member that read at the base version, unless an
     // earlier member of this group wrote.
     if (wrote || req.read_version != *base) {
-      if (Status s = validate(txn, req, tokens); !s.ok()) {
+      if (Status s = validate(txn, req); !s.ok()) {
         m->outcome = {s, 0};
         continue;
       }
     }
-    if (int rc = apply(txn, req, version, changes, tokens); rc != MDB_SUCCESS) {
+    if (int rc = apply(txn, req, version, changes); rc != MDB_SUCCESS) {
       env_.end_write(txn, false);
       if (rc == MDB_MAP_FULL) {
         if (Status s = env_.grow_map(); !s.ok()) return fail_all(s);
@@ -338,15 +337,6 @@ std::variant<CommitQueue::GroupResult, CommitQueue::Retry> CommitQueue::try_grou
   if (!wrote) {
     env_.end_write(txn, false);
     return result;
-  }
-  if (int rc = write_tokens(txn, tokens, version, changes); rc != MDB_SUCCESS) {
-    env_.end_write(txn, false);
-    if (rc == MDB_MAP_FULL) {
-      if (Status s = env_.grow_map(); !s.ok()) return fail_all(s);
-      return Retry::kAgain;
-    }
-    if (rc == MDB_TXN_FULL && group.size() > 1) return Retry::kOneByOne;
-    return fail_all(env_.write_error(rc, "applying a transaction"));
   }
   std::string counter = encode_version(version);
   MDB_val key = as_val("version"), value = as_val(counter);
@@ -380,21 +370,7 @@ std::variant<CommitQueue::GroupResult, CommitQueue::Retry> CommitQueue::try_grou
   return result;
 }
 
-Status CommitQueue::validate(MDB_txn* txn, const CommitRequest& request,
-                             const GroupTokens& tokens) {
-  // A token an earlier member touched has changed, though it is written only at the group's
-  // end: whatever version this member read of it, that write comes after.
-  if (!tokens.empty()) {
-    for (const PointRead& read : request.point_reads) {
-      if (tokens.count(read.key))
-        return Aborted("a key this transaction read was changed by a later commit");
-    }
-    for (const RangeRead& read : request.range_reads) {
-      auto it = tokens.lower_bound(read.begin);
-      if (it != tokens.end() && it->first < read.end)
-        return Aborted("a key range this transaction read was changed by a later commit");
-    }
-  }
+Status CommitQueue::validate(MDB_txn* txn, const CommitRequest& request) {
   for (const PointRead& read : request.point_reads) {
     MDB_val key = as_val(read.key), value;
     int rc = mdb_get(txn, env_.data(), &key, &value);
@@ -421,20 +397,12 @@ Status CommitQueue::validate(MDB_txn* txn, const CommitRequest& request,
 }
 
 int CommitQueue::apply(MDB_txn* txn, const CommitRequest& request, uint64_t version,
-                       std::vector<KeyChange>* changes, GroupTokens& tokens) {
+                       std::vector<KeyChange>* changes) {
   for (const auto& [begin, end] : request.buffer.cleared) {
-    if (!tokens.empty()) tokens.erase(tokens.lower_bound(begin), tokens.lower_bound(end));
     if (int rc = clear_range(txn, env_.data(), begin, end, changes); rc) return rc;
   }
   std::string stored;
   for (const auto& [k, v] : request.buffer.writes) {
-    if (!request.tokens.empty() && v && request.tokens.count(k)) {
-      tokens.insert_or_assign(k, *v);
-      continue;
-    }
-    if (!tokens.empty()) {
-      if (auto it = tokens.find(k); it != tokens.end()) tokens.erase(it);  // written after it
-    }
     MDB_val key = as_val(k);
     int rc;
     if (v) {
@@ -446,19 +414,6 @@ int CommitQueue::apply(MDB_txn* txn, const CommitRequest& request, uint64_t vers
       if (rc == MDB_NOTFOUND) rc = MDB_SUCCESS;
     }
     if (rc) return rc;
-    if (changes) changes->push_back({k, v});
-  }
-  return MDB_SUCCESS;
-}
-
-int CommitQueue::write_tokens(MDB_txn* txn, const GroupTokens& tokens, uint64_t version,
-                              std::vector<KeyChange>* changes) {
-  std::string stored;
-  for (const auto& [k, v] : tokens) {
-    MDB_val key = as_val(k);
-    stored = encode_stored(version, v);
-    MDB_val value = as_val(stored);
-    if (int rc = mdb_put(txn, env_.data(), &key, &value, 0); rc) return rc;
     if (changes) changes->push_back({k, v});
   }
   return MDB_SUCCESS;

@@ -14,10 +14,7 @@
 // its group; a blocking commit that finds such a lead waiting takes it over. Each
 // member is judged on its own: one that conflicts gets kAborted and the rest still commit; if
 // applying one fails for lack of room in the transaction, the group is retried one member at a
-// time. A token (Transaction::touch) that several members touch is written once for the group,
-// after the last member: its value says only "changed", so one write wakes its watchers as
-// many would, and a member that read it (after an earlier member touched it) is aborted as if
-// that write had come first.
+// time.
 #pragma once
 
 #include <atomic>
@@ -27,7 +24,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <variant>
@@ -65,9 +61,6 @@ struct CommitRequest {
   std::vector<PointRead> point_reads;
   std::vector<RangeRead> range_reads;
   WriteBuffer buffer;
-  // The keys of buffer.writes that are tokens (Transaction::touch) and were not set or
-  // cleared after their last touch. A group writes each token once, after all its members.
-  std::set<std::string, std::less<>> tokens;
 };
 
 struct CommitOutcome {
@@ -142,13 +135,9 @@ class CommitQueue {
   // Tries the whole group in one LMDB transaction. Returns the group's result when every member
   // has its outcome, else how the group must be retried.
   std::variant<GroupResult, Retry> try_group(const Group& group);
-  // Tokens touched by the group's members applied so far, not yet written: key -> value.
-  using GroupTokens = std::map<std::string, std::string, std::less<>>;
-  Status validate(MDB_txn* txn, const CommitRequest& request, const GroupTokens& tokens);
+  Status validate(MDB_txn* txn, const CommitRequest& request);
   int apply(MDB_txn* txn, const CommitRequest& request, uint64_t version,
-            std::vector<KeyChange>* changes, GroupTokens& tokens);
-  int write_tokens(MDB_txn* txn, const GroupTokens& tokens, uint64_t version,
-                   std::vector<KeyChange>* changes);
+            std::vector<KeyChange>* changes);
 
   Env& env_;
   mutable util::Mutex mu_;

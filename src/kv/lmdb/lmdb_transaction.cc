@@ -1,7 +1,6 @@
 #include "kv/lmdb/lmdb_transaction.h"
 
 #include "kv/lmdb/watch_registry.h"
-#include "util/random.h"
 
 namespace kvq::kv::lmdb {
 namespace {
@@ -132,28 +131,15 @@ void LmdbTransaction::set(std::string_view key, std::string_view value) {
     return fail_later(InvalidArgument("value of " + std::to_string(value.size()) +
                                       " bytes exceeds " + std::to_string(kMaxValueSize)));
   }
-  if (!request_.tokens.empty()) {
-    if (auto it = request_.tokens.find(key); it != request_.tokens.end()) request_.tokens.erase(it);
-  }
   request_.buffer.set(key, value);
-}
-
-void LmdbTransaction::touch(std::string_view key) {
-  set(key, util::random_hex(8));
-  if (!key.empty() && key.size() <= kMaxKeySize) request_.tokens.emplace(key);
 }
 
 void LmdbTransaction::clear(std::string_view key) {
   if (key.empty() || key.size() > kMaxKeySize) return;  // such a key cannot exist
-  if (!request_.tokens.empty()) {
-    if (auto it = request_.tokens.find(key); it != request_.tokens.end()) request_.tokens.erase(it);
-  }
   request_.buffer.clear(key);
 }
 
 void LmdbTransaction::clear_range(std::string_view begin, std::string_view end) {
-  if (!request_.tokens.empty() && begin < end)
-    request_.tokens.erase(request_.tokens.lower_bound(begin), request_.tokens.lower_bound(end));
   request_.buffer.clear_range(begin, end);
 }
 

@@ -24,9 +24,6 @@ class LmdbTransaction : public Transaction {
   void set(std::string_view key, std::string_view value) override;
   void clear(std::string_view key) override;
   void clear_range(std::string_view begin, std::string_view end) override;
-  // Written like set, and marked as a token, which the commit queue writes once for every
-  // member of the group that touched it (commit_queue.h).
-  void touch(std::string_view key) override;
   Status add_read_conflict_key(std::string_view key) override;
   Result<Watch> watch(std::string_view key) override;
   Result<uint64_t> read_version() override;
