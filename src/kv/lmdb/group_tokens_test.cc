@@ -1,13 +1,13 @@
-// Tokens (Transaction::touch) in an LMDB group commit: written once for the group, after its
-// last member (commit_queue.h), with the same meaning as a write per member. Each test forms
-// its group deterministically: asynchronous commits made while a loop (kv::LoopBatching) has
-// not turned join the first one's put-off lead, and the loop's turn commits them together.
+// Tokens (Transaction::touch) in an LMDB group commit mean what a write per member means: a
+// watch wakes, a later member that read the token is aborted, whatever comes last wins. Kept as
+// the contract any coalescing of tokens in a group (issue 42's lever 3, tried and not kept:
+// docs/performance.md) must meet. Each test forms its group deterministically: asynchronous
+// commits made while a loop (kv::LoopBatching) has not turned join the first one's put-off
+// lead, and the loop's turn commits them together.
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,35 +15,13 @@
 #include "kv/lmdb/lmdb_env.h"
 #include "kvq/lmdb_store.h"
 #include "support/kv_helpers.h"
+#include "support/list_loop.h"
 #include "support/temp_dir.h"
 
 namespace kvq::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A loop whose tasks wait for run_all().
-class ListLoop {
- public:
-  std::function<void(std::function<void()>)> poster() {
-    return [this](std::function<void()> task) {
-      std::lock_guard lock(mu_);
-      tasks_.push_back(std::move(task));
-    };
-  }
-  void run_all() {
-    std::vector<std::function<void()>> now;
-    {
-      std::lock_guard lock(mu_);
-      now.swap(tasks_);
-    }
-    for (auto& task : now) task();
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::function<void()>> tasks_;
-};
 
 class GroupTokensTest : public ::testing::Test {
  protected:
@@ -111,8 +89,7 @@ TEST_F(GroupTokensTest, AMemberThatReadATokenAnEarlierMemberTouchedIsAborted) {
   std::shared_ptr<kv::Transaction> toucher = begin(*store_);
   toucher->set("a", "1");
   toucher->touch("tok");
-  // Both read at the same version: the reader's check would pass against the stored token,
-  // which the group writes only after its last member.
+  // Both read at the same version, and the toucher commits first in the group.
   std::shared_ptr<kv::Transaction> reader = begin(*store_);
   ASSERT_TRUE(reader->get("tok").ok());
   reader->set("b", "1");

@@ -20,6 +20,7 @@
 #include "kv/lmdb/lmdb_env.h"
 #include "support/child_process.h"
 #include "support/kv_helpers.h"
+#include "support/list_loop.h"
 #include "support/temp_dir.h"
 
 namespace kvq::testing {
@@ -554,33 +555,6 @@ TEST(LmdbStoreTest, OpeningWithAnotherDurabilityWhileTheLastHandleGoesElsewhereN
 }
 
 // ---- kv::LoopBatching: commits made in one turn of an event loop go together ----------------
-
-// An event loop for the tests: what is posted waits here until run_all().
-class ListLoop {
- public:
-  std::function<void(std::function<void()>)> poster() {
-    return [this](std::function<void()> task) {
-      std::lock_guard lock(mu_);
-      tasks_.push_back(std::move(task));
-    };
-  }
-  size_t pending() {
-    std::lock_guard lock(mu_);
-    return tasks_.size();
-  }
-  void run_all() {
-    std::vector<std::function<void()>> now;
-    {
-      std::lock_guard lock(mu_);
-      now.swap(tasks_);
-    }
-    for (auto& task : now) task();
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::function<void()>> tasks_;
-};
 
 // LMDB's id of the newest committed transaction in the environment this process has open on
 // `path`: one more per LMDB write transaction, however many kvq commits it applied.
