@@ -473,8 +473,7 @@ TEST_P(JobsOutcomesTest, CancelEndsARunningJobAndHaltsItsWorker) {
   EXPECT_EQ(jobs().snooze(job).code(), Code::kFailedPrecondition);
   const Status finish = jobs().finish(job);
   EXPECT_EQ(finish.code(), Code::kFailedPrecondition);
-  EXPECT_EQ(finish.message(), "halt: job 'r' of type 'work' was cancelled")
-      << "names what ended it";
+  EXPECT_EQ(finish.message(), "job 'r' of type 'work' was cancelled") << "names what ended it";
   r = info_of("r");
   EXPECT_EQ(r.outcome, Outcome::kCancelled) << "the halted worker's calls changed it";
   EXPECT_TRUE(r.errors.empty());

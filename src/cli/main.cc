@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
     if (command == c.name) return c.run(argc - 1, argv + 1);
   }
   if (command == "version" || command == "--version") {
-    std::puts("kvq 0.1.0");
+    std::puts("kvq " KVQ_VERSION);
     return 0;
   }
   if (command == "help" || command == "--help" || command == "-h") {

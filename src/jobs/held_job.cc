@@ -10,8 +10,7 @@
 namespace kvq::jobs {
 
 Status halt(const Job& job, std::string_view why) {
-  return FailedPrecondition("halt: job '" + job.id + "' of type '" + job.type + "' " +
-                            std::string(why));
+  return FailedPrecondition("job '" + job.id + "' of type '" + job.type + "' " + std::string(why));
 }
 
 Status validate_handle(const Job& job) {

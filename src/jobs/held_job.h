@@ -11,7 +11,7 @@
 
 namespace kvq::jobs {
 
-// kFailedPrecondition ("halt: ...") saying why the worker holding `job` is fenced out.
+// kFailedPrecondition ("job ... was ...") saying why the worker holding `job` is fenced out.
 Status halt(const Job& job, std::string_view why);
 
 // The worker's call that ended the run it held: the row's finished_lock names it with the

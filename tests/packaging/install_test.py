@@ -9,6 +9,7 @@ installed files must not point back into the source or build tree.
 
 import argparse
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -53,8 +54,11 @@ class InstallTest(unittest.TestCase):
             self.assertTrue(os.path.isfile(self.path("lib", "lib%s.a" % lib)), lib)
         # Only the public API: no header from src/.
         self.assertEqual(os.listdir(self.path("include")), ["kvq"])
+        # `kvq version` says the project's version, as CMakeLists.txt sets it.
+        with open(os.path.join(ARGS.source, "CMakeLists.txt")) as f:
+            project = re.search(r"project\(kvq VERSION ([0-9.]+)", f.read()).group(1)
         version = run([self.path("bin/kvq"), "version"])
-        self.assertIn("0.1", version)
+        self.assertEqual(version.strip(), "kvq " + project)
 
     def test_unit_and_config_name_this_prefix(self):
         with open(self.path("lib/systemd/system/kvq.service")) as f:

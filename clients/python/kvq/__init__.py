@@ -24,7 +24,7 @@ from .errors import (AlreadyExists, Conflict, Halted, InvalidArgument, JobCancel
 from .worker import Job, JobError, NoRetry, RetryIn, Snooze, Worker
 from . import testing
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # The runner logs to "kvq.worker"; configure logging (logging.basicConfig) to see it.
 logging.getLogger("kvq").addHandler(logging.NullHandler())
