@@ -219,5 +219,90 @@ TEST_F(AcceptWaitersTest, OneProcesssWaitingAcceptsGetJobsAddedOneAtATimeInArriv
   for (int i = 0; i < kWaiters; ++i) EXPECT_EQ(waiters[i]->size(), 1u) << "waiter " << i;
 }
 
+// ---- An add's hand-off (hand_off.h): a claimed waiter is off its queue until settled ----
+
+TEST_F(AcceptWaitersTest, AClaimedWaiterIsServedByNoRoundAndGetsWhatTheAddDelivers) {
+  auto waiter = std::make_shared<Delivered<Result<Job>>>();
+  wait_for_job(std::nullopt, waiter);
+  ASSERT_NE(live_watch(), 0u);
+  auto claim = waiters_->claim("work");
+  ASSERT_TRUE(claim.has_value());
+  EXPECT_FALSE(waiters_->has_waiters("work"));
+  EXPECT_FALSE(waiters_->claim("work").has_value()) << "one waiter claimed twice";
+  // A job pending meanwhile fires the watch; the round it starts finds no waiter to serve.
+  ASSERT_TRUE(jobs_->add("work", "pending", "{}").ok());
+  EXPECT_FALSE(waiter->wait_for(1, 300ms)) << "a round served a claimed waiter";
+  waiters_->deliver(claim->ticket, Job{.type = "work", .id = "handed", .lock = claim->taker.lock});
+  ASSERT_TRUE(waiter->wait_for(1, 5s));
+  ASSERT_TRUE(waiter->values()[0].ok());
+  EXPECT_EQ(waiter->values()[0]->id, "handed");
+  EXPECT_EQ(jobs_->get("work", "pending")->state, jobs::State::kPending);
+}
+
+TEST_F(AcceptWaitersTest, AWaiterAnAddDidNotHandItsJobToIsLookedForAgain) {
+  auto waiter = std::make_shared<Delivered<Result<Job>>>();
+  wait_for_job(std::nullopt, waiter);
+  ASSERT_NE(live_watch(), 0u);
+  auto claim = waiters_->claim("work");
+  ASSERT_TRUE(claim.has_value());
+  // The add wrote its job pending (the hand-off's rules refused it); its watch fired while the
+  // waiter was off the queue.
+  ASSERT_TRUE(jobs_->add("work", "a", "{}").ok());
+  std::this_thread::sleep_for(50ms);
+  waiters_->unclaim(claim->ticket);
+  ASSERT_TRUE(waiter->wait_for(1, 5s)) << "the waiter put back was never looked for";
+  ASSERT_TRUE(waiter->values()[0].ok()) << waiter->values()[0].status().to_string();
+  EXPECT_EQ(waiter->values()[0]->id, "a");
+}
+
+TEST_F(AcceptWaitersTest, AClaimedWaiterCancelledEndsCancelledOnceSettledAndItsJobGoesBack) {
+  auto waiter = std::make_shared<Delivered<Result<Job>>>();
+  const uint64_t ticket =
+      waiters_->submit("work", {.timeout = 10s}, jobs::new_lock("work"), kv::Clock::now() + 10s,
+                       std::nullopt, deliver_to(waiter), AcceptWaiters::Commit::kBlocking);
+  ASSERT_NE(live_watch(), 0u);
+  auto claim = waiters_->claim("work");
+  ASSERT_TRUE(claim.has_value());
+  EXPECT_TRUE(waiters_->cancel(ticket));
+  EXPECT_FALSE(waiter->wait_for(1, 100ms)) << "ended before the add settled it";
+  // The add did hand a job to it: the run goes back to pending.
+  ASSERT_TRUE(jobs_->add("work", "x", "{}").ok());
+  auto taken = jobs::attempt_accept(*store_, scope_, "work", {}, claim->taker.lock, nullptr);
+  ASSERT_TRUE(taken.ok()) << taken.status().to_string();
+  waiters_->deliver(claim->ticket, *taken);
+  ASSERT_TRUE(waiter->wait_for(1, 5s));
+  EXPECT_EQ(waiter->values()[0].status().code(), Code::kCancelled);
+  EXPECT_EQ(jobs_->get("work", "x")->state, jobs::State::kPending) << "the job was not given back";
+
+  auto x = jobs_->accept("work", {});
+  ASSERT_TRUE(x.ok() && jobs_->finish(*x).ok());
+
+  // Cancelled and put back (no hand-off): it ends cancelled too, and is not queued again.
+  auto second = std::make_shared<Delivered<Result<Job>>>();
+  const uint64_t ticket2 =
+      waiters_->submit("work", {.timeout = 10s}, jobs::new_lock("work"), kv::Clock::now() + 10s,
+                       std::nullopt, deliver_to(second), AcceptWaiters::Commit::kBlocking);
+  std::optional<AcceptWaiters::Claim> claim2;
+  for (auto give_up = kv::Clock::now() + 5s; !claim2 && kv::Clock::now() < give_up;
+       std::this_thread::sleep_for(1ms))
+    claim2 = waiters_->claim("work");
+  ASSERT_TRUE(claim2.has_value()) << "its first round never ended";
+  EXPECT_TRUE(waiters_->cancel(ticket2));
+  waiters_->unclaim(claim2->ticket);
+  ASSERT_TRUE(second->wait_for(1, 5s));
+  EXPECT_EQ(second->values()[0].status().code(), Code::kCancelled);
+  EXPECT_FALSE(waiters_->has_waiters("work"));
+}
+
+TEST_F(AcceptWaitersTest, AWaiterThatAsksForLessThanAnyDueJobIsNotClaimed) {
+  auto waiter = std::make_shared<Delivered<Result<Job>>>();
+  waiters_->submit("work", {.max_priority = 3, .timeout = 10s}, jobs::new_lock("work"),
+                   kv::Clock::now() + 10s, std::nullopt, deliver_to(waiter),
+                   AcceptWaiters::Commit::kBlocking);
+  ASSERT_NE(live_watch(), 0u);
+  EXPECT_FALSE(waiters_->claim("work").has_value());
+  EXPECT_TRUE(waiters_->has_waiters("work"));
+}
+
 }  // namespace
 }  // namespace kvq::testing

@@ -164,7 +164,9 @@ class FaultInjectingTransaction : public Transaction {
 }  // namespace
 
 FaultInjectingStore::FaultInjectingStore(std::shared_ptr<Store> inner, FaultOptions options)
-    : shared_(std::make_shared<Shared>(options)), inner_(std::move(inner)) {}
+    : shared_(std::make_shared<Shared>(options)),
+      inner_(std::move(inner)),
+      nonblocking_(options.nonblocking && inner_->nonblocking()) {}
 
 FaultInjectingStore::~FaultInjectingStore() = default;
 
@@ -176,6 +178,8 @@ Result<std::unique_ptr<Transaction>> FaultInjectingStore::begin() {
 }
 
 std::string FaultInjectingStore::describe() const { return "faults(" + inner_->describe() + ")"; }
+
+bool FaultInjectingStore::nonblocking() const { return nonblocking_; }
 
 FaultCounts FaultInjectingStore::counts() const {
   util::MutexLock lock(shared_->mu);
