@@ -48,11 +48,7 @@ struct TypeStats {
   uint64_t retried = 0;    // failed or lost attempts that went back to pending
   uint64_t dead = 0;       // jobs that ended dead
   uint64_t cancelled = 0;
-  uint64_t removed = 0;  // runs ended by their worker removing the job (remove(Job&))
-  // Accepts an add served in its own transaction: a worker waited in this process, and the
-  // add wrote its job as that worker's run (no pending entry, no accept round). Also counted
-  // in queue_latency, as every accept is.
-  uint64_t handed_off = 0;
+  uint64_t removed = 0;     // runs ended by their worker removing the job (remove(Job&))
   Histogram queue_latency;  // due (scheduled time) -> accepted, per accept
   Histogram run_time;  // accepted -> ended (finish, fail, snooze, lost, cancel, remove), per run
 };

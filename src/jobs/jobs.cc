@@ -180,12 +180,9 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
 // `wrote` (if given) tells whether it wrote the job, the only answer its commit vouches for.
 // `guess`: read the type's settings as remembered and take the job as new (kv::ReadOptions:
 // on etcd, no call at all), for the commit to check.
-// `hand_off`: a waiter this add claimed, to whom a new job may go as its run (hand_off.h).
 Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_view type,
                             std::string_view id, const std::string& data, const AddOptions& options,
-                            bool* wrote = nullptr, bool guess = false,
-                            HandOff* hand_off = nullptr) {
-  if (hand_off) hand_off->job.reset();
+                            bool* wrote = nullptr, bool guess = false) {
   std::vector<std::optional<std::string>> stored;
   if (guess) {
     KVQ_ASSIGN_OR_RETURN(auto settings, txn.get(keys.timeout(type), {.remembered = true}));
@@ -230,10 +227,6 @@ Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_
     }
   }
   KVQ_ASSIGN_OR_RETURN(after->add_seq, txn.read_version());
-  if (hand_off && !before) {
-    KVQ_ASSIGN_OR_RETURN(TypeSettings settings, decode_type(*stored[0]));
-    KVQ_RETURN_IF_ERROR(take_hand_off(txn, type, id, settings, *after, *hand_off).status());
-  }
   KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, std::move(after)));
   if (wrote) *wrote = true;
   return true;
@@ -275,27 +268,19 @@ struct AddAttempts {
 // (worker_calls.h).
 Result<AddResult> add_attempt(kv::Transaction& txn, const Keys& keys, std::string_view type,
                               std::string_view id, const std::string& normalized,
-                              const AddOptions& options, AddAttempts& attempts,
-                              HandOff* hand_off = nullptr) {
+                              const AddOptions& options, AddAttempts& attempts) {
   const bool stale = !attempts.confirming && txn.allow_stale_reads();
   std::optional<uint64_t>& attempt_version = attempts.version;
   if (attempt_version && txn.earlier_commit_unknown()) {
     KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, id));
-    if (row && row->add_seq == *attempt_version) {
-      // That attempt committed; if it handed the job off, the claimed waiter still gets it.
-      if (hand_off) {
-        KVQ_ASSIGN_OR_RETURN(hand_off->job, handed_off_earlier(txn, type, id, *row, *hand_off));
-      }
-      return AddResult{.added = true};
-    }
+    if (row && row->add_seq == *attempt_version) return AddResult{.added = true};
   }
   // A producer that sets kKeep expects to find the job at times: a guess that it is new would
   // then cost a failed commit, where a read costs less.
   const bool guess = stale && attempts.guess && options.if_exists == IfExists::kUpdate &&
                      !txn.earlier_commit_unknown();
   bool wrote = false;
-  Result<bool> added =
-      add_normalized(txn, keys, type, id, normalized, options, &wrote, guess, hand_off);
+  Result<bool> added = add_normalized(txn, keys, type, id, normalized, options, &wrote, guess);
   // A run that stopped at a read not yet made decides nothing: kv::run_async runs it again,
   // as the same attempt, once the read is fetched (kv::RetryOptions::replayable).
   if (txn.has_deferred_reads()) return Unavailable("reads deferred");
@@ -307,31 +292,6 @@ Result<AddResult> add_attempt(kv::Transaction& txn, const Keys& keys, std::strin
   return AddResult{.added = *added};
 }
 
-// The waiter an add of `type` with `options` may hand its job to (hand_off.h): on a nonblocking
-// store, for a job that would be due now without a group, the first waiter of the type, claimed.
-std::optional<HandOff> claim_hand_off(Jobs::Impl& impl, const kv::Store& store,
-                                      std::string_view type, const AddOptions& options) {
-  if (!store.nonblocking() || !options.group.empty() ||
-      (options.scheduled_time_ms && *options.scheduled_time_ms > now_ms()))
-    return std::nullopt;
-  auto claim = impl.accept_waiters.claim(std::string(type));
-  if (!claim) return std::nullopt;
-  return HandOff{impl.accept_scope, std::move(*claim), std::nullopt};
-}
-
-// After the add: the claimed waiter gets the run its committed attempt started, or goes back to
-// its queue. (An add that failed after a commit whose result was unknown may have handed the job
-// off all the same: its run is then lost at the timeout and the job retried, as for a worker
-// that died with it.)
-void settle_hand_off(Jobs::Impl& impl, std::optional<HandOff>& hand_off, bool added) {
-  if (!hand_off) return;
-  if (added && hand_off->job) {
-    impl.type_stats.record_handed_off(hand_off->job->type);
-    return impl.accept_waiters.deliver(hand_off->claim.ticket, std::move(*hand_off->job));
-  }
-  impl.accept_waiters.unclaim(hand_off->claim.ticket);
-}
-
 }  // namespace
 
 Result<AddResult> Jobs::add(std::string_view type, std::string_view id, std::string_view data,
@@ -339,16 +299,12 @@ Result<AddResult> Jobs::add(std::string_view type, std::string_view id, std::str
   KVQ_ASSIGN_OR_RETURN(std::string normalized,
                        validate_add(type, id, data, options, options_.max_data_bytes));
   AddAttempts attempts;
-  auto hand_off = claim_hand_off(*impl_, *store_, type, options);
-  auto added = kv::run(
+  return kv::run(
       *store_,
       [&](kv::Transaction& txn) {
-        return add_attempt(txn, impl_->keys, type, id, normalized, options, attempts,
-                           hand_off ? &*hand_off : nullptr);
+        return add_attempt(txn, impl_->keys, type, id, normalized, options, attempts);
       },
       options_.retry);
-  settle_hand_off(*impl_, hand_off, added.ok());
-  return added;
 }
 
 void Jobs::add_async(std::string_view type, std::string_view id, std::string_view data,
@@ -359,25 +315,15 @@ void Jobs::add_async(std::string_view type, std::string_view id, std::string_vie
     std::string type, id, data;
     AddOptions options;
     AddAttempts attempts;
-    std::optional<HandOff> hand_off;
   };
-  auto add = std::make_shared<Add>(Add{std::string(type),
-                                       std::string(id),
-                                       std::move(*normalized),
-                                       options,
-                                       {},
-                                       claim_hand_off(*impl_, *store_, type, options)});
+  auto add = std::make_shared<Add>(
+      Add{std::string(type), std::string(id), std::move(*normalized), options, {}});
   kv::run_async(
       *store_,
       [add, &keys = impl_->keys](kv::Transaction& txn) {
-        return add_attempt(txn, keys, add->type, add->id, add->data, add->options, add->attempts,
-                           add->hand_off ? &*add->hand_off : nullptr);
+        return add_attempt(txn, keys, add->type, add->id, add->data, add->options, add->attempts);
       },
-      [add, impl = impl_.get(), done = std::move(done)](Result<AddResult> added) {
-        settle_hand_off(*impl, add->hand_off, added.ok());
-        done(std::move(added));
-      },
-      kv::replayable(options_.retry));
+      std::move(done), kv::replayable(options_.retry));
 }
 
 Result<AddResult> Jobs::add(kv::Transaction& txn, std::string_view type, std::string_view id,

@@ -56,11 +56,6 @@ void TypeStatsRecorder::record_accepted(std::string_view type, Millis queue_late
   observe(of(type).queue_latency, std::max(Millis(0), queue_latency));
 }
 
-void TypeStatsRecorder::record_handed_off(std::string_view type) {
-  util::MutexLock lock(mu_);
-  ++of(type).handed_off;
-}
-
 void TypeStatsRecorder::record_finished(std::string_view type, bool succeeded,
                                         std::optional<Millis> run_time) {
   util::MutexLock lock(mu_);

@@ -24,8 +24,6 @@ class TypeStatsRecorder {
  public:
   // A job accepted `queue_latency` after it was due (negative: counted as 0).
   void record_accepted(std::string_view type, Millis queue_latency);
-  // An accept an add served by handing its job off (hand_off.h).
-  void record_handed_off(std::string_view type);
   // A finish: succeeded unless the job was resubmitted (then it only ends the run).
   void record_finished(std::string_view type, bool succeeded, std::optional<Millis> run_time);
   // A fail: retried (pending again) or dead.

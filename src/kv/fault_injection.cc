@@ -164,9 +164,7 @@ class FaultInjectingTransaction : public Transaction {
 }  // namespace
 
 FaultInjectingStore::FaultInjectingStore(std::shared_ptr<Store> inner, FaultOptions options)
-    : shared_(std::make_shared<Shared>(options)),
-      inner_(std::move(inner)),
-      nonblocking_(options.nonblocking && inner_->nonblocking()) {}
+    : shared_(std::make_shared<Shared>(options)), inner_(std::move(inner)) {}
 
 FaultInjectingStore::~FaultInjectingStore() = default;
 
@@ -178,8 +176,6 @@ Result<std::unique_ptr<Transaction>> FaultInjectingStore::begin() {
 }
 
 std::string FaultInjectingStore::describe() const { return "faults(" + inner_->describe() + ")"; }
-
-bool FaultInjectingStore::nonblocking() const { return nonblocking_; }
 
 FaultCounts FaultInjectingStore::counts() const {
   util::MutexLock lock(shared_->mu);

@@ -34,10 +34,6 @@ struct FaultOptions {
   std::chrono::microseconds commit_latency{0};
   std::chrono::microseconds read_latency{0};
   uint64_t seed = 1;
-  // Says nonblocking() as the wrapped store does (fixed at construction), so that a caller takes
-  // the paths it takes only on such a store; its transactions' commit_async stays commit()
-  // followed by the callback. Off by default: the wrapper reports a blocking store.
-  bool nonblocking = false;
 };
 
 struct FaultCounts {
@@ -57,7 +53,6 @@ class FaultInjectingStore : public Store {
 
   Result<std::unique_ptr<Transaction>> begin() override;
   std::string describe() const override;
-  bool nonblocking() const override;
 
   FaultCounts counts() const;
   // Changes the rates from now on (e.g. to stop injecting before a final check).
@@ -68,7 +63,6 @@ class FaultInjectingStore : public Store {
  private:
   std::shared_ptr<Shared> shared_;
   std::shared_ptr<Store> inner_;
-  bool nonblocking_;
 };
 
 }  // namespace kvq::kv

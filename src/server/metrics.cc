@@ -70,10 +70,6 @@ constexpr TypeCounter kTypeCounters[] = {
      "Runs their worker ended by removing the job (the beanstalkd protocol's delete of a "
      "reserved job).",
      &jobs::Jobs::TypeStats::removed},
-    {"kvq_jobs_handed_off_total",
-     "Accepts that an add served in its own transaction: a worker waited in this process, and "
-     "the add wrote its job as that worker's run.",
-     &jobs::Jobs::TypeStats::handed_off},
 };
 
 // One per-type histogram of Jobs::TypeStats.

@@ -176,11 +176,6 @@ bool AcceptWaiters::cancel(uint64_t ticket) {
       it->second = true;
       return true;
     }
-    // Claimed by an add: it ends when the add settles it (deliver, unclaim).
-    if (auto it = claimed_.find(ticket); it != claimed_.end()) {
-      it->second.waiter.cancelled = true;
-      return true;
-    }
     // A waiter of several types; a look of its in flight hands its job back (finish_any).
     if (auto it = any_waiters_.find(ticket); it != any_waiters_.end()) {
       callback = std::move(it->second.callback);
@@ -210,65 +205,6 @@ bool AcceptWaiters::cancel(uint64_t ticket) {
   if (!callback) return false;
   callback(Cancelled("accept cancelled"));
   return true;
-}
-
-std::optional<AcceptWaiters::Claim> AcceptWaiters::claim(const std::string& type) {
-  util::MutexLock lock(mu_);
-  auto it = queues_.find(type);
-  if (it == queues_.end() || stopping_) return std::nullopt;
-  Queue& queue = it->second;
-  if (queue.in_flight || queue.waiters.size() < 2) return std::nullopt;
-  Waiter& first = queue.waiters.front();
-  if (first.finish || first.cancelled || kind_of(first.options) != Kind{}) return std::nullopt;
-  Claim claim{first.ticket, {first.lock, first.options.worker, first.options.worker_type}};
-  Waiter waiter = std::move(first);
-  --queue.kinds[Kind{}];
-  if (queue.kinds[Kind{}] == 0) queue.kinds.erase(Kind{});
-  queue.waiters.pop_front();
-  claimed_.emplace(claim.ticket, Claimed{type, std::move(waiter)});
-  drop_if_empty(it);
-  return claim;
-}
-
-void AcceptWaiters::deliver(uint64_t ticket, Job job) {
-  std::optional<Waiter> waiter;
-  {
-    util::MutexLock lock(mu_);
-    auto it = claimed_.find(ticket);
-    if (it != claimed_.end()) {
-      waiter.emplace(std::move(it->second.waiter));
-      claimed_.erase(it);
-    }
-  }
-  if (!waiter) return give_back_orphan(std::move(job));  // never expected
-  if (!waiter->cancelled) return waiter->callback(std::move(job));
-  give_back_orphan(std::move(job));
-  waiter->callback(Cancelled("accept cancelled"));
-}
-
-void AcceptWaiters::unclaim(uint64_t ticket) {
-  Callback cancelled;
-  const char* why = "accept cancelled";
-  {
-    util::MutexLock lock(mu_);
-    auto it = claimed_.find(ticket);
-    if (it == claimed_.end()) return;
-    Waiter waiter = std::move(it->second.waiter);
-    const std::string type = std::move(it->second.type);
-    claimed_.erase(it);
-    if (waiter.cancelled || stopping_) {
-      if (!waiter.cancelled) why = "the jobs layer is closing";
-      cancelled = std::move(waiter.callback);
-    } else {
-      Queue& queue = queues_.try_emplace(type).first->second;
-      ++queue.kinds[kind_of(waiter.options)];
-      queue.waiters.push_front(std::move(waiter));
-      // It was off the queue while the add ran: a watch that fired meanwhile found it gone.
-      queue.attempt = true;
-      cv_.notify_all();
-    }
-  }
-  if (cancelled) cancelled(Cancelled(why));
 }
 
 void AcceptWaiters::drop_if_empty(std::map<std::string, Queue>::iterator it) {

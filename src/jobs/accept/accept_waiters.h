@@ -41,10 +41,6 @@
 // finishes a batch); the round commits the finish with the jobs it takes, in arrival order as
 // always. Its deadline does not end it before the finish committed.
 //
-// An add may hand its new job straight to a waiter (hand_off.h): it claims the type's first
-// waiter before its transaction, which then writes the job as that waiter's run; the waiter is
-// off the queue meanwhile, and goes back to its front if the add did not take the hand-off.
-//
 // An accept over several types (accept_any) waits as one waiter of all of them: not batched,
 // and not in any type's queue (so not ordered with that type's own waiters). Each of its looks
 // (attempt_accept_any_async) arms watches of its own on every type's pending token (and the
@@ -116,24 +112,6 @@ class AcceptWaiters {
   bool has_waiters(const std::string& type) KVQ_EXCLUDES(mu_);
   // Ends the waiter with kCancelled if it has not completed; returns whether it did.
   bool cancel(uint64_t ticket) KVQ_EXCLUDES(mu_);
-
-  // A waiter an add claimed, to hand its new job to: its ticket and the run it would start.
-  struct Claim {
-    uint64_t ticket = 0;
-    Taker taker;
-  };
-  // Takes the first waiter of `type` off its queue for an add's hand-off, if there is one that
-  // any due job of the type would serve: no batch of the type in flight (which might be taking
-  // a job for it), no max time or priority in its options, no finish of its worker's to commit.
-  // Until deliver() or unclaim() of its ticket, no round serves it; cancel() of it meanwhile
-  // ends it with kCancelled once it is settled.
-  std::optional<Claim> claim(const std::string& type) KVQ_EXCLUDES(mu_);
-  // The claimed waiter gets `job`, the run the add's commit started for it (a cancelled one
-  // ends with kCancelled and the job is given back).
-  void deliver(uint64_t ticket, Job job) KVQ_EXCLUDES(mu_);
-  // The add did not hand its job to the claimed waiter: it goes back to the front of its
-  // queue, and the next round looks for it (the add's job may be the one it waits for).
-  void unclaim(uint64_t ticket) KVQ_EXCLUDES(mu_);
 
  private:
   struct Waiter {
@@ -286,12 +264,6 @@ class AcceptWaiters {
   // Reserved tickets not yet submitted: cancelled?
   std::map<uint64_t, bool> reserved_ KVQ_GUARDED_BY(mu_);
   std::map<uint64_t, AnyWaiter> any_waiters_ KVQ_GUARDED_BY(mu_);  // by ticket
-  // Waiters claimed by an add (claim), by ticket, with their type.
-  struct Claimed {
-    std::string type;
-    Waiter waiter;
-  };
-  std::map<uint64_t, Claimed> claimed_ KVQ_GUARDED_BY(mu_);
   std::atomic<uint64_t> next_any_generation_{1};
   int in_flight_ KVQ_GUARDED_BY(mu_) = 0;  // batches attempted and not yet finished
   bool stopping_ KVQ_GUARDED_BY(mu_) = false;

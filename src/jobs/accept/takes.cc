@@ -9,15 +9,6 @@
 
 namespace kvq::jobs {
 
-void start_run(JobRow& row, const Taker& taker, int64_t started_ms) {
-  row.lock = taker.lock;
-  row.worker = taker.worker;
-  row.worker_type = taker.worker_type;
-  row.attempts += 1;
-  row.started = started_ms;
-  row.progress.reset();  // progress is of one run
-}
-
 Result<Job> take_job(kv::Transaction& txn, const AcceptScope& scope, std::string_view type,
                      const std::string& id, int64_t priority, int64_t scheduled,
                      std::string_view group, const Taker& taker, const FlowGate& gate, bool guess) {
@@ -31,9 +22,14 @@ Result<Job> take_job(kv::Transaction& txn, const AcceptScope& scope, std::string
     return Internal("pending index entry for job '" + id + "' does not match its row");
   }
   JobRow after = *before;
+  after.lock = taker.lock;
+  after.worker = taker.worker;
+  after.worker_type = taker.worker_type;
+  after.attempts += 1;
   // A rate-limited type's accepts are stamped as its window records them.
-  start_run(after, taker, gate.stamp_ms.value_or(now_ms()));
+  after.started = gate.stamp_ms.value_or(now_ms());
   scope.local.latencies.note(taker.lock, Millis(after.started - before->scheduled));
+  after.progress.reset();  // progress is of one run
   KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, after));
   return job_of_run(type, id, after, gate.type_timeout);
 }

@@ -22,10 +22,6 @@ inline constexpr int kMaxPriorityLevels = 64;
 // The most job rows an accept asks for in one read ahead of taking them (try_accept_many).
 inline constexpr size_t kPrefetchRows = 64;
 
-// What a job's row becomes when `taker` starts a run of it at wall time `started_ms`: the one
-// place a run starts (take_job, and an add's hand-off, hand_off.h).
-void start_run(JobRow& row, const Taker& taker, int64_t started_ms);
-
 // Takes the pending job `id` (its index entry at (priority, scheduled)) for `taker`. With
 // `guess`, its row as the store handle remembers it (kv::ReadOptions::remembered: on etcd the
 // row of a job this process added costs no read); the commit checks it.
