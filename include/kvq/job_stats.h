@@ -16,6 +16,7 @@ struct StateCounts {
   uint64_t finished = 0;  // of which:
   uint64_t dead = 0;
   uint64_t cancelled = 0;
+  uint64_t waiting = 0;  // waiting on dependencies (kvq/workflows.h)
 };
 
 // Counters of what this process's background work did, for metrics and tests.

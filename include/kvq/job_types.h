@@ -15,6 +15,7 @@
 
 #include "kvq/kv.h"
 #include "kvq/status.h"
+#include "kvq/workflows.h"
 
 namespace kvq::jobs {
 
@@ -32,8 +33,9 @@ using Millis = std::chrono::milliseconds;
 inline constexpr size_t kMaxTypeBytes = 200;
 inline constexpr size_t kMaxIdBytes = 256;
 
-enum class State { kPending, kRunning, kFinished };
-std::string_view state_name(State state);  // "pending", "running", "finished"
+// kWaiting: not yet pending, for a dependency has not ended (kvq/workflows.h); never accepted.
+enum class State { kPending, kRunning, kFinished, kWaiting };
+std::string_view state_name(State state);  // "pending", "running", "finished", "waiting"
 // kInvalidArgument for anything else.
 Result<State> parse_state(std::string_view name);
 
@@ -237,6 +239,15 @@ struct AddOptions {
   // to a running job (a resubmit) and an add that changes nothing leave it as it was.
   // REQUIRES: "" or a valid traceparent (kInvalidArgument otherwise, changing nothing).
   std::string traceparent;
+  // Jobs this one waits for (kvq/workflows.h): at most kMaxDependencies, no repeats, not the
+  // job itself; each must exist (kNotFound naming the first that does not, changing nothing),
+  // unless add_many adds it in the same batch (before or after this job). The job is added
+  // waiting until they have ended; one that has ended already resolves at once. Only an add
+  // that creates the job, or adds a finished one anew, may give dependencies: on a pending,
+  // waiting or running job the add fails with kWrongState (if_exists kKeep keeps it, as ever).
+  // A cycle (possible only within one add_many) is refused with kInvalidArgument naming it.
+  std::vector<DependencyRef> depends_on;
+  OnDependencyFailure on_dependency_failure = OnDependencyFailure::kCancel;
 };
 
 struct AddResult {
@@ -313,6 +324,23 @@ struct JobInfo {
   // added anew.
   uint32_t kicks = 0;
   std::string traceparent;  // AddOptions::traceparent; "" for none
+  // Dependencies (kvq/workflows.h): how many it was added with, how many of them it still
+  // waits on (state kWaiting while not 0), what it does when one fails, and whether any job
+  // was ever added depending on it.
+  uint32_t dependencies = 0;
+  uint32_t waiting_on = 0;
+  OnDependencyFailure on_dependency_failure = OnDependencyFailure::kCancel;
+  bool has_dependents = false;
+};
+
+// A dependency of a job as Jobs::dependencies shows it: which job, how its edge resolved, and
+// the job as get() shows it now (nullopt once removed).
+struct DependencyInfo {
+  DependencyRef dependency;
+  // kNone while unresolved; otherwise how the dependency had ended when it resolved the edge
+  // (kCancelled for one removed before it ended).
+  Outcome resolved = Outcome::kNone;
+  std::optional<JobInfo> job;
 };
 
 inline constexpr uint64_t kGroupPendingCountLimit = 10'000;

@@ -14,6 +14,9 @@
 //            │                   │       max_attempts or max_lost_runs ───────┘ (dead)
 //            └─ snooze, lost run, finish after resubmit
 //   cancel: pending or running ──► finished (cancelled)
+//   add with depends_on ──► waiting ──last dependency ended──► pending (kvq/workflows.h)
+//                              └── a dependency failed (on_dependency_failure cancel) ──►
+//                                  finished (cancelled)
 //
 // Every attempt a job makes is one accept; an attempt ends by finish (succeeded), fail (an
 // error the worker reports), a lost run (the worker went silent past the type's timeout, or
@@ -315,6 +318,13 @@ class Jobs {
   // kNotFound if absent.
   Result<JobInfo> get(std::string_view type, std::string_view id);
   Result<JobInfo> get(kv::Transaction& txn, std::string_view type, std::string_view id);
+  // The dependencies the job was added with (AddOptions::depends_on, kvq/workflows.h), in
+  // (type, id) order, each with how it resolved and the dependency as get() shows it now: for a
+  // dependent's worker to read their results. Empty for a job added without any. kNotFound if
+  // the job does not exist.
+  Result<std::vector<DependencyInfo>> dependencies(std::string_view type, std::string_view id);
+  Result<std::vector<DependencyInfo>> dependencies(kv::Transaction& txn, std::string_view type,
+                                                   std::string_view id);
   // Jobs in id order, a page at a time. kNotFound if the type does not exist.
   Result<JobPage> list(std::string_view type, const ListOptions& options = {});
   // Pending jobs due by options.max_scheduled_time_ms, counting at most options.limit.

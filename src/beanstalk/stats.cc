@@ -58,6 +58,7 @@ std::optional<JobState> beanstalk_state(const jobs::JobInfo& job, int64_t now_ms
     case jobs::State::kFinished:
       if (job.outcome == jobs::Outcome::kDead) return JobState::kBuried;
       return std::nullopt;
+    case jobs::State::kWaiting: return std::nullopt;
   }
   return std::nullopt;
 }

@@ -70,6 +70,7 @@ Result<ParsedArgs> parse_args(const std::vector<std::string>& args,
     if (option->count() == 0) continue;
     if (spec->takes_value) {
       out.values[spec->name] = values[spec->name];
+      out.all_values[spec->name] = option->results();
     } else {
       out.flags.insert(spec->name);
     }

@@ -24,13 +24,19 @@ struct OptionSpec {
 struct ParsedArgs {
   std::vector<std::string> positional;
   std::map<std::string, std::string> values;  // options with a value (last one wins)
-  std::set<std::string> flags;                // options without a value
+  // Every value of each option given with one, in the order given (a repeatable option).
+  std::map<std::string, std::vector<std::string>> all_values;
+  std::set<std::string> flags;  // options without a value
 
   bool flag(const std::string& name) const { return flags.count(name) != 0; }
   bool has(const std::string& name) const { return values.count(name) != 0; }
   std::string value(const std::string& name, std::string fallback = {}) const {
     auto it = values.find(name);
     return it == values.end() ? std::move(fallback) : it->second;
+  }
+  std::vector<std::string> every(const std::string& name) const {
+    auto it = all_values.find(name);
+    return it == all_values.end() ? std::vector<std::string>{} : it->second;
   }
 };
 

@@ -12,6 +12,7 @@ int run_add(int argc, char** argv);
 int run_get(int argc, char** argv);
 int run_ls(int argc, char** argv);
 int run_rm(int argc, char** argv);
+int run_deps(int argc, char** argv);  // kvq deps TYPE ID: a job's dependencies
 
 // A worker's calls on jobs (commands_worker_calls.cc).
 int run_accept(int argc, char** argv);

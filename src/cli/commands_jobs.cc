@@ -14,7 +14,8 @@ using Json = nlohmann::json;
 
 constexpr char kAddUsage[] =
     "usage: kvq add TYPE ID [DATA_JSON] [--at MS] [--priority N] [--group G]\n"
-    "                       [--if-exists update|keep]\n"
+    "                       [--if-exists update|keep] [--depends-on TYPE/ID]...\n"
+    "                       [--on-dependency-failure cancel|run]\n"
     "\n"
     "Adds job ID of TYPE with DATA_JSON (default {}; '-' reads stdin), its input.\n"
     "  --at MS              schedule it at MS (milliseconds since the epoch); default now\n"
@@ -26,7 +27,13 @@ constexpr char kAddUsage[] =
     "                       the new data and time; a running one runs again after its run; a\n"
     "                       finished one starts over (its attempts, errors and result cleared)\n"
     "  --if-exists keep     when job ID exists, in any state, leave it alone and print \"kept\":\n"
-    "                       an add retried after a timeout never runs a job twice\n";
+    "                       an add retried after a timeout never runs a job twice\n"
+    "  --depends-on TYPE/ID the job waits (state waiting, never accepted) until job ID of TYPE\n"
+    "                       has ended; repeat for each dependency (at most 100; each must\n"
+    "                       exist). kvq deps TYPE ID lists them with their results\n"
+    "  --on-dependency-failure cancel|run\n"
+    "                       when a dependency ends dead or cancelled: cancel this job and the\n"
+    "                       jobs waiting on it (the default), or run it anyway\n";
 constexpr char kGetUsage[] =
     "usage: kvq get TYPE ID\n"
     "\n"
@@ -38,7 +45,8 @@ constexpr char kLsUsage[] =
     "usage: kvq ls TYPE [--state S] [--worker W] [--worker-type WT] [--limit N] [--cursor C]\n"
     "\n"
     "Lists the jobs of TYPE in id order.\n"
-    "  --state S     only the jobs in state S: pending, running or finished; scheduled\n"
+    "  --state S     only the jobs in state S: pending, running, finished or waiting (on\n"
+    "                dependencies); scheduled\n"
     "                (pending, not yet due) or due; or finished with outcome succeeded, dead or\n"
     "                cancelled\n"
     "  --worker W    only jobs accepted by worker W\n"
@@ -46,15 +54,26 @@ constexpr char kLsUsage[] =
     "                only jobs accepted by a worker of worker type WT\n"
     "  --limit N     at most N jobs (1-10000, default 100)\n"
     "  --cursor C    continue from a previous listing's next cursor\n";
+constexpr char kDepsUsage[] =
+    "usage: kvq deps TYPE ID\n"
+    "\n"
+    "Lists the dependencies job ID of TYPE was added with (kvq add --depends-on): each one's\n"
+    "type and id, how it resolved (succeeded, dead or cancelled; empty while it has not ended),\n"
+    "its state now and its result.\n";
 constexpr char kRmUsage[] =
     "usage: kvq rm TYPE ID\n\nRemoves job ID of TYPE (a worker running it is halted).\n";
 
 }  // namespace
 
 int run_add(int argc, char** argv) {
-  auto begun =
-      begin_command(argc, argv, "add", kAddUsage,
-                    {{"at", true}, {"priority", true}, {"group", true}, {"if-exists", true}}, 2, 3);
+  auto begun = begin_command(argc, argv, "add", kAddUsage,
+                             {{"at", true},
+                              {"priority", true},
+                              {"group", true},
+                              {"if-exists", true},
+                              {"depends-on", true},
+                              {"on-dependency-failure", true}},
+                             2, 3);
   if (!begun.invocation) return begun.exit_code;
   const Invocation& inv = *begun.invocation;
   const std::string& type = inv.args.positional[0];
@@ -128,6 +147,33 @@ int run_ls(int argc, char** argv) {
   }
   const std::string next = value_of(r.body, "next_cursor", std::string());
   if (!next.empty()) std::printf("more: --cursor %s\n", next.c_str());
+  return kExitOk;
+}
+
+int run_deps(int argc, char** argv) {
+  auto begun = begin_command(argc, argv, "deps", kDepsUsage, {}, 2, 2);
+  if (!begun.invocation) return begun.exit_code;
+  const Invocation& inv = *begun.invocation;
+  Response r = inv.client->get(
+      path("/v1/jobs", {inv.args.positional[0], inv.args.positional[1], "dependencies"}));
+  if (!r.ok()) return inv.fail(r);
+  if (inv.json) {
+    print_json(r.body);
+    return kExitOk;
+  }
+  const Json deps = value_of(r.body, "dependencies", Json::array());
+  if (deps.empty()) {
+    std::puts("no dependencies");
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& dep : deps) {
+    const Json job = value_of(dep, "job", Json());
+    rows.push_back({cell(dep, "type"), cell(dep, "id"), cell(dep, "resolved"),
+                    job.is_object() ? cell(job, "state") : "removed",
+                    job.is_object() ? truncate(compact(value_of(job, "result", Json())), 60) : ""});
+  }
+  std::fputs(format_table({"TYPE", "ID", "RESOLVED", "STATE", "RESULT"}, rows).c_str(), stdout);
   return kExitOk;
 }
 

@@ -91,6 +91,24 @@ Result<Json> add_body(const ParsedArgs& args, std::istream& in) {
     }
     body["if_exists"] = mode;
   }
+  if (args.has("depends-on")) {
+    Json deps = Json::array();
+    for (const std::string& dep : args.every("depends-on")) {
+      const size_t slash = dep.find('/');
+      if (slash == std::string::npos || slash == 0 || slash + 1 == dep.size()) {
+        return InvalidArgument("--depends-on takes TYPE/ID, not '" + dep + "'");
+      }
+      deps.push_back({{"type", dep.substr(0, slash)}, {"id", dep.substr(slash + 1)}});
+    }
+    body["depends_on"] = std::move(deps);
+  }
+  if (args.has("on-dependency-failure")) {
+    const std::string policy = args.value("on-dependency-failure");
+    if (policy != "cancel" && policy != "run") {
+      return InvalidArgument("--on-dependency-failure takes cancel or run, not '" + policy + "'");
+    }
+    body["on_dependency_failure"] = policy;
+  }
   return body;
 }
 

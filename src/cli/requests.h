@@ -23,7 +23,8 @@ namespace kvq::cli {
 Result<nlohmann::json> parse_json_arg(const std::string& text, const std::string& what,
                                       std::istream& in);
 
-// kvq add TYPE ID [DATA_JSON] [--at MS] [--priority N] [--group G] [--if-exists update|keep]:
+// kvq add TYPE ID [DATA_JSON] [--at MS] [--priority N] [--group G] [--if-exists update|keep]
+// [--depends-on TYPE/ID]... [--on-dependency-failure cancel|run]:
 // {"id", "data", "scheduled_time"?, "priority"?, "group"?, "if_exists"?}.
 Result<nlohmann::json> add_body(const ParsedArgs& args, std::istream& in);
 

@@ -93,6 +93,7 @@ Result<Jobs::StateCounts> Jobs::count(std::string_view type, size_t limit) {
                              count_keys(txn, keys.ended_with(type, Outcome::kDead), limit));
         KVQ_ASSIGN_OR_RETURN(counts.cancelled,
                              count_keys(txn, keys.ended_with(type, Outcome::kCancelled), limit));
+        KVQ_ASSIGN_OR_RETURN(counts.waiting, count_keys(txn, keys.waiting_of(type), limit));
         return counts;
       },
       options_.retry);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "jobs/dependencies.h"
 #include "jobs/group_queue.h"
 #include "jobs/own_timeouts.h"
 
@@ -54,6 +55,8 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
   const bool was_pending = before && state_of(*before) == State::kPending;
   const bool was_running = before && state_of(*before) == State::kRunning;
   const bool was_finished = before && state_of(*before) == State::kFinished;
+  const bool was_waiting = before && state_of(*before) == State::kWaiting;
+  if (was_waiting) txn.clear(keys.waiting(type, id));
   if (was_finished) {
     txn.clear(keys.finished(type, before->updated, id));
     if (is_indexed(before->outcome)) txn.clear(keys.ended(type, before->outcome, id));
@@ -70,6 +73,10 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
     txn.set(keys.global_id(id), std::string(type));
   if (!after) {
     txn.clear(keys.job(type, id));
+    if (before && before->dependencies > 0) {
+      auto [begin, end] = keys.dependencies_of(type, id);
+      txn.clear_range(begin, end);
+    }
   } else {
     after->seq = version;
     after->updated = now_ms();
@@ -88,9 +95,19 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
         txn.set(keys.finished(type, after->updated, id), "");
         if (is_indexed(after->outcome)) txn.set(keys.ended(type, after->outcome, id), "");
         break;
+      case State::kWaiting: txn.set(keys.waiting(type, id), ""); break;
     }
   }
   txn.touch(keys.activity_token(type));
+  // A job others wait on resolves their edges in the transaction of its end (I11), or of its
+  // removal before it ended (as if cancelled).
+  if (before && before->has_dependents && !was_finished) {
+    if (!after) {
+      KVQ_RETURN_IF_ERROR(resolve_dependents(txn, keys, type, id, Outcome::kCancelled));
+    } else if (state_of(*after) == State::kFinished) {
+      KVQ_RETURN_IF_ERROR(resolve_dependents(txn, keys, type, id, after->outcome));
+    }
+  }
   if ((before && !before->group.empty()) || (after && !after->group.empty()))
     return save_groups(txn, keys, type, before, after);
   return Status::OK();
@@ -200,6 +217,10 @@ JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row) {
   info.snoozes = row.snoozes;
   info.kicks = row.kicks;
   info.traceparent = row.traceparent;
+  info.dependencies = row.dependencies;
+  info.waiting_on = row.waiting_on;
+  info.on_dependency_failure = row.on_dependency_failure;
+  info.has_dependents = row.has_dependents;
   return info;
 }
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "jobs/accept/accept.h"
+#include "jobs/dependencies.h"
 #include "jobs/group_queue.h"
 #include "jobs/job_store.h"
 #include "jobs/jobs_impl.h"
@@ -19,6 +20,7 @@ std::string_view state_name(State state) {
     case State::kPending: return "pending";
     case State::kRunning: return "running";
     case State::kFinished: return "finished";
+    case State::kWaiting: return "waiting";
   }
   return "pending";
 }
@@ -27,8 +29,9 @@ Result<State> parse_state(std::string_view name) {
   if (name == "pending") return State::kPending;
   if (name == "running") return State::kRunning;
   if (name == "finished") return State::kFinished;
+  if (name == "waiting") return State::kWaiting;
   return InvalidArgument("unknown job state '" + std::string(name) +
-                         "' (pending, running or finished)");
+                         "' (pending, running, finished or waiting)");
 }
 
 std::string_view outcome_name(Outcome outcome) {
@@ -56,8 +59,8 @@ Result<JobFilter> parse_job_filter(std::string_view name) {
   if (auto outcome = parse_outcome(name); outcome.ok())
     return JobFilter{.state = State::kFinished, .outcome = *outcome};
   return InvalidArgument("unknown job filter '" + std::string(name) +
-                         "' (pending, running, finished, scheduled, due, succeeded, dead or "
-                         "cancelled)");
+                         "' (pending, running, finished, waiting, scheduled, due, succeeded, "
+                         "dead or cancelled)");
 }
 
 std::string_view data_format_name(DataFormat format) {
@@ -125,6 +128,7 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
   }
   JobRow after = *before;
   switch (state_of(*before)) {
+    case State::kWaiting:  // changed as a pending job is, and still waiting
     case State::kPending:
       // Without an explicit time a pending job keeps its place in the queue.
       after.scheduled = o.scheduled_time_ms.value_or(before->scheduled);
@@ -214,8 +218,15 @@ Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_
                            "' added with a global id exists in type '" + *owner + "'");
     }
   }
+  const bool anew = !before || state_of(*before) == State::kFinished;
+  if (!anew && !options.depends_on.empty()) {
+    return WrongState("job '" + std::string(id) + "' of type '" + std::string(type) + "' is " +
+                      std::string(state_name(state_of(*before))) +
+                      "; depends_on applies only to a new job or a finished one added anew");
+  }
   auto after = row_after_add(before, data, options, now_ms());
   if (!after) return true;
+  if (anew) KVQ_RETURN_IF_ERROR(add_dependencies(txn, keys, type, id, before, *after, options));
   if (after->timeout && (!before || before->timeout != after->timeout))
     KVQ_RETURN_IF_ERROR(note_own_timeout(txn, keys, type, *after->timeout));
   if (!after->group.empty()) {
@@ -239,6 +250,7 @@ Result<std::string> validate_add(std::string_view type, std::string_view id, std
   KVQ_RETURN_IF_ERROR(validate_group(options.group));
   KVQ_RETURN_IF_ERROR(validate_job_timeout(options.timeout));
   KVQ_RETURN_IF_ERROR(validate_traceparent(options.traceparent));
+  KVQ_RETURN_IF_ERROR(validate_dependencies(type, id, options));
   if (options.create_type) KVQ_RETURN_IF_ERROR(new_type_row(*options.create_type).status());
   return normalize_data(data, options.data_format, max_data_bytes);
 }
@@ -354,6 +366,7 @@ Result<std::vector<NewJob>> validate_add_many(std::string_view type,
     }
     normalized.push_back({jobs[i].id, std::move(*data), jobs[i].options});
   }
+  KVQ_RETURN_IF_ERROR(batch_order(type, normalized).status());  // a cycle, refused before a read
   return normalized;
 }
 
@@ -362,15 +375,21 @@ Result<std::vector<NewJob>> validate_add_many(std::string_view type,
 Result<AddManyResult> add_batch(kv::Transaction& txn, const Keys& keys, std::string_view type,
                                 const std::vector<NewJob>& jobs, bool* wrote = nullptr) {
   AddManyResult result;
-  for (const auto& job : jobs) {
+  // Dependencies of the batch first (dependencies.h); kept stays in batch order.
+  KVQ_ASSIGN_OR_RETURN(std::vector<size_t> order, batch_order(type, jobs));
+  std::vector<bool> kept(jobs.size(), false);
+  for (size_t i : order) {
+    const auto& job = jobs[i];
     KVQ_ASSIGN_OR_RETURN(bool added,
                          add_normalized(txn, keys, type, job.id, job.data, job.options, wrote));
     if (added) {
       ++result.added;
     } else {
-      result.kept.push_back(job.id);
+      kept[i] = true;
     }
   }
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (kept[i]) result.kept.push_back(jobs[i].id);
   return result;
 }
 
@@ -495,6 +514,45 @@ Result<JobInfo> Jobs::get(kv::Transaction& txn, std::string_view type, std::stri
     return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) +
                     "' does not exist");
   return to_info(type, id, *row);
+}
+
+Result<std::vector<DependencyInfo>> Jobs::dependencies(std::string_view type, std::string_view id) {
+  return in_own_transaction(&Jobs::dependencies, type, id);
+}
+
+Result<std::vector<DependencyInfo>> Jobs::dependencies(kv::Transaction& txn, std::string_view type,
+                                                       std::string_view id) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  KVQ_RETURN_IF_ERROR(validate_id(id));
+  const Keys& keys = impl_->keys;
+  KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, id));
+  if (!row)
+    return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) +
+                    "' does not exist");
+  std::vector<DependencyInfo> out;
+  if (row->dependencies == 0) return out;
+  auto [begin, end] = keys.dependencies_of(type, id);
+  KVQ_ASSIGN_OR_RETURN(auto edges, txn.get_range(begin, end));
+  std::vector<std::string> rows;
+  for (const auto& edge : edges) {
+    KVQ_ASSIGN_OR_RETURN(auto dep, keys.parse_edge_end(edge.key));
+    KVQ_ASSIGN_OR_RETURN(Tuple value, Tuple::unpack(edge.value));
+    if (value.size() != 1 || !value[0].is_int())
+      return Internal("dependency edge of the wrong shape");
+    DependencyInfo info;
+    info.dependency = {std::move(dep.first), std::move(dep.second)};
+    info.resolved = static_cast<Outcome>(value[0].as_int());
+    rows.push_back(keys.job(info.dependency.type, info.dependency.id));
+    out.push_back(std::move(info));
+  }
+  // One read for all (on etcd, one round trip).
+  KVQ_ASSIGN_OR_RETURN(auto stored, txn.get_many(rows));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!stored[i]) continue;
+    KVQ_ASSIGN_OR_RETURN(JobRow dep, decode_row(*stored[i]));
+    out[i].job = to_info(out[i].dependency.type, out[i].dependency.id, dep);
+  }
+  return out;
 }
 
 Result<JobPage> Jobs::list(std::string_view type, const ListOptions& options) {

@@ -29,6 +29,8 @@ JobRow row_after_rerun(const JobRow& finished, const RerunOptions& options, int6
   after.progress.reset();
   after.scheduled = options.scheduled_time_ms.value_or(now);
   after.priority = options.priority.value_or(finished.priority);
+  // Its dependents were resolved when it ended: a later end of this run has none to resolve.
+  after.has_dependents = false;
   return after;
 }
 

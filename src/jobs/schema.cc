@@ -20,7 +20,8 @@ constexpr size_t kRowFieldsBeforeGroup = 24;
 constexpr size_t kRowFieldsBeforeProtocol = 25;
 constexpr size_t kRowFieldsBeforeKicks = 29;
 constexpr size_t kRowFieldsBeforeTraceparent = 30;
-constexpr size_t kRowFields = 31;
+constexpr size_t kRowFieldsBeforeDependencies = 31;
+constexpr size_t kRowFields = 35;
 constexpr size_t kErrorFields = 6;
 // Tuple has no double: a type's backoff factor and jitter are stored in millionths.
 constexpr double kMillionths = 1'000'000.0;
@@ -78,9 +79,15 @@ Result<std::vector<JobError>> decode_errors(const Tuple& t) {
 }
 
 // Whether the row needs the fields the beanstalkd protocol brought (else it encodes as before).
+// Whether the row needs the fields dependencies brought (workflows.h).
+bool has_dependency_fields(const JobRow& r) {
+  return r.waiting_on != 0 || r.dependencies != 0 || r.has_dependents ||
+         r.on_dependency_failure != OnDependencyFailure::kCancel;
+}
+
 bool has_protocol_fields(const JobRow& r) {
   return r.timeout || r.data_format != DataFormat::kJson || r.global_id || r.snoozes != 0 ||
-         r.kicks != 0 || !r.traceparent.empty();
+         r.kicks != 0 || !r.traceparent.empty() || has_dependency_fields(r);
 }
 
 bool is_text_or_null(const Element& e) { return e.is_string() || e.is_null(); }
@@ -98,7 +105,8 @@ std::pair<std::string, std::string> between(const Subspace& s, const Tuple& lo, 
 
 State state_of(const JobRow& row) {
   if (!row.lock.empty()) return State::kRunning;
-  return row.finished ? State::kFinished : State::kPending;
+  if (row.finished) return State::kFinished;
+  return row.waiting_on > 0 ? State::kWaiting : State::kPending;
 }
 
 std::string encode_row(const JobRow& r) {
@@ -141,8 +149,16 @@ std::string encode_row(const JobRow& r) {
     t.append(static_cast<int64_t>(r.data_format));
     t.append(r.global_id);
     t.append(static_cast<int64_t>(r.snoozes));
-    if (r.kicks != 0 || !r.traceparent.empty()) t.append(static_cast<int64_t>(r.kicks));
-    if (!r.traceparent.empty()) t.append(r.traceparent);
+    const bool dependency_fields = has_dependency_fields(r);
+    if (r.kicks != 0 || !r.traceparent.empty() || dependency_fields)
+      t.append(static_cast<int64_t>(r.kicks));
+    if (!r.traceparent.empty() || dependency_fields) t.append(r.traceparent);
+    if (dependency_fields) {
+      t.append(static_cast<int64_t>(r.waiting_on));
+      t.append(static_cast<int64_t>(r.dependencies));
+      t.append(r.has_dependents);
+      t.append(static_cast<int64_t>(r.on_dependency_failure));
+    }
   }
   return t.pack();
 }
@@ -150,10 +166,11 @@ std::string encode_row(const JobRow& r) {
 Result<JobRow> decode_row(std::string_view bytes) {
   KVQ_ASSIGN_OR_RETURN(Tuple t, Tuple::unpack(bytes));
   const bool known_size =
-      t.size() == kRowFields || t.size() == kRowFieldsBeforeTraceparent ||
-      t.size() == kRowFieldsBeforeKicks || t.size() == kRowFieldsBeforeProtocol ||
-      t.size() == kRowFieldsBeforeGroup || t.size() == kRowFieldsBeforeOutcome ||
-      t.size() == kRowFieldsBeforeWorkerType || t.size() == kRowFieldsBeforeLostRuns;
+      t.size() == kRowFields || t.size() == kRowFieldsBeforeDependencies ||
+      t.size() == kRowFieldsBeforeTraceparent || t.size() == kRowFieldsBeforeKicks ||
+      t.size() == kRowFieldsBeforeProtocol || t.size() == kRowFieldsBeforeGroup ||
+      t.size() == kRowFieldsBeforeOutcome || t.size() == kRowFieldsBeforeWorkerType ||
+      t.size() == kRowFieldsBeforeLostRuns;
   if (!known_size || !t[0].is_int() || t[0].as_int() != kRowFormat) {
     return Internal("job row has an unknown format");
   }
@@ -174,8 +191,14 @@ Result<JobRow> decode_row(std::string_view bytes) {
         t[26].as_int() <= static_cast<int64_t>(DataFormat::kBytes) && t[27].is_bool() &&
         t[28].is_int() && t[28].as_int() >= 0)) &&
       (t.size() != kRowFieldsBeforeTraceparent || (t[29].is_int() && t[29].as_int() > 0)) &&
+      (t.size() != kRowFieldsBeforeDependencies ||
+       (t[29].is_int() && t[29].as_int() >= 0 && t[30].is_string() &&
+        !t[30].as_string().empty())) &&
       (t.size() != kRowFields ||
-       (t[29].is_int() && t[29].as_int() >= 0 && t[30].is_string() && !t[30].as_string().empty()));
+       (t[29].is_int() && t[29].as_int() >= 0 && t[30].is_string() && t[31].is_int() &&
+        t[31].as_int() >= 0 && t[32].is_int() && t[32].as_int() >= 0 && t[33].is_bool() &&
+        t[34].is_int() && t[34].as_int() >= static_cast<int64_t>(OnDependencyFailure::kCancel) &&
+        t[34].as_int() <= static_cast<int64_t>(OnDependencyFailure::kRun)));
   if (!shaped) return Internal("job row has fields of the wrong kind");
   JobRow r;
   r.seq = static_cast<uint64_t>(t[1].as_int());
@@ -215,7 +238,13 @@ Result<JobRow> decode_row(std::string_view bytes) {
     r.snoozes = static_cast<uint32_t>(t[28].as_int());
   }
   if (t.size() >= kRowFieldsBeforeTraceparent) r.kicks = static_cast<uint32_t>(t[29].as_int());
-  if (t.size() == kRowFields) r.traceparent = t[30].as_string();
+  if (t.size() >= kRowFieldsBeforeDependencies) r.traceparent = t[30].as_string();
+  if (t.size() == kRowFields) {
+    r.waiting_on = static_cast<uint32_t>(t[31].as_int());
+    r.dependencies = static_cast<uint32_t>(t[32].as_int());
+    r.has_dependents = t[33].as_bool();
+    r.on_dependency_failure = static_cast<OnDependencyFailure>(t[34].as_int());
+  }
   return r;
 }
 
@@ -477,6 +506,35 @@ Result<std::string> Keys::parse_own_timeouts_type(std::string_view key) const {
   KVQ_ASSIGN_OR_RETURN(Tuple t, misc(kOwnTimeouts).unpack(key));
   if (t.size() != 1 || !t[0].is_string()) return InvalidArgument("not an own-timeouts key");
   return t[0].as_string();
+}
+std::string Keys::dependency(std::string_view type, std::string_view id, std::string_view dep_type,
+                             std::string_view dep_id) const {
+  return misc(kDependencies).pack({type, id, dep_type, dep_id});
+}
+std::pair<std::string, std::string> Keys::dependencies_of(std::string_view type,
+                                                          std::string_view id) const {
+  return misc(kDependencies).range({type, id});
+}
+std::string Keys::dependent(std::string_view dep_type, std::string_view dep_id,
+                            std::string_view type, std::string_view id) const {
+  return misc(kDependents).pack({dep_type, dep_id, type, id});
+}
+std::pair<std::string, std::string> Keys::dependents_of(std::string_view dep_type,
+                                                        std::string_view dep_id) const {
+  return misc(kDependents).range({dep_type, dep_id});
+}
+std::string Keys::waiting(std::string_view type, std::string_view id) const {
+  return misc(kWaiting).pack({type, id});
+}
+std::pair<std::string, std::string> Keys::waiting_of(std::string_view type) const {
+  return misc(kWaiting).range({type});
+}
+Result<std::pair<std::string, std::string>> Keys::parse_edge_end(std::string_view key) const {
+  auto forward = misc(kDependencies).unpack(key);
+  auto t = forward.ok() ? std::move(forward) : misc(kDependents).unpack(key);
+  if (!t.ok() || t->size() != 4 || !(*t)[2].is_string() || !(*t)[3].is_string())
+    return InvalidArgument("not a dependency key");
+  return std::pair{(*t)[2].as_string(), (*t)[3].as_string()};
 }
 std::string Keys::timeout(std::string_view type) const { return space(kTimeouts).pack({type}); }
 std::pair<std::string, std::string> Keys::timeouts() const { return space(kTimeouts).range(); }

@@ -18,7 +18,11 @@
 //                                          [, kicks] (30 fields) only on a job kicked since it
 //                                          was added anew, or that has a traceparent;
 //                                          [, traceparent] (31 fields, kicks then maybe 0) only
-//                                          on a job added with one
+//                                          on a job added with one;
+//                                          [, waiting_on, dependencies, has_dependents,
+//                                          on_dependency_failure] (35 fields, traceparent then
+//                                          maybe "") only on a job added with dependencies or
+//                                          that another was added depending on
 //   (2, type, priority, scheduled, id)  -> ""  pending index of jobs WITHOUT a group, in accept
 //                                          order
 //   (3, type, seq, id)                  -> ""  activity index of running jobs WITHOUT a timeout
@@ -91,6 +95,17 @@
 //                                          timeouts jobs of the type were added with, widened by
 //                                          add, cleared with the type; absent while none had
 //                                          one, so such a type's monitor reads no (18) key
+//   (19, 4, type, id, dep_type, dep_id) -> Tuple(resolved): a dependency the job (type, id) was
+//                                          added with (AddOptions::depends_on), and how its edge
+//                                          resolved: Outcome as an integer, 0 (kNone) while
+//                                          unresolved; written by the add, cleared with the job
+//                                          or when it is added anew (dependencies.h)
+//   (19, 5, dep_type, dep_id, type, id) -> ""  the reverse of an unresolved (19, 4) edge: the
+//                                          jobs waiting on (dep_type, dep_id), read and cleared
+//                                          when it ends; one left behind by a dependent removed
+//                                          or added anew is passed over then (its (19, 4) edge
+//                                          is gone or resolved)
+//   (19, 6, type, id)                   -> ""  waiting jobs (I10), for the counts
 //
 // in_turn_at and last_accept are microseconds, not milliseconds: a group served twice within
 // one millisecond must still go behind the groups served in between, else the group whose name
@@ -124,6 +139,10 @@
 //       last_accept_us).
 //   I9. a row with global_id              <=> a (19, 1, id) entry naming its type (kept by
 //       save_job, which adds the entry with the row and clears it with the row).
+//   I10. waiting (!finished, lock "", waiting_on > 0) <=> exactly one (19, 6, type, id) entry, and
+//       none in (2) or (15).
+//   I11. a (19, 5, d, j) entry exists for every (19, 4, j, d) edge with resolved 0 whose job j is
+//       waiting; the row of d then has has_dependents.
 // I6–I8 are kept by save_job alone, for every job whose row has a group before or after; a type
 // none of whose jobs ever had a group has no key in 15–17 and pays nothing for them.
 #pragma once
@@ -170,10 +189,14 @@ struct JobRow {
   std::string group;                    // AddOptions::group; "" for none
   std::optional<Millis> timeout;        // AddOptions::timeout: its own; nullopt: its type's
   DataFormat data_format = DataFormat::kJson;
-  bool global_id = false;   // AddOptions::global_id: indexed at (19, 1, id) (I9)
-  uint32_t snoozes = 0;     // JobInfo::snoozes
-  uint32_t kicks = 0;       // JobInfo::kicks
-  std::string traceparent;  // AddOptions::traceparent; "" for none
+  bool global_id = false;       // AddOptions::global_id: indexed at (19, 1, id) (I9)
+  uint32_t snoozes = 0;         // JobInfo::snoozes
+  uint32_t kicks = 0;           // JobInfo::kicks
+  std::string traceparent;      // AddOptions::traceparent; "" for none
+  uint32_t waiting_on = 0;      // unresolved dependencies: waiting while not 0 (I10)
+  uint32_t dependencies = 0;    // the dependencies it was added with ((19, 4) edges)
+  bool has_dependents = false;  // a job was added depending on it: its end reads (19, 5)
+  OnDependencyFailure on_dependency_failure = OnDependencyFailure::kCancel;
 };
 
 // A group's row, the value of (17, type, group).
@@ -294,6 +317,21 @@ class Keys {
   // The name of a schedule key.
   Result<std::string> parse_schedule_name(std::string_view key) const;
   std::string rate_window(std::string_view type) const;
+  // Dependencies (19, 4–6): an edge from a dependent to a dependency, every edge of a
+  // dependent, the reverse entry of an unresolved edge, every reverse entry of a dependency,
+  // a waiting job's entry and every one of a type; and the parts of such keys.
+  std::string dependency(std::string_view type, std::string_view id, std::string_view dep_type,
+                         std::string_view dep_id) const;
+  std::pair<std::string, std::string> dependencies_of(std::string_view type,
+                                                      std::string_view id) const;
+  std::string dependent(std::string_view dep_type, std::string_view dep_id, std::string_view type,
+                        std::string_view id) const;
+  std::pair<std::string, std::string> dependents_of(std::string_view dep_type,
+                                                    std::string_view dep_id) const;
+  std::string waiting(std::string_view type, std::string_view id) const;
+  std::pair<std::string, std::string> waiting_of(std::string_view type) const;
+  // The last two elements of a (19, 4) or (19, 5) key: the (type, id) the edge points to.
+  Result<std::pair<std::string, std::string>> parse_edge_end(std::string_view key) const;
 
   // The pending index of the type's jobs without a group (2), of one group's (15), and the
   // queue of groups (16).
@@ -364,9 +402,12 @@ class Keys {
     kGlobalIds = 1,
     kJobNumbers = 2,
     kOwnTimeouts = 3,
+    kDependencies = 4,
+    kDependents = 5,
+    kWaiting = 6,
   };
   static constexpr int64_t kLastSpace = kMisc;
-  static constexpr int64_t kLastMisc = kOwnTimeouts;
+  static constexpr int64_t kLastMisc = kWaiting;
   const Subspace& misc(Misc m) const { return misc_[m]; }
   const Subspace& space(Space s) const { return spaces_[s]; }
 

@@ -91,6 +91,57 @@ TEST(SchemaTest, CorruptRowsAreErrorsNotCrashes) {
   EXPECT_FALSE(decode_row(Tuple{int64_t{2}}.pack()).ok());
 }
 
+TEST(SchemaTest, TheFieldsOfDependenciesRoundTripAs35FieldsOnlyWhenSet) {
+  JobRow row;
+  row.scheduled = 5;
+  row.data = "{}";
+  row.waiting_on = 2;
+  row.dependencies = 3;
+  row.on_dependency_failure = OnDependencyFailure::kRun;
+  const std::string bytes = encode_row(row);
+  auto t = Tuple::unpack(bytes);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->size(), 35u);
+  EXPECT_EQ((*t)[30].as_string(), "") << "no traceparent: \"\" written before them";
+  auto decoded = decode_row(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->waiting_on, 2u);
+  EXPECT_EQ(decoded->dependencies, 3u);
+  EXPECT_FALSE(decoded->has_dependents);
+  EXPECT_EQ(decoded->on_dependency_failure, OnDependencyFailure::kRun);
+  EXPECT_EQ(state_of(*decoded), State::kWaiting);
+  EXPECT_EQ(encode_row(*decoded), bytes);
+  // A row with only has_dependents carries them too; one with none encodes as before them.
+  JobRow flagged;
+  flagged.has_dependents = true;
+  auto f = decode_row(encode_row(flagged));
+  ASSERT_TRUE(f.ok());
+  EXPECT_TRUE(f->has_dependents);
+  EXPECT_EQ(state_of(*f), State::kPending);
+  f->has_dependents = false;
+  EXPECT_EQ(Tuple::unpack(encode_row(*f))->size(), 16u) << "as before dependencies";
+  Tuple wrong;
+  for (size_t i = 0; i < t->size(); ++i) wrong.append(i == 34 ? Element(int64_t{7}) : (*t)[i]);
+  EXPECT_FALSE(decode_row(wrong.pack()).ok()) << "an unknown on_dependency_failure";
+}
+
+TEST(SchemaTest, DependencyKeysParseBackAndDoNotShareRanges) {
+  Keys keys("p");
+  auto edge = keys.parse_edge_end(keys.dependency("t", "a", "u", "b"));
+  ASSERT_TRUE(edge.ok());
+  EXPECT_EQ(*edge, (std::pair<std::string, std::string>{"u", "b"}));
+  auto back = keys.parse_edge_end(keys.dependent("u", "b", "t", "a"));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, (std::pair<std::string, std::string>{"t", "a"}));
+  auto [begin, end] = keys.dependencies_of("t", "a");
+  const std::string other = keys.dependency("t", "ab", "u", "b");
+  EXPECT_FALSE(other >= begin && other < end) << "job a's edges hold none of job ab's";
+  const std::string waiting = keys.waiting("t", "a");
+  auto [wb, we] = keys.waiting_of("t");
+  EXPECT_TRUE(waiting >= wb && waiting < we);
+  EXPECT_FALSE(keys.parse_edge_end(waiting).ok());
+}
+
 TEST(SchemaTest, StateIsDerivedFromLockAndFinished) {
   JobRow row;
   EXPECT_EQ(state_of(row), State::kPending);
@@ -98,6 +149,9 @@ TEST(SchemaTest, StateIsDerivedFromLockAndFinished) {
   EXPECT_EQ(state_of(row), State::kFinished);
   row.lock = "x";
   EXPECT_EQ(state_of(row), State::kRunning);
+  JobRow waiting;
+  waiting.waiting_on = 1;
+  EXPECT_EQ(state_of(waiting), State::kWaiting);
 }
 
 TEST(SchemaTest, PendingKeysSortByPriorityThenScheduledTime) {
@@ -217,7 +271,7 @@ TEST(SchemaTest, TheFieldsOfOutcomesRoundTrip) {
   JobRow row;
   row.finished = true;
   row.outcome = Outcome::kCancelled;
-  row.result = R"({"r":1})";
+  row.result.emplace(R"({"r":1})");
   row.progress = "[1]";
   row.started = 77;
   row.attempts = 2;

@@ -117,6 +117,12 @@ nlohmann::json job_json(const jobs::JobInfo& info) {
       {"group", info.group.empty() ? nlohmann::json(nullptr) : nlohmann::json(info.group)},
       {"timeout", own_timeout}};
   if (!info.traceparent.empty()) out["traceparent"] = info.traceparent;
+  if (info.dependencies > 0) {
+    out["dependencies"] = info.dependencies;
+    out["waiting_on"] = info.waiting_on;
+    out["on_dependency_failure"] = jobs::on_dependency_failure_name(info.on_dependency_failure);
+  }
+  if (info.has_dependents) out["has_dependents"] = true;
   put_data_fields(out, info.data, info.data_format);
   return out;
 }

@@ -39,6 +39,7 @@ Result<nlohmann::json> type_stats(Api& api, const Metrics::Totals& totals) {
                   {"finished", counts.finished},
                   {"dead", counts.dead},
                   {"cancelled", counts.cancelled},
+                  {"waiting", counts.waiting},
                   {"accepts", total_of(totals.accepts, type)},
                   {"finishes", total_of(totals.finishes, type)}});
     out.push_back(std::move(entry));

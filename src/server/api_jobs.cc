@@ -70,10 +70,33 @@ Field<std::string> traceparent_field(const JsonBody& body, const std::string& fr
   return field;
 }
 
+// An add's "depends_on": absent or null (none), or an array of at most
+// jobs::kMaxDependencies objects {"type": T, "id": I}; the jobs layer checks the names.
+Field<std::vector<jobs::DependencyRef>> depends_on_field(const JsonBody& body) {
+  const auto& json = body.json();
+  auto it = json.find("depends_on");
+  if (it == json.end() || it->is_null()) return std::nullopt;
+  const std::string shape = "field 'depends_on' must be an array of at most " +
+                            std::to_string(jobs::kMaxDependencies) +
+                            " objects {\"type\": T, \"id\": I}";
+  if (!it->is_array()) return invalid_argument(shape);
+  if (it->size() > jobs::kMaxDependencies)
+    return invalid_argument(shape + "; it has " + std::to_string(it->size()));
+  std::vector<jobs::DependencyRef> deps;
+  for (const auto& item : *it) {
+    if (!item.is_object() || item.size() != 2 || !item.contains("type") || !item.contains("id") ||
+        !item["type"].is_string() || !item["id"].is_string()) {
+      return invalid_argument(shape);
+    }
+    deps.push_back({item["type"].get<std::string>(), item["id"].get<std::string>()});
+  }
+  return deps;
+}
+
 // The fields of one job to add: the single add's body, and each entry of a batch.
 const std::initializer_list<std::string_view> kNewJobFields = {
-    "id",       "data",      "body",  "body_base64", "scheduled_time",
-    "priority", "if_exists", "group", "timeout",     "traceparent"};
+    "id",        "data",  "body",    "body_base64", "scheduled_time", "priority",
+    "if_exists", "group", "timeout", "traceparent", "depends_on",     "on_dependency_failure"};
 
 // The body of one job to add, checked; `if_exists` applies unless the body names its own, and
 // the request's traceparent header unless the body gives one.
@@ -88,20 +111,27 @@ std::variant<jobs::NewJob, ApiError> read_new_job(const JsonBody& body, jobs::If
   auto group = group_field(body);
   auto timeout = job_timeout_field(body);
   auto traceparent = traceparent_field(body, header_traceparent);
-  if (auto error =
-          first_error(id, payload, at, priority, own_if_exists, group, timeout, traceparent))
+  auto depends_on = depends_on_field(body);
+  auto on_failure =
+      parsed_name(body.string("on_dependency_failure"), &jobs::parse_on_dependency_failure,
+                  "field 'on_dependency_failure'");
+  if (auto error = first_error(id, payload, at, priority, own_if_exists, group, timeout,
+                               traceparent, depends_on, on_failure))
     return *error;
   if (!id.value()) return invalid_argument("field 'id' is required");
   const Payload data = payload.value().value_or(Payload{"{}", jobs::DataFormat::kJson});
-  jobs::NewJob job{*id.value(),
-                   data.data,
-                   {.scheduled_time_ms = at.value(),
-                    .priority = priority.value().value_or(0),
-                    .if_exists = own_if_exists.value().value_or(if_exists),
-                    .timeout = timeout.value(),
-                    .data_format = data.format,
-                    .group = group.value().value_or(""),
-                    .traceparent = traceparent.value().value_or("")}};
+  jobs::NewJob job{
+      *id.value(),
+      data.data,
+      {.scheduled_time_ms = at.value(),
+       .priority = priority.value().value_or(0),
+       .if_exists = own_if_exists.value().value_or(if_exists),
+       .timeout = timeout.value(),
+       .data_format = data.format,
+       .group = group.value().value_or(""),
+       .traceparent = traceparent.value().value_or(""),
+       .depends_on = depends_on.value().value_or(std::vector<jobs::DependencyRef>{}),
+       .on_dependency_failure = on_failure.value().value_or(jobs::OnDependencyFailure::kCancel)}};
   return job;
 }
 
@@ -199,6 +229,20 @@ void add_producer_routes(Router& router, Api& api) {
     auto info = api.jobs.get(r.params["type"], r.params["id"]);
     if (!info.ok()) return reply_status(*ex, info.status());
     reply_json(*ex, 200, job_json(*info));
+  });
+  router.add("GET", "/v1/jobs/{type}/{id}/dependencies", [&api](Request& r, Ex ex) {
+    auto deps = api.jobs.dependencies(r.params["type"], r.params["id"]);
+    if (!deps.ok()) return reply_status(*ex, deps.status());
+    auto list = nlohmann::json::array();
+    for (const auto& d : *deps) {
+      list.push_back({{"type", d.dependency.type},
+                      {"id", d.dependency.id},
+                      {"resolved", d.resolved == jobs::Outcome::kNone
+                                       ? nlohmann::json(nullptr)
+                                       : nlohmann::json(jobs::outcome_name(d.resolved))},
+                      {"job", d.job ? job_json(*d.job) : nlohmann::json(nullptr)}});
+    }
+    reply_json(*ex, 200, {{"dependencies", list}});
   });
   router.add("DELETE", "/v1/jobs/{type}/{id}", [&api](Request& r, Ex ex) {
     Status s = api.jobs.remove(r.params["type"], r.params["id"]);

@@ -229,14 +229,15 @@ std::string Metrics::render(jobs::Jobs& jobs) {
   std::ostringstream out;
   out << "# HELP kvq_jobs Jobs by type and state, counted up to " << kCountLimit
       << " each at scrape time (scheduled is the part of pending not yet due; dead and cancelled "
-         "are parts of finished).\n"
+         "are parts of finished; waiting jobs wait on dependencies).\n"
       << "# TYPE kvq_jobs gauge\n";
   if (auto counted = count_jobs(jobs); counted.ok()) {
     for (const auto& [type, counts] : *counted) {
       const std::pair<const char*, uint64_t> states[] = {
           {"pending", counts.pending}, {"scheduled", counts.scheduled},
           {"running", counts.running}, {"finished", counts.finished},
-          {"dead", counts.dead},       {"cancelled", counts.cancelled}};
+          {"dead", counts.dead},       {"cancelled", counts.cancelled},
+          {"waiting", counts.waiting}};
       for (const auto& [state, n] : states)
         out << "kvq_jobs{type=\"" << label(type) << "\",state=\"" << state << "\"} " << n << "\n";
     }

@@ -122,6 +122,7 @@ Result<Job> take_named(kv::Transaction& txn, const AcceptScope& scope, std::stri
   if (!row) return NotFound(named + " does not exist");
   const State state = state_of(*row);
   if (state == State::kRunning) return WrongState(named + " is running");
+  if (state == State::kWaiting) return WrongState(named + " is waiting on its dependencies");
   const int64_t now = now_ms();
   if (state == State::kFinished) {
     if (row->outcome != Outcome::kDead) {
