@@ -3,6 +3,8 @@ accept over several types (POST /v1/accept), an add's own "timeout", and bytes d
 "body_base64") over HTTP, against a real `kvq serve`."""
 
 import base64
+import http.client
+import json
 import socket
 import threading
 import time
@@ -278,6 +280,100 @@ class BadInput(NextTestCase):
         self.assertBad(self.c.post("/v1/jobs/%s/batch" % q(self.t),
                                    {"jobs": [{"id": "x", "timeout": 0}]}), "'timeout'")
         self.assertEqual(self.c.get("/v1/jobs/%s" % q(self.t)).json["jobs"], [])
+
+
+class ManyWorkersWithNextAndNoWait(NextTestCase):
+    """16 workers on kept-alive connections finishing with `"next": {"timeout": 0}` while 4
+    producers add: the benchmark's load. Every request is answered and every job finishes.
+    (A finish whose look came after the type's waiters had gone looked with a blocking
+    transaction on the server's event loop; finding the due jobs claimed by looks whose commits
+    waited for that loop, it slept in retry backoffs: finishes went unanswered for 30 s.)"""
+
+    JOBS = 12000
+    WORKERS = 16
+    PRODUCERS = 4
+
+    def post(self, conn, path, body):
+        t0 = time.monotonic()
+        conn.request("POST", path, body=json.dumps(body),
+                     headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        payload = r.read()
+        return r.status, json.loads(payload) if payload else None, time.monotonic() - t0
+
+    def test_every_finish_is_answered_and_every_job_finishes(self):
+        host, port = self.c.host, self.c.port
+        base = "/v1/jobs/%s" % q(self.t)
+        lock = threading.Lock()
+        state = {"next_id": 0, "finished": 0, "slowest": 0.0, "errors": []}
+        done_adding = threading.Event()
+
+        def note(elapsed, status, what):
+            with lock:
+                if what != "accept":  # an accept's own wait is up to 1 s
+                    state["slowest"] = max(state["slowest"], elapsed)
+                if status != 200 and status != 204:
+                    state["errors"].append("%s: %d" % (what, status))
+
+        def producer():
+            conn = http.client.HTTPConnection(host, port, timeout=20)
+            try:
+                while True:
+                    with lock:
+                        n = state["next_id"]
+                        if n >= self.JOBS:
+                            return
+                        state["next_id"] = n + 1
+                    status, _, elapsed = self.post(conn, base, {"id": "j%d" % n, "data": {}})
+                    note(elapsed, status, "add")
+            except Exception as e:  # reported by the test
+                with lock:
+                    state["errors"].append("add: %r" % e)
+            finally:
+                conn.close()
+
+        def worker():
+            conn = http.client.HTTPConnection(host, port, timeout=20)
+            job = None
+            try:
+                while True:
+                    with lock:
+                        if state["finished"] >= self.JOBS:
+                            return
+                    if job is None:
+                        status, body, elapsed = self.post(
+                            conn, "/v1/accept/%s" % q(self.t), {"timeout": 1})
+                        note(elapsed, status, "accept")
+                        if status == 204:
+                            continue
+                        [job] = body["jobs"]
+                    status, body, elapsed = self.post(
+                        conn, "%s/%s/finish" % (base, q(job["id"])),
+                        {"lock": job["lock"], "next": {"timeout": 0}})
+                    note(elapsed, status, "finish")
+                    if status != 200:
+                        return
+                    with lock:
+                        state["finished"] += 1
+                    nxt = body.get("next")
+                    job = nxt if isinstance(nxt, dict) else None
+            except Exception as e:  # a request unanswered for 20 s lands here
+                with lock:
+                    state["errors"].append("worker: %r" % e)
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=producer, daemon=True)
+                   for _ in range(self.PRODUCERS)]
+        threads += [threading.Thread(target=worker, daemon=True) for _ in range(self.WORKERS)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=120)
+        self.assertEqual(state["errors"], [])
+        self.assertEqual(state["finished"], self.JOBS)
+        self.assertLess(state["slowest"], 10.0,
+                        "a request took %.1f s to be answered" % state["slowest"])
 
 
 if __name__ == "__main__":

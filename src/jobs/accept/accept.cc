@@ -121,6 +121,10 @@ uint64_t Jobs::queue_accept(std::string_view type, const AcceptOptions& options,
             waiters.forget(ticket);
             return done(missing);
           }
+          if (options.timeout.count() == 0) {
+            waiters.forget(ticket);
+            return done(DeadlineExceeded("no job of type '" + type_name + "' is due"));
+          }
           waiters.submit(type_name, options, lock, deadline, generation, done,
                          AcceptWaiters::Commit::kAsync, ticket);
         });
