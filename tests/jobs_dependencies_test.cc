@@ -15,6 +15,7 @@
 #include "kvq/jobs.h"
 #include "kvq/workflows.h"
 #include "support/backends.h"
+#include "support/hooked_store.h"
 #include "support/jobs_fixture.h"
 
 namespace kvq::testing {
@@ -350,23 +351,6 @@ TEST_P(JobsDependenciesTest, TheLastTwoDependenciesSucceedingConcurrentlyRelease
   std::vector<std::string> taken = accept_all();
   EXPECT_EQ(taken.size(), static_cast<size_t>(kRounds)) << "a dependent was queued twice";
 }
-
-// A store that runs `hook` before every begin (as in tests/jobs_outcomes_test.cc).
-class HookedStore : public kv::Store {
- public:
-  HookedStore(std::shared_ptr<kv::Store> inner, std::function<void()> hook)
-      : inner_(std::move(inner)), hook_(std::move(hook)) {}
-  Result<std::unique_ptr<kv::Transaction>> begin() override {
-    hook_();
-    return inner_->begin();
-  }
-  std::string describe() const override { return "hooked(" + inner_->describe() + ")"; }
-  bool nonblocking() const override { return inner_->nonblocking(); }
-
- private:
-  std::shared_ptr<kv::Store> inner_;
-  std::function<void()> hook_;
-};
 
 // The commit of a dependency's finish applies but is reported unknown; the finish is retried.
 // Had the retry applied again, c (waiting on a and b) would be released with b unfinished.

@@ -13,6 +13,7 @@
 #include "kv/fault_injection.h"
 #include "kvq/jobs.h"
 #include "support/backends.h"
+#include "support/hooked_store.h"
 #include "support/jobs_fixture.h"
 #include "support/kv_helpers.h"
 
@@ -73,24 +74,6 @@ class JobsOutcomesTest : public JobsFixture {
   }
 };
 
-// A store that runs `hook` before every begin (so between a commit and the retry that follows
-// it), for placing another process's call at one exact moment (as in tests/jobs_test.cc).
-class HookedStore : public kv::Store {
- public:
-  HookedStore(std::shared_ptr<kv::Store> inner, std::function<void()> hook)
-      : inner_(std::move(inner)), hook_(std::move(hook)) {}
-  Result<std::unique_ptr<kv::Transaction>> begin() override {
-    hook_();
-    return inner_->begin();
-  }
-  std::string describe() const override { return "hooked(" + inner_->describe() + ")"; }
-  bool nonblocking() const override { return inner_->nonblocking(); }
-
- private:
-  std::shared_ptr<kv::Store> inner_;
-  std::function<void()> hook_;
-};
-
 // ---- Names and limits ----
 
 TEST(JobsNames, OutcomesFiltersAndIfExistsParseTheirNamesAndNameTheAcceptedOnes) {
@@ -128,9 +111,10 @@ TEST(JobsNames, OutcomesFiltersAndIfExistsParseTheirNamesAndNameTheAcceptedOnes)
     EXPECT_TRUE(jobs::parse_job_filter(name).ok()) << name;
   auto unknown = jobs::parse_job_filter("failed");
   EXPECT_EQ(unknown.status().code(), Code::kInvalidArgument);
-  EXPECT_NE(unknown.status().message().find(
-                "pending, running, finished, scheduled, due, succeeded, dead or cancelled"),
-            std::string::npos)
+  EXPECT_NE(
+      unknown.status().message().find(
+          "pending, running, finished, waiting, scheduled, due, succeeded, dead or cancelled"),
+      std::string::npos)
       << unknown.status().to_string();
 
   EXPECT_EQ(*jobs::parse_if_exists("update"), IfExists::kUpdate);

@@ -16,6 +16,7 @@
 #include "kvq/tuple.h"
 #include "support/backends.h"
 #include "support/delivered.h"
+#include "support/hooked_store.h"
 #include "support/jobs_fixture.h"
 #include "support/kv_helpers.h"
 #include "support/read_stalls.h"
@@ -316,24 +317,6 @@ TEST_P(JobsTest, AddToFinishedJobMakesItPendingWithTheNewData) {
   EXPECT_EQ(info->state, State::kPending);
   EXPECT_EQ(info->data, R"({"v":3})");
 }
-
-// A store that runs `hook` before every begin (so between a commit and the retry that follows
-// it), for placing another process's call at one exact moment.
-class HookedStore : public kv::Store {
- public:
-  HookedStore(std::shared_ptr<kv::Store> inner, std::function<void()> hook)
-      : inner_(std::move(inner)), hook_(std::move(hook)) {}
-  Result<std::unique_ptr<kv::Transaction>> begin() override {
-    hook_();
-    return inner_->begin();
-  }
-  std::string describe() const override { return "hooked(" + inner_->describe() + ")"; }
-  bool nonblocking() const override { return inner_->nonblocking(); }
-
- private:
-  std::shared_ptr<kv::Store> inner_;
-  std::function<void()> hook_;
-};
 
 TEST_P(JobsTest, ABatchAddRetriedAfterAnUnknownCommitDoesNotRunAJobAcceptedMeanwhileTwice) {
   if (GetParam().faults) GTEST_SKIP() << "places its own faults";
