@@ -268,6 +268,8 @@ struct NewJob {
 };
 
 inline constexpr size_t kMaxAddMany = 1000;
+// finish_many takes at most this many jobs.
+inline constexpr size_t kMaxFinishMany = 1000;
 // accept_any and finish_and_accept take at most this many types.
 inline constexpr size_t kMaxAcceptTypes = 64;
 

@@ -458,6 +458,20 @@ class Jobs {
   // finish(job, {.data = data}): the couch_jobs form, which replaces the job's data.
   Status finish(Job& job, std::optional<std::string_view> data);
   Status finish(kv::Transaction& txn, Job& job, std::optional<std::string_view> data);
+  // finish() of several held jobs (1..kMaxFinishMany, of any types, none twice) in one
+  // transaction: the batched form for a worker that took several (accept_many) and is done
+  // with them together, one commit for all. `options` is empty (each finishes without a
+  // result) or one per job. The result holds each job's outcome at its index: OK, or the
+  // error finish() would give that job alone (kFailedPrecondition "halt" once its worker is
+  // fenced out; kNotFound once removed), which changes nothing of it and does not keep the
+  // others from committing. Bad input (kInvalidArgument, naming the job) or a store error fails
+  // the call: nothing is committed. A retry after an unknown commit result finds each finish
+  // it made applied, as finish() does.
+  Result<std::vector<Status>> finish_many(const std::vector<Job>& jobs,
+                                          const std::vector<FinishOptions>& options = {});
+  // finish_many() for a caller that must not block, like add_async.
+  void finish_many_async(std::vector<Job> jobs, std::vector<FinishOptions> options,
+                         std::function<void(Result<std::vector<Status>>)> done);
   // finish(job, finish) and, in the same transaction, an accept of the next due job of
   // `types` (job's own type when empty; as accept_any): one commit where a worker would spend
   // two, for a worker that takes jobs one after another. On a store whose transactions run

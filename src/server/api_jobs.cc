@@ -311,7 +311,80 @@ std::variant<jobs::FailOptions, ApiError> read_fail(const JsonBody& body) {
   return options;
 }
 
+// finish_many's body: {"jobs": [{"type", "id", "lock", "result"?}, ...]}, 1..kMaxFinishMany.
+std::variant<std::vector<std::pair<jobs::Job, jobs::FinishOptions>>, ApiError> read_finish_many(
+    const JsonBody& body) {
+  const auto& list = body.json().value("jobs", nlohmann::json());
+  const std::string want = "field 'jobs' is required: a list of 1 to " +
+                           std::to_string(jobs::kMaxFinishMany) +
+                           " objects {\"type\", \"id\", \"lock\", \"result\"?}";
+  if (!list.is_array() || list.empty() || list.size() > jobs::kMaxFinishMany)
+    return invalid_argument(want);
+  std::vector<std::pair<jobs::Job, jobs::FinishOptions>> calls;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = "jobs[" + std::to_string(i) + "]";
+    if (!list[i].is_object()) return invalid_argument(want + "; " + at + " is not an object");
+    for (const auto& [key, value] : list[i].items()) {
+      if (key != "type" && key != "id" && key != "lock" && key != "result")
+        return unknown_field(at + ": unknown field '" + key + "'");
+    }
+    const JsonBody item(list[i]);
+    auto type = item.string("type");
+    auto id = item.string("id");
+    auto lock = item.string("lock");
+    auto result = item.value_text("result");
+    if (auto e = first_error(type, id, lock, result))
+      return ApiError{e->status, e->name, at + ": " + e->message};
+    const std::pair<const char*, const Field<std::string>*> required[] = {
+        {"type", &type}, {"id", &id}, {"lock", &lock}};
+    for (const auto& [name, field] : required) {
+      if (!field->value() || field->value()->empty())
+        return invalid_argument(at + ": field '" + name + "' is required");
+    }
+    calls.push_back(
+        {jobs::Job{*type.value(), *id.value(), *lock.value(), "", ""}, {.result = result.value()}});
+  }
+  return calls;
+}
+
 void add_worker_call_routes(Router& router, Api& api) {
+  router.add(
+      "POST", "/v1/finish",
+      [&api](Request& r, Ex ex) {
+        auto parsed = JsonBody::parse(r.body, {"jobs"});
+        if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*ex, *e);
+        auto read = read_finish_many(std::get<JsonBody>(parsed));
+        if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
+        std::vector<jobs::Job> handles;
+        std::vector<jobs::FinishOptions> options;
+        for (auto& [job, finish] : std::get<0>(read)) {
+          handles.push_back(std::move(job));
+          options.push_back(std::move(finish));
+        }
+        auto types = std::make_shared<std::vector<std::pair<std::string, std::string>>>();
+        for (const auto& job : handles) types->emplace_back(job.type, job.id);
+        api.jobs.finish_many_async(std::move(handles), std::move(options),
+                                   [&api, ex, types](Result<std::vector<Status>> done) {
+                                     if (!done.ok()) return reply_status(*ex, done.status());
+                                     auto results = nlohmann::json::array();
+                                     for (size_t i = 0; i < done->size(); ++i) {
+                                       const auto& [type, id] = (*types)[i];
+                                       nlohmann::json one = {{"type", type}, {"id", id}};
+                                       if ((*done)[i].ok()) {
+                                         api.metrics.finished(type);
+                                         one["ok"] = true;
+                                       } else {
+                                         const ApiError e = from_status((*done)[i]);
+                                         one["ok"] = false;
+                                         one["error"] = e.name;
+                                         one["message"] = e.message;
+                                       }
+                                       results.push_back(std::move(one));
+                                     }
+                                     reply_json(*ex, 200, {{"results", results}});
+                                   });
+      },
+      Router::Access::kToken, Router::Runs::kInline);
   router.add(
       "POST", "/v1/jobs/{type}/{id}/update",
       [&api](Request& r, Ex ex) {

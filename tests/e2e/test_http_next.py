@@ -376,5 +376,64 @@ class ManyWorkersWithNextAndNoWait(NextTestCase):
                         "a request took %.1f s to be answered" % state["slowest"])
 
 
+class FinishMany(NextTestCase):
+
+    def take(self, n):
+        for i in range(n):
+            self.assertStatus(self.c.add(self.t, "m%d" % i, {"n": i}), 200)
+        body = self.assertStatus(self.c.accept(self.t, count=n), 200)
+        self.assertEqual(len(body["jobs"]), n)
+        return body["jobs"]
+
+    def finish_many(self, jobs, results=None):
+        items = []
+        for i, job in enumerate(jobs):
+            item = {"type": job["type"], "id": job["id"], "lock": job["lock"]}
+            if results is not None:
+                item["result"] = results[i]
+            items.append(item)
+        return self.c.post("/v1/finish", {"jobs": items})
+
+    def test_every_job_finishes_with_its_own_result(self):
+        jobs = self.take(3)
+        body = self.assertStatus(self.finish_many(jobs, [{"r": j["id"]} for j in jobs]), 200)
+        self.assertEqual([(r["id"], r["ok"]) for r in body["results"]],
+                         [(j["id"], True) for j in jobs])
+        for job in jobs:
+            got = self.assertStatus(self.c.job(self.t, job["id"]), 200)
+            self.assertEqual(got["outcome"], "succeeded")
+            self.assertEqual(got["result"], {"r": job["id"]})
+
+    def test_a_cancelled_job_fails_alone_and_a_retry_is_recognised(self):
+        jobs = self.take(3)
+        self.assertStatus(self.c.post("/v1/jobs/%s/%s/cancel" % (q(self.t), q(jobs[1]["id"]))),
+                          200)
+        body = self.assertStatus(self.finish_many(jobs), 200)
+        [a, b, c] = body["results"]
+        self.assertTrue(a["ok"])
+        self.assertEqual((b["ok"], b["error"]), (False, "halted"))
+        self.assertIn("cancelled", b["message"])
+        self.assertTrue(c["ok"])
+        self.assertEqual(self.c.job(self.t, jobs[1]["id"]).json["outcome"], "cancelled")
+        # The same request again, as after a lost answer: the finishes it made are its own.
+        again = self.assertStatus(self.finish_many(jobs), 200)
+        self.assertEqual([r["ok"] for r in again["results"]], [True, False, True])
+
+    def test_bad_input_is_400_naming_the_job_and_finishes_nothing(self):
+        jobs = self.take(2)
+        no_lock = [{"type": self.t, "id": jobs[0]["id"], "lock": jobs[0]["lock"]},
+                   {"type": self.t, "id": jobs[1]["id"]}]
+        self.assertStatus(self.c.post("/v1/finish", {"jobs": no_lock}), 400, "invalid_argument")
+        self.assertIn("jobs[1]", self.c.post("/v1/finish", {"jobs": no_lock}).json["message"])
+        twice = [jobs[0], jobs[0]]
+        self.assertStatus(self.finish_many(twice), 400, "invalid_argument")
+        self.assertStatus(self.c.post("/v1/finish", {"jobs": []}), 400, "invalid_argument")
+        self.assertStatus(self.c.post("/v1/finish", {}), 400, "invalid_argument")
+        extra = [{"type": self.t, "id": jobs[0]["id"], "lock": jobs[0]["lock"], "next": {}}]
+        self.assertStatus(self.c.post("/v1/finish", {"jobs": extra}), 400, "unknown_field")
+        for job in jobs:
+            self.assertEqual(self.c.job(self.t, job["id"]).json["state"], "running")
+
+
 if __name__ == "__main__":
     unittest.main()
