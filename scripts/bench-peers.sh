@@ -21,6 +21,7 @@
 #   KVQ_BENCH_WORKERS ["1 4 16 64"] worker connections (64 is the contention run)
 #   KVQ_BENCH_SYSTEMS ["kvq-http kvq-beanstalk kvq-lib beanstalkd postgres redis"]
 #   KVQ_BENCH_CLASSES ["durable relaxed"]
+#   KVQ_BENCH_BATCHED [1]          the batched runs (kvq-http, kvq-lib, redis; relaxed, 16 workers); 0 skips them
 #   KVQ_BENCH_SCALE_JOBS [1000000] pending jobs in the scale run (relaxed class, once); 0 skips it
 #   KVQ_BENCH_DIR [$TMPDIR or /tmp] where the data directories go (a real disk, not tmpfs)
 #   KVQ_BENCH_MD, KVQ_BENCH_PNG    outputs [docs/benchmarks.md, docs/benchmarks.png]
@@ -38,6 +39,7 @@ warmup="${KVQ_BENCH_WARMUP:-1}"
 worker_counts="${KVQ_BENCH_WORKERS:-1 4 16 64}"
 systems="${KVQ_BENCH_SYSTEMS:-kvq-http kvq-beanstalk kvq-lib beanstalkd postgres redis}"
 classes="${KVQ_BENCH_CLASSES:-durable relaxed}"
+batched="${KVQ_BENCH_BATCHED:-1}"
 scale_jobs="${KVQ_BENCH_SCALE_JOBS:-1000000}"
 base_dir="${KVQ_BENCH_DIR:-${TMPDIR:-/tmp}}"
 out_md="${KVQ_BENCH_MD:-docs/benchmarks.md}"
@@ -99,6 +101,9 @@ config_of() {  # system class
     postgres/relaxed) echo "the same with synchronous_commit=off" ;;
     redis/durable) echo "redis-server --appendonly yes --appendfsync always --save ''" ;;
     redis/relaxed) echo "redis-server --appendonly yes --appendfsync everysec --save ''" ;;
+    kvq-http/batched) echo "as relaxed; producers add 100 jobs a request (POST /v1/jobs/{type}/batch), workers take up to 16 (accept with count) and finish them in one request (POST /v1/finish)" ;;
+    kvq-lib/batched) echo "as relaxed; producers add 100 jobs a call (add_many), workers take up to 16 (accept_many) and finish them in one call (finish_many)" ;;
+    redis/batched) echo "as relaxed; producers LPUSH 100 values a command, workers send pipelines of 16 LMOVEs and finish with pipelines of LREMs" ;;
   esac
 }
 
@@ -188,6 +193,27 @@ for run in $(seq "$runs"); do
   done
 done
 
+# ---- the batched path ----------------------------------------------------------------------------
+# The systems with calls for many jobs at once, relaxed, at 16 workers: producers add 100 jobs a
+# call, workers take up to 16 a call and finish them together (queue_bench --batch).
+if [ "$batched" = 1 ]; then
+  for run in $(seq "$runs"); do
+    for system in $systems; do
+      case "$system" in kvq-http | kvq-lib | redis) ;; *) continue ;; esac
+      start_server "$system" relaxed
+      log "run $run/$runs  batched  $system  16 workers"
+      pid_flag=()
+      [ -n "$server_pid" ] && pid_flag=(--server-pid "$server_pid")
+      "$bench" lifecycle --system "$system" --address "$address" --durability relaxed \
+        --workers 16 --producers 4 --seconds "$seconds" --warmup "$warmup" --payload "$payload" \
+        --batch 100 --take 16 --data-dir "$server_data" "${pid_flag[@]}" --tag "class=batched" \
+        --tag "run=$run" >>"$results" || log "  failed: $(tail -1 "$results")"
+      tail -1 "$results" | sed -E 's/.*"jobs_per_s":([0-9]+).*"p99":([0-9.]+).*/  \1 jobs\/s, p99 \2 ms/' >&2
+      stop_server
+    done
+  done
+fi
+
 # ---- the scale run --------------------------------------------------------------------------------
 if [ "$scale_jobs" -gt 0 ]; then
   for system in $systems; do
@@ -224,7 +250,7 @@ name_of() {
 }
 systems_json="["
 for system in $systems; do
-  systems_json+="{\"system\":\"$system\",\"name\":\"$(name_of "$system")\",\"config\":{\"durable\":\"$(config_of "$system" durable)\",\"relaxed\":\"$(config_of "$system" relaxed)\"}},"
+  systems_json+="{\"system\":\"$system\",\"name\":\"$(name_of "$system")\",\"config\":{\"durable\":\"$(config_of "$system" durable)\",\"relaxed\":\"$(config_of "$system" relaxed)\",\"batched\":\"$(config_of "$system" batched)\"}},"
 done
 systems_json="${systems_json%,}]"
 

@@ -1,8 +1,10 @@
 // bench/peers/kvq_clients.cc — kvq driven the two ways users run it: over its HTTP API with the
 // client `kvq bench` uses (src/cli/client.h: one keep-alive connection per thread, long-poll
 // accept), and in-process through the library (kvq/jobs.h on an LMDB store).
+#include <algorithm>
 #include <random>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -71,6 +73,44 @@ class HttpClient final : public QueueClient {
     if (it == r.body.end() || !it->is_object()) return false;
     take(*it, next);
     return true;
+  }
+
+  // One request each: a batch add, an accept of up to `max` (at most 100), a finish_many.
+  void add_batch(int64_t first_seq, const std::vector<std::string>& payloads) override {
+    json list = json::array();
+    for (size_t i = 0; i < payloads.size(); ++i)
+      list.push_back({{"id", tag_ + std::to_string(first_seq + static_cast<int64_t>(i))},
+                      {"data", json::parse(payloads[i])}});
+    count_request();
+    check(client_.post(add_path_ + "/batch", json{{"jobs", list}}), "add batch");
+  }
+
+  void reserve_batch(std::vector<Reserved>& out, size_t max,
+                     std::chrono::milliseconds wait) override {
+    out.clear();
+    const json body = {{"timeout", (wait.count() + 999) / 1000},
+                       {"count", std::min<size_t>(max, 100)}};
+    count_request();
+    cli::Response r = client_.post(accept_path_, body, wait + std::chrono::seconds(30));
+    check(r, "accept");
+    if (r.status == 204) return;
+    for (const auto& job : r.body.at("jobs")) {
+      Reserved one;
+      take(job, one);
+      out.push_back(std::move(one));
+    }
+  }
+
+  void finish_batch(const std::vector<Reserved>& done) override {
+    json list = json::array();
+    for (const auto& job : done)
+      list.push_back({{"type", kType}, {"id", job.id}, {"lock", job.handle}});
+    count_request();
+    cli::Response r = client_.post("/v1/finish", json{{"jobs", list}});
+    check(r, "finish many");
+    for (const auto& one : r.body.at("results")) {
+      if (!one.value("ok", false)) throw std::runtime_error("kvq-http: finish many: " + one.dump());
+    }
   }
 
   cli::Client& client() { return client_; }
@@ -155,6 +195,39 @@ class LibClient final : public QueueClient {
     next.handle = std::move((*taken)->lock);
     next.payload = std::move((*taken)->data);
     return true;
+  }
+
+  // One transaction each: add_many, accept_many, finish_many.
+  void add_batch(int64_t first_seq, const std::vector<std::string>& payloads) override {
+    std::vector<jobs::NewJob> batch;
+    batch.reserve(payloads.size());
+    for (size_t i = 0; i < payloads.size(); ++i)
+      batch.push_back({tag_ + std::to_string(first_seq + static_cast<int64_t>(i)), payloads[i]});
+    count_request();
+    check(jobs_.add_many(kType, batch).status(), "add_many");
+  }
+
+  void reserve_batch(std::vector<Reserved>& out, size_t max,
+                     std::chrono::milliseconds wait) override {
+    out.clear();
+    count_request();
+    auto taken = jobs_.accept_many(kType, max, {.timeout = wait});
+    if (taken.status().code() == Code::kDeadlineExceeded) return;
+    check(taken.status(), "accept_many");
+    for (auto& job : *taken)
+      out.push_back({std::move(job.lock), std::move(job.id), std::move(job.data)});
+  }
+
+  void finish_batch(const std::vector<Reserved>& done) override {
+    std::vector<jobs::Job> handles;
+    handles.reserve(done.size());
+    for (const auto& r : done)
+      handles.push_back(
+          {.type = std::string(kType), .id = r.id, .lock = r.handle, .data = r.payload});
+    count_request();
+    auto finished = jobs_.finish_many(handles);
+    check(finished.status(), "finish_many");
+    for (const Status& s : *finished) check(s, "finish_many");
   }
 
  private:

@@ -16,6 +16,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -45,6 +46,30 @@ class QueueClient {
     (void)next;
     finish(done);
     return false;
+  }
+
+  // The batched path (queue_bench --batch): the system's own call for many jobs at once, in one
+  // round trip where it has one (kvq: add_many, accept of up to N, finish_many; Redis: one LPUSH
+  // of many values, pipelines). These defaults make one call per job, as a client of a system
+  // without one must.
+  // Enqueues payloads[i] as job first_seq + i.
+  virtual void add_batch(int64_t first_seq, const std::vector<std::string>& payloads) {
+    for (size_t i = 0; i < payloads.size(); ++i)
+      add(first_seq + static_cast<int64_t>(i), payloads[i]);
+  }
+  // Takes up to `max` jobs into `out` (cleared first), waiting up to `wait` for the first.
+  virtual void reserve_batch(std::vector<Reserved>& out, size_t max,
+                             std::chrono::milliseconds wait) {
+    out.clear();
+    Reserved job;
+    if (!reserve(job, wait)) return;
+    out.push_back(std::move(job));
+    while (out.size() < max && reserve(job, std::chrono::milliseconds(0)))
+      out.push_back(std::move(job));
+  }
+  // Acknowledges every job of `jobs` as done.
+  virtual void finish_batch(const std::vector<Reserved>& jobs) {
+    for (const auto& job : jobs) finish(job);
   }
 };
 

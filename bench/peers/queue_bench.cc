@@ -5,7 +5,7 @@
 //
 //   queue_bench lifecycle --system S --address A [--workers N] [--producers P] [--seconds S]
 //                         [--warmup S] [--window K] [--payload BYTES] [--data-dir DIR]
-//                         [--server-pid PID] [--tag k=v ...]
+//                         [--server-pid PID] [--batch N [--take M]] [--tag k=v ...]
 //     Producers add jobs carrying a BYTES-long JSON payload while workers reserve and finish
 //     them, each on its own connection. A job counts once its finish was acknowledged. At most K
 //     jobs (default 2 x workers) are added but not yet finished, so add->accept latency measures
@@ -16,6 +16,10 @@
 //     beanstalkd protocol: in its data directory DIR), over the whole run, per finished job;
 //     and over the measured seconds, per job measured, the CPU time and context switches of
 //     the server PID (when given) and of this process (the clients; in-process, the system too).
+//     With --batch N, the batched path: producers add N jobs a call and workers take up to M
+//     (default 16) a call and finish them together, through each system's own calls for many
+//     (QueueClient::add_batch, reserve_batch, finish_batch); the window defaults to
+//     2 x workers x M + producers x N.
 //   queue_bench scale --system S --address A [--jobs N] [--workers N] [--producers P]
 //                     [--server-pid PID] [--data-dir DIR]
 //     Adds N jobs with no worker running (add rate), measures the memory (PSS of PID and its
@@ -147,6 +151,11 @@ enum Phase : int { kWarmup, kMeasure, kDrain };
 
 struct Run {
   size_t payload = 200;
+  // The batched path (--batch N --take M): producers add N jobs a call, workers take up to M a
+  // call and finish them together (QueueClient::add_batch, reserve_batch, finish_batch). 0: one
+  // job a call.
+  int64_t batch = 0;
+  int64_t take = 0;
   int64_t window = 0;      // 0: unlimited
   int64_t add_limit = -1;  // -1: until the phase is kDrain
   std::atomic<int> phase{kWarmup};
@@ -183,6 +192,17 @@ void producer(Run& run, std::unique_ptr<QueueClient> client) {
         }
         if (run.failed || run.phase.load() == kDrain) break;
       }
+      if (run.batch > 0) {
+        const int64_t first = run.next_seq.fetch_add(run.batch);
+        std::vector<std::string> payloads;
+        const int64_t added_at = now_ns();
+        for (int64_t i = 0; i < run.batch; ++i)
+          payloads.push_back(make_payload(first + i, added_at, run.payload));
+        run.adds_started += run.batch;
+        client->add_batch(first, payloads);
+        run.added += run.batch;
+        continue;
+      }
       const int64_t seq = run.next_seq.fetch_add(1);
       if (run.add_limit >= 0 && seq >= run.add_limit) break;
       ++run.adds_started;
@@ -195,9 +215,41 @@ void producer(Run& run, std::unique_ptr<QueueClient> client) {
   --run.producers_left;
 }
 
+// The batched worker: takes up to run.take jobs a call and finishes them together.
+void batch_worker(Run& run, QueueClient& client, std::vector<double>& latencies) {
+  std::vector<Reserved> jobs;
+  while (!run.failed) {
+    if (run.phase.load() == kDrain && run.producers_done() &&
+        run.finished.load() >= run.added.load())
+      break;
+    client.reserve_batch(jobs, static_cast<size_t>(run.take), milliseconds(200));
+    if (jobs.empty()) continue;
+    const int64_t accepted = now_ns();
+    client.finish_batch(jobs);
+    for (const auto& job : jobs) {
+      const int64_t added = added_ns_of(job.payload);
+      if (added < 0)
+        throw std::runtime_error("a job came back without its payload: " +
+                                 job.payload.substr(0, 80));
+      if (run.phase.load() == kMeasure) {
+        latencies.push_back(static_cast<double>(accepted - added) / 1e6);
+        ++run.measured;
+      }
+    }
+    run.finished += static_cast<int64_t>(jobs.size());
+    run.finished.notify_all();
+  }
+}
+
 void worker(Run& run, std::unique_ptr<QueueClient> client) {
   std::vector<double> latencies;
   try {
+    if (run.take > 0) {
+      batch_worker(run, *client, latencies);
+      std::lock_guard lock(run.mu);
+      run.latencies_ms.insert(run.latencies_ms.end(), latencies.begin(), latencies.end());
+      return;
+    }
     Reserved job, next;
     bool held = false;  // `job` came with the last finish
     int64_t accepted = 0;
@@ -363,7 +415,12 @@ json lifecycle(const Args& args) {
 
   Run run;
   run.payload = static_cast<size_t>(args.number("payload", 200, 40, 1 << 20));
-  run.window = args.number("window", 2 * workers, 0, 1 << 30);
+  run.batch = args.number("batch", 0, 0, 1000);
+  run.take = run.batch > 0 ? args.number("take", 16, 1, 100) : 0;
+  // Batched, room for every worker's take twice and a batch of each producer's.
+  run.window = args.number(
+      "window", run.batch > 0 ? 2 * workers * run.take + producers * run.batch : 2 * workers, 0,
+      1 << 30);
   run.producers_left = static_cast<int>(producers);
   std::string commits_error;
   const int64_t commits_before = read_commits(*system, commits_error);
@@ -404,6 +461,10 @@ json lifecycle(const Args& args) {
   out["workers"] = workers;
   out["producers"] = producers;
   out["window"] = run.window;
+  if (run.batch > 0) {
+    out["batch"] = run.batch;
+    out["take"] = run.take;
+  }
   if (run.failed) {
     out["error"] = run.error;
     return out;

@@ -3,7 +3,9 @@
 // in Redis; LREM from the processing list to acknowledge.
 #include <hiredis/hiredis.h>
 
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "queue.h"
 
@@ -67,6 +69,55 @@ class RedisClient final : public QueueClient {
     check(r, "LREM");
     if (r->type != REDIS_REPLY_INTEGER || r->integer != 1)
       throw std::runtime_error("redis: LREM removed nothing");
+  }
+
+  // One LPUSH of every payload: Redis's own call for many values.
+  void add_batch(int64_t, const std::vector<std::string>& payloads) override {
+    std::vector<const char*> argv = {"LPUSH", kQueue};
+    std::vector<size_t> lens = {5, std::strlen(kQueue)};
+    for (const auto& p : payloads) {
+      argv.push_back(p.data());
+      lens.push_back(p.size());
+    }
+    count_request();
+    Reply r(redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    check(r, "LPUSH");
+  }
+
+  // A pipeline of `max` LMOVEs (one round trip); when it took none, a BLMOVE waits for one.
+  void reserve_batch(std::vector<Reserved>& out, size_t max,
+                     std::chrono::milliseconds wait) override {
+    out.clear();
+    for (size_t i = 0; i < max; ++i)
+      redisAppendCommand(ctx_, "LMOVE %s %s RIGHT LEFT", kQueue, kProcessing);
+    count_request();
+    for (size_t i = 0; i < max; ++i) {
+      void* raw = nullptr;
+      if (redisGetReply(ctx_, &raw) != REDIS_OK)
+        throw std::runtime_error(std::string("redis: LMOVE: ") + ctx_->errstr);
+      Reply r(raw);
+      check(r, "LMOVE");
+      if (r->type == REDIS_REPLY_STRING) out.push_back({"", "", std::string(r->str, r->len)});
+    }
+    if (!out.empty() || wait.count() == 0) return;
+    Reserved one;
+    if (reserve(one, wait)) out.push_back(std::move(one));
+  }
+
+  // A pipeline of LREMs: one round trip.
+  void finish_batch(const std::vector<Reserved>& jobs) override {
+    for (const auto& job : jobs)
+      redisAppendCommand(ctx_, "LREM %s 1 %b", kProcessing, job.payload.data(), job.payload.size());
+    count_request();
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      void* raw = nullptr;
+      if (redisGetReply(ctx_, &raw) != REDIS_OK)
+        throw std::runtime_error(std::string("redis: LREM: ") + ctx_->errstr);
+      Reply r(raw);
+      check(r, "LREM");
+      if (r->type != REDIS_REPLY_INTEGER || r->integer != 1)
+        throw std::runtime_error("redis: LREM removed nothing");
+    }
   }
 
   void command(const char* text) {
