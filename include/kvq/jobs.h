@@ -33,12 +33,11 @@
 //   * producers     — add, remove, get, list, pending_count.
 //   * workers       — accept a due job (highest priority first, then earliest scheduled time),
 //                     then update (heartbeat) / finish / fail / snooze / resubmit it. Every
-//                     worker call checks the
-//                     job's lock in its own transaction and fails with kFailedPrecondition
-//                     ("halt") once the worker has been fenced out — the job was removed,
-//                     re-enqueued by the activity monitor, or accepted by someone else. A worker
-//                     that writes its own results in the same transaction as update or finish can
-//                     therefore never commit after being fenced out.
+//                     worker call checks the job's lock in its own transaction and fails with
+//                     kFailedPrecondition ("halt") once the worker has been fenced out — the
+//                     job was removed, re-enqueued by the activity monitor, or accepted by
+//                     someone else — so a worker that writes its own results in the same
+//                     transaction as update or finish never commits after being fenced out.
 //   * watchers      — subscribe to a job and receive its state changes; wait for a state.
 //
 // Every operation that only touches the store has two forms: one runs in its own transaction
@@ -53,10 +52,8 @@
 // type is woken through one store watch per type, and every local subscriber of a type through
 // another.
 //
-// Limits: kvq/job_types.h (the lengths of types and ids, the size of data).
-//
-// Thread-safety: a Jobs is safe to use from many threads. Subscription handles are used by one
-// thread at a time.
+// Limits: kvq/job_types.h. Thread-safety: a Jobs is safe to use from many threads; a
+// Subscription handle is used by one thread at a time.
 #pragma once
 
 #include <chrono>
@@ -458,15 +455,10 @@ class Jobs {
   // finish(job, {.data = data}): the couch_jobs form, which replaces the job's data.
   Status finish(Job& job, std::optional<std::string_view> data);
   Status finish(kv::Transaction& txn, Job& job, std::optional<std::string_view> data);
-  // finish() of several held jobs (1..kMaxFinishMany, of any types, none twice) in one
-  // transaction: the batched form for a worker that took several (accept_many) and is done
-  // with them together, one commit for all. `options` is empty (each finishes without a
-  // result) or one per job. The result holds each job's outcome at its index: OK, or the
-  // error finish() would give that job alone (kFailedPrecondition "halt" once its worker is
-  // fenced out; kNotFound once removed), which changes nothing of it and does not keep the
-  // others from committing. Bad input (kInvalidArgument, naming the job) or a store error fails
-  // the call: nothing is committed. A retry after an unknown commit result finds each finish
-  // it made applied, as finish() does.
+  // finish() of 1..kMaxFinishMany held jobs (any types, none twice) in one transaction, with
+  // `options` empty or one per job. Each job's outcome is at its index: OK, or the error
+  // finish() would give it alone (kFailedPrecondition once fenced out, kNotFound once removed),
+  // which leaves the others to commit. Bad input (kInvalidArgument) or a store error: nothing.
   Result<std::vector<Status>> finish_many(const std::vector<Job>& jobs,
                                           const std::vector<FinishOptions>& options = {});
   // finish_many() for a caller that must not block, like add_async.
@@ -566,13 +558,11 @@ class Jobs {
   kv::Store& store() { return *store_; }
   const JobsOptions& options() const { return options_; }
 
-  // Counters of what this process's background work did, for metrics and tests
-  // (kvq/job_stats.h).
+  // Counters of what this process's background work did (kvq/job_stats.h).
   using Stats = jobs::Stats;
   Stats stats() const;
 
-  // What this process's calls saw happen to the jobs of each type since open, for metrics
-  // (kvq/job_stats.h).
+  // What this process's calls saw happen to each type's jobs since open (kvq/job_stats.h).
   using Histogram = jobs::Histogram;
   using TypeStats = jobs::TypeStats;
   std::map<std::string, TypeStats> type_stats() const;
