@@ -248,6 +248,11 @@ struct AddOptions {
   // A cycle (possible only within one add_many) is refused with kInvalidArgument naming it.
   std::vector<DependencyRef> depends_on;
   OnDependencyFailure on_dependency_failure = OnDependencyFailure::kCancel;
+  // The batch (kvq/workflows.h) the job joins: "" for none. It must exist (kNotFound naming
+  // it) and be open (kWrongState). Only an add that creates the job or adds a finished one
+  // anew joins; on an unended job the add keeps its membership, and fails with kWrongState
+  // naming another batch than the job's.
+  std::string batch;
 };
 
 struct AddResult {
@@ -333,6 +338,7 @@ struct JobInfo {
   uint32_t waiting_on = 0;
   OnDependencyFailure on_dependency_failure = OnDependencyFailure::kCancel;
   bool has_dependents = false;
+  std::string batch;  // the batch it is a member of until it ends (kvq/workflows.h); "" none
 };
 
 // A dependency of a job as Jobs::dependencies shows it: which job, how its edge resolved, and

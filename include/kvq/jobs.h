@@ -322,6 +322,22 @@ class Jobs {
   Result<std::vector<DependencyInfo>> dependencies(std::string_view type, std::string_view id);
   Result<std::vector<DependencyInfo>> dependencies(kv::Transaction& txn, std::string_view type,
                                                    std::string_view id);
+  // Batches (kvq/workflows.h). put_batch creates the open batch `id` (an id as a job's), or
+  // changes the spec of one still open, keeping its members; on a sealed batch it changes
+  // nothing and answers kWrongState, unless the spec is the same. kNotFound if the callback's
+  // type does not exist; kInvalidArgument for a bad id, type or data.
+  Result<BatchInfo> put_batch(std::string_view id, const BatchSpec& spec);
+  Result<BatchInfo> put_batch(kv::Transaction& txn, std::string_view id, const BatchSpec& spec);
+  // Seals the batch: no more members may join; if every member has ended (or it has none), the
+  // callback is added in this transaction. Sealing a sealed batch changes nothing. kNotFound
+  // if absent.
+  Result<BatchInfo> seal_batch(std::string_view id);
+  Result<BatchInfo> seal_batch(kv::Transaction& txn, std::string_view id);
+  // kNotFound if absent.
+  Result<BatchInfo> batch(std::string_view id);
+  Result<BatchInfo> batch(kv::Transaction& txn, std::string_view id);
+  // The store's totals of settled batches (BatchTotals).
+  Result<BatchTotals> batch_totals();
   // Jobs in id order, a page at a time. kNotFound if the type does not exist.
   Result<JobPage> list(std::string_view type, const ListOptions& options = {});
   // Pending jobs due by options.max_scheduled_time_ms, counting at most options.limit.

@@ -17,10 +17,34 @@
 // resolves at the add. The cost of an end is the number of the job's unresolved dependents; a
 // job that never had dependents pays nothing (its row says so).
 //
+// Batches. A batch (Jobs::put_batch) names a callback job; jobs join it at their add
+// (AddOptions::batch), of any type, while it is open; seal_batch says no more will join. Once
+// the batch is sealed and every member has ended, the callback is added exactly once, in the
+// transaction of the last member's end (or of the seal, for a batch whose members have all
+// ended, or that has none): its data is the callback's data with a field "batch" =
+//   {"id", "members", "succeeded", "dead", "cancelled", "dead_jobs": [{"type", "id"}, ...]}
+// (dead_jobs: the first kMaxDeadJobsInCallback dead members in (type, id) order; "dead" counts
+// them all), added as an add with the default if_exists would (a job of that id already there
+// is replaced, resubmitted or added anew). With BatchOn::kSuccess it is added only if every
+// member succeeded; otherwise the batch settles without it (BatchState::kSkipped).
+//   * A member ends when it finishes succeeded, dead (attempts used up) or cancelled, or is
+//     removed before it ended (counted cancelled). Retries, snoozes and lost runs are not ends.
+//   * A member counts once, at its first end: a rerun of it, or an add anew without `batch`, is
+//     no longer a member (an add anew naming an open batch joins it again, as a new member).
+//     So a member rerun after the callback was added does not add it again.
+//   * A member's end reads and writes the batch's row only (and, when dead, one key): O(1),
+//     never a scan of the members. The row is a hot key: ends of one batch's members at the
+//     same moment conflict and are retried by the store; each counts in the transaction of its
+//     own state change, so a retry after an unknown commit result that finds the member ended
+//     counts nothing again.
+//   * Until sealed the callback is never added; an add naming a sealed batch fails with
+//     kWrongState, one naming no existing batch with kNotFound.
+//
 // Plain values; no behaviour beyond naming and parsing them.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -46,5 +70,58 @@ enum class OnDependencyFailure {
 std::string_view on_dependency_failure_name(OnDependencyFailure policy);  // "cancel", "run"
 // kInvalidArgument naming the accepted names for anything else.
 Result<OnDependencyFailure> parse_on_dependency_failure(std::string_view name);
+
+// When a batch's callback is added once it is sealed and every member has ended.
+enum class BatchOn {
+  kComplete,  // whatever the members' outcomes
+  kSuccess,   // only if every member succeeded; else the batch settles without it
+};
+std::string_view batch_on_name(BatchOn on);  // "complete", "success"
+// kInvalidArgument naming the accepted names for anything else.
+Result<BatchOn> parse_batch_on(std::string_view name);
+
+// What put_batch takes: the callback job (its type must exist at put_batch; should it be gone
+// by the time the callback is added, the add creates it with kBatchCallbackTypeTimeoutMs rather
+// than fail the member's end) and when it is added.
+struct BatchSpec {
+  std::string callback_type;
+  std::string callback_id;
+  std::string callback_data = "{}";  // a JSON object
+  BatchOn on = BatchOn::kComplete;
+  friend bool operator==(const BatchSpec&, const BatchSpec&) = default;
+};
+
+// kOpen: members may join. kSealed: none may; waiting for members to end. kFired: the callback
+// was added. kSkipped: BatchOn::kSuccess and a member did not succeed: settled without it.
+enum class BatchState { kOpen, kSealed, kFired, kSkipped };
+std::string_view batch_state_name(BatchState state);  // "open", "sealed", "fired", "skipped"
+
+// A batch as Jobs::batch shows it.
+struct BatchInfo {
+  std::string id;
+  BatchSpec spec;
+  BatchState state = BatchState::kOpen;
+  uint64_t members = 0;  // every job that joined
+  uint64_t succeeded = 0;
+  uint64_t dead = 0;
+  uint64_t cancelled = 0;  // removed before they ended included
+  int64_t created_ms = 0;
+  int64_t settled_ms = 0;  // when it fired or was skipped; 0 before
+  bool sealed() const { return state != BatchState::kOpen; }
+  bool fired() const { return state == BatchState::kFired; }
+  // Members not yet ended (pending, waiting or running).
+  uint64_t unfinished() const { return members - succeeded - dead - cancelled; }
+};
+
+// The batches settled in the store since it was created (every process's), for /metrics.
+struct BatchTotals {
+  uint64_t fired = 0;
+  uint64_t skipped = 0;
+};
+
+// The most dead members a callback's data names.
+inline constexpr size_t kMaxDeadJobsInCallback = 100;
+// The activity timeout a callback's add gives its type if it had to create it (ms).
+inline constexpr int64_t kBatchCallbackTypeTimeoutMs = 300'000;
 
 }  // namespace kvq::jobs

@@ -44,6 +44,9 @@ int run_groups(int argc, char** argv);
 // Cron schedules (commands_schedules.cc).
 int run_schedule(int argc, char** argv);
 
+// Batches with a completion callback (commands_batches.cc).
+int run_batch(int argc, char** argv);
+
 // Worker membership (commands_workers.cc).
 int run_workers(int argc, char** argv);
 

@@ -15,7 +15,7 @@ using Json = nlohmann::json;
 constexpr char kAddUsage[] =
     "usage: kvq add TYPE ID [DATA_JSON] [--at MS] [--priority N] [--group G]\n"
     "                       [--if-exists update|keep] [--depends-on TYPE/ID]...\n"
-    "                       [--on-dependency-failure cancel|run]\n"
+    "                       [--on-dependency-failure cancel|run] [--batch B]\n"
     "\n"
     "Adds job ID of TYPE with DATA_JSON (default {}; '-' reads stdin), its input.\n"
     "  --at MS              schedule it at MS (milliseconds since the epoch); default now\n"
@@ -33,7 +33,9 @@ constexpr char kAddUsage[] =
     "                       exist). kvq deps TYPE ID lists them with their results\n"
     "  --on-dependency-failure cancel|run\n"
     "                       when a dependency ends dead or cancelled: cancel this job and the\n"
-    "                       jobs waiting on it (the default), or run it anyway\n";
+    "                       jobs waiting on it (the default), or run it anyway\n"
+    "  --batch B            the job joins batch B (kvq batch put; it must exist and not be\n"
+    "                       sealed): B's callback is added once every member has ended\n";
 constexpr char kGetUsage[] =
     "usage: kvq get TYPE ID\n"
     "\n"
@@ -72,7 +74,8 @@ int run_add(int argc, char** argv) {
                               {"group", true},
                               {"if-exists", true},
                               {"depends-on", true},
-                              {"on-dependency-failure", true}},
+                              {"on-dependency-failure", true},
+                              {"batch", true}},
                              2, 3);
   if (!begun.invocation) return begun.exit_code;
   const Invocation& inv = *begun.invocation;

@@ -109,6 +109,10 @@ Result<Json> add_body(const ParsedArgs& args, std::istream& in) {
     }
     body["on_dependency_failure"] = policy;
   }
+  if (args.has("batch")) {
+    if (args.value("batch").empty()) return InvalidArgument("--batch takes a batch id, not ''");
+    body["batch"] = args.value("batch");
+  }
   return body;
 }
 
@@ -256,6 +260,21 @@ Result<Json> pause_body(const ParsedArgs& args) {
                              args.value("for") + "'");
     }
     body["for_ms"] = *ms;
+  }
+  return body;
+}
+
+Result<Json> batch_body(const ParsedArgs& args, std::istream& in) {
+  KVQ_RETURN_IF_ERROR(need(args, "callback-type"));
+  KVQ_RETURN_IF_ERROR(need(args, "callback-id"));
+  Json callback = {{"type", args.value("callback-type")}, {"id", args.value("callback-id")}};
+  KVQ_RETURN_IF_ERROR(data_option(args, in, callback));
+  Json body = {{"callback", std::move(callback)}};
+  if (args.has("on")) {
+    const std::string on = args.value("on");
+    if (on != "complete" && on != "success")
+      return InvalidArgument("--on takes complete or success, not '" + on + "'");
+    body["on"] = on;
   }
   return body;
 }

@@ -24,7 +24,7 @@ Result<nlohmann::json> parse_json_arg(const std::string& text, const std::string
                                       std::istream& in);
 
 // kvq add TYPE ID [DATA_JSON] [--at MS] [--priority N] [--group G] [--if-exists update|keep]
-// [--depends-on TYPE/ID]... [--on-dependency-failure cancel|run]:
+// [--depends-on TYPE/ID]... [--on-dependency-failure cancel|run] [--batch B]:
 // {"id", "data", "scheduled_time"?, "priority"?, "group"?, "if_exists"?}.
 Result<nlohmann::json> add_body(const ParsedArgs& args, std::istream& in);
 
@@ -61,6 +61,10 @@ Result<nlohmann::json> type_settings_body(const ParsedArgs& args);
 
 // kvq pause TYPE [--for DURATION]: {"for_ms"?}.
 Result<nlohmann::json> pause_body(const ParsedArgs& args);
+
+// kvq batch put B --callback-type T --callback-id I [--data JSON] [--on complete|success]:
+// {"callback": {"type", "id", "data"?}, "on"?}.
+Result<nlohmann::json> batch_body(const ParsedArgs& args, std::istream& in);
 
 // kvq schedule put NAME --type T --cron EXPR [--timezone Z] [--data JSON] [--priority N]
 // [--catch-up none|one|all]: {"type", "cron", "timezone"?, "data"?, "priority"?, "catch_up"?}.

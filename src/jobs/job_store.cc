@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "jobs/batches.h"
 #include "jobs/dependencies.h"
 #include "jobs/group_queue.h"
 #include "jobs/own_timeouts.h"
@@ -57,6 +58,13 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
   const bool was_finished = before && state_of(*before) == State::kFinished;
   const bool was_waiting = before && state_of(*before) == State::kWaiting;
   if (was_waiting) txn.clear(keys.waiting(type, id));
+  // The end of a batch's member counts once (I12): the row it leaves is in no batch.
+  const bool ends = !was_finished && (!after || state_of(*after) == State::kFinished);
+  std::string ended_batch;
+  if (before && !before->batch.empty() && ends) {
+    ended_batch = before->batch;
+    if (after) after->batch.clear();
+  }
   if (was_finished) {
     txn.clear(keys.finished(type, before->updated, id));
     if (is_indexed(before->outcome)) txn.clear(keys.ended(type, before->outcome, id));
@@ -107,6 +115,10 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
     } else if (state_of(*after) == State::kFinished) {
       KVQ_RETURN_IF_ERROR(resolve_dependents(txn, keys, type, id, after->outcome));
     }
+  }
+  if (!ended_batch.empty()) {
+    KVQ_RETURN_IF_ERROR(batch_member_ended(txn, keys, ended_batch, type, id,
+                                           after ? after->outcome : Outcome::kCancelled));
   }
   if ((before && !before->group.empty()) || (after && !after->group.empty()))
     return save_groups(txn, keys, type, before, after);
@@ -221,6 +233,7 @@ JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row) {
   info.waiting_on = row.waiting_on;
   info.on_dependency_failure = row.on_dependency_failure;
   info.has_dependents = row.has_dependents;
+  info.batch = row.batch;
   return info;
 }
 

@@ -4,6 +4,8 @@
 #include <limits>
 
 #include "jobs/accept/accept.h"
+#include "jobs/adds.h"
+#include "jobs/batches.h"
 #include "jobs/dependencies.h"
 #include "jobs/group_queue.h"
 #include "jobs/job_store.h"
@@ -179,14 +181,11 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
   return std::nullopt;
 }
 
-// add, once its input is validated and its data normalized. Returns whether it added (or
-// changed, or would have changed nothing of) the job: false only when if_exists kKeep found it.
-// `wrote` (if given) tells whether it wrote the job, the only answer its commit vouches for.
-// `guess`: read the type's settings as remembered and take the job as new (kv::ReadOptions:
-// on etcd, no call at all), for the commit to check.
+}  // namespace
+
 Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_view type,
                             std::string_view id, const std::string& data, const AddOptions& options,
-                            bool* wrote = nullptr, bool guess = false) {
+                            bool* wrote, bool guess) {
   std::vector<std::optional<std::string>> stored;
   if (guess) {
     KVQ_ASSIGN_OR_RETURN(auto settings, txn.get(keys.timeout(type), {.remembered = true}));
@@ -224,9 +223,13 @@ Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_
                       std::string(state_name(state_of(*before))) +
                       "; depends_on applies only to a new job or a finished one added anew");
   }
+  KVQ_RETURN_IF_ERROR(check_batch_of_add(type, id, before, options));
   auto after = row_after_add(before, data, options, now_ms());
   if (!after) return true;
-  if (anew) KVQ_RETURN_IF_ERROR(add_dependencies(txn, keys, type, id, before, *after, options));
+  if (anew) {
+    KVQ_RETURN_IF_ERROR(add_dependencies(txn, keys, type, id, before, *after, options));
+    KVQ_RETURN_IF_ERROR(join_batch(txn, keys, type, id, *after, options));
+  }
   if (after->timeout && (!before || before->timeout != after->timeout))
     KVQ_RETURN_IF_ERROR(note_own_timeout(txn, keys, type, *after->timeout));
   if (!after->group.empty()) {
@@ -243,6 +246,8 @@ Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_
   return true;
 }
 
+namespace {
+
 Result<std::string> validate_add(std::string_view type, std::string_view id, std::string_view data,
                                  const AddOptions& options, size_t max_data_bytes) {
   KVQ_RETURN_IF_ERROR(validate_type(type));
@@ -251,6 +256,7 @@ Result<std::string> validate_add(std::string_view type, std::string_view id, std
   KVQ_RETURN_IF_ERROR(validate_job_timeout(options.timeout));
   KVQ_RETURN_IF_ERROR(validate_traceparent(options.traceparent));
   KVQ_RETURN_IF_ERROR(validate_dependencies(type, id, options));
+  KVQ_RETURN_IF_ERROR(validate_batch_of_add(options));
   if (options.create_type) KVQ_RETURN_IF_ERROR(new_type_row(*options.create_type).status());
   return normalize_data(data, options.data_format, max_data_bytes);
 }

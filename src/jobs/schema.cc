@@ -21,7 +21,8 @@ constexpr size_t kRowFieldsBeforeProtocol = 25;
 constexpr size_t kRowFieldsBeforeKicks = 29;
 constexpr size_t kRowFieldsBeforeTraceparent = 30;
 constexpr size_t kRowFieldsBeforeDependencies = 31;
-constexpr size_t kRowFields = 35;
+constexpr size_t kRowFieldsBeforeBatch = 35;
+constexpr size_t kRowFields = 36;
 constexpr size_t kErrorFields = 6;
 // Tuple has no double: a type's backoff factor and jitter are stored in millionths.
 constexpr double kMillionths = 1'000'000.0;
@@ -80,9 +81,10 @@ Result<std::vector<JobError>> decode_errors(const Tuple& t) {
 
 // Whether the row needs the fields the beanstalkd protocol brought (else it encodes as before).
 // Whether the row needs the fields dependencies brought (workflows.h).
+// A batch (workflows.h) comes after them, so a row with one writes them too.
 bool has_dependency_fields(const JobRow& r) {
   return r.waiting_on != 0 || r.dependencies != 0 || r.has_dependents ||
-         r.on_dependency_failure != OnDependencyFailure::kCancel;
+         r.on_dependency_failure != OnDependencyFailure::kCancel || !r.batch.empty();
 }
 
 bool has_protocol_fields(const JobRow& r) {
@@ -159,6 +161,7 @@ std::string encode_row(const JobRow& r) {
       t.append(r.has_dependents);
       t.append(static_cast<int64_t>(r.on_dependency_failure));
     }
+    if (!r.batch.empty()) t.append(r.batch);
   }
   return t.pack();
 }
@@ -166,11 +169,11 @@ std::string encode_row(const JobRow& r) {
 Result<JobRow> decode_row(std::string_view bytes) {
   KVQ_ASSIGN_OR_RETURN(Tuple t, Tuple::unpack(bytes));
   const bool known_size =
-      t.size() == kRowFields || t.size() == kRowFieldsBeforeDependencies ||
-      t.size() == kRowFieldsBeforeTraceparent || t.size() == kRowFieldsBeforeKicks ||
-      t.size() == kRowFieldsBeforeProtocol || t.size() == kRowFieldsBeforeGroup ||
-      t.size() == kRowFieldsBeforeOutcome || t.size() == kRowFieldsBeforeWorkerType ||
-      t.size() == kRowFieldsBeforeLostRuns;
+      t.size() == kRowFields || t.size() == kRowFieldsBeforeBatch ||
+      t.size() == kRowFieldsBeforeDependencies || t.size() == kRowFieldsBeforeTraceparent ||
+      t.size() == kRowFieldsBeforeKicks || t.size() == kRowFieldsBeforeProtocol ||
+      t.size() == kRowFieldsBeforeGroup || t.size() == kRowFieldsBeforeOutcome ||
+      t.size() == kRowFieldsBeforeWorkerType || t.size() == kRowFieldsBeforeLostRuns;
   if (!known_size || !t[0].is_int() || t[0].as_int() != kRowFormat) {
     return Internal("job row has an unknown format");
   }
@@ -194,11 +197,12 @@ Result<JobRow> decode_row(std::string_view bytes) {
       (t.size() != kRowFieldsBeforeDependencies ||
        (t[29].is_int() && t[29].as_int() >= 0 && t[30].is_string() &&
         !t[30].as_string().empty())) &&
-      (t.size() != kRowFields ||
+      (t.size() < kRowFieldsBeforeBatch ||
        (t[29].is_int() && t[29].as_int() >= 0 && t[30].is_string() && t[31].is_int() &&
         t[31].as_int() >= 0 && t[32].is_int() && t[32].as_int() >= 0 && t[33].is_bool() &&
         t[34].is_int() && t[34].as_int() >= static_cast<int64_t>(OnDependencyFailure::kCancel) &&
-        t[34].as_int() <= static_cast<int64_t>(OnDependencyFailure::kRun)));
+        t[34].as_int() <= static_cast<int64_t>(OnDependencyFailure::kRun))) &&
+      (t.size() != kRowFields || (t[35].is_string() && !t[35].as_string().empty()));
   if (!shaped) return Internal("job row has fields of the wrong kind");
   JobRow r;
   r.seq = static_cast<uint64_t>(t[1].as_int());
@@ -239,12 +243,13 @@ Result<JobRow> decode_row(std::string_view bytes) {
   }
   if (t.size() >= kRowFieldsBeforeTraceparent) r.kicks = static_cast<uint32_t>(t[29].as_int());
   if (t.size() >= kRowFieldsBeforeDependencies) r.traceparent = t[30].as_string();
-  if (t.size() == kRowFields) {
+  if (t.size() >= kRowFieldsBeforeBatch) {
     r.waiting_on = static_cast<uint32_t>(t[31].as_int());
     r.dependencies = static_cast<uint32_t>(t[32].as_int());
     r.has_dependents = t[33].as_bool();
     r.on_dependency_failure = static_cast<OnDependencyFailure>(t[34].as_int());
   }
+  if (t.size() == kRowFields) r.batch = t[35].as_string();
   return r;
 }
 
@@ -535,6 +540,21 @@ Result<std::pair<std::string, std::string>> Keys::parse_edge_end(std::string_vie
   if (!t.ok() || t->size() != 4 || !(*t)[2].is_string() || !(*t)[3].is_string())
     return InvalidArgument("not a dependency key");
   return std::pair{(*t)[2].as_string(), (*t)[3].as_string()};
+}
+std::string Keys::batch(std::string_view batch) const { return misc(kBatches).pack({batch}); }
+std::string Keys::batch_dead(std::string_view batch, std::string_view type,
+                             std::string_view id) const {
+  return misc(kBatchDead).pack({batch, type, id});
+}
+std::pair<std::string, std::string> Keys::batch_dead_of(std::string_view batch) const {
+  return misc(kBatchDead).range({batch});
+}
+std::string Keys::batch_totals() const { return misc(kBatchTotals).pack(Tuple{}); }
+Result<std::pair<std::string, std::string>> Keys::parse_batch_dead(std::string_view key) const {
+  auto t = misc(kBatchDead).unpack(key);
+  if (!t.ok() || t->size() != 3 || !(*t)[1].is_string() || !(*t)[2].is_string())
+    return InvalidArgument("not a batch's dead-member key");
+  return std::pair{(*t)[1].as_string(), (*t)[2].as_string()};
 }
 std::string Keys::timeout(std::string_view type) const { return space(kTimeouts).pack({type}); }
 std::pair<std::string, std::string> Keys::timeouts() const { return space(kTimeouts).range(); }

@@ -22,7 +22,9 @@
 //                                          [, waiting_on, dependencies, has_dependents,
 //                                          on_dependency_failure] (35 fields, traceparent then
 //                                          maybe "") only on a job added with dependencies or
-//                                          that another was added depending on
+//                                          that another was added depending on, or with a batch;
+//                                          [, batch] (36 fields) only on a job that is a member
+//                                          of a batch (AddOptions::batch) and has not ended
 //   (2, type, priority, scheduled, id)  -> ""  pending index of jobs WITHOUT a group, in accept
 //                                          order
 //   (3, type, seq, id)                  -> ""  activity index of running jobs WITHOUT a timeout
@@ -106,6 +108,14 @@
 //                                          or added anew is passed over then (its (19, 4) edge
 //                                          is gone or resolved)
 //   (19, 6, type, id)                   -> ""  waiting jobs (I10), for the counts
+//   (19, 7, batch)                      -> batch row (batches.cc; format in its encoder): the
+//                                          callback, whether sealed and settled, and its
+//                                          members' counts by outcome (read and written by every
+//                                          member's add and end, and the seal)
+//   (19, 8, batch, type, id)            -> ""  the members of the batch that ended dead, for
+//                                          the callback's data; written at the member's end
+//   (19, 9)                             -> Tuple(fired, skipped): the batches settled in the
+//                                          store, for /metrics
 //
 // in_turn_at and last_accept are microseconds, not milliseconds: a group served twice within
 // one millisecond must still go behind the groups served in between, else the group whose name
@@ -143,6 +153,8 @@
 //       none in (2) or (15).
 //   I11. a (19, 5, d, j) entry exists for every (19, 4, j, d) edge with resolved 0 whose job j is
 //       waiting; the row of d then has has_dependents.
+//   I12. a batch's members = its members' rows with that batch (none of them finished) + its
+//       counts by outcome; the dead count = its (19, 8) entries (batches.h).
 // I6–I8 are kept by save_job alone, for every job whose row has a group before or after; a type
 // none of whose jobs ever had a group has no key in 15–17 and pays nothing for them.
 #pragma once
@@ -197,6 +209,9 @@ struct JobRow {
   uint32_t dependencies = 0;    // the dependencies it was added with ((19, 4) edges)
   bool has_dependents = false;  // a job was added depending on it: its end reads (19, 5)
   OnDependencyFailure on_dependency_failure = OnDependencyFailure::kCancel;
+  // The batch (AddOptions::batch) whose member the job is until it ends; "" for none. Cleared
+  // by the end that counts it (I12), so that a rerun is no member and is not counted again.
+  std::string batch;
 };
 
 // A group's row, the value of (17, type, group).
@@ -332,6 +347,13 @@ class Keys {
   std::pair<std::string, std::string> waiting_of(std::string_view type) const;
   // The last two elements of a (19, 4) or (19, 5) key: the (type, id) the edge points to.
   Result<std::pair<std::string, std::string>> parse_edge_end(std::string_view key) const;
+  // Batches (19, 7–9): a batch's row, a dead member's entry and every one of a batch, the
+  // store's totals of settled batches; and the (type, id) of a dead member's entry.
+  std::string batch(std::string_view batch) const;
+  std::string batch_dead(std::string_view batch, std::string_view type, std::string_view id) const;
+  std::pair<std::string, std::string> batch_dead_of(std::string_view batch) const;
+  std::string batch_totals() const;
+  Result<std::pair<std::string, std::string>> parse_batch_dead(std::string_view key) const;
 
   // The pending index of the type's jobs without a group (2), of one group's (15), and the
   // queue of groups (16).
@@ -405,9 +427,12 @@ class Keys {
     kDependencies = 4,
     kDependents = 5,
     kWaiting = 6,
+    kBatches = 7,
+    kBatchDead = 8,
+    kBatchTotals = 9,
   };
   static constexpr int64_t kLastSpace = kMisc;
-  static constexpr int64_t kLastMisc = kWaiting;
+  static constexpr int64_t kLastMisc = kBatchTotals;
   const Subspace& misc(Misc m) const { return misc_[m]; }
   const Subspace& space(Space s) const { return spaces_[s]; }
 

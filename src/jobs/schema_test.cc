@@ -142,6 +142,40 @@ TEST(SchemaTest, DependencyKeysParseBackAndDoNotShareRanges) {
   EXPECT_FALSE(keys.parse_edge_end(waiting).ok());
 }
 
+TEST(SchemaTest, ABatchRoundTripsAs36FieldsOnlyWhenSet) {
+  JobRow row;
+  row.scheduled = 5;
+  row.data = "{}";
+  row.batch = "nightly";
+  const std::string bytes = encode_row(row);
+  auto t = Tuple::unpack(bytes);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->size(), 36u);
+  EXPECT_EQ((*t)[35].as_string(), "nightly");
+  auto decoded = decode_row(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->batch, "nightly");
+  EXPECT_EQ(decoded->dependencies, 0u);
+  EXPECT_EQ(encode_row(*decoded), bytes);
+  decoded->batch.clear();
+  EXPECT_EQ(Tuple::unpack(encode_row(*decoded))->size(), 16u) << "as before batches";
+  Tuple empty;
+  for (size_t i = 0; i < t->size(); ++i) empty.append(i == 35 ? Element(std::string()) : (*t)[i]);
+  EXPECT_FALSE(decode_row(empty.pack()).ok()) << "a 36th field names a batch";
+}
+
+TEST(SchemaTest, BatchKeysParseBackAndDoNotShareRanges) {
+  Keys keys("p");
+  auto dead = keys.parse_batch_dead(keys.batch_dead("b", "t", "x"));
+  ASSERT_TRUE(dead.ok());
+  EXPECT_EQ(*dead, (std::pair<std::string, std::string>{"t", "x"}));
+  auto [begin, end] = keys.batch_dead_of("b");
+  const std::string other = keys.batch_dead("bb", "t", "x");
+  EXPECT_FALSE(other >= begin && other < end) << "batch b's dead hold none of batch bb's";
+  EXPECT_FALSE(keys.parse_batch_dead(keys.batch("b")).ok());
+  EXPECT_NE(keys.batch_totals(), keys.batch(""));
+}
+
 TEST(SchemaTest, StateIsDerivedFromLockAndFinished) {
   JobRow row;
   EXPECT_EQ(state_of(row), State::kPending);

@@ -50,6 +50,8 @@ void add_job_routes(Router& router, Api& api);
 void add_worker_routes(Router& router, Api& api);
 // The schedule routes (api_schedules.cc).
 void add_schedule_routes(Router& router, Api& api);
+// The batch routes (api_batches.cc).
+void add_batch_routes(Router& router, Api& api);
 // The dashboard's page (public) and GET /v1/stats.
 void add_dashboard_routes(Router& router, Api& api);
 // Every route above: the whole API of docs/http-api.md.

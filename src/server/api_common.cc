@@ -39,6 +39,7 @@ void add_api_routes(Router& router, Api& api) {
   add_job_routes(router, api);
   add_worker_routes(router, api);
   add_schedule_routes(router, api);
+  add_batch_routes(router, api);
   add_dashboard_routes(router, api);
 }
 
@@ -123,6 +124,7 @@ nlohmann::json job_json(const jobs::JobInfo& info) {
     out["on_dependency_failure"] = jobs::on_dependency_failure_name(info.on_dependency_failure);
   }
   if (info.has_dependents) out["has_dependents"] = true;
+  if (!info.batch.empty()) out["batch"] = info.batch;
   put_data_fields(out, info.data, info.data_format);
   return out;
 }

@@ -96,7 +96,8 @@ Field<std::vector<jobs::DependencyRef>> depends_on_field(const JsonBody& body) {
 // The fields of one job to add: the single add's body, and each entry of a batch.
 const std::initializer_list<std::string_view> kNewJobFields = {
     "id",        "data",  "body",    "body_base64", "scheduled_time", "priority",
-    "if_exists", "group", "timeout", "traceparent", "depends_on",     "on_dependency_failure"};
+    "if_exists", "group", "timeout", "traceparent", "depends_on",     "on_dependency_failure",
+    "batch"};
 
 // The body of one job to add, checked; `if_exists` applies unless the body names its own, and
 // the request's traceparent header unless the body gives one.
@@ -115,9 +116,12 @@ std::variant<jobs::NewJob, ApiError> read_new_job(const JsonBody& body, jobs::If
   auto on_failure =
       parsed_name(body.string("on_dependency_failure"), &jobs::parse_on_dependency_failure,
                   "field 'on_dependency_failure'");
+  auto batch = body.string("batch");
   if (auto error = first_error(id, payload, at, priority, own_if_exists, group, timeout,
-                               traceparent, depends_on, on_failure))
+                               traceparent, depends_on, on_failure, batch))
     return *error;
+  if (batch.value() && batch.value()->empty())
+    return invalid_argument("field 'batch' must not be empty (null for none)");
   if (!id.value()) return invalid_argument("field 'id' is required");
   const Payload data = payload.value().value_or(Payload{"{}", jobs::DataFormat::kJson});
   jobs::NewJob job{
@@ -131,7 +135,8 @@ std::variant<jobs::NewJob, ApiError> read_new_job(const JsonBody& body, jobs::If
        .group = group.value().value_or(""),
        .traceparent = traceparent.value().value_or(""),
        .depends_on = depends_on.value().value_or(std::vector<jobs::DependencyRef>{}),
-       .on_dependency_failure = on_failure.value().value_or(jobs::OnDependencyFailure::kCancel)}};
+       .on_dependency_failure = on_failure.value().value_or(jobs::OnDependencyFailure::kCancel),
+       .batch = batch.value().value_or("")}};
   return job;
 }
 

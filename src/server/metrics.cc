@@ -244,6 +244,14 @@ std::string Metrics::render(jobs::Jobs& jobs) {
   }
   write_flow_control(out, jobs);
   write_schedules(out, jobs);
+  if (auto batches = jobs.batch_totals(); batches.ok()) {
+    out << "# HELP kvq_batch_callbacks_total Batches settled in the store (every server's): "
+           "fired, their callback added once; skipped, on success with a member that did not "
+           "succeed.\n"
+        << "# TYPE kvq_batch_callbacks_total counter\n"
+        << "kvq_batch_callbacks_total{result=\"fired\"} " << batches->fired << "\n"
+        << "kvq_batch_callbacks_total{result=\"skipped\"} " << batches->skipped << "\n";
+  }
   const auto retries = kv::retry_counts();
   const auto stats = jobs.stats();
   write_type_stats(out, jobs.type_stats());

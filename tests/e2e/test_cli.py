@@ -739,7 +739,8 @@ class UsageAndNetworkErrors(CliTestCase):
         commands = ("serve", "backup", "demo", "add", "get", "ls", "rm", "cancel", "rerun",
                     "wait", "watch", "accept", "update", "finish", "fail", "snooze", "resubmit",
                     "types", "timeout", "retention", "max-lost-runs", "pause", "resume",
-                    "groups", "schedule", "workers", "top", "bench", "version", "help")
+                    "groups", "schedule", "batch", "deps", "workers", "top", "bench", "version",
+                    "help")
         out = self.assertExit(run_kvq("help"), 0).stdout
         lines = out.splitlines()
         self.assertEqual(lines[0], "usage: kvq <command> [options]")
