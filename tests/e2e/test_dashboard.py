@@ -307,10 +307,12 @@ class Stats(ServerTestCase):
         # Each entry is the type as GET /v1/types/{type} shows it, with its counts.
         settings = {t: self.assertStatus(self.c.get("/v1/types/%s" % q(t)), 200) for t in (s["main"], s["other"])}
         self.assertEqual(types[s["main"]], dict(settings[s["main"]], pending=3, scheduled=0, running=1,
-                                                finished=1, dead=0, cancelled=0, accepts=2, finishes=1))
+                                                finished=1, dead=0, cancelled=0, waiting=0,
+                                                accepts=2, finishes=1))
         self.assertEqual(settings[s["main"]]["timeout"], 30.0)
         self.assertEqual(types[s["other"]], dict(settings[s["other"]], pending=2, scheduled=0, running=0,
-                                                 finished=1, dead=1, cancelled=0, accepts=1, finishes=0),
+                                                 finished=1, dead=1, cancelled=0, waiting=0,
+                                                 accepts=1, finishes=0),
                          "the job given up is dead")
         self.assertEqual((settings[s["other"]]["timeout"], settings[s["other"]]["finished_retention"],
                           settings[s["other"]]["max_lost_runs"]), (2.5, 86400.0, 1))
