@@ -117,9 +117,8 @@ TEST_P(JobsFinishManyTest, TheAsyncFormFinishesAsTheBlockingOneDoes) {
   ASSERT_EQ(taken.size(), 3u);
   ASSERT_TRUE(jobs().cancel("work", taken[0].id).ok());
   std::promise<Result<std::vector<Status>>> promise;
-  jobs().finish_many_async(taken, {}, [&](Result<std::vector<Status>> r) {
-    promise.set_value(std::move(r));
-  });
+  jobs().finish_many_async(taken, {},
+                           [&](Result<std::vector<Status>> r) { promise.set_value(std::move(r)); });
   auto done = promise.get_future().get();
   ASSERT_TRUE(done.ok()) << done.status().to_string();
   ASSERT_EQ(done->size(), 3u);

@@ -18,8 +18,7 @@ namespace {
 // other error is the transaction's.
 bool decided_alone(const Status& status) {
   const Code code = status.code();
-  return code == Code::kFailedPrecondition || code == Code::kNotFound ||
-         code == Code::kWrongState;
+  return code == Code::kFailedPrecondition || code == Code::kNotFound || code == Code::kWrongState;
 }
 
 struct ManyInput {
@@ -32,8 +31,8 @@ Result<std::shared_ptr<ManyInput>> check_many(std::vector<Job> jobs,
                                               const std::vector<FinishOptions>& options,
                                               size_t max_data_bytes) {
   if (jobs.empty() || jobs.size() > kMaxFinishMany) {
-    return InvalidArgument("finish_many wants 1.." + std::to_string(kMaxFinishMany) + " jobs, not " +
-                           std::to_string(jobs.size()));
+    return InvalidArgument("finish_many wants 1.." + std::to_string(kMaxFinishMany) +
+                           " jobs, not " + std::to_string(jobs.size()));
   }
   if (!options.empty() && options.size() != jobs.size()) {
     return InvalidArgument("finish_many wants one FinishOptions per job, or none");
@@ -46,7 +45,8 @@ Result<std::shared_ptr<ManyInput>> check_many(std::vector<Job> jobs,
       return InvalidArgument("job '" + job.id + "' of type '" + job.type +
                              "' is given twice to finish_many");
     }
-    auto checked = check_finish(job, options.empty() ? FinishOptions{} : options[i], max_data_bytes);
+    auto checked =
+        check_finish(job, options.empty() ? FinishOptions{} : options[i], max_data_bytes);
     if (!checked.ok()) {
       return InvalidArgument("job '" + job.id + "' of type '" + job.type +
                              "': " + checked.status().message());
@@ -117,10 +117,9 @@ Result<std::vector<Status>> Jobs::finish_many(const std::vector<Job>& jobs,
                                               const std::vector<FinishOptions>& options) {
   KVQ_ASSIGN_OR_RETURN(auto input, check_many(jobs, options, options_.max_data_bytes));
   FinishManyTry attempt(impl_->keys, input);
-  KVQ_ASSIGN_OR_RETURN(auto each,
-                       kv::run(
-                           *store_, [&](kv::Transaction& txn) { return attempt(txn); },
-                           options_.retry));
+  KVQ_ASSIGN_OR_RETURN(
+      auto each, kv::run(
+                     *store_, [&](kv::Transaction& txn) { return attempt(txn); }, options_.retry));
   return outcomes(impl_->type_stats, *input, std::move(each));
 }
 
