@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvq/add_windows.h"
 #include "kvq/kv.h"
 #include "kvq/status.h"
 #include "kvq/workflows.h"
@@ -253,16 +254,35 @@ struct AddOptions {
   // anew joins; on an unended job the add keeps its membership, and fails with kWrongState
   // naming another batch than the job's.
   std::string batch;
+  // Debounce the job (kvq/add_windows.h): due at now + delay, a job not yet accepted pushed
+  // out so, never past its window's first add + max_delay. REQUIRES: a valid Debounce, no
+  // scheduled_time_ms (the debounce sets it) and if_exists kUpdate (kInvalidArgument naming the
+  // problem otherwise, changing nothing).
+  std::optional<Debounce> debounce;
+  // Open a unique window of this long on the id if none is open (kvq/add_windows.h): until it
+  // ends every add of the id keeps the job as it is. An open window keeps the job whether or
+  // not the add gives unique_for. REQUIRES: 1 ms..kMaxAddWindow.
+  std::optional<Millis> unique_for;
 };
 
 struct AddResult {
-  // False only when if_exists was kKeep and the job existed, so nothing was changed.
+  // False when the job existed and the add kept it as it was: if_exists was kKeep, or the job's
+  // unique window was open (then unique_until_ms says until when).
   bool added = true;
+  // The end (wall-clock ms) of the job's unique window: the one this add opened
+  // (AddOptions::unique_for), or the open one that kept the job; 0 for neither.
+  int64_t unique_until_ms = 0;
+  // With AddOptions::debounce, an add that was not kept: whether it found the job pending or
+  // waiting and debounced it (false: it created the job, added a finished one anew, or
+  // resubmitted a running one), and when the run it added or debounced is due (for a running
+  // job, its next run's time).
+  bool debounced = false;
+  int64_t scheduled_time_ms = 0;
 };
 
 struct AddManyResult {
   size_t added = 0;               // jobs of the batch added (or changed)
-  std::vector<std::string> kept;  // ids if_exists kKeep left alone, in batch order
+  std::vector<std::string> kept;  // ids kept as they were (if_exists kKeep, a unique window)
 };
 
 // One job of an add_many.
@@ -339,6 +359,10 @@ struct JobInfo {
   OnDependencyFailure on_dependency_failure = OnDependencyFailure::kCancel;
   bool has_dependents = false;
   std::string batch;  // the batch it is a member of until it ends (kvq/workflows.h); "" none
+  // Its windows (kvq/add_windows.h): when the first add of its open debounce window came (0:
+  // none open), and when its unique window ends or ended (0: none was opened).
+  int64_t debounce_since_ms = 0;
+  int64_t unique_until_ms = 0;
 };
 
 // A dependency of a job as Jobs::dependencies shows it: which job, how its edge resolved, and

@@ -229,6 +229,10 @@ class Jobs {
   // An add that would change nothing writes nothing. A finished job added again starts over:
   // its attempts, errors, result and outcome are cleared. With options.if_exists kKeep, an
   // existing job (in any state) is left as it is and the result says added = false.
+  // options.debounce and options.unique_for open windows on the id (kvq/add_windows.h): a
+  // debounced add pushes a job not yet accepted out, within the window's max_delay; an add
+  // within an open unique window leaves the job as it is (added = false). A retry after an
+  // unknown commit result answers as the attempt that committed did.
   // kNoTimeout if the type has no timeout (does not exist).
   Result<AddResult> add(std::string_view type, std::string_view id, std::string_view data,
                         AddOptions options = {});

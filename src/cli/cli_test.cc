@@ -444,6 +444,27 @@ TEST(Requests, AddIfExists) {
             "--priority needs an integer, not 'high'");
 }
 
+TEST(Requests, AddDebounceAndUniqueFor) {
+  std::istringstream in;
+  const std::vector<OptionSpec> specs = {{"debounce", true}, {"unique-for", true}};
+  auto add = add_body(args_of({"t", "j", "--debounce", "1.5:60", "--unique-for", "30"}, specs), in);
+  ASSERT_TRUE(add.ok()) << add.status().message();
+  EXPECT_EQ(*add,
+            nlohmann::json::parse(R"({"id":"j","data":{},"debounce":{"delay":1.5,"max_delay":60},)"
+                                  R"("unique_for":30})"));
+  add = add_body(args_of({"t", "j", "--debounce", "2"}, specs), in);
+  ASSERT_TRUE(add.ok()) << add.status().message();
+  EXPECT_EQ(*add, nlohmann::json::parse(R"({"id":"j","data":{},"debounce":{"delay":2}})"));
+  for (const char* bad : {"soon", "1:", ":5", "1:x", "-1"}) {
+    EXPECT_EQ(
+        error_of(add_body(args_of({"t", "j", std::string("--debounce=") + bad}, specs), in)),
+        std::string("--debounce takes DELAY or DELAY:MAX_DELAY in seconds, not '") + bad + "'")
+        << bad;
+  }
+  EXPECT_EQ(error_of(add_body(args_of({"t", "j", "--unique-for", "soon"}, specs), in)),
+            "--unique-for needs a number of seconds >= 0, not 'soon'");
+}
+
 TEST(Requests, AddGroup) {
   std::istringstream in;
   const std::vector<OptionSpec> specs = {{"group", true}, {"priority", true}};

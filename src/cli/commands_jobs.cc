@@ -16,6 +16,7 @@ constexpr char kAddUsage[] =
     "usage: kvq add TYPE ID [DATA_JSON] [--at MS] [--priority N] [--group G]\n"
     "                       [--if-exists update|keep] [--depends-on TYPE/ID]...\n"
     "                       [--on-dependency-failure cancel|run] [--batch B]\n"
+    "                       [--debounce DELAY[:MAX_DELAY]] [--unique-for SECONDS]\n"
     "\n"
     "Adds job ID of TYPE with DATA_JSON (default {}; '-' reads stdin), its input.\n"
     "  --at MS              schedule it at MS (milliseconds since the epoch); default now\n"
@@ -35,7 +36,15 @@ constexpr char kAddUsage[] =
     "                       when a dependency ends dead or cancelled: cancel this job and the\n"
     "                       jobs waiting on it (the default), or run it anyway\n"
     "  --batch B            the job joins batch B (kvq batch put; it must exist and not be\n"
-    "                       sealed): B's callback is added once every member has ended\n";
+    "                       sealed): B's callback is added once every member has ended\n"
+    "  --debounce DELAY[:MAX_DELAY]\n"
+    "                       due DELAY seconds from now; while job ID is pending, each such add\n"
+    "                       replaces its data and pushes it out again, but never past\n"
+    "                       MAX_DELAY seconds (default 365 days) after the first of them; a\n"
+    "                       running job runs again after its run (as --if-exists update)\n"
+    "  --unique-for SECONDS for SECONDS from this add, every add of job ID (in any state) keeps\n"
+    "                       it as it is and prints \"kept\"; the window is counted from the\n"
+    "                       first add, and a remove ends it\n";
 constexpr char kGetUsage[] =
     "usage: kvq get TYPE ID\n"
     "\n"
@@ -75,7 +84,9 @@ int run_add(int argc, char** argv) {
                               {"if-exists", true},
                               {"depends-on", true},
                               {"on-dependency-failure", true},
-                              {"batch", true}},
+                              {"batch", true},
+                              {"debounce", true},
+                              {"unique-for", true}},
                              2, 3);
   if (!begun.invocation) return begun.exit_code;
   const Invocation& inv = *begun.invocation;
@@ -87,8 +98,14 @@ int run_add(int argc, char** argv) {
   if (!r.ok()) return inv.fail(r);
   if (inv.json) {
     print_json(r.body);
+  } else if (value_of(r.body, "debounced", false)) {
+    std::printf("debounced %s (due %s)\n", job_name(type, id).c_str(),
+                time_cell(value_of(r.body, "scheduled_time", Json())).c_str());
   } else if (value_of(r.body, "added", true)) {
     std::printf("added %s\n", job_name(type, id).c_str());
+  } else if (value_of(r.body, "kept", false)) {
+    std::printf("kept %s (its unique window is open until %s)\n", job_name(type, id).c_str(),
+                time_cell(value_of(r.body, "unique_until", Json())).c_str());
   } else {
     std::printf("kept %s (it exists; --if-exists keep left it alone)\n",
                 job_name(type, id).c_str());

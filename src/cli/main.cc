@@ -63,7 +63,8 @@ constexpr HelpRow kHelp[] = {
     {"server and data directory", "demo [--data DIR]",
      "a short tour of the kvq library on an embedded LMDB data directory"},
     {"jobs", "add TYPE ID [DATA_JSON] [options]",
-     "add a job (--at MS, --priority N, --group G, --if-exists keep)"},
+     "add a job (--at MS, --priority N, --group G, --if-exists keep, --debounce D[:MAX], "
+     "--unique-for S)"},
     {"jobs", "get TYPE ID", "show a job and its errors"},
     {"jobs", "ls TYPE [--state S]",
      "list jobs; S: pending running finished waiting scheduled due succeeded dead cancelled"},

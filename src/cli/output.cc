@@ -106,7 +106,8 @@ std::string format_job(const nlohmann::json& job) {
   // Shown after the other fields, in this order: what the job is, and what its runs made of it.
   static const std::vector<std::string> kLast = {"data", "result", "progress", "errors"};
   static const std::set<std::string> kTimes = {"scheduled_time", "created_at", "updated_at",
-                                               "started_at", "ended_at"};
+                                               "started_at",     "ended_at",   "debounce_since",
+                                               "unique_until"};
   std::vector<std::pair<std::string, std::string>> rows;
   auto render = [&](const std::string& key, const nlohmann::json& value) {
     const bool json_valued = key == "data" || key == "result" || key == "progress";

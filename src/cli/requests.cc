@@ -34,6 +34,26 @@ Result<std::optional<double>> number_arg(const ParsedArgs& args, const std::stri
   return v;
 }
 
+// --debounce DELAY[:MAX] and --unique-for S (seconds) into body's "debounce" and "unique_for";
+// the server checks their ranges.
+Status window_fields(const ParsedArgs& args, Json& body) {
+  if (args.has("debounce")) {
+    const std::string text = args.value("debounce");
+    const size_t colon = text.find(':');
+    auto delay = parse_double(text.substr(0, colon));
+    std::optional<double> max_delay;
+    if (colon != std::string::npos) max_delay = parse_double(text.substr(colon + 1));
+    if (!delay || *delay < 0 || (colon != std::string::npos && (!max_delay || *max_delay < 0)))
+      return InvalidArgument("--debounce takes DELAY or DELAY:MAX_DELAY in seconds, not '" + text +
+                             "'");
+    body["debounce"] = {{"delay", *delay}};
+    if (max_delay) body["debounce"]["max_delay"] = *max_delay;
+  }
+  KVQ_ASSIGN_OR_RETURN(auto unique_for, number_arg(args, "unique-for", /*seconds=*/true));
+  if (unique_for) body["unique_for"] = *unique_for;
+  return Status::OK();
+}
+
 Status need(const ParsedArgs& args, const std::string& name) {
   if (!args.has(name)) return InvalidArgument("--" + name + " is required");
   return Status::OK();
@@ -113,6 +133,7 @@ Result<Json> add_body(const ParsedArgs& args, std::istream& in) {
     if (args.value("batch").empty()) return InvalidArgument("--batch takes a batch id, not ''");
     body["batch"] = args.value("batch");
   }
+  KVQ_RETURN_IF_ERROR(window_fields(args, body));
   return body;
 }
 

@@ -24,8 +24,10 @@ Result<nlohmann::json> parse_json_arg(const std::string& text, const std::string
                                       std::istream& in);
 
 // kvq add TYPE ID [DATA_JSON] [--at MS] [--priority N] [--group G] [--if-exists update|keep]
-// [--depends-on TYPE/ID]... [--on-dependency-failure cancel|run] [--batch B]:
-// {"id", "data", "scheduled_time"?, "priority"?, "group"?, "if_exists"?}.
+// [--depends-on TYPE/ID]... [--on-dependency-failure cancel|run] [--batch B]
+// [--debounce DELAY[:MAX]] [--unique-for S]:
+// {"id", "data", "scheduled_time"?, "priority"?, "group"?, "if_exists"?, "depends_on"?,
+//  "on_dependency_failure"?, "batch"?, "debounce"?, "unique_for"?}.
 Result<nlohmann::json> add_body(const ParsedArgs& args, std::istream& in);
 
 // kvq update TYPE ID --lock L [PROGRESS_JSON | --progress JSON] [--data JSON]:

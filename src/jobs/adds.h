@@ -11,12 +11,14 @@
 namespace kvq::jobs {
 
 // add, once its input is validated and its data normalized. Returns whether it added (or
-// changed, or would have changed nothing of) the job: false only when if_exists kKeep found it.
+// changed, or would have changed nothing of) the job — not when if_exists kKeep or an open
+// unique window kept it — and what its windows did (add_windows.h).
 // `wrote` (if given) tells whether it wrote the job, the only answer its commit vouches for.
 // `guess`: read the type's settings as remembered and take the job as new (kv::ReadOptions:
 // on etcd, no call at all), for the commit to check.
-Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                            std::string_view id, const std::string& data, const AddOptions& options,
-                            bool* wrote = nullptr, bool guess = false);
+Result<AddResult> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                                 std::string_view id, const std::string& data,
+                                 const AddOptions& options, bool* wrote = nullptr,
+                                 bool guess = false);
 
 }  // namespace kvq::jobs

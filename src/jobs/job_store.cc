@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "jobs/add_windows.h"
 #include "jobs/batches.h"
 #include "jobs/dependencies.h"
 #include "jobs/group_queue.h"
@@ -88,6 +89,7 @@ Status save_job(kv::Transaction& txn, const Keys& keys, std::string_view type, s
   } else {
     after->seq = version;
     after->updated = now_ms();
+    end_debounce_window(before, *after);
     txn.set(keys.job(type, id), encode_row(*after));
     switch (state_of(*after)) {
       case State::kPending:
@@ -234,6 +236,8 @@ JobInfo to_info(std::string_view type, std::string_view id, const JobRow& row) {
   info.on_dependency_failure = row.on_dependency_failure;
   info.has_dependents = row.has_dependents;
   info.batch = row.batch;
+  info.debounce_since_ms = row.debounce_since;
+  info.unique_until_ms = row.unique_until;
   return info;
 }
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "jobs/accept/accept.h"
+#include "jobs/add_windows.h"
 #include "jobs/adds.h"
 #include "jobs/batches.h"
 #include "jobs/dependencies.h"
@@ -183,9 +184,9 @@ std::optional<JobRow> row_after_add(const std::optional<JobRow>& before, const s
 
 }  // namespace
 
-Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_view type,
-                            std::string_view id, const std::string& data, const AddOptions& options,
-                            bool* wrote, bool guess) {
+Result<AddResult> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_view type,
+                                 std::string_view id, const std::string& data,
+                                 const AddOptions& options, bool* wrote, bool guess) {
   std::vector<std::optional<std::string>> stored;
   if (guess) {
     KVQ_ASSIGN_OR_RETURN(auto settings, txn.get(keys.timeout(type), {.remembered = true}));
@@ -204,11 +205,13 @@ Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_
     KVQ_ASSIGN_OR_RETURN(stored[0], new_type_row(*options.create_type));
     create_type(txn, keys, type, *stored[0]);
   }
-  if (stored[1] && options.if_exists == IfExists::kKeep) return false;
+  if (stored[1] && options.if_exists == IfExists::kKeep) return AddResult{.added = false};
   std::optional<JobRow> before;
   if (stored[1]) {
     KVQ_ASSIGN_OR_RETURN(before, decode_row(*stored[1]));
   }
+  const int64_t now = now_ms();
+  if (before && unique_window_open(*before, now)) return kept_by_window(*before);
   if (!before && options.global_id) {
     // Not a snapshot read: an add of the same id to another type meanwhile conflicts.
     KVQ_ASSIGN_OR_RETURN(auto owner, txn.get(keys.global_id(id)));
@@ -224,8 +227,14 @@ Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_
                       "; depends_on applies only to a new job or a finished one added anew");
   }
   KVQ_RETURN_IF_ERROR(check_batch_of_add(type, id, before, options));
-  auto after = row_after_add(before, data, options, now_ms());
-  if (!after) return true;
+  std::optional<AddOptions> debounced;  // options, at the time the debounce gives
+  if (options.debounce) {
+    debounced = options;
+    debounced->scheduled_time_ms = debounced_time(before, *options.debounce, now);
+  }
+  auto after = with_windows(
+      before, row_after_add(before, data, debounced ? *debounced : options, now), options, now);
+  if (!after) return add_result(before, after, options);
   if (anew) {
     KVQ_RETURN_IF_ERROR(add_dependencies(txn, keys, type, id, before, *after, options));
     KVQ_RETURN_IF_ERROR(join_batch(txn, keys, type, id, *after, options));
@@ -241,9 +250,10 @@ Result<bool> add_normalized(kv::Transaction& txn, const Keys& keys, std::string_
     }
   }
   KVQ_ASSIGN_OR_RETURN(after->add_seq, txn.read_version());
+  AddResult result = add_result(before, after, options);
   KVQ_RETURN_IF_ERROR(save_job(txn, keys, type, id, before, std::move(after)));
   if (wrote) *wrote = true;
-  return true;
+  return result;
 }
 
 namespace {
@@ -257,6 +267,7 @@ Result<std::string> validate_add(std::string_view type, std::string_view id, std
   KVQ_RETURN_IF_ERROR(validate_traceparent(options.traceparent));
   KVQ_RETURN_IF_ERROR(validate_dependencies(type, id, options));
   KVQ_RETURN_IF_ERROR(validate_batch_of_add(options));
+  KVQ_RETURN_IF_ERROR(validate_add_windows(options));
   if (options.create_type) KVQ_RETURN_IF_ERROR(new_type_row(*options.create_type).status());
   return normalize_data(data, options.data_format, max_data_bytes);
 }
@@ -270,6 +281,9 @@ struct AddAttempts {
   // Whether the next attempt may guess its reads (add_normalized): only the first. A guess that
   // failed its commit would fail the same way again; so would an answer drawn from one.
   bool guess = true;
+  // What the attempt that read at `version` answered: the answer, should that attempt turn out
+  // to have committed.
+  AddResult result;
 };
 
 // One attempt of add. An earlier attempt may have committed (unknown result) and the job moved
@@ -291,14 +305,15 @@ Result<AddResult> add_attempt(kv::Transaction& txn, const Keys& keys, std::strin
   std::optional<uint64_t>& attempt_version = attempts.version;
   if (attempt_version && txn.earlier_commit_unknown()) {
     KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, id));
-    if (row && row->add_seq == *attempt_version) return AddResult{.added = true};
+    if (row && row->add_seq == *attempt_version) return attempts.result;
   }
   // A producer that sets kKeep expects to find the job at times: a guess that it is new would
-  // then cost a failed commit, where a read costs less.
+  // then cost a failed commit, where a read costs less. So does one that debounces or keeps a
+  // unique window.
   const bool guess = stale && attempts.guess && options.if_exists == IfExists::kUpdate &&
-                     !txn.earlier_commit_unknown();
+                     !options.debounce && !options.unique_for && !txn.earlier_commit_unknown();
   bool wrote = false;
-  Result<bool> added = add_normalized(txn, keys, type, id, normalized, options, &wrote, guess);
+  Result<AddResult> added = add_normalized(txn, keys, type, id, normalized, options, &wrote, guess);
   // A run that stopped at a read not yet made decides nothing: kv::run_async runs it again,
   // as the same attempt, once the read is fetched (kv::RetryOptions::replayable).
   if (txn.has_deferred_reads()) return Unavailable("reads deferred");
@@ -307,7 +322,8 @@ Result<AddResult> add_attempt(kv::Transaction& txn, const Keys& keys, std::strin
   // Read after add's own reads fixed it: on etcd asking first would cost a round trip.
   KVQ_ASSIGN_OR_RETURN(attempt_version, txn.read_version());
   if (!added.ok()) return added.status();
-  return AddResult{.added = *added};
+  attempts.result = *added;
+  return added;
 }
 
 }  // namespace
@@ -348,8 +364,7 @@ Result<AddResult> Jobs::add(kv::Transaction& txn, std::string_view type, std::st
                             std::string_view data, AddOptions options) {
   KVQ_ASSIGN_OR_RETURN(std::string normalized,
                        validate_add(type, id, data, options, options_.max_data_bytes));
-  KVQ_ASSIGN_OR_RETURN(bool added, add_normalized(txn, impl_->keys, type, id, normalized, options));
-  return AddResult{.added = added};
+  return add_normalized(txn, impl_->keys, type, id, normalized, options);
 }
 
 namespace {
@@ -386,9 +401,9 @@ Result<AddManyResult> add_batch(kv::Transaction& txn, const Keys& keys, std::str
   std::vector<bool> kept(jobs.size(), false);
   for (size_t i : order) {
     const auto& job = jobs[i];
-    KVQ_ASSIGN_OR_RETURN(bool added,
+    KVQ_ASSIGN_OR_RETURN(AddResult added,
                          add_normalized(txn, keys, type, job.id, job.data, job.options, wrote));
-    if (added) {
+    if (added.added) {
       ++result.added;
     } else {
       kept[i] = true;

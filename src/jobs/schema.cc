@@ -22,7 +22,8 @@ constexpr size_t kRowFieldsBeforeKicks = 29;
 constexpr size_t kRowFieldsBeforeTraceparent = 30;
 constexpr size_t kRowFieldsBeforeDependencies = 31;
 constexpr size_t kRowFieldsBeforeBatch = 35;
-constexpr size_t kRowFields = 36;
+constexpr size_t kRowFieldsBeforeWindows = 36;
+constexpr size_t kRowFields = 38;
 constexpr size_t kErrorFields = 6;
 // Tuple has no double: a type's backoff factor and jitter are stored in millionths.
 constexpr double kMillionths = 1'000'000.0;
@@ -79,14 +80,19 @@ Result<std::vector<JobError>> decode_errors(const Tuple& t) {
   return out;
 }
 
-// Whether the row needs the fields the beanstalkd protocol brought (else it encodes as before).
-// Whether the row needs the fields dependencies brought (workflows.h).
-// A batch (workflows.h) comes after them, so a row with one writes them too.
+// Whether the row needs the fields of add windows (add_windows.h); they come after the batch,
+// so a row with them writes it too ("" allowed).
+bool has_window_fields(const JobRow& r) { return r.debounce_since != 0 || r.unique_until != 0; }
+
+// Whether the row needs the fields dependencies brought (workflows.h). A batch (workflows.h)
+// and the add windows come after them, so a row with either writes them too.
 bool has_dependency_fields(const JobRow& r) {
   return r.waiting_on != 0 || r.dependencies != 0 || r.has_dependents ||
-         r.on_dependency_failure != OnDependencyFailure::kCancel || !r.batch.empty();
+         r.on_dependency_failure != OnDependencyFailure::kCancel || !r.batch.empty() ||
+         has_window_fields(r);
 }
 
+// Whether the row needs the fields the beanstalkd protocol brought (else it encodes as before).
 bool has_protocol_fields(const JobRow& r) {
   return r.timeout || r.data_format != DataFormat::kJson || r.global_id || r.snoozes != 0 ||
          r.kicks != 0 || !r.traceparent.empty() || has_dependency_fields(r);
@@ -161,7 +167,11 @@ std::string encode_row(const JobRow& r) {
       t.append(r.has_dependents);
       t.append(static_cast<int64_t>(r.on_dependency_failure));
     }
-    if (!r.batch.empty()) t.append(r.batch);
+    if (!r.batch.empty() || has_window_fields(r)) t.append(r.batch);
+    if (has_window_fields(r)) {
+      t.append(r.debounce_since);
+      t.append(r.unique_until);
+    }
   }
   return t.pack();
 }
@@ -169,11 +179,12 @@ std::string encode_row(const JobRow& r) {
 Result<JobRow> decode_row(std::string_view bytes) {
   KVQ_ASSIGN_OR_RETURN(Tuple t, Tuple::unpack(bytes));
   const bool known_size =
-      t.size() == kRowFields || t.size() == kRowFieldsBeforeBatch ||
-      t.size() == kRowFieldsBeforeDependencies || t.size() == kRowFieldsBeforeTraceparent ||
-      t.size() == kRowFieldsBeforeKicks || t.size() == kRowFieldsBeforeProtocol ||
-      t.size() == kRowFieldsBeforeGroup || t.size() == kRowFieldsBeforeOutcome ||
-      t.size() == kRowFieldsBeforeWorkerType || t.size() == kRowFieldsBeforeLostRuns;
+      t.size() == kRowFields || t.size() == kRowFieldsBeforeWindows ||
+      t.size() == kRowFieldsBeforeBatch || t.size() == kRowFieldsBeforeDependencies ||
+      t.size() == kRowFieldsBeforeTraceparent || t.size() == kRowFieldsBeforeKicks ||
+      t.size() == kRowFieldsBeforeProtocol || t.size() == kRowFieldsBeforeGroup ||
+      t.size() == kRowFieldsBeforeOutcome || t.size() == kRowFieldsBeforeWorkerType ||
+      t.size() == kRowFieldsBeforeLostRuns;
   if (!known_size || !t[0].is_int() || t[0].as_int() != kRowFormat) {
     return Internal("job row has an unknown format");
   }
@@ -202,7 +213,9 @@ Result<JobRow> decode_row(std::string_view bytes) {
         t[31].as_int() >= 0 && t[32].is_int() && t[32].as_int() >= 0 && t[33].is_bool() &&
         t[34].is_int() && t[34].as_int() >= static_cast<int64_t>(OnDependencyFailure::kCancel) &&
         t[34].as_int() <= static_cast<int64_t>(OnDependencyFailure::kRun))) &&
-      (t.size() != kRowFields || (t[35].is_string() && !t[35].as_string().empty()));
+      (t.size() != kRowFieldsBeforeWindows || (t[35].is_string() && !t[35].as_string().empty())) &&
+      (t.size() != kRowFields || (t[35].is_string() && t[36].is_int() && t[36].as_int() >= 0 &&
+                                  t[37].is_int() && t[37].as_int() >= 0));
   if (!shaped) return Internal("job row has fields of the wrong kind");
   JobRow r;
   r.seq = static_cast<uint64_t>(t[1].as_int());
@@ -249,7 +262,11 @@ Result<JobRow> decode_row(std::string_view bytes) {
     r.has_dependents = t[33].as_bool();
     r.on_dependency_failure = static_cast<OnDependencyFailure>(t[34].as_int());
   }
-  if (t.size() == kRowFields) r.batch = t[35].as_string();
+  if (t.size() >= kRowFieldsBeforeWindows) r.batch = t[35].as_string();
+  if (t.size() == kRowFields) {
+    r.debounce_since = t[36].as_int();
+    r.unique_until = t[37].as_int();
+  }
   return r;
 }
 

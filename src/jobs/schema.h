@@ -24,7 +24,11 @@
 //                                          maybe "") only on a job added with dependencies or
 //                                          that another was added depending on, or with a batch;
 //                                          [, batch] (36 fields) only on a job that is a member
-//                                          of a batch (AddOptions::batch) and has not ended
+//                                          of a batch (AddOptions::batch) and has not ended, or
+//                                          that has a window;
+//                                          [, debounce_since, unique_until] (38 fields, batch
+//                                          then maybe "") only on a job with a debounce or
+//                                          unique window (add_windows.h)
 //   (2, type, priority, scheduled, id)  -> ""  pending index of jobs WITHOUT a group, in accept
 //                                          order
 //   (3, type, seq, id)                  -> ""  activity index of running jobs WITHOUT a timeout
@@ -155,6 +159,9 @@
 //       waiting; the row of d then has has_dependents.
 //   I12. a batch's members = its members' rows with that batch (none of them finished) + its
 //       counts by outcome; the dead count = its (19, 8) entries (batches.h).
+//   I13. debounce_since != 0 only on a pending or waiting job (its run's window) or on a running
+//       one marked resubmitted (the next run's window): save_job clears it when a run is
+//       accepted and when the job finishes.
 // I6–I8 are kept by save_job alone, for every job whose row has a group before or after; a type
 // none of whose jobs ever had a group has no key in 15–17 and pays nothing for them.
 #pragma once
@@ -212,6 +219,10 @@ struct JobRow {
   // The batch (AddOptions::batch) whose member the job is until it ends; "" for none. Cleared
   // by the end that counts it (I12), so that a rerun is no member and is not counted again.
   std::string batch;
+  // Its windows (kvq/add_windows.h, I13): the first add of its open debounce window (0: none),
+  // and the end of its unique window (0: none opened; one past ends nothing).
+  int64_t debounce_since = 0;
+  int64_t unique_until = 0;
 };
 
 // A group's row, the value of (17, type, group).

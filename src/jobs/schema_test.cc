@@ -125,6 +125,47 @@ TEST(SchemaTest, TheFieldsOfDependenciesRoundTripAs35FieldsOnlyWhenSet) {
   EXPECT_FALSE(decode_row(wrong.pack()).ok()) << "an unknown on_dependency_failure";
 }
 
+TEST(SchemaTest, TheFieldsOfAddWindowsRoundTripAs38FieldsOnlyWhenSet) {
+  JobRow row;
+  row.scheduled = 5;
+  row.data = "{}";
+  row.debounce_since = 1'700'000'000'000;
+  const std::string bytes = encode_row(row);
+  auto t = Tuple::unpack(bytes);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->size(), 38u);
+  EXPECT_EQ((*t)[31].as_int(), 0) << "the dependency fields at their defaults before them";
+  EXPECT_EQ((*t)[35].as_string(), "") << "and no batch";
+  auto decoded = decode_row(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->debounce_since, 1'700'000'000'000);
+  EXPECT_EQ(decoded->unique_until, 0);
+  EXPECT_EQ(decoded->on_dependency_failure, OnDependencyFailure::kCancel);
+  EXPECT_EQ(state_of(*decoded), State::kPending);
+  EXPECT_EQ(encode_row(*decoded), bytes);
+  JobRow unique;
+  unique.unique_until = 9;
+  unique.waiting_on = 1;
+  unique.batch = "b";
+  auto u = decode_row(encode_row(unique));
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->unique_until, 9);
+  EXPECT_EQ(u->waiting_on, 1u);
+  EXPECT_EQ(u->batch, "b");
+  u->batch.clear();
+  // Without windows a row encodes as before them: 35 fields with dependencies, 16 without.
+  u->unique_until = 0;
+  EXPECT_EQ(Tuple::unpack(encode_row(*u))->size(), 35u);
+  decoded->debounce_since = 0;
+  EXPECT_EQ(Tuple::unpack(encode_row(*decoded))->size(), 16u);
+  Tuple wrong;
+  for (size_t i = 0; i < t->size(); ++i) wrong.append(i == 37 ? Element(int64_t{-1}) : (*t)[i]);
+  EXPECT_FALSE(decode_row(wrong.pack()).ok()) << "a negative unique_until";
+  Tuple text;
+  for (size_t i = 0; i < t->size(); ++i) text.append(i == 36 ? Element("x") : (*t)[i]);
+  EXPECT_FALSE(decode_row(text.pack()).ok()) << "a debounce_since that is not an integer";
+}
+
 TEST(SchemaTest, DependencyKeysParseBackAndDoNotShareRanges) {
   Keys keys("p");
   auto edge = keys.parse_edge_end(keys.dependency("t", "a", "u", "b"));

@@ -125,6 +125,8 @@ nlohmann::json job_json(const jobs::JobInfo& info) {
   }
   if (info.has_dependents) out["has_dependents"] = true;
   if (!info.batch.empty()) out["batch"] = info.batch;
+  if (info.debounce_since_ms != 0) out["debounce_since"] = info.debounce_since_ms;
+  if (info.unique_until_ms != 0) out["unique_until"] = info.unique_until_ms;
   put_data_fields(out, info.data, info.data_format);
   return out;
 }

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "server/add_windows_fields.h"
 #include "server/api.h"
 #include "server/api_accept.h"
 #include "server/job_payload.h"
@@ -95,9 +96,9 @@ Field<std::vector<jobs::DependencyRef>> depends_on_field(const JsonBody& body) {
 
 // The fields of one job to add: the single add's body, and each entry of a batch.
 const std::initializer_list<std::string_view> kNewJobFields = {
-    "id",        "data",  "body",    "body_base64", "scheduled_time", "priority",
-    "if_exists", "group", "timeout", "traceparent", "depends_on",     "on_dependency_failure",
-    "batch"};
+    "id",        "data",     "body",      "body_base64", "scheduled_time", "priority",
+    "if_exists", "group",    "timeout",   "traceparent", "depends_on",     "on_dependency_failure",
+    "batch",     "debounce", "unique_for"};
 
 // The body of one job to add, checked; `if_exists` applies unless the body names its own, and
 // the request's traceparent header unless the body gives one.
@@ -117,8 +118,10 @@ std::variant<jobs::NewJob, ApiError> read_new_job(const JsonBody& body, jobs::If
       parsed_name(body.string("on_dependency_failure"), &jobs::parse_on_dependency_failure,
                   "field 'on_dependency_failure'");
   auto batch = body.string("batch");
+  auto debounce = debounce_field(body);
+  auto unique_for = unique_for_field(body);
   if (auto error = first_error(id, payload, at, priority, own_if_exists, group, timeout,
-                               traceparent, depends_on, on_failure, batch))
+                               traceparent, depends_on, on_failure, batch, debounce, unique_for))
     return *error;
   if (batch.value() && batch.value()->empty())
     return invalid_argument("field 'batch' must not be empty (null for none)");
@@ -136,7 +139,9 @@ std::variant<jobs::NewJob, ApiError> read_new_job(const JsonBody& body, jobs::If
        .traceparent = traceparent.value().value_or(""),
        .depends_on = depends_on.value().value_or(std::vector<jobs::DependencyRef>{}),
        .on_dependency_failure = on_failure.value().value_or(jobs::OnDependencyFailure::kCancel),
-       .batch = batch.value().value_or("")}};
+       .batch = batch.value().value_or(""),
+       .debounce = debounce.value(),
+       .unique_for = unique_for.value()}};
   return job;
 }
 
@@ -200,9 +205,10 @@ void add_producer_routes(Router& router, Api& api) {
         if (auto* e = std::get_if<ApiError>(&read)) return reply_error(*ex, *e);
         const auto& job = std::get<jobs::NewJob>(read);
         api.jobs.add_async(r.params["type"], job.id, job.data, job.options,
-                           [ex, id = job.id](Result<jobs::AddResult> s) {
+                           [ex, id = job.id, debounce = job.options.debounce.has_value()](
+                               Result<jobs::AddResult> s) {
                              if (!s.ok()) return reply_status(*ex, s.status());
-                             reply_json(*ex, 200, {{"id", id}, {"added", s->added}});
+                             reply_json(*ex, 200, add_reply(id, *s, debounce));
                            });
       },
       Router::Access::kToken, Router::Runs::kInline);
