@@ -229,10 +229,8 @@ class Jobs {
   // An add that would change nothing writes nothing. A finished job added again starts over:
   // its attempts, errors, result and outcome are cleared. With options.if_exists kKeep, an
   // existing job (in any state) is left as it is and the result says added = false.
-  // options.debounce and options.unique_for open windows on the id (kvq/add_windows.h): a
-  // debounced add pushes a job not yet accepted out, within the window's max_delay; an add
-  // within an open unique window leaves the job as it is (added = false). A retry after an
-  // unknown commit result answers as the attempt that committed did.
+  // options.debounce and options.unique_for: kvq/add_windows.h. A retry after an unknown commit
+  // result answers as the attempt that committed did.
   // kNoTimeout if the type has no timeout (does not exist).
   Result<AddResult> add(std::string_view type, std::string_view id, std::string_view data,
                         AddOptions options = {});
@@ -319,28 +317,17 @@ class Jobs {
   // kNotFound if absent.
   Result<JobInfo> get(std::string_view type, std::string_view id);
   Result<JobInfo> get(kv::Transaction& txn, std::string_view type, std::string_view id);
-  // The dependencies the job was added with (AddOptions::depends_on, kvq/workflows.h), in
-  // (type, id) order, each with how it resolved and the dependency as get() shows it now: for a
-  // dependent's worker to read their results. Empty for a job added without any. kNotFound if
-  // the job does not exist.
+  // Workflows: a job's dependencies, batches with a callback (kvq/workflows.h says what each
+  // call promises).
   Result<std::vector<DependencyInfo>> dependencies(std::string_view type, std::string_view id);
   Result<std::vector<DependencyInfo>> dependencies(kv::Transaction& txn, std::string_view type,
                                                    std::string_view id);
-  // Batches (kvq/workflows.h). put_batch creates the open batch `id` (an id as a job's), or
-  // changes the spec of one still open, keeping its members; on a sealed batch it changes
-  // nothing and answers kWrongState, unless the spec is the same. kNotFound if the callback's
-  // type does not exist; kInvalidArgument for a bad id, type or data.
   Result<BatchInfo> put_batch(std::string_view id, const BatchSpec& spec);
   Result<BatchInfo> put_batch(kv::Transaction& txn, std::string_view id, const BatchSpec& spec);
-  // Seals the batch: no more members may join; if every member has ended (or it has none), the
-  // callback is added in this transaction. Sealing a sealed batch changes nothing. kNotFound
-  // if absent.
   Result<BatchInfo> seal_batch(std::string_view id);
   Result<BatchInfo> seal_batch(kv::Transaction& txn, std::string_view id);
-  // kNotFound if absent.
   Result<BatchInfo> batch(std::string_view id);
   Result<BatchInfo> batch(kv::Transaction& txn, std::string_view id);
-  // The store's totals of settled batches (BatchTotals).
   Result<BatchTotals> batch_totals();
   // Jobs in id order, a page at a time. kNotFound if the type does not exist.
   Result<JobPage> list(std::string_view type, const ListOptions& options = {});
@@ -484,25 +471,16 @@ class Jobs {
   // finish_many() for a caller that must not block, like add_async.
   void finish_many_async(std::vector<Job> jobs, std::vector<FinishOptions> options,
                          std::function<void(Result<std::vector<Status>>)> done);
-  // finish(job, finish) and, in the same transaction, an accept of the next due job of
-  // `types` (job's own type when empty; as accept_any): one commit where a worker would spend
-  // two, for a worker that takes jobs one after another. On a store whose transactions run
-  // locally (kv::Store::nonblocking(): LMDB), in one transaction while no accept waits on the
-  // type in this process. On a store that is not nonblocking (etcd), where workers' combined
-  // transactions would conflict over the head of the queue, a call that takes from one type
-  // joins that type's waiting accepts, behind those that came first, and the round that serves
-  // them commits its finish with the jobs it takes (the finishes of every worker the round
-  // serves, and their next jobs, in one commit); a call over several types there commits its
-  // finish first, then accepts as accept_any would. On LMDB while accepts of the one type wait
-  // here, the finish commits first and what is due is theirs: with no time left the result is
-  // nullopt, with time left the call waits behind them. (A waiter whose options exclude the job
-  // due, max_priority say, still makes a call with no time left give nullopt.) On a finish
-  // error nothing changed and nothing was accepted. Otherwise the job is finished, and the
-  // result holds the next job, or nullopt when none was due by accept.timeout (with a timeout
-  // > 0 and none due at the commit, it waits after the commit as accept_any does; that wait
-  // cannot be cancelled, and any failure of it, a closing Jobs included, gives nullopt too: the
-  // finish has committed, so an error would mislead). A type in `types` that does not exist
-  // gets kNotFound before anything is done.
+  // finish(job, finish) and an accept of the next due job of `types` (job's own when empty; as
+  // accept_any): one commit where a worker would spend two. In one transaction on LMDB
+  // (nonblocking()) while no accept of the type waits here; while some do, the finish commits
+  // first and what is due is theirs (no time left: nullopt; time left: the call waits behind
+  // them). On etcd a call of one type joins that type's waiting accepts, and the round that
+  // serves them commits every served worker's finish with its next job; a call over several
+  // types commits its finish first, then accepts. A finish error changes and accepts nothing;
+  // a type of `types` that does not exist is kNotFound first. Otherwise the job is finished and
+  // the result is the next job, or nullopt when none was due by accept.timeout (a wait after
+  // the commit, as accept_any's, that cannot be cancelled: any failure of it gives nullopt).
   Result<std::optional<Job>> finish_and_accept(Job& job, const FinishOptions& finish,
                                                const std::vector<std::string>& types,
                                                const AcceptOptions& accept);

@@ -40,6 +40,19 @@
 //   * Until sealed the callback is never added; an add naming a sealed batch fails with
 //     kWrongState, one naming no existing batch with kNotFound.
 //
+// The calls (class Jobs, kvq/jobs.h), each also in a caller's transaction:
+//   * dependencies(type, id): the dependencies the job was added with, in (type, id) order,
+//     each with how it resolved and the dependency as get() shows it now (its result); empty
+//     for a job added without any; kNotFound if the job does not exist.
+//   * put_batch(id, spec): creates the open batch `id` (an id as a job's), or changes the spec
+//     of one still open, keeping its members; on a sealed batch it changes nothing and answers
+//     kWrongState, unless the spec is the same. kNotFound if the callback's type does not
+//     exist; kInvalidArgument for a bad id, type or data.
+//   * seal_batch(id): no more members may join; if every member has ended (or it has none),
+//     the callback is added in this transaction. Sealing a sealed batch changes nothing.
+//   * batch(id): the batch as BatchInfo shows it; batch_totals(): the store's settled batches.
+//     Both, and seal_batch, kNotFound for a batch that does not exist.
+//
 // Plain values; no behaviour beyond naming and parsing them.
 #pragma once
 
