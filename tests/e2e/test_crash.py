@@ -148,5 +148,56 @@ class CrashUnderLoad(unittest.TestCase):
         self.assertEqual((again["state"], again["resubmitted"], again["data"]), ("running", True, {"again": 1}))
 
 
+    def test_kill9_after_a_batchs_last_finish_leaves_one_callback(self):
+        # A member's end and the callback's add are one transaction: kill -9 the server the
+        # moment the last member's finish is sent. After the restart either that finish and the
+        # callback both happened, or neither did (the member is still running and comes back
+        # after its timeout); finishing it then adds the callback. Either way exactly one
+        # callback was fired, with every member counted once.
+        s = self.server
+        c = s.client(timeout=5)
+        c.set_timeout(TYPE, 2)
+        c.set_timeout("crash_done", 60)
+        r = c.put("/v1/batches/crash-b", {"callback": {"type": "crash_done", "id": "b-done"}})
+        self.assertEqual(r.status, 200, r)
+        members = ["m%02d" % i for i in range(10)]
+        r = c.post("/v1/jobs/%s/batch" % TYPE,
+                   {"jobs": [{"id": m, "data": {}, "batch": "crash-b"} for m in members]})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(c.post("/v1/batches/crash-b/seal").status, 200)
+        jobs = c.post("/v1/accept/%s" % TYPE, {"timeout": 1, "count": 10}).json["jobs"]
+        self.assertEqual(len(jobs), 10)
+        for j in jobs[:-1]:
+            self.assertEqual(c.post("/v1/jobs/%s/%s/finish" % (TYPE, q(j["id"])),
+                                    {"lock": j["lock"]}).status, 200)
+        last = jobs[-1]
+        conn = http.client.HTTPConnection(c.host, c.port, timeout=5)
+        conn.request("POST", "/v1/jobs/%s/%s/finish" % (TYPE, q(last["id"])),
+                     body='{"lock": "%s"}' % last["lock"],
+                     headers={"Content-Type": "application/json"})
+        s.kill()
+        conn.close()
+
+        s2 = KvqServer(data_dir=s.data_dir, durability=None).start()
+        self.addCleanup(s2.cleanup)
+        c = s2.client(timeout=10)
+        state = c.get("/v1/jobs/%s/%s" % (TYPE, q(last["id"]))).json["state"]
+        note("crash: the last member was %s after the restart" % state)
+        if state != "finished":
+            self.assertEqual(c.get("/v1/jobs/crash_done/b-done").status, 404,
+                             "the callback was added without its member's end")
+            got = c.post("/v1/accept/%s" % TYPE, {"timeout": 10}).json["jobs"]
+            self.assertEqual([j["id"] for j in got], [last["id"]])
+            self.assertEqual(c.post("/v1/jobs/%s/%s/finish" % (TYPE, q(last["id"])),
+                                    {"lock": got[0]["lock"]}).status, 200)
+        batch = c.get("/v1/batches/crash-b").json
+        self.assertEqual((batch["state"], batch["counts"]["succeeded"], batch["counts"]["members"]),
+                         ("fired", 10, 10), batch)
+        callback = c.get("/v1/jobs/crash_done/b-done").json
+        self.assertEqual(callback["data"]["batch"]["succeeded"], 10)
+        metrics = c.get("/metrics").body.decode()
+        self.assertIn('kvq_batch_callbacks_total{result="fired"} 1\n', metrics,
+                      "the callback was fired more than once, or not at all")
+
 if __name__ == "__main__":
     unittest.main()
