@@ -75,6 +75,16 @@ type JobInfo struct {
 	Timeout *float64 `json:"timeout"`
 	// Traceparent is the W3C trace context the job was added with, "" for none.
 	Traceparent string `json:"traceparent,omitempty"`
+	// Dependencies and WaitingOn, on a job added with WithDependsOn: how many it was added
+	// with, and how many it still waits on (State is StateWaiting while not 0);
+	// OnDependencyFailure its policy. All zero for a job added without.
+	Dependencies        int    `json:"dependencies,omitempty"`
+	WaitingOn           int    `json:"waiting_on,omitempty"`
+	OnDependencyFailure string `json:"on_dependency_failure,omitempty"`
+	// HasDependents is true on a job another was added depending on while it had not ended.
+	HasDependents bool `json:"has_dependents,omitempty"`
+	// Batch is the id of the batch the job is a member of until it ends, "" for none.
+	Batch string `json:"batch,omitempty"`
 }
 
 // Bytes is the job's data when its DataFormat is "bytes" (nil for JSON data).
@@ -138,6 +148,13 @@ type NewJob struct {
 	Body []byte
 	// Traceparent is the job's W3C trace context ("" for none; see WithTraceparent).
 	Traceparent string
+	// DependsOn lists the jobs this one waits for (see WithDependsOn); nil for none.
+	DependsOn []JobRef
+	// OnDependencyFailure is its policy ("" for the server's default, cancel; see
+	// WithOnDependencyFailure).
+	OnDependencyFailure DependencyFailure
+	// Batch is the id of the open batch the job joins ("" for none; see WithBatch).
+	Batch string
 }
 
 // AddOption changes one Add.
@@ -186,6 +203,7 @@ func (j *NewJob) body() map[string]any {
 		b["traceparent"] = j.Traceparent
 	}
 	j.bodyFields(b)
+	j.workflowFields(b)
 	return b
 }
 

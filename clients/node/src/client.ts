@@ -8,7 +8,11 @@
 import { JobFailedError, KvqError } from './errors';
 import type {
   AcceptedJob,
+  Batch,
+  BatchCallback,
+  BatchOn,
   Counts,
+  Dependency,
   GroupInfo,
   Job,
   JobEvent,
@@ -20,6 +24,7 @@ import type {
   TypeInfo,
   TypeSettings,
   WorkerInfo,
+  WorkflowOptions,
 } from './types';
 import { traceHeaders } from './otel';
 import { abortReason, anySignal, backoffMs, sleep } from './util';
@@ -62,7 +67,7 @@ export interface ClientOptions {
 }
 
 /** Options of {@link Client.add}. */
-export interface AddOptions extends CallOptions {
+export interface AddOptions extends CallOptions, WorkflowOptions {
   /** Priority (lower runs first; default 0). */
   priority?: number;
   /** When it becomes due, ms since the epoch or a Date (default now). */
@@ -200,12 +205,24 @@ export interface FailAnswer {
 
 const DEFAULT_URL = 'http://127.0.0.1:7411';
 
+/** The most jobs one batch add takes. */
+const MAX_ADD_MANY = 1000;
+
 function seg(s: string): string {
   return encodeURIComponent(s);
 }
 
 function ms(t: number | Date | undefined): number | undefined {
   return t instanceof Date ? t.getTime() : t;
+}
+
+/** An add's `depends_on`, `on_dependency_failure` and `batch`, as the wire names them. */
+function workflowFields(o: WorkflowOptions): Record<string, unknown> {
+  return {
+    depends_on: o.dependsOn?.map((d) => ({ type: d.type, id: d.id })),
+    on_dependency_failure: o.onDependencyFailure,
+    batch: o.batch,
+  };
 }
 
 /** Drops undefined fields, so absent options are absent on the wire. */
@@ -552,6 +569,7 @@ export class Client {
       if_exists: options.ifExists,
       group: options.group,
       traceparent: options.traceparent,
+      ...workflowFields(options),
     });
     return (await this.request('POST', `/v1/jobs/${seg(type)}`, body, { ...options, headers: traceHeaders() })).body;
   }
@@ -575,6 +593,7 @@ export class Client {
           if_exists: j.ifExists,
           group: j.group,
           traceparent: j.traceparent,
+          ...workflowFields(j),
         }),
       ),
       if_exists: options.ifExists,
@@ -585,6 +604,64 @@ export class Client {
   /** A job; rejects `404 not_found` if it does not exist. */
   async get(type: string, id: string, options?: CallOptions): Promise<Job> {
     return (await this.request('GET', `/v1/jobs/${seg(type)}/${seg(id)}`, undefined, options)).body;
+  }
+
+  /**
+   * The dependencies the job was added with (`GET /v1/jobs/{type}/{id}/dependencies`), in
+   * (type, id) order, each with how it resolved and the dependency's job now (its `result`);
+   * `[]` for a job added without any. Rejects `404 not_found`.
+   */
+  async dependencies(type: string, id: string, options?: CallOptions): Promise<Dependency[]> {
+    return (await this.request('GET', `/v1/jobs/${seg(type)}/${seg(id)}/dependencies`, undefined, options)).body
+      .dependencies;
+  }
+
+  // ---- batches ------------------------------------------------------------------------
+
+  /**
+   * Creates the batch `id`, open, or changes the callback of an open one (`PUT
+   * /v1/batches/{id}`). Once it is sealed and every member has ended, the server adds
+   * `callback` once. On a sealed batch another callback rejects `409 wrong_state`; `404
+   * not_found` if the callback's type does not exist.
+   */
+  async putBatch(id: string, callback: BatchCallback, options: CallOptions & { on?: BatchOn } = {}): Promise<Batch> {
+    const body = compact({ callback: compact({ type: callback.type, id: callback.id, data: callback.data }), on: options.on });
+    return (await this.request('PUT', `/v1/batches/${seg(id)}`, body, options)).body;
+  }
+
+  /**
+   * Seals the batch: no more jobs may join it; if every member has ended (or it has none) its
+   * callback is added now. Sealing a sealed batch changes nothing. Rejects `404 not_found`.
+   */
+  async sealBatch(id: string, options?: CallOptions): Promise<Batch> {
+    return (await this.request('POST', `/v1/batches/${seg(id)}/seal`, {}, options)).body;
+  }
+
+  /** The batch; rejects `404 not_found`. */
+  async getBatch(id: string, options?: CallOptions): Promise<Batch> {
+    return (await this.request('GET', `/v1/batches/${seg(id)}`, undefined, options)).body;
+  }
+
+  /**
+   * Fan out and in: puts the batch `batchId` with `callback`, adds `jobs` of `type` with
+   * `batch` set in batch adds of at most 1,000, then seals it.
+   * Each step is its own request: should one fail, the batch is left unsealed, and an
+   * unsealed batch never fires.
+   * @returns the batch as the seal left it
+   */
+  async fanOut(
+    batchId: string,
+    type: string,
+    jobs: NewJob[],
+    options: CallOptions & { callback: BatchCallback; on?: BatchOn; ifExists?: 'update' | 'keep' },
+  ): Promise<Batch> {
+    const { callback, on, ifExists, ...call } = options;
+    await this.putBatch(batchId, callback, { ...call, on });
+    const members = jobs.map((j) => ({ ...j, batch: batchId }));
+    for (let i = 0; i < members.length; i += MAX_ADD_MANY) {
+      await this.addMany(type, members.slice(i, i + MAX_ADD_MANY), { ...call, ifExists });
+    }
+    return this.sealBatch(batchId, call);
   }
 
   /** A page of a type's jobs in id order, filtered by state, worker or worker type. */

@@ -10,7 +10,7 @@
 import type { JobErrorRecord } from './errors';
 
 /** A job's state. */
-export type JobState = 'pending' | 'running' | 'finished';
+export type JobState = 'pending' | 'running' | 'finished' | 'waiting';
 
 /** How a finished job ended. */
 export type JobOutcome = 'succeeded' | 'dead' | 'cancelled';
@@ -205,6 +205,16 @@ export interface Job {
   ended_at: number | null;
   /** Its group, or null (or absent, from a server without groups) for none. */
   group?: string | null;
+  /** Only on a job added with `dependsOn`: how many dependencies it was added with. */
+  dependencies?: number;
+  /** Only on a job added with `dependsOn`: how many it still waits on (`waiting` while not 0). */
+  waiting_on?: number;
+  /** Only on a job added with `dependsOn`: its policy. */
+  on_dependency_failure?: DependencyFailure;
+  /** True only on a job another was added depending on while it had not ended. */
+  has_dependents?: boolean;
+  /** The batch it is a member of, until it ends (absent for none). */
+  batch?: string;
 }
 
 /** A job event (`wait`, the event stream): the job's state at one moment, or its removal. */
@@ -267,6 +277,90 @@ export interface NewJob {
   group?: string;
   /** Its W3C trace context (see {@link AddOptions.traceparent}). */
   traceparent?: string;
+  /** Jobs it waits for (see {@link WorkflowOptions.dependsOn}); may name jobs of the same batch add. */
+  dependsOn?: JobRef[];
+  /** What a dependency that ends dead or cancelled does to it (default `cancel`). */
+  onDependencyFailure?: DependencyFailure;
+  /** The open batch it joins (see {@link WorkflowOptions.batch}). */
+  batch?: string;
+}
+
+/** A job named by its type and id: a dependency, a batch's dead member. */
+export interface JobRef {
+  type: string;
+  id: string;
+}
+
+/**
+ * What becomes of a job when a dependency ends dead or cancelled (or is removed before it
+ * ended): `cancel` (the default) cancels it, and the jobs waiting on it, transitively; `run`
+ * counts the dependency as resolved.
+ */
+export type DependencyFailure = 'cancel' | 'run';
+
+/** The workflow fields of an add (single or batch): docs/http-api.md, Dependencies and Batches. */
+export interface WorkflowOptions {
+  /**
+   * Jobs this one waits for (at most 100, of any types, each existing or added by the same
+   * batch add): it is added `waiting` and becomes pending once they have succeeded. Only a new
+   * job, or a finished one added anew, takes dependencies (else `409 wrong_state`).
+   */
+  dependsOn?: JobRef[];
+  /** What a dependency that ends dead or cancelled does to the job (default `cancel`). */
+  onDependencyFailure?: DependencyFailure;
+  /** The open batch the job joins: `404 not_found` if none, `409 wrong_state` if it is sealed. */
+  batch?: string;
+}
+
+/** One dependency of a job, as {@link Client.dependencies} lists it. */
+export interface Dependency {
+  type: string;
+  id: string;
+  /** How it had ended when it resolved, or null while it has not. */
+  resolved: JobOutcome | null;
+  /** The dependency as `get` shows it now (its `result`), or null once removed. */
+  job: Job | null;
+}
+
+/** When a batch adds its callback: once every member ended (`complete`), or only if all succeeded. */
+export type BatchOn = 'complete' | 'success';
+
+/** A batch's state: `open` (jobs may join), `sealed`, `fired` (the callback was added), `skipped`. */
+export type BatchState = 'open' | 'sealed' | 'fired' | 'skipped';
+
+/**
+ * The job a batch adds once it is sealed and every member has ended. Its data gets a field
+ * `batch`: `{id, members, succeeded, dead, cancelled, dead_jobs}`.
+ */
+export interface BatchCallback {
+  type: string;
+  id: string;
+  /** Its data (a JSON object; absent for none). */
+  data?: Record<string, unknown>;
+}
+
+/** A batch's counts: every job that joined, those not yet ended, and those ended by outcome. */
+export interface BatchCounts {
+  members: number;
+  unfinished: number;
+  succeeded: number;
+  dead: number;
+  cancelled: number;
+}
+
+/** A batch, as `putBatch`, `sealBatch` and `getBatch` return it. */
+export interface Batch {
+  id: string;
+  callback: BatchCallback;
+  on: BatchOn;
+  state: BatchState;
+  sealed: boolean;
+  fired: boolean;
+  counts: BatchCounts;
+  /** When it was created (ms). */
+  created_at: number;
+  /** When it fired or was skipped (ms), null before. */
+  settled_at: number | null;
 }
 
 /** A registered worker, as `GET /v1/workers/{wtype}` lists it. */

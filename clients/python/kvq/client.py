@@ -11,11 +11,12 @@ import socket
 import ssl
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TypedDict, Union
 
 from . import _otel, errors
 
-__all__ = ["Client", "Page", "DEFAULT_URL", "job_body"]
+__all__ = ["Client", "Page", "DEFAULT_URL", "job_body", "JobRef", "Dependency", "BatchCallback",
+           "BatchCounts", "Batch"]
 
 DEFAULT_URL = "http://127.0.0.1:7411"
 
@@ -23,6 +24,74 @@ _UNSET: Any = object()
 
 #: A JSON object as the API sends it (a job, a type, an answer).
 JSONObject = Dict[str, Any]
+
+
+
+class JobRef(TypedDict):
+    """A job named by its type and id: an entry of ``depends_on``, a batch's dead member."""
+    type: str
+    id: str
+
+
+class Dependency(TypedDict):
+    """One entry of :meth:`Client.dependencies`: ``resolved`` is ``"succeeded"``, ``"dead"``
+    or ``"cancelled"`` (how the dependency had ended when it resolved), ``None`` while it
+    has not; ``job`` the dependency as :meth:`Client.get` shows it now, ``None`` once
+    removed."""
+    type: str
+    id: str
+    resolved: Optional[str]
+    job: Optional[Dict[str, Any]]
+
+
+class BatchCallback(TypedDict, total=False):
+    """A batch's callback job: its ``type`` and ``id``, and ``data`` (a dict)."""
+    type: str
+    id: str
+    data: Dict[str, Any]
+
+
+class BatchCounts(TypedDict):
+    """A batch's counts: every job that joined, those not yet ended, those ended by
+    outcome."""
+    members: int
+    unfinished: int
+    succeeded: int
+    dead: int
+    cancelled: int
+
+
+class Batch(TypedDict):
+    """A batch as the server shows it (docs/http-api.md "Batches"): ``state`` is ``open``,
+    ``sealed``, ``fired`` or ``skipped``; ``settled_at`` (ms) is ``None`` until it fired or
+    was skipped."""
+    id: str
+    callback: BatchCallback
+    on: str
+    state: str
+    sealed: bool
+    fired: bool
+    counts: BatchCounts
+    created_at: int
+    settled_at: Optional[int]
+
+
+def _job_ref(ref):
+    """A ``depends_on`` entry: a ``{"type", "id"}`` dict or a ``(type, id)`` pair."""
+    if isinstance(ref, dict):
+        return {"type": ref["type"], "id": ref["id"]}
+    type, id = ref
+    return {"type": type, "id": id}
+
+
+def _workflow_fields(body, depends_on, on_dependency_failure, batch):
+    if depends_on is not None:
+        body["depends_on"] = [_job_ref(ref) for ref in depends_on]
+    if on_dependency_failure is not None:
+        body["on_dependency_failure"] = on_dependency_failure
+    if batch is not None:
+        body["batch"] = batch
+
 
 Page = collections.namedtuple("Page", ["jobs", "next_cursor"])
 Page.__doc__ = """One page of :meth:`Client.list`: ``jobs`` (a list of job dicts, in id order) and
@@ -343,7 +412,10 @@ class Client:
     def add(self, type: str, id: str, data: Any = None, *, priority: Optional[int] = None,
             scheduled_time: Optional[int] = None, if_exists: Optional[str] = None,
             group: Optional[str] = None, timeout: Optional[float] = None,
-            body: Union[bytes, str, None] = None, traceparent: Optional[str] = None) -> bool:
+            body: Union[bytes, str, None] = None, traceparent: Optional[str] = None,
+            depends_on: Optional[Sequence[Any]] = None,
+            on_dependency_failure: Optional[str] = None,
+            batch: Optional[str] = None) -> bool:
         """Add a job; returns True if it was added or changed, False if ``if_exists="keep"``
         left an existing job alone.
 
@@ -368,10 +440,18 @@ class Client:
                 :class:`kvq.InvalidArgument`). Without it, when OpenTelemetry's API is
                 importable, the current span's context goes as the request's
                 ``traceparent`` header instead (which a server ignores if invalid).
+            depends_on: jobs this one waits for, each ``{"type", "id"}`` (or a ``(type, id)``
+                pair), at most 100: the job is ``waiting`` until they have ended (see
+                docs/workflows.md). A dependency that does not exist is :class:`kvq.NotFound`.
+            on_dependency_failure: ``"cancel"`` (the default: a dependency that ends dead or
+                cancelled cancels this job) or ``"run"`` (it counts as resolved).
+            batch: the id of an open batch (:meth:`put_batch`) the job joins; a sealed one
+                is :class:`kvq.WrongState`.
 
         Example::
 
             client.add("report", "r-1", {"month": "2026-11"}, group="tenant-42")
+            client.add("report", "weekly", depends_on=[{"type": "fetch", "id": "eu"}])
         """
         request = {"id": id}
         if body is None:
@@ -392,6 +472,7 @@ class Client:
             body["if_exists"] = if_exists
         if traceparent is not None:
             body["traceparent"] = traceparent
+        _workflow_fields(body, depends_on, on_dependency_failure, batch)
         return self._request("POST", "/v1/jobs/" + _q(type), body,
                              extra_headers=_otel.trace_headers())[1]["added"]
 
@@ -401,7 +482,10 @@ class Client:
 
         Args:
             jobs: dicts ``{"id", "data", "priority"?, "scheduled_time"?, "if_exists"?,
-                "group"?, "traceparent"?}`` or ``(id, data)`` pairs. The current span's
+                "group"?, "traceparent"?, "depends_on"?, "on_dependency_failure"?,
+                "batch"?}`` (as :meth:`add` takes them; ``depends_on`` may also hold
+                ``(type, id)`` pairs, and may name jobs of this same add) or ``(id, data)``
+                pairs. The current span's
                 context, with OpenTelemetry's API, goes as the ``traceparent`` header, for
                 the jobs that have none of their own.
             if_exists: the default for jobs that name none (see :meth:`add`).
@@ -413,6 +497,8 @@ class Client:
             if isinstance(job, dict):
                 entry = dict(job)
                 entry.setdefault("data", {})
+                if entry.get("depends_on") is not None:
+                    entry["depends_on"] = [_job_ref(ref) for ref in entry["depends_on"]]
             else:
                 jid, data = job
                 entry = {"id": jid, "data": {} if data is None else data}
@@ -456,6 +542,65 @@ class Client:
             if not page.next_cursor:
                 return
             cursor = page.next_cursor
+
+    def dependencies(self, type: str, id: str) -> List[Dependency]:
+        """The dependencies the job was added with (``depends_on``), in (type, id) order:
+        each ``{"type", "id", "resolved", "job"}`` (see :class:`Dependency`; ``job["result"]``
+        is what the dependency's worker returned). ``[]`` for a job added without any.
+        Raises :class:`kvq.NotFound`."""
+        return self._request("GET", "/v1/jobs/%s/%s/dependencies" % (_q(type), _q(id)))[1][
+            "dependencies"]
+
+    # -- batches -----------------------------------------------------------------------
+    def put_batch(self, id: str, callback: BatchCallback, on: Optional[str] = None) -> Batch:
+        """Create the batch ``id`` (open), or change the callback of an open one; returns
+        the batch. Once it is sealed and every member has ended, the server adds the job
+        ``callback`` (``{"type", "id", "data"?}``) once, its data with a ``batch`` field
+        of counts. ``on``: ``"complete"`` (the default: whatever the members' outcomes) or
+        ``"success"`` (only if every member succeeded). Raises :class:`kvq.NotFound` if the
+        callback's type does not exist, :class:`kvq.WrongState` for another callback on a
+        sealed batch."""
+        body: Dict[str, Any] = {"callback": dict(callback)}
+        if on is not None:
+            body["on"] = on
+        return self._request("PUT", "/v1/batches/" + _q(id), body)[1]
+
+    def seal_batch(self, id: str) -> Batch:
+        """Seal the batch: no more jobs may join it; if every member has ended (or it has
+        none) its callback is added now. Returns the batch. Raises :class:`kvq.NotFound`."""
+        return self._request("POST", "/v1/batches/%s/seal" % _q(id), {})[1]
+
+    def get_batch(self, id: str) -> Batch:
+        """The batch (see :class:`Batch`). Raises :class:`kvq.NotFound`."""
+        return self._request("GET", "/v1/batches/" + _q(id))[1]
+
+    def fan_out(self, batch_id: str, type: str, jobs: Sequence[Any], *,
+                callback: BatchCallback, on: Optional[str] = None,
+                if_exists: Optional[str] = None) -> Batch:
+        """Fan out and in: put the batch ``batch_id`` with ``callback`` (and ``on``), add
+        ``jobs`` of ``type`` (as :meth:`add_many` takes them) with ``batch`` set, in batch
+        adds of at most 1,000, then seal it; returns the sealed batch. Each step is its own
+        request: should one fail, the batch is left unsealed, and an unsealed batch never
+        fires.
+
+        Example::
+
+            client.fan_out("nightly", "resize", [{"id": i, "data": {}} for i in ids],
+                           callback={"type": "report", "id": "nightly"})
+        """
+        self.put_batch(batch_id, callback, on)
+        entries: List[JSONObject] = []
+        for job in jobs:
+            if isinstance(job, dict):
+                entry = dict(job)
+            else:
+                jid, data = job
+                entry = {"id": jid, "data": {} if data is None else data}
+            entry["batch"] = batch_id
+            entries.append(entry)
+        for start in range(0, len(entries), 1000):
+            self.add_many(type, entries[start:start + 1000], if_exists=if_exists)
+        return self.seal_batch(batch_id)
 
     # -- changing jobs -----------------------------------------------------------------
     def remove(self, type: str, id: str) -> None:
