@@ -552,6 +552,58 @@ class Rendered(ServerTestCase):
         self.assertEqual(gone.find_all("tr"), [])
 
 
+# ---- workflows -------------------------------------------------------------------------------
+
+class Workflows(ServerTestCase):
+    """Waiting jobs have their own tab and column; a job's page lists its dependencies, each
+    with how it resolved and a link to it, and names its batch."""
+
+    def page(self, **view):
+        fragment = "&".join("%s=%s" % (k, q(v)) for k, v in view.items())
+        return render(self.server.url + "/" + ("#" + fragment if fragment else ""))
+
+    def test_waiting_jobs_their_tab_column_and_a_jobs_dependencies(self):
+        c = self.c
+        fetch, report = uniq("fetch"), uniq("report")
+        c.set_timeout(fetch, 30)
+        c.set_timeout(report, 30)
+        ok(c.add(fetch, "eu"))
+        ok(c.add(fetch, "us"))
+        ok(c.put("/v1/batches/weekly", {"callback": {"type": report, "id": "done"}}))
+        ok(c.add(report, "weekly", {}, depends_on=[{"type": fetch, "id": "eu"},
+                                                   {"type": fetch, "id": "us"}],
+                 on_dependency_failure="run", batch="weekly"))
+        ok(c.add(report, "daily", {}))
+        [job] = ok(c.accept(fetch))["jobs"]
+        ok(c.post("/v1/jobs/%s/%s/finish" % (q(fetch), q(job["id"])), {"lock": job["lock"]}))
+        done, left = job["id"], ("us" if job["id"] == "eu" else "eu")
+
+        dom = self.page()
+        row = dom.one("tbody", id="types-body").one("tr", data_type=report)
+        self.assertEqual((row.field("pending"), row.field("waiting")), ("1", "1"))
+
+        tab = self.page(type=report, state="waiting")
+        self.assertEqual(tab.one("a", data_filter="waiting").attrs.get("class"), "on")
+        rows = tab.one("tbody", id="jobs-body").find_all("tr")
+        self.assertEqual([r.attrs["data-job"] for r in rows], ["weekly"])
+        self.assertEqual(rows[0].field("state"), "waiting")
+
+        box = self.page(type=report, job="weekly").one(id="job")
+        fields = box.one("dl", id="job-fields")
+        self.assertEqual((fields.field("state"), fields.field("waiting_on"), fields.field("batch")),
+                         ("waiting", "1 of 2", "weekly"))
+        deps = box.one("table", id="job-dependencies")
+        got = deps.one("tr", data_dependency=fetch + "/" + done)
+        self.assertEqual((got.field("resolved"), got.field("state")), ("succeeded", "finished (succeeded)"))
+        self.assertIn("job=" + done, got.one("a").attrs["href"])
+        wait = deps.one("tr", data_dependency=fetch + "/" + left)
+        self.assertEqual((wait.field("resolved"), wait.field("state")), ("-", "pending"))
+        self.assertIn("(on failure: run)", box.text())
+        plain = self.page(type=report, job="daily").one(id="job")
+        self.assertEqual(plain.find_all(id="job-dependencies"), [])
+        self.assertEqual(plain.one("dl", id="job-fields").field("waiting_on"), "-")
+
+
 # ---- with a token ----------------------------------------------------------------------------
 # The page is public (it holds no data); every data route still needs the token.
 
