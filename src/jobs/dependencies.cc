@@ -5,6 +5,7 @@
 #include <set>
 
 #include "jobs/job_store.h"
+#include "jobs/jobs_impl.h"
 #include "jobs/validation.h"
 
 namespace kvq::jobs {
@@ -221,6 +222,46 @@ Status resolve_dependents(kv::Transaction& txn, const Keys& keys, std::string_vi
     KVQ_RETURN_IF_ERROR(save_job(txn, keys, dep_type, dep_id, before, std::move(after)));
   }
   return Status::OK();
+}
+
+// What a dependent's worker reads of its dependencies.
+Result<std::vector<DependencyInfo>> Jobs::dependencies(std::string_view type, std::string_view id) {
+  return in_own_transaction(&Jobs::dependencies, type, id);
+}
+
+Result<std::vector<DependencyInfo>> Jobs::dependencies(kv::Transaction& txn, std::string_view type,
+                                                       std::string_view id) {
+  KVQ_RETURN_IF_ERROR(validate_type(type));
+  KVQ_RETURN_IF_ERROR(validate_id(id));
+  const Keys& keys = impl_->keys;
+  KVQ_ASSIGN_OR_RETURN(auto row, load_job(txn, keys, type, id));
+  if (!row)
+    return NotFound("job '" + std::string(id) + "' of type '" + std::string(type) +
+                    "' does not exist");
+  std::vector<DependencyInfo> out;
+  if (row->dependencies == 0) return out;
+  auto [begin, end] = keys.dependencies_of(type, id);
+  KVQ_ASSIGN_OR_RETURN(auto edges, txn.get_range(begin, end));
+  std::vector<std::string> rows;
+  for (const auto& edge : edges) {
+    KVQ_ASSIGN_OR_RETURN(auto dep, keys.parse_edge_end(edge.key));
+    KVQ_ASSIGN_OR_RETURN(Tuple value, Tuple::unpack(edge.value));
+    if (value.size() != 1 || !value[0].is_int())
+      return Internal("dependency edge of the wrong shape");
+    DependencyInfo info;
+    info.dependency = {std::move(dep.first), std::move(dep.second)};
+    info.resolved = static_cast<Outcome>(value[0].as_int());
+    rows.push_back(keys.job(info.dependency.type, info.dependency.id));
+    out.push_back(std::move(info));
+  }
+  // One read for all (on etcd, one round trip).
+  KVQ_ASSIGN_OR_RETURN(auto stored, txn.get_many(rows));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!stored[i]) continue;
+    KVQ_ASSIGN_OR_RETURN(JobRow dep, decode_row(*stored[i]));
+    out[i].job = to_info(out[i].dependency.type, out[i].dependency.id, dep);
+  }
+  return out;
 }
 
 }  // namespace kvq::jobs
