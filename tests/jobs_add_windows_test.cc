@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,8 +15,8 @@
 #include "kvq/add_windows.h"
 #include "kvq/jobs.h"
 #include "support/backends.h"
-#include "support/hooked_store.h"
 #include "support/jobs_fixture.h"
+#include "support/unknown_commit_once.h"
 
 namespace kvq::testing {
 namespace {
@@ -63,27 +62,6 @@ class JobsAddWindowsTest : public JobsFixture {
     EXPECT_TRUE(job.ok()) << id << ": " << job.status().to_string();
     return job.ok() ? *job : Job{};
   }
-  // The raw store through a fault injector that reports the first commit it applies unknown,
-  // then injects nothing.
-  std::shared_ptr<kv::Store> one_unknown_result(uint64_t seed) {
-    faulty_once_ = std::make_shared<kv::FaultInjectingStore>(
-        raw_ptr(), kv::FaultOptions{.unknown_result_rate = 1, .seed = seed});
-    return std::make_shared<HookedStore>(faulty_once_, [this] {
-      std::lock_guard lock(mu_);
-      if (cleared_ || faulty_once_->counts().unknown_applied == 0) return;
-      faulty_once_->set_options({});
-      cleared_ = true;
-    });
-  }
-  bool cleared() {
-    std::lock_guard lock(mu_);
-    return cleared_;
-  }
-
- private:
-  std::shared_ptr<kv::FaultInjectingStore> faulty_once_;
-  std::mutex mu_;
-  bool cleared_ = false;
 };
 
 // ---- Debounce ----
@@ -372,13 +350,11 @@ TEST_P(JobsAddWindowsTest, ConcurrentDebouncedAddsFromTwoJobsAddOnceAndDebounceO
 // answer kept).
 TEST_P(JobsAddWindowsTest, AUniqueAddRetriedAfterAnUnknownCommitAnswersAdded) {
   if (GetParam().faults) GTEST_SKIP() << "places its own faults";
-  auto producer =
-      Jobs::open(one_unknown_result(5),
-                 {.key_prefix = "t", .run_activity_monitor = false, .run_scheduler = false});
-  ASSERT_TRUE(producer.ok());
-  auto r = (*producer)->add("work", "j", data(1), unique_for(60s));
+  UnknownCommitOnce producer(raw_ptr(), 5);
+  ASSERT_TRUE(producer.jobs());
+  auto r = producer.jobs()->add("work", "j", data(1), unique_for(60s));
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  ASSERT_TRUE(cleared()) << "no commit was reported unknown after applying";
+  ASSERT_TRUE(producer.happened()) << "no commit was reported unknown after applying";
   EXPECT_TRUE(r->added) << "the retry took its own window for another add's";
   EXPECT_EQ(r->unique_until_ms, info_of("j").unique_until_ms);
   EXPECT_FALSE(add("j", data(2)).added);
@@ -388,13 +364,11 @@ TEST_P(JobsAddWindowsTest, AUniqueAddRetriedAfterAnUnknownCommitAnswersAdded) {
 // answer is the first application's (a fresh look would see a pending job and say debounced).
 TEST_P(JobsAddWindowsTest, ADebouncedAddRetriedAfterAnUnknownCommitAppliesOnce) {
   if (GetParam().faults) GTEST_SKIP() << "places its own faults";
-  auto producer =
-      Jobs::open(one_unknown_result(7),
-                 {.key_prefix = "t", .run_activity_monitor = false, .run_scheduler = false});
-  ASSERT_TRUE(producer.ok());
-  auto r = (*producer)->add("work", "j", data(1), debounce(30s, 60s));
+  UnknownCommitOnce producer(raw_ptr(), 7);
+  ASSERT_TRUE(producer.jobs());
+  auto r = producer.jobs()->add("work", "j", data(1), debounce(30s, 60s));
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  ASSERT_TRUE(cleared()) << "no commit was reported unknown after applying";
+  ASSERT_TRUE(producer.happened()) << "no commit was reported unknown after applying";
   EXPECT_FALSE(r->debounced) << "the retry debounced the job its own first attempt added";
   JobInfo j = info_of("j");
   EXPECT_EQ(j.scheduled_time_ms, r->scheduled_time_ms);

@@ -18,8 +18,8 @@
 #include "kvq/jobs.h"
 #include "kvq/workflows.h"
 #include "support/backends.h"
-#include "support/hooked_store.h"
 #include "support/jobs_fixture.h"
+#include "support/unknown_commit_once.h"
 
 namespace kvq::testing {
 namespace {
@@ -353,36 +353,6 @@ TEST_P(JobsBatchesTest, TheLastTwoMembersEndingConcurrentlyFireTheCallbackOnce) 
   EXPECT_EQ(pending->pending, static_cast<uint64_t>(kRounds));
 }
 
-// A Jobs whose store reports its first applied commit's result as unknown, then runs cleanly:
-// the call retries after a commit that did apply. `cleared` tells whether that happened.
-struct UnknownOnce {
-  std::shared_ptr<kv::FaultInjectingStore> faulty;
-  std::mutex mu;
-  bool cleared = false;
-  std::unique_ptr<Jobs> jobs;  // last: destroyed first, as its loops use the hook
-  bool happened() {
-    std::lock_guard lock(mu);
-    return cleared;
-  }
-};
-
-std::unique_ptr<UnknownOnce> unknown_once(std::shared_ptr<kv::Store> raw) {
-  auto out = std::make_unique<UnknownOnce>();
-  out->faulty = std::make_shared<kv::FaultInjectingStore>(
-      raw, kv::FaultOptions{.unknown_result_rate = 1, .seed = 17});
-  UnknownOnce* u = out.get();
-  auto hooked = std::make_shared<HookedStore>(out->faulty, [u] {
-    std::lock_guard lock(u->mu);
-    if (u->cleared || u->faulty->counts().unknown_applied == 0) return;
-    u->faulty->set_options({});
-    u->cleared = true;
-  });
-  auto opened = Jobs::open(
-      hooked, {.key_prefix = "t", .run_activity_monitor = false, .run_scheduler = false});
-  if (opened.ok()) out->jobs = std::move(*opened);
-  return out;
-}
-
 // The commit of a member's finish applies but is reported unknown; the finish is retried. Had
 // the retry counted again, the batch of two would fire with its other member unfinished.
 TEST_P(JobsBatchesTest, AFinishRetriedAfterAnUnknownCommitCountsOnce) {
@@ -392,10 +362,10 @@ TEST_P(JobsBatchesTest, AFinishRetriedAfterAnUnknownCommitCountsOnce) {
   add("c", in("b"));
   seal("b");
   Job ja = take("a");
-  auto worker = unknown_once(raw_ptr());
-  ASSERT_TRUE(worker->jobs);
+  auto worker = std::make_unique<UnknownCommitOnce>(raw_ptr(), 17);
+  ASSERT_TRUE(worker->jobs());
   ASSERT_FALSE(worker->happened()) << "the fault was spent before the call";
-  ASSERT_TRUE(worker->jobs->finish(ja).ok());
+  ASSERT_TRUE(worker->jobs()->finish(ja).ok());
   ASSERT_TRUE(worker->happened()) << "no commit was reported unknown after applying";
   BatchInfo b = batch_of("b");
   EXPECT_EQ(b.succeeded, 1u) << "the finish was counted twice";
@@ -415,10 +385,10 @@ TEST_P(JobsBatchesTest, TheFiringFinishRetriedAfterAnUnknownCommitFiresOnce) {
   add("a", in("b"));
   seal("b");
   Job ja = take("a");
-  auto worker = unknown_once(raw_ptr());
-  ASSERT_TRUE(worker->jobs);
+  auto worker = std::make_unique<UnknownCommitOnce>(raw_ptr(), 17);
+  ASSERT_TRUE(worker->jobs());
   ASSERT_FALSE(worker->happened()) << "the fault was spent before the call";
-  ASSERT_TRUE(worker->jobs->finish(ja).ok());
+  ASSERT_TRUE(worker->jobs()->finish(ja).ok());
   ASSERT_TRUE(worker->happened());
   EXPECT_EQ(batch_of("b").succeeded, 1u);
   EXPECT_EQ(fired(), 1u) << "the retry fired again";
@@ -433,10 +403,10 @@ TEST_P(JobsBatchesTest, ASealAndAnAddRetriedAfterAnUnknownCommitApplyOnce) {
   if (GetParam().faults) GTEST_SKIP() << "places its own faults";
   put("e", callback("done"));
   {
-    auto u = unknown_once(raw_ptr());
-    ASSERT_TRUE(u->jobs);
+    auto u = std::make_unique<UnknownCommitOnce>(raw_ptr(), 17);
+    ASSERT_TRUE(u->jobs());
     ASSERT_FALSE(u->happened()) << "the fault was spent before the call";
-    auto sealed = u->jobs->seal_batch("e");
+    auto sealed = u->jobs()->seal_batch("e");
     ASSERT_TRUE(sealed.ok()) << sealed.status().to_string();
     ASSERT_TRUE(u->happened());
     EXPECT_EQ(sealed->state, BatchState::kFired);
@@ -444,10 +414,10 @@ TEST_P(JobsBatchesTest, ASealAndAnAddRetriedAfterAnUnknownCommitApplyOnce) {
   EXPECT_EQ(fired(), 1u);
   put("b", callback("done_b"));
   {
-    auto u = unknown_once(raw_ptr());
-    ASSERT_TRUE(u->jobs);
+    auto u = std::make_unique<UnknownCommitOnce>(raw_ptr(), 17);
+    ASSERT_TRUE(u->jobs());
     ASSERT_FALSE(u->happened()) << "the fault was spent before the call";
-    ASSERT_TRUE(u->jobs->add("work", "a", "{}", in("b")).ok());
+    ASSERT_TRUE(u->jobs()->add("work", "a", "{}", in("b")).ok());
     ASSERT_TRUE(u->happened());
   }
   EXPECT_EQ(batch_of("b").members, 1u) << "the add joined twice";

@@ -15,8 +15,8 @@
 #include "kvq/jobs.h"
 #include "kvq/workflows.h"
 #include "support/backends.h"
-#include "support/hooked_store.h"
 #include "support/jobs_fixture.h"
+#include "support/unknown_commit_once.h"
 
 namespace kvq::testing {
 namespace {
@@ -361,21 +361,10 @@ TEST_P(JobsDependenciesTest, AFinishRetriedAfterAnUnknownCommitResolvesItsEdgeOn
   add("c", after({"a", "b"}));
   add("d", after({"a"}));
   Job ja = take("a");
-  auto faulty = std::make_shared<kv::FaultInjectingStore>(
-      raw_ptr(), kv::FaultOptions{.unknown_result_rate = 1, .seed = 11});
-  std::mutex mu;
-  bool cleared = false;
-  auto hooked = std::make_shared<HookedStore>(faulty, [&] {
-    std::lock_guard lock(mu);
-    if (cleared || faulty->counts().unknown_applied == 0) return;
-    faulty->set_options({});
-    cleared = true;
-  });
-  auto worker = Jobs::open(
-      hooked, {.key_prefix = "t", .run_activity_monitor = false, .run_scheduler = false});
-  ASSERT_TRUE(worker.ok());
-  ASSERT_TRUE((*worker)->finish(ja).ok());
-  ASSERT_TRUE(cleared) << "no commit was reported unknown after applying";
+  UnknownCommitOnce worker(raw_ptr(), 11);
+  ASSERT_TRUE(worker.jobs());
+  ASSERT_TRUE(worker.jobs()->finish(ja).ok());
+  ASSERT_TRUE(worker.happened()) << "no commit was reported unknown after applying";
   EXPECT_EQ(info_of("a").outcome, Outcome::kSucceeded);
   EXPECT_EQ(info_of("c").state, State::kWaiting) << "a's end was applied twice";
   EXPECT_EQ(info_of("c").waiting_on, 1u);
@@ -389,21 +378,10 @@ TEST_P(JobsDependenciesTest, AFinishRetriedAfterAnUnknownCommitResolvesItsEdgeOn
 TEST_P(JobsDependenciesTest, AnAddRetriedAfterAnUnknownCommitWaitsOnItsDependencyOnce) {
   if (GetParam().faults) GTEST_SKIP() << "places its own faults";
   add("a");
-  auto faulty = std::make_shared<kv::FaultInjectingStore>(
-      raw_ptr(), kv::FaultOptions{.unknown_result_rate = 1, .seed = 5});
-  std::mutex mu;
-  bool cleared = false;
-  auto hooked = std::make_shared<HookedStore>(faulty, [&] {
-    std::lock_guard lock(mu);
-    if (cleared || faulty->counts().unknown_applied == 0) return;
-    faulty->set_options({});
-    cleared = true;
-  });
-  auto producer = Jobs::open(
-      hooked, {.key_prefix = "t", .run_activity_monitor = false, .run_scheduler = false});
-  ASSERT_TRUE(producer.ok());
-  ASSERT_TRUE((*producer)->add("work", "c", "{}", after({"a"})).ok());
-  ASSERT_TRUE(cleared);
+  UnknownCommitOnce producer(raw_ptr(), 5);
+  ASSERT_TRUE(producer.jobs());
+  ASSERT_TRUE(producer.jobs()->add("work", "c", "{}", after({"a"})).ok());
+  ASSERT_TRUE(producer.happened());
   EXPECT_EQ(info_of("c").waiting_on, 1u);
   succeed("a");
   EXPECT_EQ(info_of("c").state, State::kPending);

@@ -13,8 +13,8 @@
 #include "kv/fault_injection.h"
 #include "kvq/jobs.h"
 #include "support/backends.h"
-#include "support/hooked_store.h"
 #include "support/jobs_fixture.h"
+#include "support/unknown_commit_once.h"
 
 namespace kvq::testing {
 namespace {
@@ -136,27 +136,17 @@ TEST_P(JobsFinishManyTest, ARetryAfterAnUnknownCommitFindsEveryFinishApplied) {
   if (GetParam().faults) GTEST_SKIP() << "places its own faults";
   std::vector<Job> taken = held(3);
   ASSERT_EQ(taken.size(), 3u);
-  auto faulty = std::make_shared<kv::FaultInjectingStore>(
-      raw_ptr(), kv::FaultOptions{.unknown_result_rate = 1, .seed = 3});
-  std::mutex mu;
-  bool cleared = false;
-  auto hooked = std::make_shared<HookedStore>(faulty, [&] {
-    std::lock_guard lock(mu);
-    if (cleared || faulty->counts().unknown_applied == 0) return;
-    faulty->set_options({});
-    cleared = true;
-  });
-  auto worker = Jobs::open(
-      hooked, {.key_prefix = "t", .run_activity_monitor = false, .run_scheduler = false});
-  ASSERT_TRUE(worker.ok());
-  auto done = (*worker)->finish_many(taken, {{.result = "1"}, {.result = "2"}, {.result = "3"}});
-  ASSERT_TRUE(cleared) << "no commit was reported unknown after applying";
+  UnknownCommitOnce worker(raw_ptr(), 3);
+  ASSERT_TRUE(worker.jobs());
+  auto done =
+      worker.jobs()->finish_many(taken, {{.result = "1"}, {.result = "2"}, {.result = "3"}});
+  ASSERT_TRUE(worker.happened()) << "no commit was reported unknown after applying";
   ASSERT_TRUE(done.ok()) << done.status().to_string();
   for (size_t i = 0; i < taken.size(); ++i) {
     EXPECT_TRUE((*done)[i].ok()) << taken[i].id << ": " << (*done)[i].to_string();
     EXPECT_EQ(info_of(taken[i].id).result, std::to_string(i + 1));
   }
-  EXPECT_EQ((*worker)->type_stats()["work"].succeeded, 3u)
+  EXPECT_EQ(worker.jobs()->type_stats()["work"].succeeded, 3u)
       << "a finish was counted twice, or not at all";
 }
 
