@@ -215,6 +215,18 @@ void producer(Run& run, std::unique_ptr<QueueClient> client) {
   --run.producers_left;
 }
 
+// Checks that `job` came back with its payload and, in the measured seconds, records its
+// add->accept latency (accepted at `accepted_ns`).
+void measure(Run& run, const Reserved& job, int64_t accepted_ns, std::vector<double>& latencies) {
+  const int64_t added = added_ns_of(job.payload);
+  if (added < 0)
+    throw std::runtime_error("a job came back without its payload: " + job.payload.substr(0, 80));
+  if (run.phase.load() == kMeasure) {
+    latencies.push_back(static_cast<double>(accepted_ns - added) / 1e6);
+    ++run.measured;
+  }
+}
+
 // The batched worker: takes up to run.take jobs a call and finishes them together.
 void batch_worker(Run& run, QueueClient& client, std::vector<double>& latencies) {
   std::vector<Reserved> jobs;
@@ -226,16 +238,7 @@ void batch_worker(Run& run, QueueClient& client, std::vector<double>& latencies)
     if (jobs.empty()) continue;
     const int64_t accepted = now_ns();
     client.finish_batch(jobs);
-    for (const auto& job : jobs) {
-      const int64_t added = added_ns_of(job.payload);
-      if (added < 0)
-        throw std::runtime_error("a job came back without its payload: " +
-                                 job.payload.substr(0, 80));
-      if (run.phase.load() == kMeasure) {
-        latencies.push_back(static_cast<double>(accepted - added) / 1e6);
-        ++run.measured;
-      }
-    }
+    for (const auto& job : jobs) measure(run, job, accepted, latencies);
     run.finished += static_cast<int64_t>(jobs.size());
     run.finished.notify_all();
   }
@@ -244,16 +247,11 @@ void batch_worker(Run& run, QueueClient& client, std::vector<double>& latencies)
 void worker(Run& run, std::unique_ptr<QueueClient> client) {
   std::vector<double> latencies;
   try {
-    if (run.take > 0) {
-      batch_worker(run, *client, latencies);
-      std::lock_guard lock(run.mu);
-      run.latencies_ms.insert(run.latencies_ms.end(), latencies.begin(), latencies.end());
-      return;
-    }
+    if (run.take > 0) batch_worker(run, *client, latencies);
     Reserved job, next;
     bool held = false;  // `job` came with the last finish
     int64_t accepted = 0;
-    while (!run.failed) {
+    while (run.take == 0 && !run.failed) {  // the one-job worker
       if (!held) {
         if (run.phase.load() == kDrain && run.producers_done() &&
             run.finished.load() >= run.added.load())
@@ -263,14 +261,7 @@ void worker(Run& run, std::unique_ptr<QueueClient> client) {
       }
       held = client->finish_and_reserve(job, next);
       const int64_t next_accepted = now_ns();
-      const int64_t added = added_ns_of(job.payload);
-      if (added < 0)
-        throw std::runtime_error("a job came back without its payload: " +
-                                 job.payload.substr(0, 80));
-      if (run.phase.load() == kMeasure) {
-        latencies.push_back(static_cast<double>(accepted - added) / 1e6);
-        ++run.measured;
-      }
+      measure(run, job, accepted, latencies);
       ++run.finished;
       run.finished.notify_all();
       if (held) {
